@@ -1,0 +1,33 @@
+// Running the lazy graph, and counters that show what ran.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kiln/array.h"
+
+namespace kiln {
+
+/* Computes the given arrays and everything they depend on, once per node even when
+   other threads evaluate overlapping graphs at the same time. */
+void eval(const std::vector<Array>& arrays);
+/* Starts evaluation on the calling thread's default stream and returns at once;
+   a later eval, item or to_vector waits for it. Errors surface on that later call. */
+void async_eval(const std::vector<Array>& arrays);
+
+/* Evaluate every op as it is built (debugging). Also set by KILN_EAGER=1. */
+void set_eager(bool eager);
+bool eager();
+
+struct Stats {
+  uint64_t kernels_launched = 0;     // backend kernels run (views launch none)
+  uint64_t arrays_materialized = 0;  // nodes given data by evaluation
+  uint64_t traces = 0;               // compile traces
+  uint64_t cache_hits = 0;           // compile cache hits
+  uint64_t cache_misses = 0;         // compile cache misses
+};
+/* Process-wide counters (atomic; safe to read while other threads work). */
+Stats stats();
+void reset_stats();
+
+}  // namespace kiln

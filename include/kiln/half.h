@@ -1,0 +1,98 @@
+// 16-bit floating-point storage types. Arithmetic on them is done in float32.
+// This header is self-contained so that generated kernel source can include it.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace kiln {
+
+namespace half_detail {
+inline uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bits_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+}  // namespace half_detail
+
+// IEEE 754 binary16.
+struct float16_t {
+  uint16_t bits = 0;
+
+  float16_t() = default;
+  float16_t(float f) : bits(from_float(f)) {}  // NOLINT: implicit like a builtin
+  operator float() const { return to_float(bits); }  // NOLINT
+
+  static float16_t from_bits(uint16_t b) {
+    float16_t h;
+    h.bits = b;
+    return h;
+  }
+
+  // Round to nearest even; overflow gives infinity, NaN stays NaN.
+  static uint16_t from_float(float f) {
+    uint32_t x = half_detail::float_bits(f);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t abs = x & 0x7fffffffu;
+    if (abs >= 0x7f800000u) {  // inf or NaN
+      return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+    }
+    if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
+    if (abs < 0x38800000u) {  // result is subnormal or zero: let float addition round it
+      float magic = half_detail::bits_float(0x3f000000u);  // 0.5: shifts mantissa into place
+      float r = half_detail::bits_float(abs) + magic;
+      return static_cast<uint16_t>(sign | (half_detail::float_bits(r) - 0x3f000000u));
+    }
+    uint32_t mant_odd = (abs >> 13) & 1u;
+    abs += 0xc8000fffu + mant_odd;  // rebias exponent (-112 << 23) and round to nearest even
+    return static_cast<uint16_t>(sign | (abs >> 13));
+  }
+
+  static float to_float(uint16_t h) {
+    uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t mant = h & 0x3ffu;
+    uint32_t out;
+    if (exp == 0x1fu) {
+      out = sign | 0x7f800000u | (mant << 13);
+    } else if (exp == 0) {
+      if (mant == 0) return half_detail::bits_float(sign);
+      // subnormal: value is mant * 2^-24
+      float v = static_cast<float>(mant) * half_detail::bits_float(0x33800000u);
+      return sign ? -v : v;
+    } else {
+      out = sign | ((exp + 112u) << 23) | (mant << 13);
+    }
+    return half_detail::bits_float(out);
+  }
+};
+
+// bfloat16: the upper half of a float32.
+struct bfloat16_t {
+  uint16_t bits = 0;
+
+  bfloat16_t() = default;
+  bfloat16_t(float f) : bits(from_float(f)) {}  // NOLINT
+  operator float() const { return half_detail::bits_float(static_cast<uint32_t>(bits) << 16); }  // NOLINT
+
+  static bfloat16_t from_bits(uint16_t b) {
+    bfloat16_t h;
+    h.bits = b;
+    return h;
+  }
+
+  // Round to nearest even; NaN stays a quiet NaN.
+  static uint16_t from_float(float f) {
+    uint32_t x = half_detail::float_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return static_cast<uint16_t>(x >> 16);
+  }
+};
+
+}  // namespace kiln

@@ -1,0 +1,10 @@
+// kiln: trace array programs, fuse them into kernels, replay them from any thread.
+#pragma once
+
+#include "kiln/array.h"
+#include "kiln/device.h"
+#include "kiln/dtype.h"
+#include "kiln/error.h"
+#include "kiln/eval.h"
+#include "kiln/half.h"
+#include "kiln/ops.h"

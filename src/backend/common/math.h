@@ -1,0 +1,331 @@
+// Elementwise math, written once. Eager kernels and generated (fused) kernel
+// source both include this file, so fused and unfused results agree.
+// Functors take and return the compute type: float for float16/bfloat16,
+// the type itself otherwise. Integer arithmetic wraps (done in unsigned) and
+// never invokes undefined behaviour.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "kiln/half.h"
+
+#ifndef KILN_HD
+#define KILN_HD
+#endif
+
+namespace kiln::math {
+
+template <class T>
+using compute_t = std::conditional_t<std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>, float, T>;
+
+template <class T>
+inline constexpr bool is_float_v = std::is_floating_point_v<T>;
+template <class T>
+inline constexpr bool is_int_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+// Marks functors the front end only ever calls on floating types (it casts other
+// inputs first), so kernels are not instantiated for integers.
+#define KILN_FLOATS_ONLY static constexpr bool floats_only = true;
+template <class F>
+concept FloatsOnly = F::floats_only;
+
+template <class T>
+using unsigned_t = std::make_unsigned_t<T>;
+
+template <class T>
+KILN_HD inline T wrap_add(T a, T b) { return static_cast<T>(static_cast<unsigned_t<T>>(a) + static_cast<unsigned_t<T>>(b)); }
+template <class T>
+KILN_HD inline T wrap_sub(T a, T b) { return static_cast<T>(static_cast<unsigned_t<T>>(a) - static_cast<unsigned_t<T>>(b)); }
+template <class T>
+KILN_HD inline T wrap_mul(T a, T b) {
+  // Promote to at least unsigned int so uint16*uint16 does not overflow a signed int.
+  using U = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, unsigned_t<T>>;
+  return static_cast<T>(static_cast<U>(static_cast<unsigned_t<T>>(a)) * static_cast<U>(static_cast<unsigned_t<T>>(b)));
+}
+
+// ---- unary --------------------------------------------------------------------
+struct Abs {
+  template <class T> KILN_HD T operator()(T x) const {
+    if constexpr (is_float_v<T>) return std::fabs(x);
+    else if constexpr (std::is_signed_v<T>) return x < 0 ? wrap_sub(T(0), x) : x;
+    else return x;
+  }
+};
+struct Negative {
+  template <class T> KILN_HD T operator()(T x) const {
+    if constexpr (is_int_v<T>) return wrap_sub(T(0), x);
+    else return -x;
+  }
+};
+struct Sign {
+  template <class T> KILN_HD T operator()(T x) const {
+    if constexpr (is_float_v<T>) return std::isnan(x) ? x : static_cast<T>((x > 0) - (x < 0));
+    else if constexpr (std::is_signed_v<T>) return static_cast<T>((x > 0) - (x < 0));
+    else return static_cast<T>(x > 0);
+  }
+};
+struct Exp { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::exp(x); } };
+struct Expm1 { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::expm1(x); } };
+struct Log { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::log(x); } };
+struct Log1p { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::log1p(x); } };
+struct Log2 { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::log2(x); } };
+struct Sqrt { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::sqrt(x); } };
+struct Rsqrt { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return T(1) / std::sqrt(x); } };
+struct Square {
+  template <class T> KILN_HD T operator()(T x) const {
+    if constexpr (is_int_v<T>) return wrap_mul(x, x);
+    else if constexpr (std::is_same_v<T, bool>) return x;
+    else return x * x;
+  }
+};
+struct Reciprocal { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return T(1) / x; } };
+struct Sin { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::sin(x); } };
+struct Cos { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::cos(x); } };
+struct Tan { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::tan(x); } };
+struct Tanh { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::tanh(x); } };
+struct Sigmoid { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); } };
+struct Erf { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::erf(x); } };
+struct Floor {
+  template <class T> KILN_HD T operator()(T x) const {
+    if constexpr (is_float_v<T>) return std::floor(x); else return x;
+  }
+};
+struct Ceil {
+  template <class T> KILN_HD T operator()(T x) const {
+    if constexpr (is_float_v<T>) return std::ceil(x); else return x;
+  }
+};
+struct Round {  // half to even (the default rounding mode)
+  template <class T> KILN_HD T operator()(T x) const {
+    if constexpr (is_float_v<T>) return std::nearbyint(x); else return x;
+  }
+};
+struct IsNan {
+  template <class T> KILN_HD bool operator()(T x) const {
+    if constexpr (is_float_v<T>) return std::isnan(x); else return false;
+  }
+};
+struct IsInf {
+  template <class T> KILN_HD bool operator()(T x) const {
+    if constexpr (is_float_v<T>) return std::isinf(x); else return false;
+  }
+};
+struct IsFinite {
+  template <class T> KILN_HD bool operator()(T x) const {
+    if constexpr (is_float_v<T>) return std::isfinite(x); else return true;
+  }
+};
+struct LogicalNot { template <class T> KILN_HD bool operator()(T x) const { return !x; } };
+struct BitwiseNot {
+  template <class T> requires(!is_float_v<T>) KILN_HD T operator()(T x) const {
+    if constexpr (std::is_same_v<T, bool>) return !x; else return static_cast<T>(~x);
+  }
+};
+
+// ---- binary -------------------------------------------------------------------
+struct Add {
+  template <class T> KILN_HD T operator()(T a, T b) const {
+    if constexpr (is_int_v<T>) return wrap_add(a, b);
+    else if constexpr (std::is_same_v<T, bool>) return a || b;
+    else return a + b;
+  }
+};
+struct Subtract {
+  template <class T> KILN_HD T operator()(T a, T b) const {
+    if constexpr (is_int_v<T>) return wrap_sub(a, b);
+    else if constexpr (std::is_same_v<T, bool>) return a != b;
+    else return a - b;
+  }
+};
+struct Multiply {
+  template <class T> KILN_HD T operator()(T a, T b) const {
+    if constexpr (is_int_v<T>) return wrap_mul(a, b);
+    else if constexpr (std::is_same_v<T, bool>) return a && b;
+    else return a * b;
+  }
+};
+struct Divide { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T a, T b) const { return a / b; } };
+struct FloorDivide {
+  template <class T> KILN_HD T operator()(T a, T b) const {
+    if constexpr (is_float_v<T>) {
+      if (b == 0) return a / b;
+      // floor of the exact quotient: (a - fmod(a, b)) / b is exact before rounding.
+      T mod = std::fmod(a, b);
+      T div = (a - mod) / b;
+      if (mod != 0 && ((b < 0) != (mod < 0))) div -= T(1);
+      if (div == 0) return std::copysign(T(0), a / b);
+      T fl = std::floor(div);
+      return (div - fl > T(0.5)) ? fl + T(1) : fl;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return b ? a : false;
+    } else {
+      if (b == 0) return 0;
+      if constexpr (std::is_signed_v<T>) {
+        if (b == -1) return wrap_sub(T(0), a);  // avoids MIN / -1
+        T q = static_cast<T>(a / b);
+        if ((a % b != 0) && ((a < 0) != (b < 0))) q = static_cast<T>(q - 1);
+        return q;
+      } else {
+        return static_cast<T>(a / b);
+      }
+    }
+  }
+};
+struct Remainder {
+  template <class T> KILN_HD T operator()(T a, T b) const {
+    if constexpr (is_float_v<T>) {
+      T r = std::fmod(a, b);
+      if (r != 0 && ((r < 0) != (b < 0))) r += b;
+      else if (r == 0) r = std::copysign(T(0), b);
+      return r;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return false;
+    } else {
+      if (b == 0) return 0;
+      if constexpr (std::is_signed_v<T>) {
+        if (b == -1) return 0;
+        T r = static_cast<T>(a % b);
+        if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);
+        return r;
+      } else {
+        return static_cast<T>(a % b);
+      }
+    }
+  }
+};
+struct Power {
+  template <class T> KILN_HD T operator()(T a, T b) const {
+    if constexpr (is_float_v<T>) {
+      return std::pow(a, b);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return a || !b;
+    } else {
+      if constexpr (std::is_signed_v<T>) {
+        if (b < 0) return a == 1 ? T(1) : (a == -1 ? ((b & 1) ? T(-1) : T(1)) : T(0));
+      }
+      T result = 1;
+      T base = a;
+      auto e = static_cast<unsigned_t<T>>(b);
+      while (e) {
+        if (e & 1u) result = wrap_mul(result, base);
+        base = wrap_mul(base, base);
+        e >>= 1;
+      }
+      return result;
+    }
+  }
+};
+struct Maximum {
+  template <class T> KILN_HD T operator()(T a, T b) const {
+    if constexpr (is_float_v<T>) {
+      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+    }
+    return a < b ? b : a;
+  }
+};
+struct Minimum {
+  template <class T> KILN_HD T operator()(T a, T b) const {
+    if constexpr (is_float_v<T>) {
+      if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+    }
+    return b < a ? b : a;
+  }
+};
+struct Arctan2 { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T a, T b) const { return std::atan2(a, b); } };
+struct Equal { template <class T> KILN_HD bool operator()(T a, T b) const { return a == b; } };
+struct NotEqual { template <class T> KILN_HD bool operator()(T a, T b) const { return a != b; } };
+struct Less { template <class T> KILN_HD bool operator()(T a, T b) const { return a < b; } };
+struct LessEqual { template <class T> KILN_HD bool operator()(T a, T b) const { return a <= b; } };
+struct Greater { template <class T> KILN_HD bool operator()(T a, T b) const { return a > b; } };
+struct GreaterEqual { template <class T> KILN_HD bool operator()(T a, T b) const { return a >= b; } };
+struct LogicalAnd { template <class T> KILN_HD bool operator()(T a, T b) const { return a && b; } };
+struct LogicalOr { template <class T> KILN_HD bool operator()(T a, T b) const { return a || b; } };
+struct BitwiseAnd { template <class T> requires(!is_float_v<T>) KILN_HD T operator()(T a, T b) const { return static_cast<T>(a & b); } };
+struct BitwiseOr { template <class T> requires(!is_float_v<T>) KILN_HD T operator()(T a, T b) const { return static_cast<T>(a | b); } };
+struct BitwiseXor { template <class T> requires(!is_float_v<T>) KILN_HD T operator()(T a, T b) const { return static_cast<T>(a ^ b); } };
+struct LeftShift {
+  template <class T> requires(!is_float_v<T>) KILN_HD T operator()(T a, T b) const {
+    constexpr int bits = static_cast<int>(sizeof(T) * 8);
+    if constexpr (std::is_same_v<T, bool>) {
+      return b ? false : a;
+    } else {
+      if (b < 0 || b >= bits) return 0;
+      return static_cast<T>(static_cast<unsigned_t<T>>(a) << b);
+    }
+  }
+};
+struct RightShift {
+  template <class T> requires(!is_float_v<T>) KILN_HD T operator()(T a, T b) const {
+    constexpr int bits = static_cast<int>(sizeof(T) * 8);
+    if constexpr (std::is_same_v<T, bool>) {
+      return b ? false : a;
+    } else {
+      if (b < 0 || b >= bits) {
+        if constexpr (std::is_signed_v<T>) return a < 0 ? T(-1) : T(0);
+        else return 0;
+      }
+      return static_cast<T>(a >> b);
+    }
+  }
+};
+
+// ---- where and conversion ------------------------------------------------------
+struct Select {
+  template <class T> KILN_HD T operator()(bool c, T a, T b) const { return c ? a : b; }
+};
+
+/* Converts between element types: float to integer truncates toward zero and
+   saturates, NaN gives 0; anything to bool is "!= 0". */
+template <class To, class From>
+KILN_HD inline To convert(From x) {
+  using CF = compute_t<From>;
+  using CT = compute_t<To>;
+  CF v = static_cast<CF>(x);
+  if constexpr (std::is_same_v<CT, bool>) {
+    return static_cast<To>(v != CF(0));
+  } else if constexpr (is_float_v<CF> && is_int_v<CT>) {
+    if (std::isnan(v)) return static_cast<To>(CT(0));
+    if (v <= static_cast<CF>(std::numeric_limits<CT>::min())) return static_cast<To>(std::numeric_limits<CT>::min());
+    if (v >= static_cast<CF>(std::numeric_limits<CT>::max())) return static_cast<To>(std::numeric_limits<CT>::max());
+    return static_cast<To>(static_cast<CT>(v));
+  } else {
+    return static_cast<To>(static_cast<CT>(v));
+  }
+}
+
+// ---- reductions: init() is the identity, operator() folds one element in ----------
+struct Sum {
+  template <class T> KILN_HD static T init() { return T(0); }
+  template <class T> KILN_HD T operator()(T acc, T x) const { return Add{}(acc, x); }
+};
+struct Prod {
+  template <class T> KILN_HD static T init() { return T(1); }
+  template <class T> KILN_HD T operator()(T acc, T x) const { return Multiply{}(acc, x); }
+};
+struct Max {
+  template <class T> KILN_HD static T init() {
+    if constexpr (is_float_v<T>) return -std::numeric_limits<T>::infinity();
+    else return std::numeric_limits<T>::lowest();
+  }
+  template <class T> KILN_HD T operator()(T acc, T x) const { return Maximum{}(acc, x); }
+};
+struct Min {
+  template <class T> KILN_HD static T init() {
+    if constexpr (is_float_v<T>) return std::numeric_limits<T>::infinity();
+    else return std::numeric_limits<T>::max();
+  }
+  template <class T> KILN_HD T operator()(T acc, T x) const { return Minimum{}(acc, x); }
+};
+struct All {
+  template <class T> KILN_HD static T init() { return T(1); }
+  template <class T> KILN_HD T operator()(T acc, T x) const { return static_cast<T>(acc && x); }
+};
+struct Any {
+  template <class T> KILN_HD static T init() { return T(0); }
+  template <class T> KILN_HD T operator()(T acc, T x) const { return static_cast<T>(acc || x); }
+};
+
+}  // namespace kiln::math

@@ -1,0 +1,84 @@
+#include "core/buffer.h"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "kiln/error.h"
+
+namespace kiln::detail {
+namespace {
+
+constexpr size_t kAlign = 64;
+constexpr size_t kCacheMinBytes = size_t{1} << 20;   // smaller blocks go straight to malloc
+constexpr size_t kCacheMaxBytes = size_t{1} << 30;   // bound on what the cache holds
+
+struct BlockCache {
+  std::mutex mu;                         // guards blocks and held
+  std::multimap<size_t, void*> blocks;  // size -> free block
+  size_t held = 0;
+
+  // A free block of at least `bytes` and not much more; its true size goes to *got.
+  void* take(size_t bytes, size_t* got) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = blocks.lower_bound(bytes);
+    if (it == blocks.end() || it->first > bytes + bytes / 4) return nullptr;  // too wasteful
+    void* p = it->second;
+    *got = it->first;
+    held -= it->first;
+    blocks.erase(it);
+    return p;
+  }
+  bool give(void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (held + bytes > kCacheMaxBytes) return false;
+    blocks.emplace(bytes, p);
+    held += bytes;
+    return true;
+  }
+  void trim() {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [size, p] : blocks) std::free(p);
+    blocks.clear();
+    held = 0;
+  }
+  ~BlockCache() { trim(); }
+};
+
+BlockCache& cache() {
+  static BlockCache* c = new BlockCache;  // never destroyed: buffers may die during static teardown
+  return *c;
+}
+
+size_t round_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+std::shared_ptr<Buffer> Buffer::allocate(size_t bytes) {
+  size_t rounded = round_up(bytes == 0 ? 1 : bytes);
+  void* p = nullptr;
+  size_t got = rounded;
+  if (rounded >= kCacheMinBytes) p = cache().take(rounded, &got);
+  if (!p) p = std::aligned_alloc(kAlign, rounded);
+  if (!p) fail("alloc", "out of memory allocating ", bytes, " bytes");
+  return std::shared_ptr<Buffer>(new Buffer(p, got, true));
+}
+
+std::shared_ptr<Buffer> Buffer::borrow(void* data, size_t bytes) {
+  return std::shared_ptr<Buffer>(new Buffer(data, bytes, false));
+}
+
+Buffer::~Buffer() {
+  if (!owned_) return;
+  if (bytes_ >= kCacheMinBytes && cache().give(data_, bytes_)) return;
+  std::free(data_);
+}
+
+void trim_buffer_cache() { cache().trim(); }
+
+size_t buffer_cache_bytes() {
+  std::lock_guard<std::mutex> lock(cache().mu);
+  return cache().held;
+}
+
+}  // namespace kiln::detail

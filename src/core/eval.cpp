@@ -1,0 +1,191 @@
+// Evaluation of the lazy graph: a post-order walk, then each node materialized
+// once under its own lock, so threads sharing nodes compute each of them once.
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <thread>
+#include <unordered_set>
+
+#include "core/node.h"
+#include "core/stats.h"
+#include "kiln/eval.h"
+#include "ops/primitive.h"
+
+namespace kiln {
+namespace detail {
+
+Counters& counters() {
+  static Counters c;
+  return c;
+}
+
+std::shared_ptr<Producer> Node::pending_producer() {
+  if (ready.load(std::memory_order_acquire)) return nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  return producer;
+}
+
+void Producer::run(Device device) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (done) return;
+  std::vector<Tensor> in;
+  in.reserve(inputs.size());
+  for (auto& a : inputs) in.push_back(a.tensor());
+  std::vector<Tensor> out = results;  // shapes and dtypes; kernels fill buffers
+  if (device.type != Device::Type::cpu) fail(prim->name(), "no backend for device ", device.str());
+  prim->eval_cpu(in, out);
+  if (!prim->is_view()) count(counters().kernels_launched);
+  results = std::move(out);
+  done = true;
+}
+
+// Releasing a long chain of producers recursively would overflow the stack,
+// so inputs whose last reference dies here are released in a loop instead.
+Producer::~Producer() {
+  thread_local std::vector<Array>* pending = nullptr;
+  if (pending) {
+    for (auto& a : inputs) pending->push_back(std::move(a));
+    return;
+  }
+  std::vector<Array> queue = std::move(inputs);
+  pending = &queue;
+  while (!queue.empty()) {
+    Array a = std::move(queue.back());
+    queue.pop_back();
+    // Dropping `a` may destroy its node and producer, which append to `queue`.
+  }
+  pending = nullptr;
+}
+
+void Node::materialize() {
+  std::lock_guard<std::mutex> lock(mu);
+  if (ready.load(std::memory_order_relaxed)) return;
+  producer->run(device);
+  tensor = producer->results[static_cast<size_t>(output_index)];
+  producer.reset();  // drops the inputs once every sibling is done
+  ready.store(true, std::memory_order_release);
+  count(counters().arrays_materialized);
+}
+
+namespace {
+
+// Unevaluated nodes reachable from `roots`, inputs before users.
+std::vector<std::shared_ptr<Node>> post_order(const std::vector<Array>& roots) {
+  std::vector<std::shared_ptr<Node>> order;
+  std::unordered_set<Node*> seen;
+  struct Frame {
+    std::shared_ptr<Node> node;
+    std::shared_ptr<Producer> producer;
+    size_t next_input;
+  };
+  std::vector<Frame> stack;
+  auto push = [&](const std::shared_ptr<Node>& n) {
+    if (!n || !seen.insert(n.get()).second) return;
+    auto p = n->pending_producer();
+    if (!p) return;
+    stack.push_back({n, std::move(p), 0});
+  };
+  for (auto& r : roots) push(r.node());
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (f.next_input < f.producer->inputs.size()) {
+      auto& in = f.producer->inputs[f.next_input++].node();
+      push(in);
+      continue;
+    }
+    order.push_back(std::move(f.node));
+    stack.pop_back();
+  }
+  return order;
+}
+
+std::atomic<int> g_eager{-1};  // -1: not yet read from KILN_EAGER
+
+// One worker thread per calling thread: that thread's default CPU stream.
+class Stream {
+ public:
+  Stream() : worker_([this] { loop(); }) {}
+  ~Stream() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  void enqueue(std::vector<Array> arrays) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(arrays));
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::vector<Array> work;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        work = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      try {
+        eval(work);
+      } catch (...) {
+        // The nodes stay unevaluated; the next synchronous eval raises the error.
+      }
+    }
+  }
+  std::mutex mu_;  // guards queue_ and stop_
+  std::condition_variable cv_;
+  std::deque<std::vector<Array>> queue_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace
+}  // namespace detail
+
+void eval(const std::vector<Array>& arrays) {
+  for (auto& n : detail::post_order(arrays)) n->materialize();
+}
+
+void async_eval(const std::vector<Array>& arrays) {
+  thread_local detail::Stream stream;
+  stream.enqueue(arrays);
+}
+
+void set_eager(bool e) { detail::g_eager.store(e ? 1 : 0); }
+
+bool eager() {
+  int v = detail::g_eager.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("KILN_EAGER");
+    v = (env && env[0] == '1') ? 1 : 0;
+    int expected = -1;
+    detail::g_eager.compare_exchange_strong(expected, v);
+    v = detail::g_eager.load();
+  }
+  return v == 1;
+}
+
+Stats stats() {
+  auto& c = detail::counters();
+  return {c.kernels_launched.load(), c.arrays_materialized.load(), c.traces.load(), c.cache_hits.load(),
+          c.cache_misses.load()};
+}
+
+void reset_stats() {
+  auto& c = detail::counters();
+  c.kernels_launched = 0;
+  c.arrays_materialized = 0;
+  c.traces = 0;
+  c.cache_hits = 0;
+  c.cache_misses = 0;
+}
+
+}  // namespace kiln

@@ -1,0 +1,45 @@
+// The graph node behind an Array, and the producer that computes one or more
+// sibling nodes at once.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/tensor.h"
+#include "kiln/array.h"
+
+namespace kiln::detail {
+
+/* Runs a primitive once for all the nodes it produces. */
+struct Producer {
+  std::shared_ptr<Primitive> prim;
+  std::vector<Array> inputs;  // immutable while the producer lives
+  std::mutex mu;              // guards done and results
+  bool done = false;
+  std::vector<Tensor> results;  // one per output, shapes and dtypes set at construction
+
+  /* Computes the results if not yet done; inputs must already be evaluated. */
+  void run(Device device);
+  ~Producer();
+};
+
+struct Node {
+  Shape shape;
+  Dtype dtype = float32;
+  Device device;
+  int output_index = 0;
+
+  std::atomic<bool> ready{false};     // set (release) once `tensor` holds the data
+  std::mutex mu;                      // guards producer and the write of tensor
+  std::shared_ptr<Producer> producer;  // null for leaves and once ready
+  Tensor tensor;                       // valid once ready
+
+  /* The producer while not yet evaluated, else null (takes mu). */
+  std::shared_ptr<Producer> pending_producer();
+  /* Evaluates this node given that its inputs are evaluated; idempotent, thread-safe. */
+  void materialize();
+};
+
+}  // namespace kiln::detail

@@ -1,0 +1,20 @@
+// Process-wide counters behind kiln::stats().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace kiln::detail {
+
+struct Counters {
+  std::atomic<uint64_t> kernels_launched{0};
+  std::atomic<uint64_t> arrays_materialized{0};
+  std::atomic<uint64_t> traces{0};
+  std::atomic<uint64_t> cache_hits{0};
+  std::atomic<uint64_t> cache_misses{0};
+};
+Counters& counters();
+
+inline void count(std::atomic<uint64_t>& c, uint64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
+
+}  // namespace kiln::detail

@@ -1,0 +1,53 @@
+#include "core/tensor.h"
+
+#include <sstream>
+
+namespace kiln::detail {
+
+Strides row_major_strides(const Shape& shape) {
+  Strides s(shape.size());
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    s[i] = stride;
+    stride *= shape[i];
+  }
+  return s;
+}
+
+int64_t shape_size(const Shape& shape) {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? "," : "") << shape[i];
+  os << ")";
+  return os.str();
+}
+
+bool Tensor::row_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 1) continue;  // stride of a size-1 axis is irrelevant
+    if (strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
+void Tensor::allocate() {
+  strides = row_major_strides(shape);
+  offset = 0;
+  buffer = Buffer::allocate(static_cast<size_t>(size()) * itemsize());
+}
+
+void Tensor::view_of(const Tensor& src, Strides s, int64_t off) {
+  buffer = src.buffer;
+  strides = std::move(s);
+  offset = off;
+}
+
+}  // namespace kiln::detail

@@ -1,0 +1,50 @@
+// The evaluated form of an array that kernels read and write: a buffer plus a
+// strided view of it. Kernels take Tensors, never graph nodes, so plans can run
+// them without building any.
+#pragma once
+
+#include <memory>
+
+#include "core/buffer.h"
+#include "kiln/array.h"
+
+namespace kiln::detail {
+
+/* Row-major strides (in elements) for a shape. */
+Strides row_major_strides(const Shape& shape);
+/* Product of the dimensions (1 for a 0-d shape). */
+int64_t shape_size(const Shape& shape);
+/* "(2,3)" */
+std::string shape_str(const Shape& shape);
+
+struct Tensor {
+  Shape shape;
+  Strides strides;  // in elements; 0 along broadcast axes
+  Dtype dtype = float32;
+  std::shared_ptr<Buffer> buffer;
+  int64_t offset = 0;  // in elements, from the buffer's start
+
+  Tensor() = default;
+  Tensor(Shape s, Dtype d) : shape(std::move(s)), strides(row_major_strides(shape)), dtype(d) {}
+
+  int ndim() const { return static_cast<int>(shape.size()); }
+  int64_t size() const { return shape_size(shape); }
+  size_t itemsize() const { return static_cast<size_t>(size_of(dtype)); }
+  /* True when elements are laid out densely in row-major order. */
+  bool row_contiguous() const;
+
+  void* raw() const {
+    return static_cast<char*>(buffer->data()) + offset * static_cast<int64_t>(itemsize());
+  }
+  template <class T>
+  T* data() const {
+    return static_cast<T*>(raw());
+  }
+
+  /* Gives this tensor a fresh row-major buffer for its shape. */
+  void allocate();
+  /* A view of `src`'s buffer with this tensor's shape and the given strides/offset. */
+  void view_of(const Tensor& src, Strides s, int64_t off);
+};
+
+}  // namespace kiln::detail

@@ -1,0 +1,137 @@
+#include "core/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace kiln::detail {
+namespace {
+
+thread_local bool t_in_pool_task = false;
+
+// One parallel_for call: chunks are claimed through an atomic counter.
+struct Job {
+  const std::function<void(int64_t, int64_t)>* body;
+  int64_t n, chunk, num_chunks;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> finished{0};
+  std::mutex mu;                 // guards error and pairs with done_cv
+  std::condition_variable done_cv;
+  std::exception_ptr error;
+
+  // Claims and runs chunks until none are left.
+  void work() {
+    for (int64_t c; (c = next.fetch_add(1)) < num_chunks;) {
+      int64_t begin = c * chunk, end = std::min(n, begin + chunk);
+      try {
+        (*body)(begin, end);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+      }
+      if (finished.fetch_add(1) + 1 == num_chunks) {
+        std::lock_guard<std::mutex> lock(mu);
+        done_cv.notify_all();
+      }
+    }
+  }
+};
+
+class Pool {
+ public:
+  explicit Pool(int workers) {
+    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { loop(); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  size_t workers() const { return threads_.size(); }
+
+  void submit(const std::shared_ptr<Job>& job, int copies) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (int i = 0; i < copies; ++i) queue_.push_back(job);
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void loop() {
+    t_in_pool_task = true;
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (stop_ && queue_.empty()) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      job->work();
+    }
+  }
+
+  std::mutex mu_;  // guards queue_ and stop_
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+int configured_threads() {
+  if (const char* env = std::getenv("KILN_NUM_THREADS")) {
+    int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+Pool& pool() {
+  static Pool* p = new Pool(num_threads() - 1);  // leaked: workers may run during static teardown
+  return *p;
+}
+
+}  // namespace
+
+int num_threads() {
+  static const int n = configured_threads();
+  return n;
+}
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  int threads = num_threads();
+  if (threads == 1 || n <= grain || t_in_pool_task) {
+    body(0, n);
+    return;
+  }
+  // A few chunks per thread balance uneven cores without much overhead.
+  int64_t num_chunks = std::min<int64_t>((n + grain - 1) / grain, int64_t{threads} * 4);
+  auto job = std::make_shared<Job>();
+  job->body = &body;
+  job->n = n;
+  job->chunk = (n + num_chunks - 1) / num_chunks;
+  job->num_chunks = (n + job->chunk - 1) / job->chunk;
+  pool().submit(job, std::min<int>(threads - 1, static_cast<int>(job->num_chunks) - 1));
+  t_in_pool_task = true;  // the caller's own chunks must not fan out again
+  job->work();
+  t_in_pool_task = false;
+  std::unique_lock<std::mutex> lock(job->mu);
+  job->done_cv.wait(lock, [&] { return job->finished.load() == job->num_chunks; });
+  if (job->error) std::rethrow_exception(job->error);
+}
+
+}  // namespace kiln::detail

@@ -1,0 +1,39 @@
+// Primitives that make arrays from parameters alone.
+#pragma once
+
+#include "ops/primitive.h"
+
+namespace kiln {
+
+/* Fills the output with its one input, a 0-d array of the output's dtype. */
+class Full : public Primitive {
+ public:
+  explicit Full(Shape shape) : Primitive(OpKind::Full), shape_(std::move(shape)) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>&) const override { return {shape_}; }
+  bool is_equivalent(const Primitive& o) const override {
+    return o.kind() == kind() && static_cast<const Full&>(o).shape_ == shape_;
+  }
+
+ private:
+  Shape shape_;
+};
+
+/* start + i * step for i in [0, n), computed in float64 and converted. */
+class Arange : public Primitive {
+ public:
+  Arange(double start, double step, int64_t n) : Primitive(OpKind::Arange), start_(start), step_(step), n_(n) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>&) const override { return {{n_}}; }
+  bool is_equivalent(const Primitive& o) const override {
+    auto* b = static_cast<const Arange*>(&o);
+    return o.kind() == kind() && b->start_ == start_ && b->step_ == step_ && b->n_ == n_;
+  }
+  void print(std::ostream& os) const override { os << name() << "(" << start_ << "," << step_ << "," << n_ << ")"; }
+
+ private:
+  double start_, step_;
+  int64_t n_;
+};
+
+}  // namespace kiln

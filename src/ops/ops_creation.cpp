@@ -1,0 +1,63 @@
+// Front ends of the creation ops.
+#include <cmath>
+
+#include "kiln/ops.h"
+#include "ops/creation.h"
+
+namespace kiln {
+
+namespace {
+void check_shape(const char* op, const Shape& shape) {
+  for (auto d : shape) {
+    if (d < 0) fail(op, "negative dimension in shape ", detail::shape_str(shape));
+  }
+}
+}  // namespace
+
+Array full(const Shape& shape, const Array& value) {
+  check_shape("full", shape);
+  if (!value.valid()) fail("full", "operation on an empty Array handle");
+  if (value.size() != 1) fail("full", "fill value must have one element, got shape ", detail::shape_str(value.shape()));
+  Array v = value.ndim() == 0 ? value : reshape(value, {});
+  return Array::make(shape, v.dtype(), std::make_shared<Full>(shape), {v});
+}
+
+Array full(const Shape& shape, double value, Dtype dtype) {
+  check_shape("full", shape);
+  return full(shape, scalar(value, dtype));
+}
+Array zeros(const Shape& shape, Dtype dtype) { return full(shape, 0.0, dtype); }
+Array ones(const Shape& shape, Dtype dtype) { return full(shape, 1.0, dtype); }
+Array zeros_like(const Array& a) { return zeros(a.shape(), a.dtype()); }
+Array ones_like(const Array& a) { return ones(a.shape(), a.dtype()); }
+Array full_like(const Array& a, double value) { return full(a.shape(), value, a.dtype()); }
+
+Array arange(double start, double stop, double step, Dtype dtype) {
+  if (step == 0) fail("arange", "step cannot be zero");
+  if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step)) {
+    fail("arange", "start, stop and step must be finite");
+  }
+  double count = std::ceil((stop - start) / step);
+  int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  if (dtype == bool_) fail("arange", "bool is not a valid dtype for arange");
+  return Array::make(Shape{n}, dtype, std::make_shared<Arange>(start, step, n), {});
+}
+
+Array arange(int64_t stop, Dtype dtype) { return arange(0.0, static_cast<double>(stop), 1.0, dtype); }
+
+Array linspace(double start, double stop, int64_t num, Dtype dtype) {
+  if (num < 0) fail("linspace", "number of samples must be non-negative, got ", num);
+  if (!is_floating(dtype)) fail("linspace", "needs a floating dtype, got ", dtype_name(dtype));
+  double step = num > 1 ? (stop - start) / static_cast<double>(num - 1) : 0.0;
+  return Array::make(Shape{num}, dtype, std::make_shared<Arange>(start, step, num), {});
+}
+
+Array eye(int64_t n, std::optional<int64_t> m, int64_t k, Dtype dtype) {
+  int64_t cols = m.value_or(n);
+  if (n < 0 || cols < 0) fail("eye", "dimensions must be non-negative, got ", n, " x ", cols);
+  Array rows = reshape(arange(n, int64), {n, 1});
+  Array cs = reshape(arange(cols, int64), {1, cols});
+  return astype(equal(add(rows, scalar_int(k, int64)), cs), dtype);
+}
+
+}  // namespace kiln
