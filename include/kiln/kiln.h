@@ -8,3 +8,4 @@
 #include "kiln/eval.h"
 #include "kiln/half.h"
 #include "kiln/ops.h"
+#include "kiln/compile.h"
