@@ -64,10 +64,11 @@ std::vector<Array> Array::make(std::vector<Shape> shapes, std::vector<Dtype> dty
     node->dtype = dtypes[i];
     node->device = device;
     node->output_index = static_cast<int>(i);
+    node->trace_id = detail::current_trace_id();
     node->producer = producer;
     outs.emplace_back(std::move(node));
   }
-  if (eager()) kiln::eval(outs);
+  if (eager() && detail::current_trace_id() == 0) kiln::eval(outs);
   return outs;
 }
 
@@ -81,6 +82,7 @@ Array Array::from_tensor(detail::Tensor t, Device device) {
   node->dtype = t.dtype;
   node->device = device;
   node->tensor = std::move(t);
+  node->trace_id = detail::current_trace_id();
   node->ready.store(true, std::memory_order_release);
   return Array(std::move(node));
 }

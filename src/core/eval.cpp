@@ -58,9 +58,19 @@ Producer::~Producer() {
   pending = nullptr;
 }
 
+namespace {
+thread_local uint64_t t_trace_id = 0;
+}
+uint64_t current_trace_id() { return t_trace_id; }
+void set_current_trace_id(uint64_t id) { t_trace_id = id; }
+
 void Node::materialize() {
   std::lock_guard<std::mutex> lock(mu);
   if (ready.load(std::memory_order_relaxed)) return;
+  if (!producer) {
+    fail("eval", "cannot evaluate an array that depends on the inputs of a function being compiled "
+                 "(item, to_vector and eval are not available while tracing)");
+  }
   producer->run(device);
   tensor = producer->results[static_cast<size_t>(output_index)];
   producer.reset();  // drops the inputs once every sibling is done
@@ -83,7 +93,10 @@ std::vector<std::shared_ptr<Node>> post_order(const std::vector<Array>& roots) {
   auto push = [&](const std::shared_ptr<Node>& n) {
     if (!n || !seen.insert(n.get()).second) return;
     auto p = n->pending_producer();
-    if (!p) return;
+    if (!p) {
+      if (!n->ready.load(std::memory_order_acquire)) order.push_back(n);  // a trace placeholder: fails below
+      return;
+    }
     stack.push_back({n, std::move(p), 0});
   };
   for (auto& r : roots) push(r.node());

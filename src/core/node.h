@@ -30,6 +30,7 @@ struct Node {
   Dtype dtype = float32;
   Device device;
   int output_index = 0;
+  uint64_t trace_id = 0;  // the compile trace that built this node, 0 outside any trace
 
   std::atomic<bool> ready{false};     // set (release) once `tensor` holds the data
   std::mutex mu;                      // guards producer and the write of tensor
@@ -41,5 +42,10 @@ struct Node {
   /* Evaluates this node given that its inputs are evaluated; idempotent, thread-safe. */
   void materialize();
 };
+
+/* The id of the compile trace running on this thread, or 0. Nodes built while it is
+   set belong to that trace; eager evaluation is off inside a trace. */
+uint64_t current_trace_id();
+void set_current_trace_id(uint64_t id);
 
 }  // namespace kiln::detail

@@ -18,7 +18,7 @@ struct op_kind_of;
 /* Broadcast shape of several shapes; throws tagged with `op` when they do not broadcast. */
 Shape broadcast_shapes(const char* op, const std::vector<Shape>& shapes);
 
-/* Inputs have the output's shape (broadcasts are views made by the front end). */
+/* Inputs broadcast to the output shape inside the kernel (no views), so shapeless replays re-broadcast. */
 template <class F>
 class Unary : public Primitive {
  public:
@@ -57,7 +57,9 @@ class Where : public Primitive {
  public:
   Where() : Primitive(OpKind::Where) {}
   void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
-  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
+    return {broadcast_shapes("where", in)};
+  }
 };
 
 }  // namespace kiln

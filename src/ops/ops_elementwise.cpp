@@ -28,7 +28,6 @@ Shape broadcast_shapes(const char* op, const std::vector<Shape>& shapes) {
   return out;
 }
 
-std::vector<Shape> Where::output_shapes(const std::vector<Shape>& in) const { return {broadcast_shapes("where", in)}; }
 
 namespace {
 
@@ -43,8 +42,6 @@ void check_same_device(const char* op, const Array& a, const Array& b) {
 }
 
 Array cast(const Array& a, Dtype d) { return a.dtype() == d ? a : astype(a, d); }
-
-Array bcast(const Array& a, const Shape& shape) { return a.shape() == shape ? a : broadcast_to(a, shape); }
 
 template <class F>
 Array unary_op(const Array& a, Dtype compute, Dtype out) {
@@ -83,7 +80,7 @@ Array binary_op(const Array& a, const Array& b, Result result) {
   Dtype d = promote_types(a.dtype(), b.dtype());
   if (result == Result::floating) d = to_floating(d);
   Shape shape = broadcast_shapes(op, {a.shape(), b.shape()});
-  Array x = bcast(cast(a, d), shape), y = bcast(cast(b, d), shape);
+  Array x = cast(a, d), y = cast(b, d);  // the kernel broadcasts
   Dtype out = result == Result::boolean ? bool_ : d;
   return Array::make(shape, out, std::make_shared<Binary<F>>(), {x, y});
 }
@@ -178,8 +175,7 @@ Array where(const Array& cond, const Array& a, const Array& b) {
   check_same_device("where", cond, a);
   Dtype d = promote_types(a.dtype(), b.dtype());
   Shape shape = broadcast_shapes("where", {cond.shape(), a.shape(), b.shape()});
-  return Array::make(shape, d, std::make_shared<Where>(),
-                     {bcast(cast(cond, bool_), shape), bcast(cast(a, d), shape), bcast(cast(b, d), shape)});
+  return Array::make(shape, d, std::make_shared<Where>(), {cast(cond, bool_), cast(a, d), cast(b, d)});
 }
 
 Array clip(const Array& a, const std::optional<Array>& lo, const std::optional<Array>& hi) {

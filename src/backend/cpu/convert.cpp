@@ -47,7 +47,9 @@ void Where::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
     const T* ap = in[1].data<T>();
     const T* bp = in[2].data<T>();
     T* yp = y.data<T>();
-    auto L = detail::merge_axes<4>(y.shape, {&y.strides, &in[0].strides, &in[1].strides, &in[2].strides});
+    Strides cs = detail::broadcast_strides(in[0], y.shape), as = detail::broadcast_strides(in[1], y.shape),
+            bs = detail::broadcast_strides(in[2], y.shape);
+    auto L = detail::merge_axes<4>(y.shape, {&y.strides, &cs, &as, &bs});
     detail::parallel_rows<4>(L, 1, [&](auto off, int64_t n, auto st) {
       for (int64_t i = 0; i < n; ++i) {
         yp[off[0] + i] = cp[off[1] + i * st[1]] ? ap[off[2] + i * st[2]] : bp[off[3] + i * st[3]];

@@ -51,7 +51,8 @@ void unary_typed(const Tensor& x, Tensor& y) {
   } else {
     const T* xp = x.data<T>();
     Out* yp = y.data<Out>();
-    auto L = detail::merge_axes<2>(y.shape, {&y.strides, &x.strides});
+    Strides xs = detail::broadcast_strides(x, y.shape);
+    auto L = detail::merge_axes<2>(y.shape, {&y.strides, &xs});
     detail::parallel_rows<2>(L, cost_of<F>(), [&](auto off, int64_t n, auto st) {
       const T* a = xp + off[1];
       Out* o = yp + off[0];
@@ -73,7 +74,9 @@ void binary_typed(const Tensor& a, const Tensor& b, Tensor& y) {
     const T* ap = a.data<T>();
     const T* bp = b.data<T>();
     Out* yp = y.data<Out>();
-    auto L = detail::merge_axes<3>(y.shape, {&y.strides, &a.strides, &b.strides});
+    // Inputs broadcast here rather than through views, so shapeless replays re-broadcast.
+    Strides as = detail::broadcast_strides(a, y.shape), bs = detail::broadcast_strides(b, y.shape);
+    auto L = detail::merge_axes<3>(y.shape, {&y.strides, &as, &bs});
     detail::parallel_rows<3>(L, cost_of<F>(), [&](auto off, int64_t n, auto st) {
       const T* x0 = ap + off[1];
       const T* x1 = bp + off[2];

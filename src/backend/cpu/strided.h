@@ -79,6 +79,16 @@ void for_each_row(const StridedLayout<N>& L, int64_t row_begin, int64_t row_end,
   }
 }
 
+/* Strides that read `t` broadcast to `shape` (0 along new and stretched axes). */
+inline Strides broadcast_strides(const Tensor& t, const Shape& shape) {
+  Strides s(shape.size(), 0);
+  size_t lead = shape.size() - t.shape.size();
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    s[lead + i] = (t.shape[i] == 1 && shape[lead + i] != 1) ? 0 : t.strides[i];
+  }
+  return s;
+}
+
 /* Elements per task below which kernels stay on one thread. */
 inline constexpr int64_t kParallelGrain = 1 << 15;
 
