@@ -1,0 +1,535 @@
+// CPU JIT: compile generated C++ with the system compiler, load it with dlopen, and cache
+// the result in memory (bounded LRU) and on disk (one shared library per source).
+#include "backend/cpu/jit.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/jit_headers.h"
+#include "backend/cpu/jit_support.h"
+#include "kiln/error.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+using detail::Hash128;
+using Library = std::shared_ptr<void>;
+
+// No -ffast-math: fused kernels must match the eager ones bit for bit, so no contraction
+// into FMAs either (clang contracts by default).
+const std::vector<std::string> base_flags = {"-O3",   "-march=native",   "-std=c++20",       "-fPIC",
+                                             "-shared", "-fno-math-errno", "-ffp-contract=off"};
+constexpr size_t max_diagnostics = 16000;
+
+// Everything a compile or lookup depends on; immutable once built, replaced as a whole.
+struct JitConfig {
+  bool available = false;
+  std::vector<std::string> compiler;  // argv prefix: the program and any words from KILN_CXX
+  std::string identity;               // the compiler's --version output
+  std::vector<std::string> flags;
+  std::string cache_dir;    // where <key>.so files live; empty: not writable, compile privately
+  std::string work_dir;     // where compiles run: cache_dir or a private temporary directory
+  std::string include_dir;  // the embedded headers, written out
+  std::string dump_dir;     // KILN_DUMP_KERNELS, or empty
+  Hash128 fingerprint;      // compiler identity, flags, headers and CPU: the source is added to it
+};
+
+// Settings the tests (and tools) override; otherwise the environment decides.
+struct Settings {
+  std::optional<std::string> cache_dir;
+  std::optional<std::string> dump_dir;
+  std::string compiler;  // empty: $KILN_CXX, else c++ / g++ / clang++ from PATH
+};
+
+struct MemoryEntry {
+  JitKernel kernel;
+  std::atomic<uint64_t> last_used;  // tick of the latest hit; written under a shared lock
+  MemoryEntry(JitKernel k, uint64_t tick) : kernel(std::move(k)), last_used(tick) {}
+};
+using Dropped = std::vector<std::unique_ptr<MemoryEntry>>;
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return {};
+  size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t b = s.find_first_not_of(" \t", i);
+    if (b == std::string::npos) break;
+    size_t e = s.find_first_of(" \t", b);
+    if (e == std::string::npos) e = s.size();
+    out.push_back(s.substr(b, e - b));
+    i = e;
+  }
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+const std::string& header_hash() {
+  static const std::string h = [] {
+    Hash128 hash;
+    for (size_t i = 0; i < detail::embedded_header_count; ++i)
+      hash.field(detail::embedded_headers[i].path).field(detail::embedded_headers[i].text);
+    return hash.hex();
+  }();
+  return h;
+}
+
+// -march=native makes code specific to this CPU, so a cache shared between machines
+// (a network home directory) must not hand one machine's kernels to another.
+std::string cpu_fingerprint() {
+  std::string info, out;
+  if (!detail::read_file("/proc/cpuinfo", &info)) return "unknown";
+  size_t pos = 0;
+  while (pos < info.size()) {
+    size_t end = info.find('\n', pos);
+    if (end == std::string::npos) end = info.size();
+    std::string line = info.substr(pos, end - pos);
+    pos = end + 1;
+    if (trim(line).empty()) break;  // first processor only
+    for (const char* k : {"vendor_id", "cpu family", "model", "flags", "Features", "CPU implementer",
+                          "CPU architecture", "CPU variant", "CPU part", "isa"}) {
+      if (line.rfind(k, 0) == 0) {
+        out += line + "\n";
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::string default_cache_dir() {
+  std::string dir = env("KILN_CACHE_DIR");
+  if (!dir.empty()) return dir;
+  std::string home = env("HOME");
+  if (!home.empty()) return home + "/.cache/kiln";
+  return "/tmp/kiln-cache-" + std::to_string(::getuid());
+}
+
+bool usable_cache_dir(const std::string& dir) {
+  if (!detail::make_dirs(dir) || ::access(dir.c_str(), W_OK | X_OK) != 0) return false;
+  // A directory in the shared /tmp is trusted only if it is ours alone: we load code from it.
+  if (dir.rfind("/tmp/kiln-cache-", 0) == 0) {
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0 || st.st_uid != ::getuid() || (st.st_mode & 022) != 0) return false;
+  }
+  return true;
+}
+
+// Writes the embedded headers under <root>/include-<hash>/ (each file atomically) and
+// returns that directory; empty on failure.
+std::string write_headers(const std::string& root) {
+  if (root.empty()) return {};
+  std::string dir = root + "/include-" + header_hash().substr(0, 16);
+  for (size_t i = 0; i < detail::embedded_header_count; ++i) {
+    const detail::EmbeddedHeader& h = detail::embedded_headers[i];
+    std::string path = dir + "/" + h.path;
+    std::string current;
+    if (detail::read_file(path, &current) && current == h.text) continue;
+    if (!detail::make_dirs(path.substr(0, path.rfind('/'))) || !detail::write_file_atomic(path, h.text)) return {};
+  }
+  return dir;
+}
+
+Library open_library(const std::string& path, std::string* why) {
+  if (!detail::plausible_shared_library(path, why)) return nullptr;
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* e = ::dlerror();
+    *why = e ? e : "unknown dlopen error";
+    return nullptr;
+  }
+  return Library(handle, [](void* h) { ::dlclose(h); });
+}
+
+class JitState {
+ public:
+  std::shared_ptr<const JitConfig> config();
+  JitKernel compile(const std::string& source, const std::string& symbol);
+  void set_capacity(size_t n);
+  void clear_memory();
+  // Applies `change` to the settings and forces a new config (and compiler probe).
+  template <class F>
+  void reconfigure(F change, bool clear_memory);
+
+  std::atomic<uint64_t> compiles_{0};     // statistics; relaxed
+  std::atomic<uint64_t> disk_loads_{0};   // statistics; relaxed
+  std::atomic<uint64_t> memory_hits_{0};  // statistics; relaxed
+
+ private:
+  std::shared_ptr<JitConfig> build_config(const Settings& s);
+  Library load_or_compile(const JitConfig& c, const std::string& key, const std::string& source,
+                          const std::string& symbol);
+  Library run_compiler(const JitConfig& c, const std::string& key, const std::string& source,
+                       const std::string& symbol);
+  void dump_source(const JitConfig& c, const std::string& key, const std::string& source);
+  void insert_locked(const std::string& mem_key, const JitKernel& k, Dropped* dropped);
+  void evict_locked(size_t keep, Dropped* dropped);
+  bool warn_once(std::atomic<bool>& flag, const std::string& message);
+
+  std::mutex probe_mu_;  // held while a config is built, so the compiler is probed once
+  std::shared_mutex mu_;  // guards every field below except the atomics
+  Settings settings_;     // guarded by mu_
+  std::shared_ptr<const JitConfig> config_;                 // guarded by mu_; null until built
+  std::vector<std::shared_ptr<const JitConfig>> retired_;  // guarded by mu_; keeps include-dir references valid
+  std::unordered_map<std::string, std::unique_ptr<MemoryEntry>> memory_;  // guarded by mu_ (lookups shared)
+  std::unordered_map<std::string, std::shared_future<Library>> in_flight_;  // guarded by mu_; key -> compile
+  size_t capacity_ = 4096;                                                  // guarded by mu_
+  std::atomic<uint64_t> tick_{0};  // LRU clock; relaxed
+
+ public:
+  std::atomic<bool> warned_compiler_{false};  // said once; reset by reset_jit_for_tests
+  std::atomic<bool> warned_cache_{false};     // said once; reset by reset_jit_for_tests
+  std::atomic<bool> warned_dump_{false};      // said once; reset by reset_jit_for_tests
+};
+
+JitState& state() {
+  // Never destroyed: kernels may still be held (and dlclose'd) during static destruction.
+  static JitState* s = new JitState;
+  return *s;
+}
+
+bool JitState::warn_once(std::atomic<bool>& flag, const std::string& message) {
+  if (flag.exchange(true)) return false;
+  std::fprintf(stderr, "kiln: %s\n", message.c_str());
+  return true;
+}
+
+std::shared_ptr<const JitConfig> JitState::config() {
+  {
+    std::shared_lock lock(mu_);
+    if (config_) return config_;
+  }
+  std::lock_guard probe(probe_mu_);
+  Settings s;
+  {
+    std::shared_lock lock(mu_);
+    if (config_) return config_;
+    s = settings_;
+  }
+  std::shared_ptr<const JitConfig> c = build_config(s);
+  std::unique_lock lock(mu_);
+  config_ = c;
+  return c;
+}
+
+std::shared_ptr<JitConfig> JitState::build_config(const Settings& s) {
+  auto c = std::make_shared<JitConfig>();
+  std::string requested = !s.compiler.empty() ? s.compiler : env("KILN_CXX");
+  std::vector<std::vector<std::string>> candidates;
+  if (!trim(requested).empty()) {
+    candidates.push_back(split_words(requested));
+  } else {
+    candidates = {{"c++"}, {"g++"}, {"clang++"}};
+  }
+  std::vector<std::string> tried;
+  for (const std::vector<std::string>& cand : candidates) {
+    std::vector<std::string> argv = cand;
+    argv.push_back("--version");
+    detail::ProcessResult r = detail::run_process(argv);
+    if (r.succeeded() && !trim(r.output).empty()) {
+      c->available = true;
+      c->compiler = cand;
+      c->identity = trim(r.output);
+      break;
+    }
+    tried.push_back("'" + join(cand, " ") + "' (" + r.describe() + ")");
+  }
+  c->flags = base_flags;
+  // GCC marks some inline statics STB_GNU_UNIQUE, which makes a library impossible to unload.
+  bool gcc = c->identity.find("Free Software Foundation") != std::string::npos &&
+             c->identity.find("clang") == std::string::npos;
+  if (gcc) c->flags.push_back("-fno-gnu-unique");
+
+  std::string dir = s.cache_dir ? *s.cache_dir : default_cache_dir();
+  if (usable_cache_dir(dir)) {
+    c->cache_dir = dir;
+    detail::remove_stale_temporaries(dir, 3600);  // an hour: no live compile takes that long
+  } else {
+    warn_once(warned_cache_, "the kernel cache directory '" + dir +
+                                 "' is not writable; compiling kernels in a private temporary directory "
+                                 "instead (nothing is reused across runs)");
+  }
+  c->work_dir = c->cache_dir.empty() ? detail::private_temp_dir() : c->cache_dir;
+  c->include_dir = write_headers(c->work_dir);
+  if (c->include_dir.empty() && c->work_dir != detail::private_temp_dir()) {
+    c->work_dir = detail::private_temp_dir();
+    c->include_dir = write_headers(c->work_dir);
+  }
+  c->dump_dir = s.dump_dir ? *s.dump_dir : env("KILN_DUMP_KERNELS");
+
+  const char* fallback = "fused CPU kernels fall back to the eager (unfused) kernels";
+  if (!c->available) {
+    warn_once(warned_compiler_, "no working C++ compiler (tried " + join(tried, ", ") + "); " + fallback +
+                                    ". Set KILN_CXX to a C++20 compiler to enable code generation.");
+  } else if (c->include_dir.empty()) {
+    c->available = false;
+    warn_once(warned_compiler_, "no writable directory for compiled kernels (tried '" + dir + "' and $TMPDIR); " +
+                                    fallback + ".");
+  }
+  c->fingerprint.field("kiln-jit-1").field(c->identity).field(join(c->flags, " ")).field(header_hash());
+  c->fingerprint.field(cpu_fingerprint());
+  return c;
+}
+
+std::string cache_key(const JitConfig& c, const std::string& source) {
+  Hash128 h = c.fingerprint;
+  return h.field(source).hex();
+}
+
+void JitState::dump_source(const JitConfig& c, const std::string& key, const std::string& source) {
+  if (c.dump_dir.empty()) return;
+  if (!detail::make_dirs(c.dump_dir) || !detail::write_file_atomic(c.dump_dir + "/" + key + ".cpp", source))
+    warn_once(warned_dump_, "cannot write kernel sources into KILN_DUMP_KERNELS='" + c.dump_dir + "'");
+}
+
+Library JitState::load_or_compile(const JitConfig& c, const std::string& key, const std::string& source,
+                                  const std::string& symbol) {
+  dump_source(c, key, source);
+  if (!c.cache_dir.empty()) {
+    std::string path = c.cache_dir + "/" + key + ".so";
+    if (detail::file_exists(path)) {
+      std::string why;
+      if (Library lib = open_library(path, &why)) {
+        disk_loads_.fetch_add(1, std::memory_order_relaxed);
+        return lib;
+      }
+      // Truncated or corrupt (a crash, a full disk): throw it away and build it again.
+      std::fprintf(stderr, "kiln: removing unloadable cached kernel %s (%s)\n", path.c_str(), why.c_str());
+      ::unlink(path.c_str());
+    }
+  }
+  return run_compiler(c, key, source, symbol);
+}
+
+Library JitState::run_compiler(const JitConfig& c, const std::string& key, const std::string& source,
+                               const std::string& symbol) {
+  bool persist = !c.cache_dir.empty();
+  std::string why;
+  // A unique name in the cache directory itself, so the final rename(2) is atomic.
+  std::string cpp = detail::write_unique_file(c.work_dir, ".tmp-" + key + "-", ".cpp", source, &why);
+  if (cpp.empty() && persist && !detail::private_temp_dir().empty()) {
+    persist = false;  // the cache directory stopped being writable: compile privately
+    cpp = detail::write_unique_file(detail::private_temp_dir(), ".tmp-" + key + "-", ".cpp", source, &why);
+  }
+  if (cpp.empty()) fail("jit", "cannot write kernel source into '", c.work_dir, "': ", why);
+  std::string so = cpp.substr(0, cpp.size() - 4) + ".so";
+
+  std::vector<std::string> argv = c.compiler;
+  argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+  argv.insert(argv.end(), {"-I" + c.include_dir, "-o", so, cpp});
+  detail::ProcessResult r = detail::run_process(argv);
+  ::unlink(cpp.c_str());
+  compiles_.fetch_add(1, std::memory_order_relaxed);
+  if (!r.succeeded()) {
+    ::unlink(so.c_str());
+    if (!r.started) fail("jit", "cannot run the C++ compiler '", c.compiler[0], "': ", r.error);
+    std::string out = trim(r.output);
+    if (out.size() > max_diagnostics)
+      out = out.substr(0, max_diagnostics) + "\n... (" + std::to_string(out.size() - max_diagnostics) + " more bytes)";
+    std::string where = c.dump_dir.empty() ? "set KILN_DUMP_KERNELS=<dir> to keep the source"
+                                           : "source in " + c.dump_dir + "/" + key + ".cpp";
+    fail("jit", "the C++ compiler rejected kernel '", symbol, "' (", c.compiler[0], " ", r.describe(), "; ",
+         where, "):\n", out);
+  }
+  std::string path = so;
+  if (persist) {
+    std::string final_path = c.cache_dir + "/" + key + ".so";
+    if (::rename(so.c_str(), final_path.c_str()) == 0) path = final_path;
+  }
+  Library lib = open_library(path, &why);
+  if (path == so) ::unlink(so.c_str());  // not cached: the loaded mapping outlives the name
+  if (!lib) fail("jit", "cannot load the compiled kernel '", path, "': ", why);
+  return lib;
+}
+
+void JitState::insert_locked(const std::string& mem_key, const JitKernel& k, Dropped* dropped) {
+  auto [it, inserted] = memory_.try_emplace(mem_key);
+  if (!inserted) return;
+  it->second = std::make_unique<MemoryEntry>(k, tick_.fetch_add(1, std::memory_order_relaxed));
+  // Evict in batches of an eighth so that a full cache does not sort on every insert.
+  if (memory_.size() > capacity_) evict_locked(capacity_ - capacity_ / 8, dropped);
+}
+
+void JitState::evict_locked(size_t keep, Dropped* dropped) {
+  if (memory_.size() <= keep) return;
+  using It = decltype(memory_)::iterator;
+  std::vector<std::pair<uint64_t, It>> order;
+  order.reserve(memory_.size());
+  for (It it = memory_.begin(); it != memory_.end(); ++it)
+    order.emplace_back(it->second->last_used.load(std::memory_order_relaxed), it);
+  size_t drop = memory_.size() - keep;
+  std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(drop - 1), order.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < drop; ++i) {
+    dropped->push_back(std::move(order[i].second->second));
+    memory_.erase(order[i].second);
+  }
+}
+
+JitKernel JitState::compile(const std::string& source, const std::string& symbol) {
+  std::shared_ptr<const JitConfig> c = config();
+  if (!c->available) return {};
+  std::string key = cache_key(*c, source);
+  std::string mem_key = key + "/" + symbol;
+  {
+    std::shared_lock lock(mu_);
+    if (auto it = memory_.find(mem_key); it != memory_.end()) {
+      it->second->last_used.store(tick_.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
+      memory_hits_.fetch_add(1, std::memory_order_relaxed);
+      return it->second->kernel;
+    }
+  }
+  std::promise<Library> promise;
+  std::shared_future<Library> pending;
+  bool owner = false;
+  {
+    std::unique_lock lock(mu_);
+    if (auto it = memory_.find(mem_key); it != memory_.end()) {
+      memory_hits_.fetch_add(1, std::memory_order_relaxed);
+      return it->second->kernel;
+    }
+    if (auto it = in_flight_.find(key); it != in_flight_.end()) {
+      pending = it->second;
+    } else {
+      pending = promise.get_future().share();
+      in_flight_.emplace(key, pending);
+      owner = true;
+    }
+  }
+
+  Library lib;
+  void* fn = nullptr;
+  Dropped dropped;  // destroyed (maybe dlclose'd) after the lock is released
+  if (owner) {
+    try {
+      lib = load_or_compile(*c, key, source, symbol);
+      fn = ::dlsym(lib.get(), symbol.c_str());
+      std::unique_lock lock(mu_);
+      // Publish the kernel and retire the in-flight entry together, so no caller sees neither.
+      if (fn) insert_locked(mem_key, JitKernel{fn, lib}, &dropped);
+      in_flight_.erase(key);
+    } catch (...) {
+      {
+        std::unique_lock lock(mu_);
+        in_flight_.erase(key);
+      }
+      promise.set_exception(std::current_exception());  // waiters see the same error
+      throw;
+    }
+    promise.set_value(lib);
+  } else {
+    lib = pending.get();  // rethrows the owner's compile error
+    memory_hits_.fetch_add(1, std::memory_order_relaxed);
+    fn = ::dlsym(lib.get(), symbol.c_str());
+    if (fn) {
+      std::unique_lock lock(mu_);
+      insert_locked(mem_key, JitKernel{fn, lib}, &dropped);
+    }
+  }
+  if (!fn) fail("jit", "the compiled kernel has no symbol '", symbol, "' (declare it extern \"C\")");
+  return JitKernel{fn, std::move(lib)};
+}
+
+void JitState::set_capacity(size_t n) {
+  Dropped dropped;
+  std::unique_lock lock(mu_);
+  capacity_ = n;
+  evict_locked(n, &dropped);
+  lock.unlock();
+}
+
+void JitState::clear_memory() {
+  Dropped dropped;
+  std::unique_lock lock(mu_);
+  evict_locked(0, &dropped);
+  lock.unlock();
+}
+
+template <class F>
+void JitState::reconfigure(F change, bool clear) {
+  Dropped dropped;
+  std::lock_guard probe(probe_mu_);
+  std::unique_lock lock(mu_);
+  change(settings_);
+  if (config_) retired_.push_back(std::move(config_));
+  config_.reset();
+  if (clear) evict_locked(0, &dropped);
+  lock.unlock();
+}
+
+}  // namespace
+
+JitKernel jit_compile(const std::string& source, const std::string& symbol) {
+  return state().compile(source, symbol);
+}
+
+bool jit_available() { return state().config()->available; }
+
+const std::string& jit_include_dir() {
+  // The config stays alive in config_ or retired_, so the reference does too.
+  return state().config()->include_dir;
+}
+
+JitStats jit_stats() {
+  JitState& s = state();
+  return JitStats{s.compiles_.load(std::memory_order_relaxed), s.disk_loads_.load(std::memory_order_relaxed),
+                  s.memory_hits_.load(std::memory_order_relaxed)};
+}
+
+void set_jit_cache_capacity(size_t n) { state().set_capacity(n); }
+
+void set_jit_cache_dir(const std::string& path) {
+  state().reconfigure(
+      [&](Settings& s) { s.cache_dir = path.empty() ? std::nullopt : std::optional<std::string>(path); }, true);
+}
+
+void set_jit_dump_dir(const std::string& path) {
+  state().reconfigure(
+      [&](Settings& s) { s.dump_dir = path.empty() ? std::nullopt : std::optional<std::string>(path); }, false);
+}
+
+void clear_jit_memory_cache() { state().clear_memory(); }
+
+void reset_jit_for_tests(const std::string& compiler) {
+  JitState& st = state();
+  st.reconfigure([&](Settings& s) { s.compiler = compiler; }, true);
+  st.warned_compiler_.store(false);
+  st.warned_cache_.store(false);
+  st.warned_dump_.store(false);
+}
+
+std::string jit_cache_dir() { return state().config()->cache_dir; }
+
+std::string jit_cache_key(const std::string& source) { return cache_key(*state().config(), source); }
+
+}  // namespace kiln::cpu

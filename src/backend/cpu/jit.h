@@ -1,0 +1,64 @@
+// The CPU "JIT": turns generated C++ source into a callable function by running the system
+// compiler into a shared library and loading it, with an in-memory and an on-disk cache.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace kiln::cpu {
+
+struct JitKernel {
+  void* fn = nullptr;             // address of the requested symbol
+  std::shared_ptr<void> library;  // keeps the dlopen handle alive while anyone holds the kernel
+  explicit operator bool() const { return fn != nullptr; }
+};
+
+/* The function `symbol` (declared extern "C" in `source`) compiled from `source`.
+   Looks in the in-memory cache, then the disk cache, then runs the system compiler.
+   Returns an empty JitKernel when no working C++ compiler is available (kiln says so
+   once on stderr, naming the fallback). Throws kiln::Error ("[jit] ...", including the
+   compiler's diagnostics) when the compiler rejects the source. Thread-safe: concurrent
+   callers asking for the same source compile it once. */
+JitKernel jit_compile(const std::string& source, const std::string& symbol);
+
+/* Whether a working compiler was found (probed once). */
+bool jit_available();
+
+/* Include directory holding the headers generated source may include:
+   "kiln/half.h" and "backend/common/math.h". */
+const std::string& jit_include_dir();
+
+/* Counters for tests: compiles run, disk-cache loads, memory-cache hits (a caller that
+   waited for another thread's compile of the same source counts as a memory hit). */
+struct JitStats {
+  uint64_t compiles, disk_loads, memory_hits;
+};
+JitStats jit_stats();
+
+/* Bound on kernels kept in the in-memory cache (least recently used are dropped; a dropped
+   library stays loaded until no JitKernel refers to it). Default 4096. */
+void set_jit_cache_capacity(size_t n);
+
+// ---- internal: for tests and tools; not part of the stable API ----
+
+/* Uses `path` as the disk cache instead of $KILN_CACHE_DIR (empty: back to the environment)
+   and empties the in-memory cache, as if a new process started. */
+void set_jit_cache_dir(const std::string& path);
+/* Writes every compiled or loaded source to `<path>/<key>.cpp` (empty: back to
+   $KILN_DUMP_KERNELS). */
+void set_jit_dump_dir(const std::string& path);
+/* Drops every kernel from the in-memory cache (held JitKernels stay valid). */
+void clear_jit_memory_cache();
+/* Forgets the probed compiler and the in-memory kernels and re-reads the environment
+   (directories given to the setters above stay); `compiler` replaces $KILN_CXX when not
+   empty. Says the once-only warnings again. Callers must not be compiling meanwhile. */
+void reset_jit_for_tests(const std::string& compiler);
+/* The disk directory where `<key>.so` files live now; empty when the cache directory is
+   not writable and kernels are compiled privately. */
+std::string jit_cache_dir();
+/* The cache key of `source` under the current compiler and settings (the file stem). */
+std::string jit_cache_key(const std::string& source);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,297 @@
+#include "backend/cpu/jit_support.h"
+
+#include <fcntl.h>
+#include <link.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <system_error>
+
+extern char** environ;
+
+namespace kiln::cpu::detail {
+
+namespace {
+
+std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+std::string temp_root() {
+  const char* t = std::getenv("TMPDIR");
+  return (t && *t) ? std::string(t) : std::string("/tmp");
+}
+
+bool write_all(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool read_all(int fd, std::string* out) {
+  char buf[16384];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) return true;
+    out->append(buf, static_cast<size_t>(n));
+  }
+}
+
+// An anonymous, close-on-exec file for a child's output; above fd 2 so dup2 onto 1 and 2 works.
+int make_output_file() {
+  int fd = ::memfd_create("kiln-jit-output", MFD_CLOEXEC);
+  if (fd < 0) {
+    std::string path = temp_root() + "/kiln-jit-output-XXXXXX";
+    fd = ::mkostemp(path.data(), O_CLOEXEC);
+    if (fd >= 0) ::unlink(path.c_str());
+  }
+  if (fd >= 0 && fd <= 2) {
+    int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    ::close(fd);
+    fd = moved;
+  }
+  return fd;
+}
+
+}  // namespace
+
+Hash128& Hash128::update(const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t f = fnv_, m = mix_;
+  for (size_t i = 0; i < n; ++i) {
+    f = (f ^ p[i]) * 0x100000001b3ull;
+    m = (m + p[i] + 1) * 0xff51afd7ed558ccdull;
+    m ^= m >> 29;
+  }
+  fnv_ = f;
+  mix_ = m;
+  length_ += n;
+  return *this;
+}
+
+Hash128& Hash128::field(const std::string& s) {
+  unsigned char len[8];
+  uint64_t n = s.size();
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+  update(len, 8);
+  return update(s.data(), s.size());
+}
+
+std::string Hash128::hex() const {
+  // Finish the second hash with a full avalanche so every input bit reaches every output bit.
+  uint64_t m = mix_ ^ length_;
+  m ^= m >> 33;
+  m *= 0xc4ceb9fe1a85ec53ull;
+  m ^= m >> 33;
+  char out[33];
+  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(fnv_),
+                static_cast<unsigned long long>(m));
+  return out;
+}
+
+bool make_dirs(const std::string& path) {
+  if (path.empty()) return false;
+  for (size_t pos = 1; pos <= path.size(); ++pos) {
+    if (pos == path.size() || path[pos] == '/') {
+      std::string prefix = path.substr(0, pos);
+      if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) return false;
+    }
+  }
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool read_file(const std::string& path, std::string* out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  out->clear();
+  bool ok = read_all(fd, out);
+  ::close(fd);
+  return ok;
+}
+
+std::string write_unique_file(const std::string& dir, const std::string& stem, const std::string& suffix,
+                              const std::string& text, std::string* why) {
+  std::string path = dir + "/" + stem + "XXXXXX" + suffix;
+  int fd = ::mkostemps(path.data(), static_cast<int>(suffix.size()), O_CLOEXEC);
+  if (fd < 0) {
+    if (why) *why = errno_text(errno);
+    return {};
+  }
+  bool ok = write_all(fd, text);
+  int err = errno;
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) {
+    ::unlink(path.c_str());
+    if (why) *why = errno_text(err);
+    return {};
+  }
+  return path;
+}
+
+bool write_file_atomic(const std::string& path, const std::string& text) {
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  std::string tmp = write_unique_file(dir, "." + base + ".tmp-", "", text, nullptr);
+  if (tmp.empty()) return false;
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool plausible_shared_library(const std::string& path, std::string* why) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *why = errno_text(errno);
+    return false;
+  }
+  struct stat st;
+  ElfW(Ehdr) eh;
+  bool ok = ::fstat(fd, &st) == 0 && ::pread(fd, &eh, sizeof eh, 0) == static_cast<ssize_t>(sizeof eh);
+  uint64_t size = ok ? static_cast<uint64_t>(st.st_size) : 0;
+  auto fits = [&](uint64_t off, uint64_t len) { return off <= size && len <= size - off; };
+  if (!ok || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
+    *why = "not an ELF file";
+  } else if (eh.e_ident[EI_CLASS] != (sizeof(void*) == 8 ? ELFCLASS64 : ELFCLASS32) || eh.e_type != ET_DYN) {
+    *why = "not a shared library for this machine";
+    ok = false;
+  } else if (eh.e_phentsize != sizeof(ElfW(Phdr)) ||
+             !fits(eh.e_phoff, static_cast<uint64_t>(eh.e_phnum) * eh.e_phentsize) ||
+             !fits(eh.e_shoff, static_cast<uint64_t>(eh.e_shnum) * eh.e_shentsize)) {
+    *why = "truncated (headers past the end of the file)";
+    ok = false;
+  } else {
+    for (unsigned i = 0; ok && i < eh.e_phnum; ++i) {
+      ElfW(Phdr) ph;
+      off_t at = static_cast<off_t>(eh.e_phoff + i * sizeof ph);
+      if (::pread(fd, &ph, sizeof ph, at) != static_cast<ssize_t>(sizeof ph) ||
+          (ph.p_type == PT_LOAD && !fits(ph.p_offset, ph.p_filesz))) {
+        *why = "truncated (a segment runs past the end of the file)";
+        ok = false;
+      }
+    }
+  }
+  ::close(fd);
+  return ok;
+}
+
+void remove_stale_temporaries(const std::string& dir, int max_age_seconds) {
+  std::error_code ec;
+  auto now = std::filesystem::file_time_type::clock::now();
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.find(".tmp-") == std::string::npos) continue;
+    std::error_code time_ec;
+    auto written = std::filesystem::last_write_time(it->path(), time_ec);
+    if (!time_ec && now - written > std::chrono::seconds(max_age_seconds)) {
+      std::error_code rm_ec;
+      std::filesystem::remove(it->path(), rm_ec);
+    }
+  }
+}
+
+const std::string& private_temp_dir() {
+  static std::once_flag once;
+  static std::string dir;  // written once under `once`
+  std::call_once(once, [] {
+    std::string templ = temp_root() + "/kiln-jit-XXXXXX";
+    if (::mkdtemp(templ.data())) {
+      dir = templ;
+      // Loaded kernels stay mapped after their files go, so removing the directory at exit is safe.
+      std::atexit([] {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+      });
+    }
+  });
+  return dir;
+}
+
+bool ProcessResult::succeeded() const {
+  return started && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+}
+
+std::string ProcessResult::describe() const {
+  if (!started) return "could not be started: " + error;
+  if (WIFEXITED(wait_status)) return "exited with status " + std::to_string(WEXITSTATUS(wait_status));
+  if (WIFSIGNALED(wait_status)) return "was killed by signal " + std::to_string(WTERMSIG(wait_status));
+  return "ended with wait status " + std::to_string(wait_status);
+}
+
+ProcessResult run_process(const std::vector<std::string>& argv) {
+  ProcessResult r;
+  if (argv.empty()) {
+    r.error = "no program given";
+    return r;
+  }
+  int out = make_output_file();
+  if (out < 0) {
+    r.error = "cannot create a file for its output: " + errno_text(errno);
+    return r;
+  }
+  std::vector<char*> args;
+  args.reserve(argv.size() + 1);
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+
+  // posix_spawn rather than fork: forking a threaded (or sanitized) process is not safe.
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out, 1);
+  posix_spawn_file_actions_adddup2(&actions, out, 2);
+  pid_t pid = -1;
+  int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    ::close(out);
+    r.error = errno_text(rc);
+    return r;
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      r.error = "waitpid: " + errno_text(errno);
+      ::close(out);
+      return r;
+    }
+  }
+  r.started = true;
+  r.wait_status = status;
+  if (::lseek(out, 0, SEEK_SET) == 0) read_all(out, &r.output);
+  ::close(out);
+  // Older C libraries report a failed exec as exit status 127 instead of an error.
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && r.output.empty()) {
+    r.started = false;
+    r.error = "program not found or not executable";
+  }
+  return r;
+}
+
+}  // namespace kiln::cpu::detail

@@ -1,0 +1,64 @@
+// Helpers for the CPU JIT: a 128-bit content hash, small file operations, and running
+// the compiler as a child process with its output captured.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::cpu::detail {
+
+/* Two independent 64-bit hashes run side by side (FNV-1a and a multiply-xorshift),
+   rendered as 32 hex digits. Not cryptographic: it names cache files. */
+class Hash128 {
+ public:
+  Hash128& update(const void* data, size_t n);
+  // Hashes the length too, so consecutive fields cannot run into each other.
+  Hash128& field(const std::string& s);
+  std::string hex() const;
+
+ private:
+  uint64_t fnv_ = 0xcbf29ce484222325ull;
+  uint64_t mix_ = 0x9e3779b97f4a7c15ull;
+  uint64_t length_ = 0;
+};
+
+/* Creates `path` and its parents (mode 0700 for new ones). True when it exists as a directory. */
+bool make_dirs(const std::string& path);
+/* Whether `path` names an existing regular file. */
+bool file_exists(const std::string& path);
+/* Reads a whole file; false when it cannot be opened. */
+bool read_file(const std::string& path, std::string* out);
+/* Writes `text` to a unique temporary file next to `path`, then renames it over `path`,
+   so readers never see a partial file. False (and nothing left behind) on failure. */
+bool write_file_atomic(const std::string& path, const std::string& text);
+/* Creates `<dir>/<stem>XXXXXX<suffix>` exclusively, writes `text` into it and returns its
+   path; empty on failure (errno-based reason in *why). */
+std::string write_unique_file(const std::string& dir, const std::string& stem, const std::string& suffix,
+                              const std::string& text, std::string* why);
+/* Removes temporaries (names containing ".tmp-") older than `max_age_seconds` from `dir`:
+   what a process that died mid-compile left behind. */
+void remove_stale_temporaries(const std::string& dir, int max_age_seconds);
+/* A fresh directory private to this process (mkdtemp under $TMPDIR or /tmp), made once and
+   removed at exit; empty if none could be made. */
+const std::string& private_temp_dir();
+
+/* Whether `path` is a whole shared library for this machine: ELF magic and class match and
+   the file is long enough for its headers and loadable segments. dlopen of a truncated
+   library can fault (pages mapped past the end of the file), so check before loading. */
+bool plausible_shared_library(const std::string& path, std::string* why);
+
+struct ProcessResult {
+  bool started = false;  // false: the program could not be run at all (see error)
+  int wait_status = 0;   // as waitpid reports it
+  std::string output;    // stdout and stderr, interleaved
+  std::string error;     // why it did not start
+  bool succeeded() const;
+  std::string describe() const;  // "exited with 1", "killed by signal 9", ...
+};
+/* Runs argv (argv[0] looked up in PATH) through posix_spawnp, with stdin from /dev/null and
+   stdout+stderr captured into an anonymous file, and waits for it. Safe in threaded programs. */
+ProcessResult run_process(const std::vector<std::string>& argv);
+
+}  // namespace kiln::cpu::detail
