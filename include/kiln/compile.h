@@ -54,7 +54,17 @@ std::function<Array(const Array&, const Array&)> compile(std::function<Array(con
 std::function<Array(const Array&, const Array&, const Array&)> compile(
     std::function<Array(const Array&, const Array&, const Array&)> fn, CompileOptions options = {});
 
-/* Writes the graph that produces `outputs` in Graphviz DOT. */
+/* Each compiled function keeps at most this many traced signatures (least recently
+   used dropped first). Default 64. */
+void set_compile_cache_capacity(size_t entries);
+size_t compile_cache_capacity();
+/* kiln warns once (on stderr, naming the function) when a function has been traced
+   more than this many times. Default 32. */
+void set_recompile_warning(size_t traces);
+
+/* Writes the lazy graph that produces `outputs` in Graphviz DOT. */
 void export_to_dot(std::ostream& os, const std::vector<Array>& outputs);
+/* Writes f's graph for these inputs after the compile passes (fused regions as single nodes). */
+void export_to_dot(std::ostream& os, const CompiledFunction& f, const std::vector<Array>& inputs);
 
 }  // namespace kiln

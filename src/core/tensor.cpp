@@ -41,7 +41,10 @@ bool Tensor::row_contiguous() const {
 void Tensor::allocate() {
   strides = row_major_strides(shape);
   offset = 0;
-  buffer = Buffer::allocate(static_cast<size_t>(size()) * itemsize());
+  size_t need = static_cast<size_t>(size()) * itemsize();
+  // A buffer handed over by a compiled plan (a dead intermediate nobody else holds) is reused.
+  if (buffer && buffer.use_count() == 1 && buffer->bytes() >= need) return;
+  buffer = Buffer::allocate(need);
 }
 
 void Tensor::view_of(const Tensor& src, Strides s, int64_t off) {

@@ -17,7 +17,9 @@ enum class OpKind : uint16_t {
 #include "ops/op_table.def"
 };
 
-enum class OpCategory { unary, binary, reduce, elementwise, creation, reduction, scan, matmul, view, layout, gather };
+enum class OpCategory {
+  unary, binary, reduce, elementwise, creation, reduction, scan, matmul, view, layout, gather, fused, compiled
+};
 
 const char* op_name(OpKind kind);
 OpCategory op_category(OpKind kind);

@@ -1,0 +1,114 @@
+#include "compile/plan.h"
+
+#include <map>
+
+#include "core/stats.h"
+
+namespace kiln::compiler {
+
+using detail::Tensor;
+
+std::shared_ptr<const Plan> lower(const Graph& g, bool shapeless) {
+  auto plan = std::make_shared<Plan>();
+  plan->num_values = g.values.size();
+  plan->inputs = g.inputs;
+  plan->outputs = g.outputs;
+  plan->shapeless = shapeless;
+  for (auto& v : g.values) {
+    plan->shapes.push_back(v.shape);
+    plan->dtypes.push_back(v.dtype);
+  }
+  std::vector<int> last_use(g.values.size(), -1);
+  std::vector<bool> needed(g.values.size(), false);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    for (int v : g.nodes[n].inputs) {
+      last_use[static_cast<size_t>(v)] = static_cast<int>(n);
+      needed[static_cast<size_t>(v)] = true;
+    }
+  }
+  std::vector<bool> is_output(g.values.size(), false);
+  for (int v : g.outputs) is_output[static_cast<size_t>(v)] = needed[static_cast<size_t>(v)] = true;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    if (g.values[v].is_constant() && needed[v]) plan->constants.emplace_back(static_cast<int>(v), *g.values[v].constant);
+  }
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    Step s{g.nodes[n].prim, g.nodes[n].inputs, g.nodes[n].outputs, {}};
+    plan->steps.push_back(std::move(s));
+  }
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    if (last_use[v] >= 0 && !is_output[v]) plan->steps[static_cast<size_t>(last_use[v])].release.push_back(static_cast<int>(v));
+  }
+  // Outputs never read by a step and not inputs or constants would be unwritten: the verifier forbids that.
+  return plan;
+}
+
+std::vector<Shape> Plan::output_shapes(const std::vector<Shape>& input_shapes) const {
+  std::vector<Shape> out;
+  if (!shapeless) {
+    for (int v : outputs) out.push_back(shapes[static_cast<size_t>(v)]);
+    return out;
+  }
+  std::vector<Shape> s = shapes;
+  for (size_t i = 0; i < inputs.size(); ++i) s[static_cast<size_t>(inputs[i])] = input_shapes[i];
+  for (auto& step : steps) {
+    std::vector<Shape> in;
+    for (int v : step.inputs) in.push_back(s[static_cast<size_t>(v)]);
+    auto o = step.prim->output_shapes(in);
+    for (size_t i = 0; i < step.outputs.size(); ++i) s[static_cast<size_t>(step.outputs[i])] = std::move(o[i]);
+  }
+  for (int v : outputs) out.push_back(s[static_cast<size_t>(v)]);
+  return out;
+}
+
+std::vector<Tensor> Plan::run(const std::vector<Tensor>& in) const {
+  std::vector<Tensor> regs(num_values);
+  for (size_t i = 0; i < inputs.size(); ++i) regs[static_cast<size_t>(inputs[i])] = in[i];
+  for (auto& [v, t] : constants) regs[static_cast<size_t>(v)] = t;
+  // Buffers of dead intermediates that nobody else holds, by size, for later outputs to take.
+  std::multimap<size_t, std::shared_ptr<detail::Buffer>> free_buffers;
+  std::vector<Tensor> step_in, step_out;
+  for (auto& step : steps) {
+    step_in.clear();
+    std::vector<Shape> in_shapes;
+    for (int v : step.inputs) {
+      step_in.push_back(regs[static_cast<size_t>(v)]);
+      if (shapeless) in_shapes.push_back(step_in.back().shape);
+    }
+    std::vector<Shape> out_shapes;
+    if (shapeless) out_shapes = step.prim->output_shapes(in_shapes);
+    step_out.clear();
+    for (size_t i = 0; i < step.outputs.size(); ++i) {
+      size_t v = static_cast<size_t>(step.outputs[i]);
+      step_out.emplace_back(shapeless ? out_shapes[i] : shapes[v], dtypes[v]);
+      if (step.prim->is_view()) continue;
+      size_t bytes = static_cast<size_t>(step_out.back().size()) * step_out.back().itemsize();
+      auto it = free_buffers.lower_bound(bytes);
+      if (it != free_buffers.end() && it->first <= bytes + bytes / 4 + 64) {
+        step_out.back().buffer = std::move(it->second);
+        free_buffers.erase(it);
+      }
+    }
+    step.prim->eval_cpu(step_in, step_out);
+    if (!step.prim->is_view()) detail::count(detail::counters().kernels_launched);
+    for (size_t i = 0; i < step.outputs.size(); ++i) regs[static_cast<size_t>(step.outputs[i])] = std::move(step_out[i]);
+    step_in.clear();
+    for (int v : step.release) {
+      auto& buf = regs[static_cast<size_t>(v)].buffer;
+      if (buf && buf.use_count() == 1) {
+        size_t bytes = buf->bytes();
+        free_buffers.emplace(bytes, std::move(buf));
+      }
+      regs[static_cast<size_t>(v)] = Tensor();
+    }
+  }
+  std::vector<Tensor> out;
+  for (int v : outputs) out.push_back(regs[static_cast<size_t>(v)]);
+  return out;
+}
+
+void CompiledCall::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  auto results = plan_->run(in);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = std::move(results[i]);
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,54 @@
+// A lowered graph: the kernel launches of a compiled function with the values
+// they read and write, replayed without tracing or building graph nodes.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "compile/graph.h"
+
+namespace kiln::compiler {
+
+struct Step {
+  std::shared_ptr<Primitive> prim;
+  std::vector<int> inputs;   // value ids
+  std::vector<int> outputs;  // value ids
+  std::vector<int> release;  // values no longer needed after this step
+};
+
+struct Plan {
+  size_t num_values = 0;
+  std::vector<int> inputs;                                 // value id per function input
+  std::vector<std::pair<int, detail::Tensor>> constants;  // value id, frozen data
+  std::vector<Step> steps;
+  std::vector<int> outputs;       // value id per function output
+  std::vector<Shape> shapes;      // every value's shape at trace time
+  std::vector<Dtype> dtypes;      // every value's dtype
+  bool shapeless = false;
+
+  /* Output shapes for the given input shapes (re-inferred step by step when shapeless). */
+  std::vector<Shape> output_shapes(const std::vector<Shape>& input_shapes) const;
+  /* Runs the steps on evaluated inputs, returning the outputs. */
+  std::vector<detail::Tensor> run(const std::vector<detail::Tensor>& inputs) const;
+};
+
+/* Lowers an optimized graph: orders steps, and frees each intermediate after its last use
+   so its buffer can serve a later step. */
+std::shared_ptr<const Plan> lower(const Graph& g, bool shapeless);
+
+/* The primitive behind a compiled call's outputs: one node that runs a whole plan. */
+class CompiledCall : public Primitive {
+ public:
+  explicit CompiledCall(std::shared_ptr<const Plan> plan) : Primitive(OpKind::CompiledCall), plan_(std::move(plan)) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return plan_->output_shapes(in); }
+  bool is_equivalent(const Primitive& o) const override {
+    return o.kind() == kind() && static_cast<const CompiledCall&>(o).plan_ == plan_;
+  }
+  const Plan& plan() const { return *plan_; }
+
+ private:
+  std::shared_ptr<const Plan> plan_;
+};
+
+}  // namespace kiln::compiler

@@ -1,0 +1,36 @@
+// A graph pass: a named rewrite that reports whether it changed anything.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "compile/graph.h"
+#include "kiln/compile.h"
+
+namespace kiln::compiler {
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  virtual const char* name() const = 0;
+  /* Rewrites g in place; returns true when it changed it. */
+  virtual bool run(Graph& g) = 0;
+};
+
+struct PassOptions {
+  bool shapeless = false;  // shape-dependent simplifications are skipped
+};
+
+std::unique_ptr<Pass> make_remove_noops(PassOptions options);
+std::unique_ptr<Pass> make_merge_constants();
+std::unique_ptr<Pass> make_cse();
+std::unique_ptr<Pass> make_dce();
+std::unique_ptr<Pass> make_fuse_elementwise();
+std::unique_ptr<Pass> make_fuse_reductions();
+
+/* The flat list of steps for a compile mode (empty for disabled and no_simplify). */
+std::vector<std::unique_ptr<Pass>> make_pipeline(CompileMode mode, PassOptions options);
+/* Runs the pipeline; in debug builds the graph is verified after every step. */
+void run_pipeline(Graph& g, CompileMode mode, PassOptions options);
+
+}  // namespace kiln::compiler
