@@ -1,0 +1,28 @@
+#!/bin/sh
+# Runs the Go binding's tests (with the race detector) against a kiln build.
+# Usage: bindings/go/test.sh <build dir holding libkiln.a>
+# Exits 77 (CTest's skip code) when go is not installed.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:?usage: test.sh <build dir>}
+build=$(cd "$build" && pwd)
+if ! command -v go >/dev/null 2>&1; then
+  echo "SKIP: go is not installed (apt-get install golang-go)"
+  exit 77
+fi
+if [ ! -f "$build/libkiln.a" ]; then
+  echo "error: $build/libkiln.a not found; build the kiln target first" >&2
+  exit 1
+fi
+export CGO_ENABLED=1
+export CGO_CFLAGS="-I$here/../../include ${CGO_CFLAGS:-}"
+export CGO_LDFLAGS="-L$build ${CGO_LDFLAGS:-}"
+export GOFLAGS="${GOFLAGS:-} -mod=mod"
+export GOPROXY=off
+# Keep Go's caches inside the build dir so that CTest runs need no writable HOME.
+export GOCACHE="${GOCACHE:-$build/go-cache}"
+export GOPATH="${GOPATH:-$build/go-path}"
+cd "$here"
+go vet ./...
+shift
+go test -race -count=1 "$@" ./...
