@@ -30,7 +30,10 @@ Array reshape(const Array& a, Shape shape) {
   return Array::make(std::move(out), a.dtype(), std::move(prim), {a});
 }
 
-Array flatten(const Array& a) { return reshape(a, {-1}); }
+Array flatten(const Array& a) {
+  check_valid("flatten", a);
+  return reshape(a, {-1});
+}
 
 Array transpose(const Array& a, std::vector<int> perm) {
   check_valid("transpose", a);

@@ -1,0 +1,249 @@
+// CPU kernels for the layout primitives. They move element bits without looking
+// at values, so they dispatch on the element width only; every kernel is a walk
+// of strided views of the output, and rows contiguous on both sides are memcpy.
+#include "ops/layout.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/common/dispatch.h"
+#include "backend/common/math.h"
+#include "backend/cpu/copy.h"
+#include "backend/cpu/strided.h"
+#include "ops/views.h"
+
+namespace kiln {
+
+using detail::Tensor;
+
+namespace {
+
+// Calls f with an unsigned integer of the element width.
+template <class F>
+void dispatch_width(size_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    case 8: return f(uint64_t{});
+  }
+  fail("layout", "unsupported element size ", bytes);
+}
+
+/* A view of base's buffer with the given shape, strides and offset. */
+Tensor view(const Tensor& base, Shape shape, Strides strides, int64_t offset) {
+  Tensor t = base;
+  t.shape = std::move(shape);
+  t.strides = std::move(strides);
+  t.offset = offset;
+  return t;
+}
+
+/* Copies src into dst elementwise (same shape, any strides on both). */
+void copy_elements(const Tensor& src, Tensor& dst) {
+  if (dst.size() == 0) return;
+  if (src.dtype != dst.dtype) return detail::copy_convert(src, dst);
+  dispatch_width(dst.itemsize(), [&](auto w) {
+    using E = decltype(w);
+    const E* sp = src.data<E>();
+    E* dp = dst.data<E>();
+    auto L = detail::merge_axes<2>(dst.shape, {&dst.strides, &src.strides});
+    detail::parallel_rows<2>(L, 1, [&](auto off, int64_t n, auto st) {
+      const E* s = sp + off[1];
+      E* o = dp + off[0];
+      if (st[0] == 1 && st[1] == 1) {
+        std::memcpy(o, s, static_cast<size_t>(n) * sizeof(E));
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = s[i * st[1]];
+      }
+    });
+  });
+}
+
+/* Sets every element of the (possibly strided) view t to value converted to t's dtype. */
+void fill(Tensor& t, double value) {
+  if (t.size() == 0) return;
+  detail::dispatch_dtype(t.dtype, [&](auto z) {
+    using T = decltype(z);
+    const T v = math::convert<T>(value);
+    T* p = t.data<T>();
+    auto L = detail::merge_axes<1>(t.shape, {&t.strides});
+    detail::parallel_rows<1>(L, 1, [&](auto off, int64_t n, auto st) {
+      T* o = p + off[0];
+      if (st[0] == 1) {
+        std::fill(o, o + n, v);
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = v;
+      }
+    });
+  });
+}
+
+/* The indices as int64 in row-major order of their shape, negative ones counted from the
+   end. Checked before any gathering, so the first bad index (row-major) is reported. */
+std::vector<int64_t> normalized_indices(const char* op, const Tensor& idx, int64_t size, int axis) {
+  std::vector<int64_t> out(static_cast<size_t>(idx.size()));
+  if (out.empty()) return out;
+  Tensor dense = idx;
+  if (!idx.row_contiguous()) {
+    dense = Tensor(idx.shape, idx.dtype);
+    dense.allocate();
+    detail::copy_convert(idx, dense);
+  }
+  detail::dispatch_dtype(idx.dtype, [&](auto z) {
+    using T = decltype(z);
+    if constexpr (math::is_int_v<T>) {
+      const T* p = dense.data<T>();
+      for (size_t i = 0; i < out.size(); ++i) {
+        if constexpr (std::is_unsigned_v<T>) {
+          uint64_t v = p[i];
+          if (v >= static_cast<uint64_t>(size)) {
+            fail(op, "index ", v, " is out of bounds for axis ", axis, " with size ", size);
+          }
+          out[i] = static_cast<int64_t>(v);
+        } else {
+          int64_t v = p[i];
+          if (v < -size || v >= size) fail(op, "index ", v, " is out of bounds for axis ", axis, " with size ", size);
+          out[i] = v < 0 ? v + size : v;
+        }
+      }
+    } else {
+      fail(op, "indices must be integers, got ", dtype_name(idx.dtype));
+    }
+  });
+  return out;
+}
+
+/* y[i] = a[a_off(i) + idx[idx_off(i)] * axis_stride], the offsets following a_strides and
+   idx_strides over y's shape: one strided walk serves take and take_along_axis. */
+void gather(const Tensor& a, const Strides& a_strides, int64_t axis_stride, const std::vector<int64_t>& idx,
+            const Strides& idx_strides, Tensor& y) {
+  dispatch_width(y.itemsize(), [&](auto w) {
+    using E = decltype(w);
+    const E* ap = a.data<E>();
+    const int64_t* ip = idx.data();
+    E* yp = y.data<E>();
+    auto L = detail::merge_axes<3>(y.shape, {&y.strides, &a_strides, &idx_strides});
+    detail::parallel_rows<3>(L, 1, [&](auto off, int64_t n, auto st) {
+      E* o = yp + off[0];
+      const E* s = ap + off[1];
+      const int64_t* k = ip + off[2];
+      if (st[2] == 0) {  // one index for the whole row: a block copy
+        s += k[0] * axis_stride;
+        if (st[0] == 1 && st[1] == 1) {
+          std::memcpy(o, s, static_cast<size_t>(n) * sizeof(E));
+        } else {
+          for (int64_t i = 0; i < n; ++i) o[i * st[0]] = s[i * st[1]];
+        }
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = s[i * st[1] + k[i * st[2]] * axis_stride];
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void Copy::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  out[0].allocate();
+  copy_elements(in[0], out[0]);
+}
+
+void Concatenate::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  Tensor& y = out[0];
+  y.allocate();
+  const size_t ax = static_cast<size_t>(axis_);
+  int64_t pos = 0;
+  for (const Tensor& x : in) {
+    Tensor part = view(y, x.shape, y.strides, pos * y.strides[ax]);
+    copy_elements(x, part);
+    pos += x.shape[ax];
+  }
+}
+
+void Pad::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Tensor& x = in[0];
+  Tensor& y = out[0];
+  y.allocate();
+  if (y.size() == 0) return;
+  // The border is 2 * ndim disjoint slabs: on axis d the before and after widths, with
+  // the axes before d limited to the interior and those after d taken whole.
+  Shape slab = y.shape;
+  int64_t interior = 0;
+  for (size_t d = 0; d < y.shape.size(); ++d) {
+    auto [before, after] = widths_[d];
+    slab[d] = before;
+    Tensor lo = view(y, slab, y.strides, interior);
+    fill(lo, value_);
+    slab[d] = after;
+    Tensor hi = view(y, slab, y.strides, interior + (before + x.shape[d]) * y.strides[d]);
+    fill(hi, value_);
+    slab[d] = x.shape[d];
+    interior += before * y.strides[d];
+  }
+  Tensor inner = view(y, x.shape, y.strides, interior);
+  copy_elements(x, inner);
+}
+
+void SliceUpdate::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Tensor& a = in[0];
+  const Tensor& u = in[1];
+  Tensor& y = out[0];
+  y.allocate();
+  copy_elements(a, y);
+  auto r = resolve_slice("slice_update", a.shape, args_);
+  if (detail::shape_size(r.length) == 0) return;
+  const size_t nd = a.shape.size();
+  Strides rs(nd);
+  int64_t off = 0;
+  for (size_t i = 0; i < nd; ++i) {
+    rs[i] = y.strides[i] * r.step[i];
+    off += r.start[i] * y.strides[i];
+  }
+  Tensor region = view(y, r.length, std::move(rs), off);
+  // The update broadcast to the region's shape: stride 0 on added and size-1 axes.
+  Strides us(nd, 0);
+  const size_t lead = nd - u.shape.size();
+  for (size_t i = 0; i < u.shape.size(); ++i) us[lead + i] = u.shape[i] == 1 ? 0 : u.strides[i];
+  Tensor src = view(u, r.length, std::move(us), u.offset);
+  copy_elements(src, region);
+}
+
+void Take::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Tensor& a = in[0];
+  const Tensor& ind = in[1];
+  Tensor& y = out[0];
+  y.allocate();
+  const size_t ax = static_cast<size_t>(axis_);
+  std::vector<int64_t> idx = normalized_indices("take", ind, a.shape[ax], axis_);
+  if (y.size() == 0) return;
+  // Output axes: a's leading axes, then the indices' axes, then a's trailing axes.
+  const size_t r = ind.shape.size();
+  Strides as(y.shape.size(), 0), is(y.shape.size(), 0);
+  Strides dense = detail::row_major_strides(ind.shape);
+  for (size_t d = 0; d < ax; ++d) as[d] = a.strides[d];
+  for (size_t j = 0; j < r; ++j) is[ax + j] = dense[j];
+  for (size_t d = ax + 1; d < a.shape.size(); ++d) as[d - 1 + r] = a.strides[d];
+  gather(a, as, a.strides[ax], idx, is, y);
+}
+
+void TakeAlongAxis::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Tensor& a = in[0];
+  const Tensor& ind = in[1];
+  Tensor& y = out[0];
+  y.allocate();
+  const size_t ax = static_cast<size_t>(axis_);
+  std::vector<int64_t> idx = normalized_indices("take_along_axis", ind, a.shape[ax], axis_);
+  if (y.size() == 0) return;
+  Strides as(y.shape.size()), is(y.shape.size());
+  Strides dense = detail::row_major_strides(ind.shape);
+  for (size_t d = 0; d < y.shape.size(); ++d) {
+    bool a_bcast = a.shape[d] == 1 && y.shape[d] != 1;
+    bool i_bcast = ind.shape[d] == 1 && y.shape[d] != 1;
+    as[d] = (d == ax || a_bcast) ? 0 : a.strides[d];
+    is[d] = i_bcast ? 0 : dense[d];
+  }
+  gather(a, as, a.strides[ax], idx, is, y);
+}
+
+}  // namespace kiln
