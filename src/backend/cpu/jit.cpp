@@ -287,7 +287,7 @@ std::shared_ptr<JitConfig> JitState::build_config(const Settings& s) {
   }
   c->dump_dir = s.dump_dir ? *s.dump_dir : env("KILN_DUMP_KERNELS");
 
-  const char* fallback = "fused CPU kernels fall back to the eager (unfused) kernels";
+  const char* fallback = "fused regions run through an interpreter over cache-sized tiles (no generated code)";
   if (!c->available) {
     warn_once(warned_compiler_, "no working C++ compiler (tried " + join(tried, ", ") + "); " + fallback +
                                     ". Set KILN_CXX to a C++20 compiler to enable code generation.");

@@ -1,0 +1,176 @@
+// Running a fused region: inputs broadcast to the output shape, axes merged,
+// rows handed to the generated kernel (or the interpreter) on the thread pool.
+#include <sstream>
+
+#include "backend/cpu/copy.h"
+#include "backend/cpu/strided.h"
+#include "compile/fused.h"
+#include "ops/elementwise.h"
+
+namespace kiln::compiler {
+
+using detail::Tensor;
+
+namespace {
+
+// Axis merging for any number of operands (operand 0 is the contiguous output shape).
+struct Layout {
+  Shape shape;                   // merged, never empty
+  std::vector<Strides> strides;  // per operand
+};
+
+Layout merge(const Shape& shape, const std::vector<Strides>& strides) {
+  Layout L;
+  L.strides.resize(strides.size());
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1) continue;
+    bool merge = !L.shape.empty();
+    for (size_t k = 0; k < strides.size() && merge; ++k) merge = L.strides[k].back() == strides[k][i] * shape[i];
+    if (merge) {
+      L.shape.back() *= shape[i];
+      for (size_t k = 0; k < strides.size(); ++k) L.strides[k].back() = strides[k][i];
+    } else {
+      L.shape.push_back(shape[i]);
+      for (size_t k = 0; k < strides.size(); ++k) L.strides[k].push_back(strides[k][i]);
+    }
+  }
+  if (L.shape.empty()) {
+    L.shape.push_back(1);
+    for (auto& s : L.strides) s.push_back(1);
+  }
+  return L;
+}
+
+// Element offsets of every operand at the start of outer row r.
+void row_offsets(const Layout& L, int64_t r, std::vector<int64_t>& off) {
+  size_t nd = L.shape.size();
+  std::fill(off.begin(), off.end(), 0);
+  for (size_t d = nd - 1; d-- > 0;) {
+    int64_t i = r % L.shape[d];
+    r /= L.shape[d];
+    for (size_t k = 0; k < off.size(); ++k) off[k] += i * L.strides[k][d];
+  }
+}
+
+constexpr int64_t kTile = 1024;  // elements per interpreter tile and per kernel call chunk
+
+}  // namespace
+
+Fused::Fused(std::shared_ptr<const FusedProgram> program) : Primitive(OpKind::Fused), program_(std::move(program)) {}
+
+std::vector<Shape> Fused::output_shapes(const std::vector<Shape>& in) const {
+  Shape s = broadcast_shapes("fused", in);
+  return std::vector<Shape>(program_->outputs.size(), s);
+}
+
+void Fused::print(std::ostream& os) const {
+  os << name() << "[";
+  bool first = true;
+  for (auto& op : program_->ops) {
+    if (!op.prim) continue;
+    os << (first ? "" : ",") << op.prim->name();
+    first = false;
+  }
+  os << "]";
+}
+
+Fused::KernelFn Fused::kernel() {
+  std::call_once(compiled_, [&] {
+    std::string sig = program_->signature();
+    std::string symbol = "kiln_fused_" + std::to_string(std::hash<std::string>{}(sig));
+    jit_ = cpu::jit_compile(program_->source(symbol), symbol);
+  });
+  return reinterpret_cast<KernelFn>(jit_.fn);
+}
+
+void Fused::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  for (auto& o : out) o.allocate();
+  if (out[0].size() == 0) return;
+  KernelFn fn = kernel();
+  if (!fn) return interpret(in, out);
+  const Shape& shape = out[0].shape;
+  std::vector<Strides> strides;
+  strides.push_back(out[0].strides);
+  for (auto& t : in) strides.push_back(detail::broadcast_strides(t, shape));
+  Layout L = merge(shape, strides);
+  int64_t inner = L.shape.back();
+  int64_t rows = detail::shape_size(L.shape) / inner;
+  size_t nin = in.size(), nout = out.size();
+  int64_t cost = static_cast<int64_t>(program_->ops.size());
+  // Work is split into chunks of rows, or of one long row.
+  int64_t chunk = std::max<int64_t>(1, detail::kParallelGrain / std::max<int64_t>(1, cost));
+  int64_t pieces_per_row = std::max<int64_t>(1, (inner + chunk - 1) / chunk);
+  if (rows > 1) pieces_per_row = 1;
+  int64_t piece_len = (inner + pieces_per_row - 1) / pieces_per_row;
+  int64_t grain = std::max<int64_t>(1, chunk / std::max<int64_t>(1, piece_len));
+  detail::parallel_for(rows * pieces_per_row, grain, [&](int64_t b, int64_t e) {
+    std::vector<int64_t> off(nin + 1);
+    std::vector<const void*> ip(nin);
+    std::vector<int64_t> st(nin);
+    std::vector<void*> op(nout);
+    for (size_t k = 0; k < nin; ++k) st[k] = L.strides[k + 1].back();
+    for (int64_t p = b; p < e; ++p) {
+      int64_t r = p / pieces_per_row, start = (p % pieces_per_row) * piece_len;
+      int64_t n = std::min(piece_len, inner - start);
+      row_offsets(L, r, off);
+      for (size_t k = 0; k < nin; ++k) {
+        ip[k] = static_cast<const char*>(in[k].raw()) + (off[k + 1] + start * st[k]) * static_cast<int64_t>(in[k].itemsize());
+      }
+      int64_t out_off = off[0] + start;  // outputs are contiguous and share the layout of operand 0
+      for (size_t o = 0; o < nout; ++o) {
+        op[o] = static_cast<char*>(out[o].raw()) + out_off * static_cast<int64_t>(out[o].itemsize());
+      }
+      fn(n, ip.data(), st.data(), op.data());
+    }
+  });
+}
+
+// Without a compiler: run each member's own kernel on tiles of one row at a time,
+// so intermediates stay in cache and results equal the unfused ones exactly.
+void Fused::interpret(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Shape& shape = out[0].shape;
+  std::vector<Strides> strides;
+  strides.push_back(out[0].strides);
+  for (auto& t : in) strides.push_back(detail::broadcast_strides(t, shape));
+  Layout L = merge(shape, strides);
+  int64_t inner = L.shape.back();
+  int64_t rows = detail::shape_size(L.shape) / inner;
+  int64_t tiles_per_row = (inner + kTile - 1) / kTile;
+  const auto& ops = program_->ops;
+  detail::parallel_for(rows * tiles_per_row, 4, [&](int64_t b, int64_t e) {
+    std::vector<int64_t> off(in.size() + 1);
+    std::vector<Tensor> vals(ops.size());
+    for (int64_t p = b; p < e; ++p) {
+      int64_t r = p / tiles_per_row, start = (p % tiles_per_row) * kTile;
+      int64_t n = std::min(kTile, inner - start);
+      row_offsets(L, r, off);
+      for (size_t i = 0; i < ops.size(); ++i) {
+        const FusedOp& op = ops[i];
+        Tensor& t = vals[i];
+        if (!op.prim) {  // a strided 1-D view of the input's tile
+          const Tensor& src = in[static_cast<size_t>(op.input)];
+          int64_t s = L.strides[static_cast<size_t>(op.input) + 1].back();
+          t = src;
+          t.shape = {n};
+          t.strides = {s};
+          t.offset = src.offset + off[static_cast<size_t>(op.input) + 1] + start * s;
+          continue;
+        }
+        std::vector<Tensor> args;
+        for (int a : op.args) args.push_back(vals[static_cast<size_t>(a)]);
+        std::vector<Tensor> res{Tensor(Shape{n}, op.dtype)};
+        op.prim->eval_cpu(args, res);
+        t = std::move(res[0]);
+      }
+      for (size_t o = 0; o < out.size(); ++o) {
+        Tensor dst = out[o];
+        dst.shape = {n};
+        dst.strides = {1};
+        dst.offset = out[o].offset + off[0] + start;
+        detail::copy_convert(vals[static_cast<size_t>(program_->outputs[o])], dst);
+      }
+    }
+  });
+}
+
+}  // namespace kiln::compiler
