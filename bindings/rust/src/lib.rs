@@ -1,0 +1,850 @@
+//! Safe Rust bindings to kiln's C API: lazy arrays, ops, and compiled functions
+//! that trace once per input signature and replay from any number of threads.
+//!
+//! Every fallible call returns [`Result`]; kiln's message (tagged with the op,
+//! e.g. `[matmul] inner dimensions differ: (2,3) @ (2,3)`) is in [`Error`].
+//! [`Array`] and [`Function`] free their handles on drop and are `Send + Sync`.
+
+pub mod sys;
+
+use std::ffi::{CStr, CString};
+use std::fmt;
+use std::os::raw::{c_int, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+
+/// A failure reported by kiln.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    message: String,
+}
+
+impl Error {
+    pub fn new(message: impl Into<String>) -> Self {
+        Error {
+            message: message.into(),
+        }
+    }
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Turns a C status into a Result, reading this thread's last error.
+fn check(rc: c_int) -> Result<()> {
+    if rc == 0 {
+        return Ok(());
+    }
+    // SAFETY: kiln_last_error never returns NULL and the string lives until the
+    // next failing call on this thread.
+    let msg = unsafe { CStr::from_ptr(sys::kiln_last_error()) };
+    Err(Error::new(msg.to_string_lossy().into_owned()))
+}
+
+/// Element types, in the C API's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum Dtype {
+    Bool = 0,
+    Uint8,
+    Uint16,
+    Uint32,
+    Uint64,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    Float16,
+    BFloat16,
+    Float32,
+    Float64,
+}
+
+impl Dtype {
+    const ALL: [Dtype; 13] = [
+        Dtype::Bool,
+        Dtype::Uint8,
+        Dtype::Uint16,
+        Dtype::Uint32,
+        Dtype::Uint64,
+        Dtype::Int8,
+        Dtype::Int16,
+        Dtype::Int32,
+        Dtype::Int64,
+        Dtype::Float16,
+        Dtype::BFloat16,
+        Dtype::Float32,
+        Dtype::Float64,
+    ];
+
+    fn from_c(d: sys::kiln_dtype) -> Result<Dtype> {
+        Dtype::ALL
+            .get(d as usize)
+            .copied()
+            .ok_or_else(|| Error::new(format!("invalid dtype {d}")))
+    }
+
+    /// "float32", "bool", ...
+    pub fn name(self) -> &'static str {
+        let mut p = ptr::null();
+        // SAFETY: every Dtype is valid, and names are static strings.
+        unsafe {
+            if sys::kiln_dtype_name(&mut p, self as sys::kiln_dtype) != 0 {
+                return "?";
+            }
+            CStr::from_ptr(p).to_str().unwrap_or("?")
+        }
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        let mut n = 0usize;
+        // SAFETY: plain out parameter.
+        unsafe { sys::kiln_dtype_size(&mut n, self as sys::kiln_dtype) };
+        n
+    }
+}
+
+impl fmt::Display for Dtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A Rust type that holds one element of a dtype (float16 and bfloat16 have
+/// none; read them as f32).
+pub trait Element: Copy + Default + sealed::Sealed {
+    const DTYPE: Dtype;
+}
+
+macro_rules! element {
+    ($($t:ty => $d:ident),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Element for $t { const DTYPE: Dtype = Dtype::$d; }
+    )*};
+}
+element!(bool => Bool, u8 => Uint8, u16 => Uint16, u32 => Uint32, u64 => Uint64, i8 => Int8, i16 => Int16,
+         i32 => Int32, i64 => Int64, f32 => Float32, f64 => Float64);
+
+/// A handle to an immutable, lazily computed array. Cloning makes another
+/// handle to the same array; dropping frees the handle.
+pub struct Array {
+    h: sys::kiln_array,
+}
+
+// SAFETY: kiln arrays are immutable values with atomic reference counts, made
+// to be shared, evaluated and freed on any thread.
+unsafe impl Send for Array {}
+unsafe impl Sync for Array {}
+
+impl Drop for Array {
+    fn drop(&mut self) {
+        // SAFETY: h came from kiln and is freed once, here.
+        unsafe { sys::kiln_array_free(self.h) };
+    }
+}
+
+impl Clone for Array {
+    fn clone(&self) -> Self {
+        let mut h = ptr::null_mut();
+        // SAFETY: self.h is a live handle; a NULL out receives a new one.
+        let rc = unsafe { sys::kiln_array_set(&mut h, self.h) };
+        assert!(rc == 0, "kiln_array_set failed: {}", check(rc).unwrap_err());
+        Array { h }
+    }
+}
+
+/// Runs a C call that produces an array into a new handle.
+fn make(f: impl FnOnce(*mut sys::kiln_array) -> c_int) -> Result<Array> {
+    let mut h: sys::kiln_array = ptr::null_mut();
+    check(f(&mut h))?;
+    Ok(Array { h })
+}
+
+fn shape_i64(shape: &[usize]) -> Vec<i64> {
+    shape.iter().map(|&d| d as i64).collect()
+}
+
+fn shape_str(shape: &[usize]) -> String {
+    let parts: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    format!("({})", parts.join(","))
+}
+
+impl Array {
+    /// Copies `data` (row-major) into a new array of `shape`; the dtype follows T.
+    pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Result<Array> {
+        let n: usize = shape.iter().product();
+        if n != data.len() {
+            return Err(Error::new(format!(
+                "[array] got {} elements for shape {} which holds {}",
+                data.len(),
+                shape_str(shape),
+                n
+            )));
+        }
+        let s = shape_i64(shape);
+        // SAFETY: data holds exactly the shape's element count of T's dtype.
+        make(|o| unsafe {
+            sys::kiln_array_new_data(
+                o,
+                data.as_ptr() as *const c_void,
+                s.as_ptr(),
+                s.len() as c_int,
+                T::DTYPE as c_int,
+            )
+        })
+    }
+
+    /// A 1-D array of `data`.
+    pub fn from_vec<T: Element>(data: &[T]) -> Result<Array> {
+        Array::from_slice(data, &[data.len()])
+    }
+
+    /// A 0-d array of `dtype` holding `value`.
+    pub fn scalar(value: f64, dtype: Dtype) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_array_new_float(o, value, dtype as c_int) })
+    }
+
+    /// A 0-d array of `dtype` holding the integer `value`.
+    pub fn scalar_int(value: i64, dtype: Dtype) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_array_new_int(o, value, dtype as c_int) })
+    }
+
+    /// A 0-d array holding `value` in the dtype arithmetic with `self` would give it.
+    pub fn scalar_like(&self, value: f64) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_array_new_float_like(o, value, self.h) })
+    }
+
+    pub fn zeros(shape: &[usize], dtype: Dtype) -> Result<Array> {
+        let s = shape_i64(shape);
+        make(|o| unsafe { sys::kiln_zeros(o, s.as_ptr(), s.len() as c_int, dtype as c_int) })
+    }
+
+    pub fn ones(shape: &[usize], dtype: Dtype) -> Result<Array> {
+        let s = shape_i64(shape);
+        make(|o| unsafe { sys::kiln_ones(o, s.as_ptr(), s.len() as c_int, dtype as c_int) })
+    }
+
+    pub fn full(shape: &[usize], value: f64, dtype: Dtype) -> Result<Array> {
+        let s = shape_i64(shape);
+        make(|o| unsafe { sys::kiln_full(o, s.as_ptr(), s.len() as c_int, value, dtype as c_int) })
+    }
+
+    /// [start, stop) in steps of step.
+    pub fn arange(start: f64, stop: f64, step: f64, dtype: Dtype) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_arange(o, start, stop, step, dtype as c_int) })
+    }
+
+    pub fn shape(&self) -> Vec<usize> {
+        let mut nd: c_int = 0;
+        let mut p: *const i64 = ptr::null();
+        // SAFETY: p points at nd sizes owned by the live handle.
+        unsafe {
+            if sys::kiln_array_ndim(&mut nd, self.h) != 0 || sys::kiln_array_shape(&mut p, self.h) != 0 {
+                return Vec::new();
+            }
+            if nd == 0 {
+                return Vec::new();
+            }
+            std::slice::from_raw_parts(p, nd as usize)
+                .iter()
+                .map(|&d| d as usize)
+                .collect()
+        }
+    }
+
+    pub fn ndim(&self) -> usize {
+        self.shape().len()
+    }
+
+    pub fn size(&self) -> usize {
+        let mut n = 0usize;
+        unsafe { sys::kiln_array_size(&mut n, self.h) };
+        n
+    }
+
+    pub fn dtype(&self) -> Dtype {
+        let mut d: sys::kiln_dtype = 0;
+        unsafe { sys::kiln_array_dtype(&mut d, self.h) };
+        Dtype::from_c(d).unwrap_or(Dtype::Float32)
+    }
+
+    /// Identity of the underlying array: equal for clones.
+    pub fn id(&self) -> usize {
+        let mut p: *const c_void = ptr::null();
+        unsafe { sys::kiln_array_id(&mut p, self.h) };
+        p as usize
+    }
+
+    /// Computes the array if not yet done.
+    pub fn eval(&self) -> Result<()> {
+        check(unsafe { sys::kiln_array_eval(self.h) })
+    }
+
+    pub fn is_evaluated(&self) -> bool {
+        let mut b = false;
+        unsafe { sys::kiln_array_is_evaluated(&mut b, self.h) };
+        b
+    }
+
+    /// Evaluates and returns every element, row-major, converted to T.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        let mut out = vec![T::default(); self.size()];
+        let nbytes = out.len() * std::mem::size_of::<T>();
+        // SAFETY: out has room for size() elements of T's dtype.
+        check(unsafe { sys::kiln_array_copy_to(out.as_mut_ptr() as *mut c_void, nbytes, self.h, T::DTYPE as c_int) })?;
+        Ok(out)
+    }
+
+    /// The single element of a size-1 array, converted to T.
+    pub fn item<T: Element>(&self) -> Result<T> {
+        if self.size() != 1 {
+            return Err(Error::new(format!(
+                "[item] item() needs an array of size 1, got shape {}",
+                shape_str(&self.shape())
+            )));
+        }
+        Ok(self.to_vec::<T>()?[0])
+    }
+
+    pub fn astype(&self, dtype: Dtype) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_astype(o, self.h, dtype as c_int) })
+    }
+
+    /// cond ? a : b, broadcasting all three.
+    pub fn where_(cond: &Array, a: &Array, b: &Array) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_where(o, cond.h, a.h, b.h) })
+    }
+
+    fn reduce(&self, f: sys::kiln_reduce_fn, axes: &[i32], keepdims: bool) -> Result<Array> {
+        make(|o| unsafe { f(o, self.h, axes.as_ptr(), axes.len(), keepdims) })
+    }
+
+    /// Reductions over `axes` (every axis when empty).
+    pub fn sum(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
+        self.reduce(sys::kiln_sum, axes, keepdims)
+    }
+    pub fn prod(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
+        self.reduce(sys::kiln_prod, axes, keepdims)
+    }
+    pub fn mean(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
+        self.reduce(sys::kiln_mean, axes, keepdims)
+    }
+    pub fn max(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
+        self.reduce(sys::kiln_max, axes, keepdims)
+    }
+    pub fn min(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
+        self.reduce(sys::kiln_min, axes, keepdims)
+    }
+    pub fn all(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
+        self.reduce(sys::kiln_all, axes, keepdims)
+    }
+    pub fn any(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
+        self.reduce(sys::kiln_any, axes, keepdims)
+    }
+    pub fn logsumexp(&self, axes: &[i32], keepdims: bool) -> Result<Array> {
+        self.reduce(sys::kiln_logsumexp, axes, keepdims)
+    }
+
+    /// Index (int32) of the first largest element along axis.
+    pub fn argmax(&self, axis: i32) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_argmax(o, self.h, axis, false) })
+    }
+
+    /// Softmax over `axes` (the last axis when empty).
+    pub fn softmax(&self, axes: &[i32]) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_softmax(o, self.h, axes.as_ptr(), axes.len()) })
+    }
+
+    /// numpy.matmul semantics.
+    pub fn matmul(&self, other: &Array) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_matmul(o, self.h, other.h) })
+    }
+
+    /// One dimension may be -1.
+    pub fn reshape(&self, shape: &[i64]) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_reshape(o, self.h, shape.as_ptr(), shape.len() as c_int) })
+    }
+
+    /// Permutes axes (reverses them when perm is empty).
+    pub fn transpose(&self, perm: &[i32]) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_transpose(o, self.h, perm.as_ptr(), perm.len()) })
+    }
+
+    pub fn broadcast_to(&self, shape: &[usize]) -> Result<Array> {
+        let s = shape_i64(shape);
+        make(|o| unsafe { sys::kiln_broadcast_to(o, self.h, s.as_ptr(), s.len() as c_int) })
+    }
+
+    pub fn expand_dims(&self, axis: i32) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_expand_dims(o, self.h, axis) })
+    }
+
+    /// start:stop along every axis (Python rules).
+    pub fn slice(&self, start: &[i64], stop: &[i64]) -> Result<Array> {
+        if start.len() != stop.len() {
+            return Err(Error::new("[slice] start and stop need the same length"));
+        }
+        make(|o| unsafe {
+            sys::kiln_slice(
+                o,
+                self.h,
+                start.as_ptr(),
+                stop.as_ptr(),
+                ptr::null(),
+                start.len() as c_int,
+            )
+        })
+    }
+
+    /// Joins arrays along an existing axis.
+    pub fn concatenate(arrays: &[&Array], axis: i32) -> Result<Array> {
+        let v = Vector::from_arrays(arrays)?;
+        make(|o| unsafe { sys::kiln_concatenate(o, v.0, axis) })
+    }
+}
+
+macro_rules! unary_ops {
+    ($($name:ident),* $(,)?) => {
+        impl Array {$(
+            #[doc = concat!("Elementwise `", stringify!($name), "`.")]
+            pub fn $name(&self) -> Result<Array> {
+                make(|o| unsafe { sys::$name(o, self.h) })
+            }
+        )*}
+    };
+}
+
+macro_rules! binary_ops {
+    ($($name:ident),* $(,)?) => {
+        impl Array {$(
+            #[doc = concat!("Broadcasting `", stringify!($name), "`.")]
+            pub fn $name(&self, other: &Array) -> Result<Array> {
+                make(|o| unsafe { sys::$name(o, self.h, other.h) })
+            }
+        )*}
+    };
+}
+
+// Method names are the C names without the prefix; see the paste-free aliases below.
+mod names {
+    /// The ops of kiln_unary_ops.def and kiln_binary_ops.def (tests check they match).
+    pub const UNARY: &[&str] = &[
+        "abs",
+        "negative",
+        "sign",
+        "exp",
+        "expm1",
+        "log",
+        "log1p",
+        "log2",
+        "sqrt",
+        "rsqrt",
+        "square",
+        "reciprocal",
+        "sin",
+        "cos",
+        "tan",
+        "tanh",
+        "sigmoid",
+        "erf",
+        "floor",
+        "ceil",
+        "round",
+        "isnan",
+        "isinf",
+        "isfinite",
+        "logical_not",
+        "bitwise_not",
+    ];
+    pub const BINARY: &[&str] = &[
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "floor_divide",
+        "remainder",
+        "power",
+        "maximum",
+        "minimum",
+        "arctan2",
+        "equal",
+        "not_equal",
+        "less",
+        "less_equal",
+        "greater",
+        "greater_equal",
+        "logical_and",
+        "logical_or",
+        "bitwise_and",
+        "bitwise_or",
+        "bitwise_xor",
+        "left_shift",
+        "right_shift",
+    ];
+}
+
+/// Names of the wrapped elementwise ops (unary, binary).
+pub fn elementwise_op_names() -> (&'static [&'static str], &'static [&'static str]) {
+    (names::UNARY, names::BINARY)
+}
+
+// The C functions are named kiln_<op>; bring them in as <op> for the macros.
+mod ops_c {
+    pub use crate::sys::{
+        kiln_abs as abs, kiln_add as add, kiln_arctan2 as arctan2, kiln_bitwise_and as bitwise_and,
+        kiln_bitwise_not as bitwise_not, kiln_bitwise_or as bitwise_or, kiln_bitwise_xor as bitwise_xor,
+        kiln_ceil as ceil, kiln_cos as cos, kiln_divide as divide, kiln_equal as equal, kiln_erf as erf,
+        kiln_exp as exp, kiln_expm1 as expm1, kiln_floor as floor, kiln_floor_divide as floor_divide,
+        kiln_greater as greater, kiln_greater_equal as greater_equal, kiln_isfinite as isfinite, kiln_isinf as isinf,
+        kiln_isnan as isnan, kiln_left_shift as left_shift, kiln_less as less, kiln_less_equal as less_equal,
+        kiln_log as log, kiln_log1p as log1p, kiln_log2 as log2, kiln_logical_and as logical_and,
+        kiln_logical_not as logical_not, kiln_logical_or as logical_or, kiln_maximum as maximum,
+        kiln_minimum as minimum, kiln_multiply as multiply, kiln_negative as negative, kiln_not_equal as not_equal,
+        kiln_power as power, kiln_reciprocal as reciprocal, kiln_remainder as remainder,
+        kiln_right_shift as right_shift, kiln_round as round, kiln_rsqrt as rsqrt, kiln_sigmoid as sigmoid,
+        kiln_sign as sign, kiln_sin as sin, kiln_sqrt as sqrt, kiln_square as square, kiln_subtract as subtract,
+        kiln_tan as tan, kiln_tanh as tanh,
+    };
+}
+
+mod elementwise {
+    use super::*;
+    use crate::ops_c as sys;
+
+    unary_ops!(
+        abs,
+        negative,
+        sign,
+        exp,
+        expm1,
+        log,
+        log1p,
+        log2,
+        sqrt,
+        rsqrt,
+        square,
+        reciprocal,
+        sin,
+        cos,
+        tan,
+        tanh,
+        sigmoid,
+        erf,
+        floor,
+        ceil,
+        round,
+        isnan,
+        isinf,
+        isfinite,
+        logical_not,
+        bitwise_not,
+    );
+    binary_ops!(
+        add,
+        subtract,
+        multiply,
+        divide,
+        floor_divide,
+        remainder,
+        power,
+        maximum,
+        minimum,
+        arctan2,
+        equal,
+        not_equal,
+        less,
+        less_equal,
+        greater,
+        greater_equal,
+        logical_and,
+        logical_or,
+        bitwise_and,
+        bitwise_or,
+        bitwise_xor,
+        left_shift,
+        right_shift,
+    );
+}
+
+impl fmt::Display for Array {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = ptr::null_mut();
+        // SAFETY: the string is allocated by kiln and released with kiln_string_free.
+        unsafe {
+            if sys::kiln_array_tostring(&mut s, self.h) != 0 {
+                return write!(f, "array(<{}>)", check(1).unwrap_err());
+            }
+            let r = f.write_str(&CStr::from_ptr(s).to_string_lossy());
+            sys::kiln_string_free(s);
+            r
+        }
+    }
+}
+
+impl fmt::Debug for Array {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// An owned C vector of arrays.
+struct Vector(sys::kiln_vector_array);
+
+impl Vector {
+    fn from_arrays(arrays: &[&Array]) -> Result<Vector> {
+        let mut v = Vector(ptr::null_mut());
+        check(unsafe { sys::kiln_vector_array_new(&mut v.0) })?;
+        for a in arrays {
+            check(unsafe { sys::kiln_vector_array_append(v.0, a.h) })?;
+        }
+        Ok(v)
+    }
+
+    /// New handles to every array of a (borrowed) C vector.
+    fn arrays_of(v: sys::kiln_vector_array) -> Result<Vec<Array>> {
+        let mut n = 0usize;
+        check(unsafe { sys::kiln_vector_array_size(&mut n, v) })?;
+        (0..n)
+            .map(|i| make(|o| unsafe { sys::kiln_vector_array_get(o, v, i) }))
+            .collect()
+    }
+}
+
+impl Drop for Vector {
+    fn drop(&mut self) {
+        unsafe { sys::kiln_vector_array_free(self.0) };
+    }
+}
+
+/// Computes the arrays and what they depend on.
+pub fn eval(arrays: &[&Array]) -> Result<()> {
+    let v = Vector::from_arrays(arrays)?;
+    check(unsafe { sys::kiln_eval(v.0) })
+}
+
+/// Starts computing the arrays and returns at once; reading them waits.
+pub fn async_eval(arrays: &[&Array]) -> Result<()> {
+    let v = Vector::from_arrays(arrays)?;
+    check(unsafe { sys::kiln_async_eval(v.0) })
+}
+
+/// Process-wide counters of what kiln ran.
+pub fn stats() -> sys::kiln_stats {
+    let mut s = sys::kiln_stats::default();
+    unsafe { sys::kiln_get_stats(&mut s) };
+    s
+}
+
+// ---- functions ------------------------------------------------------------------
+
+type Callback = dyn Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync;
+
+/// A function kiln can call: a plain closure ([`Function::new`]) or a compiled
+/// one ([`compile`]). Cheap to clone; callable from many threads at once.
+pub struct Function {
+    c: sys::kiln_closure,
+}
+
+// SAFETY: closures are reference counted atomically by kiln, and the Rust
+// callback they hold is Send + Sync.
+unsafe impl Send for Function {}
+unsafe impl Sync for Function {}
+
+impl Drop for Function {
+    fn drop(&mut self) {
+        unsafe { sys::kiln_closure_free(self.c) };
+    }
+}
+
+impl Clone for Function {
+    fn clone(&self) -> Self {
+        let mut c = ptr::null_mut();
+        let rc = unsafe { sys::kiln_closure_set(&mut c, self.c) };
+        assert!(rc == 0, "kiln_closure_set failed: {}", check(rc).unwrap_err());
+        Function { c }
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic payload".to_string()
+    }
+}
+
+fn set_error(msg: &str) {
+    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    unsafe { sys::kiln_set_error(c.as_ptr()) };
+}
+
+unsafe extern "C" fn trampoline(
+    out: *mut sys::kiln_vector_array,
+    input: sys::kiln_vector_array,
+    payload: *mut c_void,
+) -> c_int {
+    // No panic may unwind into C: catch it and report it as the call's error.
+    let result = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
+        let f = &*(payload as *const Box<Callback>);
+        let inputs = Vector::arrays_of(input)?;
+        let outputs = f(&inputs)?;
+        for a in &outputs {
+            check(sys::kiln_vector_array_append(*out, a.h))?;
+        }
+        Ok(())
+    }));
+    match result {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            set_error(e.message());
+            1
+        }
+        Err(p) => {
+            set_error(&format!(
+                "kiln: panic in traced function: {}",
+                panic_message(p.as_ref())
+            ));
+            1
+        }
+    }
+}
+
+unsafe extern "C" fn release(payload: *mut c_void) {
+    // Dropping user state must not unwind into C either.
+    let _ = catch_unwind(AssertUnwindSafe(|| drop(Box::from_raw(payload as *mut Box<Callback>))));
+}
+
+/// Options for [`compile`].
+#[derive(Clone, Debug, Default)]
+pub struct CompileOptions {
+    /// Trace once per input rank and dtype instead of once per shape.
+    pub shapeless: bool,
+    /// Shown in kiln's warnings and graph dumps.
+    pub name: String,
+}
+
+impl Function {
+    /// Wraps `f` as a kiln closure without compiling it. A panic in `f` becomes
+    /// the error of the call. `f` is dropped when kiln drops its last reference.
+    pub fn new<F>(f: F) -> Result<Function>
+    where
+        F: Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync + 'static,
+    {
+        let boxed: Box<Box<Callback>> = Box::new(Box::new(f));
+        let payload = Box::into_raw(boxed) as *mut c_void;
+        let mut c = ptr::null_mut();
+        // On failure kiln has already called release(payload).
+        check(unsafe { sys::kiln_closure_new_func_payload(&mut c, trampoline, payload, Some(release)) })?;
+        Ok(Function { c })
+    }
+
+    /// A compiled version of this function (which may itself be compiled).
+    pub fn compile(&self, options: &CompileOptions) -> Result<Function> {
+        let name = CString::new(options.name.as_str()).map_err(|_| Error::new("[compile] name contains NUL"))?;
+        let mut c = ptr::null_mut();
+        check(unsafe { sys::kiln_compile_named(&mut c, self.c, name.as_ptr(), options.shapeless) })?;
+        Ok(Function { c })
+    }
+
+    /// Calls the function; the outputs are lazy arrays.
+    pub fn call(&self, inputs: &[&Array]) -> Result<Vec<Array>> {
+        let v = Vector::from_arrays(inputs)?;
+        let mut out = Vector(ptr::null_mut());
+        check(unsafe { sys::kiln_closure_apply(&mut out.0, self.c, v.0) })?;
+        Vector::arrays_of(out.0)
+    }
+}
+
+/// Compiles `f`: traced once per input signature, replayed on later calls.
+pub fn compile<F>(f: F, options: &CompileOptions) -> Result<Function>
+where
+    F: Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync + 'static,
+{
+    Function::new(f)?.compile(options)
+}
+
+/// A compiled function of one array returning one array.
+#[derive(Clone)]
+pub struct Function1(pub Function);
+
+impl Function1 {
+    pub fn call(&self, a: &Array) -> Result<Array> {
+        single(self.0.call(&[a])?)
+    }
+}
+
+/// A compiled function of two arrays returning one array.
+#[derive(Clone)]
+pub struct Function2(pub Function);
+
+impl Function2 {
+    pub fn call(&self, a: &Array, b: &Array) -> Result<Array> {
+        single(self.0.call(&[a, b])?)
+    }
+}
+
+fn single(mut outs: Vec<Array>) -> Result<Array> {
+    if outs.len() != 1 {
+        return Err(Error::new(format!("[call] expected 1 output, got {}", outs.len())));
+    }
+    Ok(outs.pop().unwrap())
+}
+
+fn arity(name: &str, n: usize, inputs: &[Array]) -> Result<()> {
+    if inputs.len() != n {
+        return Err(Error::new(format!(
+            "[{name}] expected {n} inputs, got {}",
+            inputs.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Compiles a function of one array.
+pub fn compile1<F>(f: F, options: &CompileOptions) -> Result<Function1>
+where
+    F: Fn(&Array) -> Result<Array> + Send + Sync + 'static,
+{
+    let name = options.name.clone();
+    let g = compile(
+        move |inputs: &[Array]| {
+            arity(&name, 1, inputs)?;
+            Ok(vec![f(&inputs[0])?])
+        },
+        options,
+    )?;
+    Ok(Function1(g))
+}
+
+/// Compiles a function of two arrays.
+pub fn compile2<F>(f: F, options: &CompileOptions) -> Result<Function2>
+where
+    F: Fn(&Array, &Array) -> Result<Array> + Send + Sync + 'static,
+{
+    let name = options.name.clone();
+    let g = compile(
+        move |inputs: &[Array]| {
+            arity(&name, 2, inputs)?;
+            Ok(vec![f(&inputs[0], &inputs[1])?])
+        },
+        options,
+    )?;
+    Ok(Function2(g))
+}

@@ -1,0 +1,209 @@
+//! Raw declarations of the C API (include/kiln/c/kiln.h), written by hand.
+//! Every function returns 0 on success; see the header for each one's contract.
+#![allow(non_camel_case_types)]
+
+use std::os::raw::{c_char, c_double, c_int, c_void};
+
+#[repr(C)]
+pub struct kiln_array_s {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct kiln_vector_array_s {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct kiln_closure_s {
+    _private: [u8; 0],
+}
+
+pub type kiln_array = *mut kiln_array_s;
+pub type kiln_vector_array = *mut kiln_vector_array_s;
+pub type kiln_closure = *mut kiln_closure_s;
+/// The C enum `kiln_dtype`, in kiln::Dtype's order.
+pub type kiln_dtype = c_int;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct kiln_stats {
+    pub kernels_launched: u64,
+    pub arrays_materialized: u64,
+    pub traces: u64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+}
+
+pub type kiln_closure_fn =
+    unsafe extern "C" fn(out: *mut kiln_vector_array, input: kiln_vector_array, payload: *mut c_void) -> c_int;
+pub type kiln_dtor_fn = unsafe extern "C" fn(payload: *mut c_void);
+
+pub type kiln_unary_fn = unsafe extern "C" fn(out: *mut kiln_array, a: kiln_array) -> c_int;
+pub type kiln_binary_fn = unsafe extern "C" fn(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+pub type kiln_reduce_fn = unsafe extern "C" fn(
+    out: *mut kiln_array,
+    a: kiln_array,
+    axes: *const c_int,
+    naxes: usize,
+    keepdims: bool,
+) -> c_int;
+
+extern "C" {
+    // errors
+    pub fn kiln_last_error() -> *const c_char;
+    pub fn kiln_set_error(msg: *const c_char) -> c_int;
+    pub fn kiln_clear_error() -> c_int;
+
+    // dtypes
+    pub fn kiln_dtype_size(out: *mut usize, dtype: kiln_dtype) -> c_int;
+    pub fn kiln_dtype_name(out: *mut *const c_char, dtype: kiln_dtype) -> c_int;
+
+    // arrays
+    pub fn kiln_array_new_data(
+        out: *mut kiln_array,
+        data: *const c_void,
+        shape: *const i64,
+        ndim: c_int,
+        dtype: kiln_dtype,
+    ) -> c_int;
+    pub fn kiln_array_new_float(out: *mut kiln_array, value: c_double, dtype: kiln_dtype) -> c_int;
+    pub fn kiln_array_new_int(out: *mut kiln_array, value: i64, dtype: kiln_dtype) -> c_int;
+    pub fn kiln_array_new_float_like(out: *mut kiln_array, value: c_double, like: kiln_array) -> c_int;
+    pub fn kiln_array_set(out: *mut kiln_array, src: kiln_array) -> c_int;
+    pub fn kiln_array_free(a: kiln_array) -> c_int;
+    pub fn kiln_array_ndim(out: *mut c_int, a: kiln_array) -> c_int;
+    pub fn kiln_array_shape(out: *mut *const i64, a: kiln_array) -> c_int;
+    pub fn kiln_array_size(out: *mut usize, a: kiln_array) -> c_int;
+    pub fn kiln_array_dtype(out: *mut kiln_dtype, a: kiln_array) -> c_int;
+    pub fn kiln_array_id(out: *mut *const c_void, a: kiln_array) -> c_int;
+    pub fn kiln_array_eval(a: kiln_array) -> c_int;
+    pub fn kiln_array_is_evaluated(out: *mut bool, a: kiln_array) -> c_int;
+    pub fn kiln_array_copy_to(dst: *mut c_void, dst_nbytes: usize, a: kiln_array, as_: kiln_dtype) -> c_int;
+    pub fn kiln_array_tostring(out: *mut *mut c_char, a: kiln_array) -> c_int;
+    pub fn kiln_string_free(s: *mut c_char) -> c_int;
+
+    // vectors
+    pub fn kiln_vector_array_new(out: *mut kiln_vector_array) -> c_int;
+    pub fn kiln_vector_array_free(v: kiln_vector_array) -> c_int;
+    pub fn kiln_vector_array_append(v: kiln_vector_array, a: kiln_array) -> c_int;
+    pub fn kiln_vector_array_get(out: *mut kiln_array, v: kiln_vector_array, i: usize) -> c_int;
+    pub fn kiln_vector_array_size(out: *mut usize, v: kiln_vector_array) -> c_int;
+
+    // evaluation
+    pub fn kiln_eval(arrays: kiln_vector_array) -> c_int;
+    pub fn kiln_async_eval(arrays: kiln_vector_array) -> c_int;
+    pub fn kiln_get_stats(out: *mut kiln_stats) -> c_int;
+
+    // creation
+    pub fn kiln_zeros(out: *mut kiln_array, shape: *const i64, ndim: c_int, dtype: kiln_dtype) -> c_int;
+    pub fn kiln_ones(out: *mut kiln_array, shape: *const i64, ndim: c_int, dtype: kiln_dtype) -> c_int;
+    pub fn kiln_full(out: *mut kiln_array, shape: *const i64, ndim: c_int, value: c_double, dtype: kiln_dtype)
+        -> c_int;
+    pub fn kiln_arange(
+        out: *mut kiln_array,
+        start: c_double,
+        stop: c_double,
+        step: c_double,
+        dtype: kiln_dtype,
+    ) -> c_int;
+
+    // elementwise (the lists of kiln_unary_ops.def and kiln_binary_ops.def)
+    pub fn kiln_abs(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_negative(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_sign(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_exp(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_expm1(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_log(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_log1p(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_log2(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_sqrt(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_rsqrt(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_square(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_reciprocal(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_sin(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_cos(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_tan(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_tanh(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_sigmoid(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_erf(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_floor(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_ceil(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_round(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_isnan(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_isinf(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_isfinite(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_logical_not(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_bitwise_not(out: *mut kiln_array, a: kiln_array) -> c_int;
+
+    pub fn kiln_add(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_subtract(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_multiply(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_divide(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_floor_divide(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_remainder(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_power(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_maximum(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_minimum(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_arctan2(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_equal(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_not_equal(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_less(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_less_equal(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_greater(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_greater_equal(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_logical_and(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_logical_or(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_bitwise_and(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_bitwise_or(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_bitwise_xor(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_left_shift(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+    pub fn kiln_right_shift(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+
+    pub fn kiln_astype(out: *mut kiln_array, a: kiln_array, dtype: kiln_dtype) -> c_int;
+    pub fn kiln_where(out: *mut kiln_array, cond: kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+
+    // reductions, matmul
+    pub fn kiln_sum(out: *mut kiln_array, a: kiln_array, axes: *const c_int, naxes: usize, keepdims: bool) -> c_int;
+    pub fn kiln_prod(out: *mut kiln_array, a: kiln_array, axes: *const c_int, naxes: usize, keepdims: bool) -> c_int;
+    pub fn kiln_mean(out: *mut kiln_array, a: kiln_array, axes: *const c_int, naxes: usize, keepdims: bool) -> c_int;
+    pub fn kiln_max(out: *mut kiln_array, a: kiln_array, axes: *const c_int, naxes: usize, keepdims: bool) -> c_int;
+    pub fn kiln_min(out: *mut kiln_array, a: kiln_array, axes: *const c_int, naxes: usize, keepdims: bool) -> c_int;
+    pub fn kiln_all(out: *mut kiln_array, a: kiln_array, axes: *const c_int, naxes: usize, keepdims: bool) -> c_int;
+    pub fn kiln_any(out: *mut kiln_array, a: kiln_array, axes: *const c_int, naxes: usize, keepdims: bool) -> c_int;
+    pub fn kiln_logsumexp(
+        out: *mut kiln_array,
+        a: kiln_array,
+        axes: *const c_int,
+        naxes: usize,
+        keepdims: bool,
+    ) -> c_int;
+    pub fn kiln_argmax(out: *mut kiln_array, a: kiln_array, axis: c_int, keepdims: bool) -> c_int;
+    pub fn kiln_softmax(out: *mut kiln_array, a: kiln_array, axes: *const c_int, naxes: usize) -> c_int;
+    pub fn kiln_matmul(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
+
+    // layout
+    pub fn kiln_reshape(out: *mut kiln_array, a: kiln_array, shape: *const i64, ndim: c_int) -> c_int;
+    pub fn kiln_transpose(out: *mut kiln_array, a: kiln_array, perm: *const c_int, nperm: usize) -> c_int;
+    pub fn kiln_broadcast_to(out: *mut kiln_array, a: kiln_array, shape: *const i64, ndim: c_int) -> c_int;
+    pub fn kiln_expand_dims(out: *mut kiln_array, a: kiln_array, axis: c_int) -> c_int;
+    pub fn kiln_slice(
+        out: *mut kiln_array,
+        a: kiln_array,
+        start: *const i64,
+        stop: *const i64,
+        step: *const i64,
+        n: c_int,
+    ) -> c_int;
+    pub fn kiln_concatenate(out: *mut kiln_array, arrays: kiln_vector_array, axis: c_int) -> c_int;
+
+    // closures and compile
+    pub fn kiln_closure_new_func_payload(
+        out: *mut kiln_closure,
+        f: kiln_closure_fn,
+        payload: *mut c_void,
+        dtor: Option<kiln_dtor_fn>,
+    ) -> c_int;
+    pub fn kiln_closure_set(out: *mut kiln_closure, src: kiln_closure) -> c_int;
+    pub fn kiln_closure_free(c: kiln_closure) -> c_int;
+    pub fn kiln_closure_apply(out: *mut kiln_vector_array, c: kiln_closure, input: kiln_vector_array) -> c_int;
+    pub fn kiln_compile_named(out: *mut kiln_closure, f: kiln_closure, name: *const c_char, shapeless: bool) -> c_int;
+}
