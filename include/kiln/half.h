@@ -18,6 +18,34 @@ inline float bits_float(uint32_t u) {
   std::memcpy(&f, &u, 4);
   return f;
 }
+// Narrowing to a 16-bit float in two steps rounds twice and can land on a tie that the
+// exact value was not on. Rounding the first step to odd (truncate, then set the last bit
+// when inexact) keeps that information, so the second rounding is the correct one.
+inline float round_odd_float(double d) {
+  float f = static_cast<float>(d);
+  double back = static_cast<double>(f);
+  if (!(back != d) || d != d) return f;  // exact, or NaN
+  uint32_t u = float_bits(f);
+  if (d > 0 ? back > d : back < d) u -= 1;  // rounded away from zero: step back toward it
+  return bits_float(u | 1u);
+}
+// The same for an integer magnitude: keep 24 bits, fold the rest into a sticky last bit.
+inline float round_odd_float(uint64_t m) {
+  if (m < (1u << 24)) return static_cast<float>(m);
+  uint32_t shift = 0;
+  bool sticky = false;
+  while (m >= (1u << 24)) {
+    sticky = sticky || (m & 1u);
+    m >>= 1;
+    ++shift;
+  }
+  return static_cast<float>(m | (sticky ? 1u : 0u)) * bits_float((127u + shift) << 23);
+}
+inline float round_odd_float_signed(int64_t v) {
+  uint64_t m = v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  float f = round_odd_float(m);
+  return v < 0 ? -f : f;
+}
 }  // namespace half_detail
 
 // IEEE 754 binary16.
@@ -52,6 +80,11 @@ struct float16_t {
     abs += 0xc8000fffu + mant_odd;  // rebias exponent (-112 << 23) and round to nearest even
     return static_cast<uint16_t>(sign | (abs >> 13));
   }
+
+  // Correctly rounded from wider types (one rounding, not two through float).
+  static uint16_t from_double(double d) { return from_float(half_detail::round_odd_float(d)); }
+  static uint16_t from_int(int64_t v) { return from_float(half_detail::round_odd_float_signed(v)); }
+  static uint16_t from_uint(uint64_t v) { return from_float(half_detail::round_odd_float(v)); }
 
   static float to_float(uint16_t h) {
     uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
@@ -93,6 +126,10 @@ struct bfloat16_t {
     x += 0x7fffu + ((x >> 16) & 1u);
     return static_cast<uint16_t>(x >> 16);
   }
+  // Correctly rounded from wider types (one rounding, not two through float).
+  static uint16_t from_double(double d) { return from_float(half_detail::round_odd_float(d)); }
+  static uint16_t from_int(int64_t v) { return from_float(half_detail::round_odd_float_signed(v)); }
+  static uint16_t from_uint(uint64_t v) { return from_float(half_detail::round_odd_float(v)); }
 };
 
 }  // namespace kiln

@@ -1,6 +1,8 @@
 // Primitives that make arrays from parameters alone.
 #pragma once
 
+#include <optional>
+
 #include "ops/primitive.h"
 
 namespace kiln {
@@ -19,21 +21,29 @@ class Full : public Primitive {
   Shape shape_;
 };
 
-/* start + i * step for i in [0, n), computed in float64 and converted. */
+/* start + i * step for i in [0, n), computed in float64 and converted. When `last` is
+   given (linspace) the final element is exactly that value, not start + (n-1) * step. */
 class Arange : public Primitive {
  public:
-  Arange(double start, double step, int64_t n) : Primitive(OpKind::Arange), start_(start), step_(step), n_(n) {}
+  Arange(double start, double step, int64_t n, std::optional<double> last = std::nullopt)
+      : Primitive(OpKind::Arange), start_(start), step_(step), n_(n), last_(last) {}
   void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
   std::vector<Shape> output_shapes(const std::vector<Shape>&) const override { return {{n_}}; }
   bool is_equivalent(const Primitive& o) const override {
+    if (o.kind() != kind()) return false;
     auto* b = static_cast<const Arange*>(&o);
-    return o.kind() == kind() && b->start_ == start_ && b->step_ == step_ && b->n_ == n_;
+    return b->start_ == start_ && b->step_ == step_ && b->n_ == n_ && b->last_ == last_;
   }
-  void print(std::ostream& os) const override { os << name() << "(" << start_ << "," << step_ << "," << n_ << ")"; }
+  void print(std::ostream& os) const override {
+    os << name() << "(" << start_ << "," << step_ << "," << n_;
+    if (last_) os << "," << *last_;
+    os << ")";
+  }
 
  private:
   double start_, step_;
   int64_t n_;
+  std::optional<double> last_;
 };
 
 }  // namespace kiln

@@ -181,6 +181,14 @@ Array where(const Array& cond, const Array& a, const Array& b) {
 Array clip(const Array& a, const std::optional<Array>& lo, const std::optional<Array>& hi) {
   check_valid("clip", a);
   if (!lo && !hi) fail("clip", "at least one of the bounds must be given");
+  // Validate here so errors name clip, not the maximum/minimum it is built from.
+  std::vector<Shape> shapes = {a.shape()};
+  for (auto* bound : {&lo, &hi}) {
+    if (!*bound) continue;
+    check_valid("clip", **bound);
+    shapes.push_back((*bound)->shape());
+  }
+  broadcast_shapes("clip", shapes);
   Array out = a;
   if (lo) out = maximum(out, *lo);
   if (hi) out = minimum(out, *hi);

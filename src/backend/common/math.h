@@ -284,7 +284,13 @@ KILN_HD inline To convert(From x) {
   using CF = compute_t<From>;
   using CT = compute_t<To>;
   CF v = static_cast<CF>(x);
-  if constexpr (std::is_same_v<CT, bool>) {
+  constexpr bool to_half = std::is_same_v<To, float16_t> || std::is_same_v<To, bfloat16_t>;
+  if constexpr (to_half && std::is_same_v<From, double>) {
+    return To::from_bits(To::from_double(v));  // rounding through float would round twice
+  } else if constexpr (to_half && is_int_v<From> && sizeof(From) >= 4) {
+    if constexpr (std::is_signed_v<From>) return To::from_bits(To::from_int(v));
+    else return To::from_bits(To::from_uint(v));
+  } else if constexpr (std::is_same_v<CT, bool>) {
     return static_cast<To>(v != CF(0));
   } else if constexpr (is_float_v<CF> && is_int_v<CT>) {
     if (std::isnan(v)) return static_cast<To>(CT(0));

@@ -28,6 +28,7 @@ void Arange::eval_cpu(const std::vector<Tensor>&, std::vector<Tensor>& out) {
     detail::parallel_for(out[0].size(), 1 << 16, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) y[i] = math::convert<T>(start_ + static_cast<double>(i) * step_);
     });
+    if (last_ && n_ > 0) y[n_ - 1] = math::convert<T>(*last_);
   });
 }
 
