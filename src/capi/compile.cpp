@@ -1,4 +1,7 @@
 // C API: compiled closures and the compile mode.
+#include <cstring>
+#include <sstream>
+
 #include "capi/capi.h"
 #include "kiln/compile.h"
 
@@ -38,6 +41,18 @@ int kiln_compile_named(kiln_closure* out, const kiln_closure fn, const char* nam
     std::shared_ptr<const Closure> c = std::make_shared<const CompiledClosure>(std::move(f));
     if (*out) (*out)->c = std::move(c);
     else *out = new kiln_closure_s{std::move(c)};
+  });
+}
+
+int kiln_export_to_dot(char** out, const kiln_vector_array outputs) {
+  return guard([&] {
+    check_out("kiln_export_to_dot", out);
+    std::ostringstream os;
+    export_to_dot(os, get("kiln_export_to_dot", outputs));
+    std::string s = os.str();
+    char* buf = new char[s.size() + 1];
+    std::memcpy(buf, s.c_str(), s.size() + 1);
+    *out = buf;
   });
 }
 

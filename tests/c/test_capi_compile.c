@@ -152,6 +152,20 @@ static void test_compile_basic(void) {
   CHECK(atomic_load(&p.dtors) == 1);
   CHECK(atomic_load(&q.dtors) == 1);
 
+  /* The lazy graph of an output, as DOT. */
+  kiln_array e = NULL;
+  kiln_vector_array outs = NULL;
+  char* dot = NULL;
+  OK(kiln_exp(&e, a3));
+  OK(kiln_add(&e, e, a3));
+  OK(kiln_vector_array_new_data(&outs, &e, 1));
+  OK(kiln_export_to_dot(&dot, outs));
+  CHECK(dot && strstr(dot, "digraph") && strstr(dot, "exp") && strstr(dot, "add"));
+  kiln_string_free(dot);
+  FAILS_WITH(kiln_export_to_dot(&dot, NULL), "null vector handle");
+  kiln_array_free(e);
+  kiln_vector_array_free(outs);
+
   FAILS_WITH(kiln_compile(&compiled, NULL, false), "null closure handle");
   FAILS_WITH(kiln_compile(NULL, fn, false), "null output pointer");
   kiln_array_free(a3);

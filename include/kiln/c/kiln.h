@@ -338,6 +338,10 @@ int kiln_compile(kiln_closure* out, const kiln_closure fn, bool shapeless);
 /* As kiln_compile, with a name shown in warnings and graph dumps (may be NULL). */
 int kiln_compile_named(kiln_closure* out, const kiln_closure fn, const char* name, bool shapeless);
 
+/* The graph that produces `outputs`, in Graphviz DOT. The string is allocated;
+   release it with kiln_string_free. */
+int kiln_export_to_dot(char** out, const kiln_vector_array outputs);
+
 #ifdef __cplusplus
 }
 #endif
