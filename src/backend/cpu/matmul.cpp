@@ -162,6 +162,28 @@ void batch_strides(const Tensor& t, const Shape& out, Strides& s) {
   }
 }
 
+/* When b is shared by every batch and a's batch rows stack evenly, the whole batch
+   is one (batches * M) x K product: the row stride of that stack, else 0. */
+int64_t stacked_row_stride(const Shape& batch, const Strides& sa, const Strides& sb, int64_t M, int64_t rs) {
+  for (int64_t s : sb) {
+    if (s != 0) return 0;
+  }
+  // Merge (batch axes..., M) from the inside out, as for any contiguous run of rows.
+  int64_t stride = 0, size = 1;
+  auto push = [&](int64_t n, int64_t st) {
+    if (n == 1) return true;
+    if (size == 1) stride = st;
+    else if (st != stride * size) return false;
+    size *= n;
+    return true;
+  };
+  if (!push(M, rs)) return 0;
+  for (size_t d = batch.size(); d-- > 0;) {
+    if (!push(batch[d], sa[d])) return 0;
+  }
+  return size == 1 ? 1 : stride;
+}
+
 }  // namespace
 
 void Matmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
@@ -177,6 +199,17 @@ void Matmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   batch_strides(a, y.shape, sa);
   batch_strides(b, y.shape, sb);
   const int64_t batches = detail::shape_size(batch);
+  if (batches > 1) {
+    if (int64_t rs = stacked_row_stride(batch, sa, sb, M, a.strides[ra - 2])) {
+      detail::dispatch_dtype(y.dtype, [&](auto t) {
+        using T = decltype(t);
+        Mat<T> ma{a.data<T>(), batches * M, K, rs, a.strides[ra - 1]};
+        Mat<T> mb{b.data<T>(), K, N, b.strides[rb - 2], b.strides[rb - 1]};
+        matmul_one<T>(ma, mb, y.data<T>());
+      });
+      return;
+    }
+  }
   // Small products run side by side (each single-threaded); large ones one at a
   // time so BLAS or the row split can use every core.
   const int64_t work = std::max<int64_t>(1, M * N * std::max<int64_t>(K, 1));

@@ -52,13 +52,17 @@ ReduceLayout make_reduce_layout(const Tensor& x, const std::vector<int>& axes);
 class Odometer {
  public:
   Odometer(const Shape& shape, const Strides& strides, int64_t flat) : shape_(shape), strides_(strides) {
-    idx_.assign(shape.size(), 0);
+    // Kernels build one per output row: avoid the heap for the usual few axes.
+    if (shape.size() > small_.size()) big_.resize(shape.size());
+    idx_ = shape.size() > small_.size() ? big_.data() : small_.data();
     for (size_t d = shape.size(); d-- > 0;) {
       idx_[d] = flat % shape[d];
       flat /= shape[d];
       offset_ += idx_[d] * strides[d];
     }
   }
+  Odometer(const Odometer&) = delete;  // idx_ may point into small_
+  Odometer& operator=(const Odometer&) = delete;
   int64_t offset() const { return offset_; }
   /* Advances over every axis but the last `skip` ones (which the caller walks itself). */
   void next(size_t skip = 0) {
@@ -73,7 +77,9 @@ class Odometer {
  private:
   const Shape& shape_;
   const Strides& strides_;
-  std::vector<int64_t> idx_;
+  std::array<int64_t, 8> small_;
+  std::vector<int64_t> big_;
+  int64_t* idx_;
   int64_t offset_ = 0;
 };
 
@@ -126,6 +132,7 @@ A reduce_flat(const T* base, const ReduceLayout& L, int64_t r0, int64_t r1) {
     }
   }
   const int64_t n = L.inner(), s = L.inner_stride();
+  if (L.red.size() == 1) return reduce_run<F, A>(base + r0 * s, r1 - r0, s);
   Odometer od(L.red, L.red_x, r0 - r0 % n);
   A acc = F::template init<A>();
   int64_t r = r0, j = r0 % n;
