@@ -94,6 +94,10 @@ Array clip(const Array& a, const std::optional<Array>& lo, const std::optional<A
 
 // ---- reductions -------------------------------------------------------------
 // `axes` may be negative; an empty `axes` list means every axis.
+// sum, prod and cumsum of bool and of integers narrower than 32 bits return int32
+// (uint32 for unsigned), like JAX; float16/bfloat16 accumulate in float32. mean,
+// var, logsumexp and softmax of bool or integers return float32. max, min, argmax
+// and argmin over an empty axis are errors; sum gives 0 and prod 1 there.
 Array sum(const Array& a, const std::vector<int>& axes = {}, bool keepdims = false);
 Array prod(const Array& a, const std::vector<int>& axes = {}, bool keepdims = false);
 Array mean(const Array& a, const std::vector<int>& axes = {}, bool keepdims = false);
