@@ -55,7 +55,7 @@ std::function<Array(const Array&, const Array&, const Array&)> compile(
     std::function<Array(const Array&, const Array&, const Array&)> fn, CompileOptions options = {});
 
 /* Each compiled function keeps at most this many traced signatures (least recently
-   used dropped first). Default 64. */
+   used dropped first). Default 64. A lower value applies to a function at its next call. */
 void set_compile_cache_capacity(size_t entries);
 size_t compile_cache_capacity();
 /* kiln warns once (on stderr, naming the function) when a function has been traced

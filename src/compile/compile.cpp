@@ -7,6 +7,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 
+#include "compile/cache_probe.h"
 #include "compile/plan.h"
 #include "compile/trace.h"
 #include "core/stats.h"
@@ -18,8 +19,9 @@ namespace kiln {
 namespace {
 
 std::atomic<int> g_mode{-1};  // -1: not yet read from KILN_COMPILE_MODE
-std::atomic<size_t> g_cache_capacity{64};
-std::atomic<size_t> g_warn_after{32};
+std::atomic<size_t> g_cache_capacity{64};  // atomic: read by every insertion, set from any thread
+std::atomic<size_t> g_warn_after{32};      // atomic: read by every trace, set from any thread
+std::atomic<size_t> g_live_entries{0};     // atomic: CacheEntry objects alive (cache_probe.h)
 
 CompileMode mode_from_env() {
   const char* env = std::getenv("KILN_COMPILE_MODE");
@@ -57,20 +59,25 @@ void set_recompile_warning(size_t traces) { g_warn_after.store(traces); }
 // One traced signature. Waiters block until the tracing thread finishes.
 struct CacheEntry {
   std::mutex mu;  // guards state, plan
-  std::condition_variable done;
+  std::condition_variable done;  // signalled under mu when state leaves tracing
   enum class State { tracing, ready, failed } state = State::tracing;
-  std::shared_ptr<const compiler::Plan> plan;
-  std::atomic<uint64_t> last_used{0};
+  std::shared_ptr<const compiler::Plan> plan;  // immutable once ready; shared read-only by every caller
+  std::atomic<uint64_t> last_used{0};          // atomic: stamped by hits under a shared lock
+
+  CacheEntry() { g_live_entries.fetch_add(1, std::memory_order_relaxed); }
+  ~CacheEntry() { g_live_entries.fetch_sub(1, std::memory_order_relaxed); }
+  CacheEntry(const CacheEntry&) = delete;
+  CacheEntry& operator=(const CacheEntry&) = delete;
 };
 
 struct CompiledFunction::Impl {
-  Function fn;
-  CompileOptions options;
-  std::shared_mutex mu;  // guards entries
+  Function fn;             // immutable after compile(); called concurrently by tracing threads
+  CompileOptions options;  // immutable after compile()
+  std::shared_mutex mu;    // guards entries (lookups shared, insert and erase exclusive)
   std::unordered_map<std::string, std::shared_ptr<CacheEntry>> entries;
   std::atomic<uint64_t> clock{0};   // LRU ticks
   std::atomic<uint64_t> traces{0};  // traces of this function
-  std::atomic<bool> warned{false};
+  std::atomic<bool> warned{false};  // atomic: the recompile warning is said once
 
   std::string key(const std::vector<Array>& inputs, CompileMode mode) const;
   std::shared_ptr<const compiler::Plan> plan_for(const std::vector<Array>& inputs, CompileMode mode);
@@ -131,10 +138,12 @@ std::shared_ptr<const compiler::Plan> CompiledFunction::Impl::plan_for(const std
   for (;;) {
     std::shared_ptr<CacheEntry> entry;
     bool mine = false;
+    bool over = false;  // the capacity was lowered since this cache last grew
     {
       std::shared_lock<std::shared_mutex> lock(mu);
       auto it = entries.find(k);
       if (it != entries.end()) entry = it->second;
+      over = entries.size() > g_cache_capacity.load();
     }
     if (!entry) {
       std::unique_lock<std::shared_mutex> lock(mu);
@@ -176,7 +185,13 @@ std::shared_ptr<const compiler::Plan> CompiledFunction::Impl::plan_for(const std
     entry->done.wait(lock, [&] { return entry->state != CacheEntry::State::tracing; });
     if (entry->state == CacheEntry::State::ready) {
       detail::count(detail::counters().cache_hits);
-      return entry->plan;
+      auto plan = entry->plan;
+      lock.unlock();
+      if (over) {
+        std::unique_lock<std::shared_mutex> shrink(mu);
+        evict_if_full();
+      }
+      return plan;
     }
     // The trace we waited for failed: try again (and trace ourselves).
   }
@@ -196,6 +211,14 @@ std::vector<Array> CompiledFunction::operator()(const std::vector<Array>& inputs
   std::vector<Dtype> dtypes;
   for (int v : plan->outputs) dtypes.push_back(plan->dtypes[static_cast<size_t>(v)]);
   return Array::make(std::move(shapes), std::move(dtypes), std::make_shared<compiler::CompiledCall>(plan), inputs);
+}
+
+size_t compiler::live_cache_entries() { return g_live_entries.load(); }
+
+size_t compiler::cache_size(const CompiledFunction& f) {
+  if (!f.valid()) return 0;
+  std::shared_lock<std::shared_mutex> lock(f.impl()->mu);
+  return f.impl()->entries.size();
 }
 
 void export_to_dot(std::ostream& os, const CompiledFunction& f, const std::vector<Array>& inputs) {

@@ -49,7 +49,7 @@ class Fused : public Primitive {
   KernelFn kernel();  // compiled on first use; null when no compiler is available
   void interpret(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out);
 
-  std::shared_ptr<const FusedProgram> program_;
+  std::shared_ptr<const FusedProgram> program_;  // immutable, shared by every replay
   std::once_flag compiled_;
   cpu::JitKernel jit_;  // written once under compiled_
 };

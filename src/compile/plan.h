@@ -16,6 +16,8 @@ struct Step {
   std::vector<int> release;  // values no longer needed after this step
 };
 
+// Immutable once lowered: one plan is replayed by many threads at once (run is const,
+// registers are per call), so its steps' primitives must not change in eval_cpu.
 struct Plan {
   size_t num_values = 0;
   std::vector<int> inputs;                                 // value id per function input

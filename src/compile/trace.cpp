@@ -11,7 +11,7 @@ namespace kiln::compiler {
 
 namespace {
 
-std::atomic<uint64_t> g_next_trace_id{1};
+std::atomic<uint64_t> g_next_trace_id{1};  // atomic: unique ids for traces on any thread
 
 // Sets this thread's trace id for a scope and restores the previous one.
 class TraceScope {

@@ -100,21 +100,25 @@ std::vector<std::shared_ptr<Node>> post_order(const std::vector<Array>& roots) {
     }
     stack.push_back({n, std::move(p), 0});
   };
-  for (auto& r : roots) push(r.node());
-  while (!stack.empty()) {
-    Frame& f = stack.back();
-    if (f.next_input < f.producer->inputs.size()) {
-      auto& in = f.producer->inputs[f.next_input++].node();
-      push(in);
-      continue;
+  // One root at a time: a root that is also an input of a later root must not be marked
+  // seen while still waiting on the stack, or its user would be ordered before it.
+  for (auto& r : roots) {
+    push(r.node());
+    while (!stack.empty()) {
+      Frame& f = stack.back();
+      if (f.next_input < f.producer->inputs.size()) {
+        auto& in = f.producer->inputs[f.next_input++].node();
+        push(in);
+        continue;
+      }
+      order.push_back(std::move(f.node));
+      stack.pop_back();
     }
-    order.push_back(std::move(f.node));
-    stack.pop_back();
   }
   return order;
 }
 
-std::atomic<int> g_eager{-1};  // -1: not yet read from KILN_EAGER
+std::atomic<int> g_eager{-1};  // atomic; -1: not yet read from KILN_EAGER
 
 // One worker thread per calling thread: that thread's default CPU stream.
 class Stream {
@@ -155,10 +159,10 @@ class Stream {
     }
   }
   std::mutex mu_;  // guards queue_ and stop_
-  std::condition_variable cv_;
-  std::deque<std::vector<Array>> queue_;
-  bool stop_ = false;
-  std::thread worker_;
+  std::condition_variable cv_;            // waits on mu_
+  std::deque<std::vector<Array>> queue_;  // guarded by mu_
+  bool stop_ = false;                     // guarded by mu_
+  std::thread worker_;                    // touched only by the owning thread (start, join)
 };
 
 }  // namespace
@@ -169,6 +173,7 @@ void eval(const std::vector<Array>& arrays) {
 }
 
 void async_eval(const std::vector<Array>& arrays) {
+  // Per thread, so no lock is shared between threads' streams; its destructor drains the queue.
   thread_local detail::Stream stream;
   stream.enqueue(arrays);
 }

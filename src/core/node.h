@@ -14,7 +14,7 @@ namespace kiln::detail {
 
 /* Runs a primitive once for all the nodes it produces. */
 struct Producer {
-  std::shared_ptr<Primitive> prim;
+  std::shared_ptr<Primitive> prim;  // immutable after construction; eval_cpu may run on any thread
   std::vector<Array> inputs;  // immutable while the producer lives
   std::mutex mu;              // guards done and results
   bool done = false;
@@ -26,6 +26,7 @@ struct Producer {
 };
 
 struct Node {
+  // shape, dtype, device, output_index and trace_id: immutable once the node is shared.
   Shape shape;
   Dtype dtype = float32;
   Device device;

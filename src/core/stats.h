@@ -6,6 +6,7 @@
 
 namespace kiln::detail {
 
+// Each counter is its own atomic, bumped with relaxed order: totals, not synchronization.
 struct Counters {
   std::atomic<uint64_t> kernels_launched{0};
   std::atomic<uint64_t> arrays_materialized{0};

@@ -18,12 +18,12 @@ thread_local bool t_in_pool_task = false;
 
 // One parallel_for call: chunks are claimed through an atomic counter.
 struct Job {
-  const std::function<void(int64_t, int64_t)>* body;
+  const std::function<void(int64_t, int64_t)>* body;  // body, n, chunk, num_chunks: set before submit, then read-only
   int64_t n, chunk, num_chunks;
-  std::atomic<int64_t> next{0};
-  std::atomic<int64_t> finished{0};
+  std::atomic<int64_t> next{0};      // atomic: claims chunks
+  std::atomic<int64_t> finished{0};  // atomic: chunks done; the caller waits for num_chunks
   std::mutex mu;                 // guards error and pairs with done_cv
-  std::condition_variable done_cv;
+  std::condition_variable done_cv;  // waits on mu
   std::exception_ptr error;
 
   // Claims and runs chunks until none are left.
@@ -84,10 +84,10 @@ class Pool {
   }
 
   std::mutex mu_;  // guards queue_ and stop_
-  std::condition_variable cv_;
+  std::condition_variable cv_;  // waits on mu_
   std::deque<std::shared_ptr<Job>> queue_;
   bool stop_ = false;
-  std::vector<std::thread> threads_;
+  std::vector<std::thread> threads_;  // filled by the constructor, then read-only
 };
 
 int configured_threads() {
