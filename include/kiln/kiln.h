@@ -9,3 +9,5 @@
 #include "kiln/half.h"
 #include "kiln/ops.h"
 #include "kiln/compile.h"
+#include "kiln/graph.h"
+#include "kiln/executable.h"

@@ -1,0 +1,202 @@
+// One table from op names to front-end functions; each entry reads its attributes
+// through AttrReader, so unknown or mistyped attributes are errors, not silence.
+#include "runtime/ops.h"
+
+#include <algorithm>
+#include <functional>
+#include <unordered_map>
+
+#include "kiln/ops.h"
+#include "runtime/attrs.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+struct Call {
+  const std::vector<Array>& in;
+  AttrReader& attr;
+  size_t n_out;
+};
+using Fn = std::function<std::vector<Array>(Call&)>;
+
+struct Entry {
+  int min_in;
+  int max_in;  // -1: any number
+  Fn fn;
+};
+
+Shape shape_attr(AttrReader& a, const char* key) { return a.ints(key); }
+
+std::vector<std::pair<int64_t, int64_t>> pad_widths(const std::string& op, const std::vector<int64_t>& flat) {
+  if (flat.size() % 2) fail(op.c_str(), "attribute 'widths' needs (before, after) pairs; got ", flat.size(), " values");
+  std::vector<std::pair<int64_t, int64_t>> w;
+  for (size_t i = 0; i < flat.size(); i += 2) w.emplace_back(flat[i], flat[i + 1]);
+  return w;
+}
+
+// slice{axes, start, stop, step}: Python-style bounds on the listed axes, others whole.
+Array slice_op(const Array& a, AttrReader& at) {
+  int rank = a.ndim();
+  std::vector<int64_t> axes = at.ints_opt("axes").value_or(std::vector<int64_t>{});
+  auto start = at.ints_opt("start");
+  auto stop = at.ints_opt("stop");
+  auto step = at.ints_opt("step");
+  size_t n = axes.empty() ? std::max({start ? start->size() : 0, stop ? stop->size() : 0,
+                                      step ? step->size() : 0})
+                          : axes.size();
+  if (axes.empty())
+    for (size_t i = 0; i < n; ++i) axes.push_back(static_cast<int64_t>(i));
+  auto check = [&](const std::optional<std::vector<int64_t>>& v, const char* key) {
+    if (v && v->size() != n) fail("slice", "attribute '", key, "' has ", v->size(), " values for ", n, " axes");
+  };
+  check(start, "start");
+  check(stop, "stop");
+  check(step, "step");
+  std::vector<SliceArg> args(static_cast<size_t>(rank));
+  for (size_t i = 0; i < n; ++i) {
+    int64_t ax = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (ax < 0 || ax >= rank) fail("slice", "axis ", axes[i], " is out of range for rank ", rank);
+    SliceArg& s = args[static_cast<size_t>(ax)];
+    if (start) s.start = (*start)[i];
+    if (stop) s.stop = (*stop)[i];
+    if (step) s.step = (*step)[i];
+  }
+  return slice(a, args);
+}
+
+std::vector<Array> one(Array a) { return {std::move(a)}; }
+
+const std::unordered_map<std::string, Entry>& table() {
+  static const std::unordered_map<std::string, Entry> t = [] {
+    std::unordered_map<std::string, Entry> m;
+#define UNARY(name) m[#name] = {1, 1, [](Call& c) { return one(kiln::name(c.in[0])); }};
+    UNARY(abs) UNARY(negative) UNARY(sign) UNARY(exp) UNARY(expm1) UNARY(log) UNARY(log1p) UNARY(log2)
+    UNARY(sqrt) UNARY(rsqrt) UNARY(square) UNARY(reciprocal) UNARY(sin) UNARY(cos) UNARY(tan) UNARY(tanh)
+    UNARY(sigmoid) UNARY(erf) UNARY(floor) UNARY(ceil) UNARY(round) UNARY(isnan) UNARY(isinf) UNARY(isfinite)
+    UNARY(logical_not) UNARY(bitwise_not) UNARY(flatten) UNARY(copy)
+#undef UNARY
+#define BINARY(name) m[#name] = {2, 2, [](Call& c) { return one(kiln::name(c.in[0], c.in[1])); }};
+    BINARY(add) BINARY(subtract) BINARY(multiply) BINARY(divide) BINARY(floor_divide) BINARY(remainder)
+    BINARY(power) BINARY(maximum) BINARY(minimum) BINARY(arctan2) BINARY(equal) BINARY(not_equal) BINARY(less)
+    BINARY(less_equal) BINARY(greater) BINARY(greater_equal) BINARY(logical_and) BINARY(logical_or)
+    BINARY(bitwise_and) BINARY(bitwise_or) BINARY(bitwise_xor) BINARY(left_shift) BINARY(right_shift)
+    BINARY(matmul)
+#undef BINARY
+#define REDUCE(name)                                                                             \
+  m[#name] = {1, 1, [](Call& c) {                                                                \
+                return one(kiln::name(c.in[0], c.attr.ints32_or("axes", {}), c.attr.bool_or("keepdims", false))); \
+              }};
+    REDUCE(sum) REDUCE(prod) REDUCE(mean) REDUCE(max) REDUCE(min) REDUCE(all) REDUCE(any) REDUCE(logsumexp)
+#undef REDUCE
+#define ARGREDUCE(name)                                                                  \
+  m[#name] = {1, 1, [](Call& c) {                                                        \
+                auto ax = c.attr.int_opt("axis");                                        \
+                std::optional<int> axis;                                                 \
+                if (ax) axis = static_cast<int>(*ax);                                    \
+                return one(kiln::name(c.in[0], axis, c.attr.bool_or("keepdims", false))); \
+              }};
+    ARGREDUCE(argmax) ARGREDUCE(argmin)
+#undef ARGREDUCE
+    m["var"] = {1, 1, [](Call& c) {
+                  return one(var(c.in[0], c.attr.ints32_or("axes", {}), c.attr.bool_or("keepdims", false),
+                                 static_cast<int>(c.attr.int_or("ddof", 0))));
+                }};
+    m["softmax"] = {1, 1, [](Call& c) { return one(softmax(c.in[0], c.attr.ints32_or("axes", {-1}))); }};
+    m["cumsum"] = {1, 1, [](Call& c) {
+                     return one(cumsum(c.in[0], static_cast<int>(c.attr.int_("axis")), c.attr.bool_or("reverse", false),
+                                       c.attr.bool_or("inclusive", true)));
+                   }};
+    m["where"] = {3, 3, [](Call& c) { return one(where(c.in[0], c.in[1], c.in[2])); }};
+    m["clip"] = {3, 3, [](Call& c) { return one(clip(c.in[0], c.in[1], c.in[2])); }};
+    m["astype"] = {1, 1, [](Call& c) {
+                     if (!c.attr.has("dtype")) fail("astype", "missing attribute 'dtype'");
+                     return one(astype(c.in[0], c.attr.dtype_or("dtype", float32)));
+                   }};
+    // creation (no inputs)
+    m["zeros"] = {0, 0, [](Call& c) { return one(zeros(shape_attr(c.attr, "shape"), c.attr.dtype_or("dtype", float32))); }};
+    m["ones"] = {0, 0, [](Call& c) { return one(ones(shape_attr(c.attr, "shape"), c.attr.dtype_or("dtype", float32))); }};
+    m["full"] = {0, 0, [](Call& c) {
+                   return one(full(shape_attr(c.attr, "shape"), c.attr.float_("value"), c.attr.dtype_or("dtype", float32)));
+                 }};
+    m["arange"] = {0, 0, [](Call& c) {
+                     return one(arange(c.attr.float_or("start", 0), c.attr.float_("stop"), c.attr.float_or("step", 1),
+                                       c.attr.dtype_or("dtype", float32)));
+                   }};
+    m["linspace"] = {0, 0, [](Call& c) {
+                       return one(linspace(c.attr.float_("start"), c.attr.float_("stop"), c.attr.int_("num"),
+                                           c.attr.dtype_or("dtype", float32)));
+                     }};
+    m["eye"] = {0, 0, [](Call& c) {
+                  return one(eye(c.attr.int_("n"), c.attr.int_opt("m"), c.attr.int_or("k", 0), c.attr.dtype_or("dtype", float32)));
+                }};
+    // layout
+    m["reshape"] = {1, 1, [](Call& c) { return one(reshape(c.in[0], shape_attr(c.attr, "shape"))); }};
+    m["transpose"] = {1, 1, [](Call& c) { return one(transpose(c.in[0], c.attr.ints32_or("perm", {}))); }};
+    m["swapaxes"] = {1, 1, [](Call& c) {
+                       return one(swapaxes(c.in[0], static_cast<int>(c.attr.int_("axis1")), static_cast<int>(c.attr.int_("axis2"))));
+                     }};
+    m["broadcast_to"] = {1, 1, [](Call& c) { return one(broadcast_to(c.in[0], shape_attr(c.attr, "shape"))); }};
+    m["expand_dims"] = {1, 1, [](Call& c) { return one(expand_dims(c.in[0], static_cast<int>(c.attr.int_("axis")))); }};
+    m["squeeze"] = {1, 1, [](Call& c) { return one(squeeze(c.in[0], c.attr.ints32_or("axes", {}))); }};
+    m["slice"] = {1, 1, [](Call& c) { return one(slice_op(c.in[0], c.attr)); }};
+    m["concatenate"] = {1, -1, [](Call& c) { return one(concatenate(c.in, static_cast<int>(c.attr.int_or("axis", 0)))); }};
+    m["stack"] = {1, -1, [](Call& c) { return one(stack(c.in, static_cast<int>(c.attr.int_or("axis", 0)))); }};
+    m["split"] = {1, 1, [](Call& c) {
+                    int axis = static_cast<int>(c.attr.int_or("axis", 0));
+                    auto idx = c.attr.ints_opt("indices");
+                    auto sections = c.attr.int_opt("sections");
+                    if (idx && sections) fail("split", "give either 'sections' or 'indices', not both");
+                    std::vector<Array> parts;
+                    if (idx) parts = split(c.in[0], *idx, axis);
+                    else parts = split(c.in[0], static_cast<int>(sections.value_or(static_cast<int64_t>(c.n_out))), axis);
+                    return parts;
+                  }};
+    m["pad"] = {1, 1, [](Call& c) {
+                  return one(pad(c.in[0], pad_widths("pad", c.attr.ints("widths")), c.attr.float_or("value", 0.0)));
+                }};
+    m["take"] = {2, 2, [](Call& c) { return one(take(c.in[0], c.in[1], static_cast<int>(c.attr.int_("axis")))); }};
+    m["take_along_axis"] = {2, 2, [](Call& c) {
+                              return one(take_along_axis(c.in[0], c.in[1], static_cast<int>(c.attr.int_("axis"))));
+                            }};
+    m["slice_update"] = {2, 2, [](Call& c) {
+                           return one(slice_update(c.in[0], c.in[1], c.attr.ints("start"), c.attr.ints("stop"),
+                                                   c.attr.ints_opt("step").value_or(Shape{})));
+                         }};
+    return m;
+  }();
+  return t;
+}
+
+}  // namespace
+
+bool is_control_flow(const std::string& op) { return op == "if" || op == "while"; }
+
+bool is_known_op(const std::string& op) { return is_control_flow(op) || table().count(op) > 0; }
+
+std::vector<std::string> op_names() {
+  std::vector<std::string> names{"if", "while"};
+  for (const auto& [k, v] : table()) names.push_back(k);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::vector<Array> apply_op(const std::string& op, const std::vector<Array>& in, const Attrs& attrs,
+                            size_t n_outputs) {
+  auto it = table().find(op);
+  if (it == table().end()) fail("graph", "unknown op '", op, "'");
+  const Entry& e = it->second;
+  int n = static_cast<int>(in.size());
+  if (n < e.min_in || (e.max_in >= 0 && n > e.max_in)) {
+    if (e.min_in == e.max_in) fail(op.c_str(), "takes ", e.min_in, " input(s), got ", n);
+    fail(op.c_str(), "takes at least ", e.min_in, " input(s), got ", n);
+  }
+  AttrReader reader(op, attrs);
+  Call call{in, reader, n_outputs};
+  std::vector<Array> out = e.fn(call);
+  reader.done();
+  if (out.size() != n_outputs) fail(op.c_str(), "produces ", out.size(), " value(s) but the node names ", n_outputs);
+  return out;
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,267 @@
+// Executable: the three modes agree on every example graph; parameters, the three
+// run forms, handles and feeds, asynchronous commits, threads, devices.
+#include <atomic>
+#include <thread>
+
+#include "common.h"
+
+using namespace kiln;
+using kiln_test::load_example;
+using kiln_test::rel_diff;
+
+namespace {
+
+const ExecMode kModes[] = {ExecMode::eager, ExecMode::lazy, ExecMode::compiled};
+
+Graph accumulator() {
+  // s_next = s * decay + x: recurrent state for feeds.
+  return parse_graph(R"(kgraph 1
+graph acc {
+  input x : float32[3]
+  input s : float32[3]
+  const decay : float32[] = 0.5
+  d = multiply(s, decay)
+  s_next = add(d, x)
+  total = sum(s_next)
+  output s_next, total
+}
+)",
+                     "acc.kgraph");
+}
+
+}  // namespace
+
+TEST(Executable, ModesAgreeOnEveryExample) {
+  for (const auto& name : kiln_test::example_graphs()) {
+    Graph g = load_graph(kiln_test::examples_dir() + name);
+    auto inputs = sample_inputs(g, 7);
+    std::vector<Array> ref;
+    for (ExecMode m : kModes) {
+      auto exe = load_example(name, m);
+      auto out = exe->run_typed(inputs);
+      auto again = exe->run_typed(inputs);  // compiled: the replay, not the trace
+      ASSERT_EQ(out.size(), g.outputs.size());
+      if (ref.empty()) ref = out;
+      for (size_t i = 0; i < out.size(); ++i) {
+        EXPECT_LE(rel_diff(out[i], ref[i]), 1e-5) << name << " output " << i << " mode " << exec_mode_name(m);
+        EXPECT_EQ(rel_diff(again[i], out[i]), 0.0) << name << " output " << i << " mode " << exec_mode_name(m);
+      }
+    }
+  }
+}
+
+TEST(Executable, ControlFlowComputesWhatItSays) {
+  for (ExecMode m : kModes) {
+    auto exe = load_example("control.kgraph", m);
+    for (std::vector<float> x : {std::vector<float>{3, -4, 1, 2}, std::vector<float>{-3, -4, -1, 2},
+                                 std::vector<float>{0.1f, 0.2f, 0.3f, 0.1f}}) {
+      std::vector<float> v = x;
+      int steps = 0;
+      auto norm2 = [&] { return v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3]; };
+      while (norm2() > 1.0f) {
+        for (auto& e : v) e *= 0.5f;
+        ++steps;
+      }
+      float total = v[0] + v[1] + v[2] + v[3];
+      auto out = exe->run_typed({{"x", array(x, {4})}});
+      auto got = out[0].to_vector<float>();
+      for (int i = 0; i < 4; ++i) {
+        float want = total > 0 ? std::exp(v[i]) : -std::fabs(v[i]);
+        EXPECT_NEAR(got[i], want, 1e-6) << exec_mode_name(m);
+      }
+      EXPECT_EQ(out[1].item<int32_t>(), steps) << exec_mode_name(m);
+    }
+  }
+}
+
+TEST(Executable, KilnModeEnvironment) {
+  setenv("KILN_MODE", "eager", 1);
+  EXPECT_EQ(default_exec_mode(), ExecMode::eager);
+  setenv("KILN_MODE", "lazy", 1);
+  EXPECT_EQ(default_exec_mode(), ExecMode::lazy);
+  unsetenv("KILN_MODE");
+  EXPECT_EQ(default_exec_mode(), ExecMode::compiled);
+  EXPECT_THROW(exec_mode_from_name("fast"), Error);
+}
+
+TEST(Executable, ParamsTypedAndFloat) {
+  auto g = parse_graph(R"(kgraph 1
+graph g {
+  input x : float16[2]
+  param w : float16[2]
+  y = multiply(x, w)
+  output y
+}
+)");
+  Executable exe(g, ExecMode::compiled);
+  EXPECT_THROW(exe.run_typed({{"x", astype(array({1.0f, 2.0f}), float16)}}), Error);  // w not set
+  float wf[2] = {0.5f, 3.0f};
+  exe.set_param("w", wf, 2);
+  auto y = exe.run_typed({{"x", astype(array({1.0f, 2.0f}), float16)}});
+  EXPECT_EQ(y[0].dtype(), float16);
+  EXPECT_EQ(y[0].to_vector<float>(), (std::vector<float>{0.5f, 6.0f}));
+  float16_t raw[2] = {float16_t(2.0f), float16_t(-1.0f)};
+  exe.set_param_typed("w", raw, sizeof raw, float16);
+  EXPECT_EQ(exe.run_typed({{"x", astype(array({1.0f, 2.0f}), float16)}})[0].to_vector<float>(),
+            (std::vector<float>{2.0f, -2.0f}));
+  EXPECT_THROW(exe.set_param_typed("w", wf, sizeof wf, float32), Error);  // no widening
+  EXPECT_THROW(exe.set_param_typed("w", raw, 2, float16), Error);         // wrong size
+  EXPECT_THROW(exe.set_param("nope", wf, 2), Error);
+  // run() converts float32 in and out; run_typed insists on the declared dtype.
+  auto r = exe.run({{"x", HostTensor{{2}, {1.0f, 4.0f}}}});
+  EXPECT_EQ(r[0].data, (std::vector<float>{2.0f, -4.0f}));
+  EXPECT_THROW(exe.run_typed({{"x", array({1.0f, 2.0f})}}), Error);
+}
+
+TEST(Executable, InputChecks) {
+  auto exe = load_example("mlp.kgraph", ExecMode::lazy);
+  EXPECT_THROW(exe->run_typed({}), Error);                                                   // missing
+  EXPECT_THROW(exe->run_typed({{"x", zeros({4, 9})}}), Error);                               // fixed dim
+  EXPECT_THROW(exe->run_typed({{"x", zeros({33, 8})}}), Error);                              // above bound
+  EXPECT_THROW(exe->run_typed({{"x", zeros({4, 8})}, {"extra", zeros({1})}}), Error);        // unknown
+  EXPECT_NO_THROW(exe->run_typed({{"x", zeros({5, 8})}}));
+}
+
+TEST(Executable, SlotsMatchRun) {
+  for (ExecMode m : kModes) {
+    auto exe = load_example("mlp.kgraph", m);
+    auto in = sample_inputs(exe->graph(), 3, 32);  // at the bound: the shapes run_slots uses
+    auto ref = exe->run_typed(in);
+    std::vector<uint8_t> arena(exe->arena_bytes());
+    auto x = in.at("x").to_vector<float>();
+    exe->run_slots({x.data()}, arena.data());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const OutputSlot& s = exe->output_slot(i);
+      EXPECT_EQ(s.offset % 64, 0u);
+      EXPECT_EQ(s.shape, ref[i].shape());
+      EXPECT_EQ(rel_diff(array(arena.data() + s.offset, s.shape, s.dtype), ref[i]), 0.0);
+    }
+  }
+  auto unbounded = parse_graph("kgraph 1\ngraph g {\n input x : float32[N]\n y = exp(x)\n output y\n}\n");
+  Executable exe(unbounded, ExecMode::lazy);
+  EXPECT_THROW(exe.arena_bytes(), Error);
+}
+
+TEST(Executable, HostAndDeviceHandles) {
+  for (ExecMode m : kModes) {
+    Executable exe(accumulator(), m);
+    float xs[3] = {1, 2, 3};
+    HandleId hx = exe.host_handle(xs, {3}, float32);
+    HandleId hs = exe.device_handle(zeros({3}));
+    exe.bind_input("x", hx);
+    exe.bind_input("s", hs);
+    auto out = exe.run_typed({});
+    EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{1, 2, 3}));
+    xs[0] = 10;  // the host handle is read again on every run
+    out = exe.run_typed({});
+    EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{10, 2, 3}));
+    // Passing an input explicitly wins over its binding.
+    out = exe.run_typed({{"x", array({0.0f, 0.0f, 1.0f})}});
+    EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{0, 0, 1}));
+  }
+}
+
+TEST(Executable, FeedsCarryStateWithoutTheHost) {
+  for (ExecMode m : kModes) {
+    Executable exe(accumulator(), m);
+    HandleId hs = exe.device_handle(zeros({3}));
+    exe.bind_input("s", hs);
+    exe.feed(0, hs);
+    std::vector<float> s(3, 0.0f);
+    for (int step = 0; step < 5; ++step) {
+      std::vector<float> x = {1.0f * step, 1.0f, -2.0f};
+      exe.run_typed({{"x", array(x, {3})}});
+      for (int i = 0; i < 3; ++i) s[i] = s[i] * 0.5f + x[i];
+      EXPECT_EQ(exe.read_handle(hs).to_vector<float>(), s) << exec_mode_name(m) << " step " << step;
+    }
+    // A host handle as the feed target receives a copy.
+    float host_state[3] = {0, 0, 0};
+    HandleId hh = exe.host_handle(host_state, {3}, float32);
+    exe.clear_feeds();
+    exe.feed(0, hh);
+    exe.run_typed({{"x", array({1.0f, 1.0f, 1.0f})}});
+    EXPECT_EQ(host_state[0], s[0] * 0.5f + 1.0f);
+  }
+}
+
+TEST(Executable, AsyncCommitsAndPipelining) {
+  for (ExecMode m : kModes) {
+    for (const char* name : {"mlp.kgraph", "control.kgraph"}) {
+      auto exe = load_example(name, m);
+      std::vector<std::map<std::string, Array>> sets;
+      std::vector<std::vector<Array>> ref;
+      for (uint64_t seed = 1; seed <= 4; ++seed) {
+        sets.push_back(sample_inputs(exe->graph(), seed));
+        ref.push_back(exe->run_typed(sets.back()));
+      }
+      for (const auto& s : sets) exe->commit_no_wait(s);
+      auto got = exe->sync_pending();
+      auto piped = exe->run_pipelined(sets);
+      ASSERT_EQ(got.size(), sets.size());
+      ASSERT_EQ(piped.size(), sets.size());
+      for (size_t k = 0; k < sets.size(); ++k)
+        for (size_t i = 0; i < ref[k].size(); ++i) {
+          EXPECT_EQ(rel_diff(got[k][i], ref[k][i]), 0.0) << name << " " << exec_mode_name(m);
+          EXPECT_EQ(rel_diff(piped[k][i], ref[k][i]), 0.0) << name << " " << exec_mode_name(m);
+        }
+    }
+    // Feeds through commits: each commit sees the state the previous one left.
+    Executable acc(accumulator(), m);
+    HandleId hs = acc.device_handle(zeros({3}));
+    acc.bind_input("s", hs);
+    acc.feed(0, hs);
+    for (int k = 0; k < 4; ++k) acc.commit_no_wait({{"x", array({1.0f, 1.0f, 1.0f})}});
+    auto res = acc.sync_pending();
+    EXPECT_FLOAT_EQ(res.back()[0].to_vector<float>()[0], 1.875f) << exec_mode_name(m);
+  }
+}
+
+TEST(Executable, AsyncErrorsSurfaceAtSync) {
+  auto exe = load_example("mlp.kgraph", ExecMode::lazy);
+  EXPECT_THROW(exe->commit_no_wait({{"x", zeros({4, 3})}}), Error);  // checked at commit
+  Executable ctl(load_graph(kiln_test::examples_dir() + "control.kgraph"), ExecMode::eager);
+  ctl.commit_no_wait({{"x", zeros({5})}});  // runs on a task: the error waits for sync
+  EXPECT_THROW(ctl.sync_pending(), Error);
+  EXPECT_TRUE(ctl.sync_pending().empty());
+}
+
+TEST(Executable, ThreadsOnSeparateAndSharedExecutables) {
+  for (ExecMode m : kModes) {
+    auto shared = load_example("decoder.kgraph", m);
+    auto in = sample_inputs(shared->graph(), 5);
+    auto ref = shared->run_typed(in);
+    std::atomic<int> bad{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t)
+      threads.emplace_back([&, t] {
+        std::unique_ptr<Executable> own;
+        if (t % 2) own = load_example("decoder.kgraph", m);
+        Executable& exe = own ? *own : *shared;
+        for (int i = 0; i < 5; ++i) {
+          auto out = exe.run_typed(in);
+          if (rel_diff(out[0], ref[0]) > 1e-6) ++bad;
+        }
+      });
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(bad.load(), 0) << exec_mode_name(m);
+  }
+}
+
+TEST(Executable, CudaNeedsAGpu) {
+  Graph g = load_graph(kiln_test::examples_dir() + "mlp.kgraph");
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is present";
+  try {
+    Executable exe(g, ExecMode::lazy, Device::cuda(0));
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("reports no GPU"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Executable, BundledParamsAreMapped) {
+  auto exe = load_example("decoder.kgraph", ExecMode::compiled);
+  EXPECT_TRUE(exe->has_param("w_q"));
+  auto file = load_params(kiln_test::examples_dir() + "decoder.safetensors");
+  auto fresh = sample_params(exe->graph());
+  for (const auto& [k, v] : fresh) EXPECT_EQ(rel_diff(file.at(k), v), 0.0) << k << " (regenerate with kiln init-params)";
+}
