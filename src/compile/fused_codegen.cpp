@@ -5,44 +5,10 @@
 #include <sstream>
 
 #include "compile/fused.h"
-#include "ops/elementwise.h"
+#include "compile/codegen_util.h"
 
 namespace kiln::compiler {
 
-namespace {
-
-const char* cpp_type(Dtype d) {
-  switch (d) {
-    case bool_: return "bool";
-    case uint8: return "uint8_t";
-    case uint16: return "uint16_t";
-    case uint32: return "uint32_t";
-    case uint64: return "uint64_t";
-    case int8: return "int8_t";
-    case int16: return "int16_t";
-    case int32: return "int32_t";
-    case int64: return "int64_t";
-    case float16: return "kiln::float16_t";
-    case bfloat16: return "kiln::bfloat16_t";
-    case float32: return "float";
-    case float64: return "double";
-  }
-  return "void";
-}
-
-// The type arithmetic is done in (float for the 16-bit floats).
-const char* compute_type(Dtype d) { return (d == float16 || d == bfloat16) ? "float" : cpp_type(d); }
-
-const char* functor(OpKind k) {
-  switch (k) {
-#define KILN_UNARY(F, n) case OpKind::F: return "kiln::math::" #F;
-#define KILN_BINARY(F, n) KILN_UNARY(F, n)
-#include "ops/op_table.def"
-    default: return nullptr;
-  }
-}
-
-}  // namespace
 
 int FusedProgram::num_inputs() const {
   int n = 0;
@@ -90,31 +56,18 @@ std::string FusedProgram::source(const std::string& symbol) const {
       const FusedOp& op = ops[i];
       const char* ct = compute_type(op.dtype);
       b << "      const " << ct << " t" << i << " = ";
-      auto arg = [&](size_t k) { return "t" + std::to_string(op.args[k]); };
       if (!op.prim) {
         if (op.uniform) b << "u" << op.input << ";\n";
         else b << "static_cast<" << ct << ">(in" << op.input << (unit ? "[i]" : "[i * s" + std::to_string(op.input) + "]") << ");\n";
         continue;
       }
-      OpKind k = op.prim->kind();
-      std::string expr;
-      if (k == OpKind::AsType) {
-        Dtype from = ops[static_cast<size_t>(op.args[0])].dtype;
-        expr = std::string("kiln::math::convert<") + cpp_type(op.dtype) + ">(static_cast<" + cpp_type(from) + ">(" +
-               arg(0) + "))";
-      } else if (k == OpKind::Where) {
-        expr = "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
-      } else if (op.args.size() == 1) {
-        expr = std::string(functor(k)) + "{}(" + arg(0) + ")";
-      } else {
-        expr = std::string(functor(k)) + "{}(" + arg(0) + ", " + arg(1) + ")";
+      std::vector<std::string> args;
+      std::vector<Dtype> arg_dtypes;
+      for (int a : op.args) {
+        args.push_back("t" + std::to_string(a));
+        arg_dtypes.push_back(ops[static_cast<size_t>(a)].dtype);
       }
-      // Round through the stored type where it is narrower than the compute type.
-      if (op.dtype == float16 || op.dtype == bfloat16 || k == OpKind::AsType) {
-        b << "static_cast<" << ct << ">(static_cast<" << cpp_type(op.dtype) << ">(" << expr << "));\n";
-      } else {
-        b << "static_cast<" << ct << ">(" << expr << ");\n";
-      }
+      b << rounded_expr(op.prim->kind(), *op.prim, op.dtype, args, arg_dtypes) << ";\n";
     }
     for (size_t o = 0; o < outputs.size(); ++o) {
       const FusedOp& op = ops[static_cast<size_t>(outputs[o])];

@@ -28,6 +28,38 @@ void Graph::replace_uses(int from, int to) {
   for (int& v : outputs) v = v == from ? to : v;
 }
 
+std::vector<GNode> topological_order(const Graph& g, std::vector<GNode> nodes) {
+  std::vector<int> prod(g.values.size(), -1);
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    for (int v : nodes[n].outputs) prod[static_cast<size_t>(v)] = static_cast<int>(n);
+  }
+  std::vector<int> state(nodes.size(), 0);  // 0 new, 1 visiting, 2 done
+  std::vector<size_t> order;
+  for (size_t root = 0; root < nodes.size(); ++root) {
+    std::vector<std::pair<size_t, size_t>> stack{{root, 0}};
+    while (!stack.empty()) {
+      auto& [n, next] = stack.back();
+      if (state[n] == 2) {
+        stack.pop_back();
+        continue;
+      }
+      state[n] = 1;
+      if (next < nodes[n].inputs.size()) {
+        int p = prod[static_cast<size_t>(nodes[n].inputs[next++])];
+        if (p >= 0 && state[static_cast<size_t>(p)] == 0) stack.push_back({static_cast<size_t>(p), 0});
+        else if (p >= 0 && state[static_cast<size_t>(p)] == 1) fail("compile", "fusion created a cycle");
+        continue;
+      }
+      state[n] = 2;
+      order.push_back(n);
+      stack.pop_back();
+    }
+  }
+  std::vector<GNode> out;
+  for (size_t n : order) out.push_back(std::move(nodes[n]));
+  return out;
+}
+
 void verify(const Graph& g, const char* after_pass) {
   auto bad = [&](const auto&... parts) { fail("compile", "graph invalid after pass '", after_pass, "': ", parts...); };
   std::vector<bool> defined(g.values.size(), false);

@@ -40,6 +40,10 @@ struct Graph {
   void replace_uses(int from, int to);
 };
 
+/* `nodes` (whose values live in g) reordered so each comes after the producers of its
+   inputs; throws when they form a cycle. */
+std::vector<GNode> topological_order(const Graph& g, std::vector<GNode> nodes);
+
 /* Throws with the pass's name when the graph is malformed (reads before writes,
    dangling ids, shape mismatches between a node and its primitive). */
 void verify(const Graph& g, const char* after_pass);

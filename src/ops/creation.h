@@ -46,4 +46,29 @@ class Arange : public Primitive {
   std::optional<double> last_;
 };
 
+/* The number of elements along `axes` of its input, minus ddof (never below 0), as a
+   0-d array of the output dtype. Computed from the input's shape when run, so mean's
+   divisor follows the size of a shapeless replay; compile folds it when shapes are fixed. */
+class AxisSize : public Primitive {
+ public:
+  AxisSize(std::vector<int> axes, int64_t ddof) : Primitive(OpKind::AxisSize), axes_(std::move(axes)), ddof_(ddof) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>&) const override { return {Shape{}}; }
+  bool is_equivalent(const Primitive& o) const override {
+    auto& b = static_cast<const AxisSize&>(o);
+    return o.kind() == kind() && b.axes_ == axes_ && b.ddof_ == ddof_;
+  }
+  void print(std::ostream& os) const override { os << name() << "(ddof=" << ddof_ << ")"; }
+  /* The value for an input of the given shape. */
+  double count(const Shape& in) const;
+
+ private:
+  std::vector<int> axes_;
+  int64_t ddof_;
+};
+
+/* The count of elements along axes of x minus ddof, as a 0-d array of dtype: a constant
+   outside compile traces, an AxisSize node inside them. */
+Array axis_size(const Array& x, const std::vector<int>& axes, int64_t ddof, Dtype dtype);
+
 }  // namespace kiln

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "kiln/ops.h"
+#include "core/node.h"
 #include "ops/creation.h"
 
 namespace kiln {
@@ -78,6 +79,12 @@ Array eye(int64_t n, std::optional<int64_t> m, int64_t k, Dtype dtype) {
   Array rows = reshape(arange(n, int64), {n, 1});
   Array cs = reshape(arange(cols, int64), {1, cols});
   return astype(equal(add(rows, scalar_int(k, int64)), cs), dtype);
+}
+
+Array axis_size(const Array& x, const std::vector<int>& axes, int64_t ddof, Dtype dtype) {
+  auto prim = std::make_shared<AxisSize>(axes, ddof);
+  if (detail::current_trace_id() == 0) return scalar(prim->count(x.shape()), dtype);
+  return Array::make(Shape{}, dtype, std::move(prim), {x});
 }
 
 }  // namespace kiln

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "kiln/ops.h"
+#include "ops/creation.h"
 #include "ops/reduce.h"
 
 namespace kiln {
@@ -121,7 +122,7 @@ Array reduce_keep(const Array& x, const std::vector<int>& axes) {
 }
 
 Array finish(const Array& r, const Shape& in_shape, const std::vector<int>& axes, bool keepdims) {
-  return keepdims ? r : reshape(r, drop_axes(in_shape, axes));
+  return keepdims ? r : squeeze(r, axes);  // a squeeze, unlike a reshape, applies at any size
 }
 
 template <class F>
@@ -147,14 +148,13 @@ Dtype sum_dtype(Dtype d) {
 Dtype wide_float(Dtype d) { return d == float16 || d == bfloat16 ? float32 : d; }
 
 Array mean_keep(const Array& x, const std::vector<int>& axes) {
-  double count = static_cast<double>(count_of(x.shape(), axes));
-  return reduce_keep<math::Sum>(x, axes) / scalar(count, x.dtype());
+  return reduce_keep<math::Sum>(x, axes) / axis_size(x, axes, 0, x.dtype());
 }
 
 /* max over axes with non-finite maxima replaced by 0, so shifting by it is safe. */
 Array finite_max_keep(const Array& x, const std::vector<int>& axes) {
   Array m = reduce_keep<math::Max>(x, axes);
-  return where(isfinite(m), m, zeros_like(m));
+  return where(isfinite(m), m, scalar(0.0, m.dtype()));  // a scalar keeps softmax fusable
 }
 
 template <class P>
@@ -216,8 +216,7 @@ Array var(const Array& a, const std::vector<int>& axes_in, bool keepdims, int dd
   Array x = cast(a, wide_float(out));
   Array d = x - mean_keep(x, axes);
   // numpy's divisor: count - ddof, never below zero (0 gives inf or NaN).
-  double divisor = std::max<double>(0.0, static_cast<double>(count_of(a.shape(), axes)) - ddof);
-  Array v = reduce_keep<math::Sum>(d * d, axes) / scalar(divisor, x.dtype());
+  Array v = reduce_keep<math::Sum>(d * d, axes) / axis_size(x, axes, ddof, x.dtype());
   return cast(finish(v, a.shape(), axes, keepdims), out);
 }
 

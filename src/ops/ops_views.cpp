@@ -83,9 +83,9 @@ Array broadcast_to(const Array& a, const Shape& shape) {
 Array expand_dims(const Array& a, int axis) {
   check_valid("expand_dims", a);
   int ax = normalize_axis("expand_dims", axis, a.ndim() + 1);
-  Shape s = a.shape();
-  s.insert(s.begin() + ax, 1);
-  return reshape(a, s);
+  auto prim = std::make_shared<ExpandDims>(std::vector<int>{ax});
+  Shape out = prim->output_shapes({a.shape()})[0];
+  return Array::make(std::move(out), a.dtype(), std::move(prim), {a});
 }
 
 Array squeeze(const Array& a, const std::vector<int>& axes) {
@@ -103,11 +103,14 @@ Array squeeze(const Array& a, const std::vector<int>& axes) {
     }
     drop[static_cast<size_t>(i)] = true;
   }
-  Shape s;
+  std::vector<int> dropped;
   for (int i = 0; i < nd; ++i) {
-    if (!drop[static_cast<size_t>(i)]) s.push_back(a.shape()[static_cast<size_t>(i)]);
+    if (drop[static_cast<size_t>(i)]) dropped.push_back(i);
   }
-  return reshape(a, s);
+  if (dropped.empty()) return a;
+  auto prim = std::make_shared<Squeeze>(std::move(dropped));
+  Shape out = prim->output_shapes({a.shape()})[0];
+  return Array::make(std::move(out), a.dtype(), std::move(prim), {a});
 }
 
 Array slice(const Array& a, const std::vector<SliceArg>& args) {

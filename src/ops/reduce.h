@@ -82,4 +82,15 @@ class CumSum : public Primitive {
   bool reverse_, inclusive_;
 };
 
+/* The axes of any Reduce<F> primitive (kind in the KILN_REDUCE rows of the op table). */
+inline const std::vector<int>& reduce_axes_of(const Primitive& p) {
+  switch (p.kind()) {
+#define KILN_REDUCE(F, n) \
+  case OpKind::F:         \
+    return static_cast<const Reduce<math::F>&>(p).axes();
+#include "ops/op_table.def"
+    default: fail("reduce", "not a reduction: ", p.name());
+  }
+}
+
 }  // namespace kiln

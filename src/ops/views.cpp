@@ -114,6 +114,60 @@ bool BroadcastTo::is_equivalent(const Primitive& o) const {
 }
 void BroadcastTo::print(std::ostream& os) const { print_list(os, name(), shape_); }
 
+// ---- squeeze / expand_dims ----------------------------------------------------
+std::vector<Shape> Squeeze::output_shapes(const std::vector<Shape>& in) const {
+  Shape out;
+  size_t next = 0;
+  for (size_t i = 0; i < in[0].size(); ++i) {
+    if (next < axes_.size() && static_cast<size_t>(axes_[next]) == i) {
+      if (in[0][i] != 1) fail("squeeze", "cannot squeeze axis ", i, " of size ", in[0][i], " in shape ", shape_str(in[0]));
+      ++next;
+      continue;
+    }
+    out.push_back(in[0][i]);
+  }
+  if (next != axes_.size()) fail("squeeze", "axis out of range for shape ", shape_str(in[0]));
+  return {out};
+}
+
+void Squeeze::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  Strides s;
+  size_t next = 0;
+  for (size_t i = 0; i < in[0].shape.size(); ++i) {
+    if (next < axes_.size() && static_cast<size_t>(axes_[next]) == i) {
+      ++next;
+      continue;
+    }
+    s.push_back(in[0].strides[i]);
+  }
+  out[0].view_of(in[0], std::move(s), in[0].offset);
+}
+
+bool Squeeze::is_equivalent(const Primitive& o) const {
+  return o.kind() == kind() && static_cast<const Squeeze&>(o).axes_ == axes_;
+}
+void Squeeze::print(std::ostream& os) const { print_list(os, name(), axes_); }
+
+std::vector<Shape> ExpandDims::output_shapes(const std::vector<Shape>& in) const {
+  Shape out = in[0];
+  for (int ax : axes_) {
+    if (ax < 0 || static_cast<size_t>(ax) > out.size()) fail("expand_dims", "axis ", ax, " out of range");
+    out.insert(out.begin() + ax, 1);
+  }
+  return {out};
+}
+
+void ExpandDims::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  Strides s = in[0].strides;
+  for (int ax : axes_) s.insert(s.begin() + ax, 0);
+  out[0].view_of(in[0], std::move(s), in[0].offset);
+}
+
+bool ExpandDims::is_equivalent(const Primitive& o) const {
+  return o.kind() == kind() && static_cast<const ExpandDims&>(o).axes_ == axes_;
+}
+void ExpandDims::print(std::ostream& os) const { print_list(os, name(), axes_); }
+
 // ---- slice --------------------------------------------------------------------
 int64_t slice_length(int64_t start, int64_t stop, int64_t step);
 

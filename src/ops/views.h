@@ -50,6 +50,35 @@ class BroadcastTo : public Primitive {
   Shape shape_;
 };
 
+/* Removes size-1 axes (given as non-negative, sorted axes of the input). Unlike a
+   reshape to a stored shape it applies at any size, so shapeless replays keep it. */
+class Squeeze : public Primitive {
+ public:
+  explicit Squeeze(std::vector<int> axes) : Primitive(OpKind::Squeeze), axes_(std::move(axes)) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  bool is_equivalent(const Primitive& o) const override;
+  void print(std::ostream& os) const override;
+  bool is_view() const override { return true; }
+
+ private:
+  std::vector<int> axes_;
+};
+
+/* Inserts size-1 axes at the given (sorted, output) positions. */
+class ExpandDims : public Primitive {
+ public:
+  explicit ExpandDims(std::vector<int> axes) : Primitive(OpKind::ExpandDims), axes_(std::move(axes)) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  bool is_equivalent(const Primitive& o) const override;
+  void print(std::ostream& os) const override;
+  bool is_view() const override { return true; }
+
+ private:
+  std::vector<int> axes_;
+};
+
 /* Python-style slicing; bounds are resolved against the input's shape each time,
    so a shapeless replay at another size slices the same way. */
 class Slice : public Primitive {

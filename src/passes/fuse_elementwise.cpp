@@ -83,7 +83,7 @@ class FuseElementwise : public Pass {
       if (!removed[n]) all.push_back(std::move(g.nodes[n]));
     }
     for (auto& a : added) all.push_back(std::move(a));
-    g.nodes = topological(g, std::move(all));
+    g.nodes = topological_order(g, std::move(all));
     return true;
   }
 
@@ -149,52 +149,12 @@ class FuseElementwise : public Pass {
     return fused;
   }
 
-  // Orders nodes so each comes after the producers of its inputs.
-  static std::vector<GNode> topological(const Graph& g, std::vector<GNode> nodes) {
-    std::vector<int> prod(g.values.size(), -1);
-    for (size_t n = 0; n < nodes.size(); ++n) {
-      for (int v : nodes[n].outputs) prod[static_cast<size_t>(v)] = static_cast<int>(n);
-    }
-    std::vector<int> state(nodes.size(), 0);  // 0 new, 1 visiting, 2 done
-    std::vector<size_t> order;
-    for (size_t root = 0; root < nodes.size(); ++root) {
-      std::vector<std::pair<size_t, size_t>> stack{{root, 0}};
-      while (!stack.empty()) {
-        auto& [n, next] = stack.back();
-        if (state[n] == 2) {
-          stack.pop_back();
-          continue;
-        }
-        state[n] = 1;
-        if (next < nodes[n].inputs.size()) {
-          int p = prod[static_cast<size_t>(nodes[n].inputs[next++])];
-          if (p >= 0 && state[static_cast<size_t>(p)] == 0) stack.push_back({static_cast<size_t>(p), 0});
-          else if (p >= 0 && state[static_cast<size_t>(p)] == 1) fail("compile", "fusion created a cycle");
-          continue;
-        }
-        state[n] = 2;
-        order.push_back(n);
-        stack.pop_back();
-      }
-    }
-    std::vector<GNode> out;
-    for (size_t n : order) out.push_back(std::move(nodes[n]));
-    return out;
-  }
-
   std::vector<int> parent_;
   std::map<int, Shape> region_shape_;
-};
-
-class FuseReductions : public Pass {
- public:
-  const char* name() const override { return "fuse_reductions"; }
-  bool run(Graph&) override { return false; }
 };
 
 }  // namespace
 
 std::unique_ptr<Pass> make_fuse_elementwise() { return std::make_unique<FuseElementwise>(); }
-std::unique_ptr<Pass> make_fuse_reductions() { return std::make_unique<FuseReductions>(); }
 
 }  // namespace kiln::compiler

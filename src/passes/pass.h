@@ -22,6 +22,7 @@ struct PassOptions {
 };
 
 std::unique_ptr<Pass> make_remove_noops(PassOptions options);
+std::unique_ptr<Pass> make_fold_shapes();
 std::unique_ptr<Pass> make_merge_constants();
 std::unique_ptr<Pass> make_cse();
 std::unique_ptr<Pass> make_dce();

@@ -6,6 +6,7 @@ std::vector<std::unique_ptr<Pass>> make_pipeline(CompileMode mode, PassOptions o
   std::vector<std::unique_ptr<Pass>> p;
   if (mode == CompileMode::disabled || mode == CompileMode::no_simplify) return p;
   p.push_back(make_remove_noops(options));
+  if (!options.shapeless) p.push_back(make_fold_shapes());
   p.push_back(make_merge_constants());
   p.push_back(make_cse());
   p.push_back(make_dce());

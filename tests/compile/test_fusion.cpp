@@ -131,3 +131,88 @@ TEST(Fusion, InterpreterFallbackWithoutCompiler) {
   EXPECT_EQ(kernels_for([&] { f(x).eval(); }), 1u);
   cpu::reset_jit_for_tests("");
 }
+
+namespace {
+
+Array rmsnorm(const Array& x, const Array& w) { return x * rsqrt(mean(x * x, {-1}, true) + 1e-5f) * w; }
+Array layernorm(const Array& x, const Array& w, const Array& b) {
+  Array m = mean(x, {-1}, true);
+  Array d = x - m;
+  return d * rsqrt(mean(d * d, {-1}, true) + 1e-5f) * w + b;
+}
+
+}  // namespace
+
+TEST(RowFusion, NormsAndSoftmaxAreOneKernel) {
+  Array x = rand_of({33, 64}, float32, 20), w = rand_of({64}, float32, 21), b = rand_of({64}, float32, 22);
+  auto frms = compile(std::function<Array(const Array&, const Array&)>(rmsnorm));
+  auto fsm = compile(std::function<Array(const Array&)>([](const Array& a) { return softmax(a, {-1}); }));
+  auto fln = compile(std::function<Array(const Array&, const Array&, const Array&)>(layernorm));
+  auto fss = compile(std::function<Array(const Array&)>([](const Array& a) { return sum(a * a); }));
+  kt::expect_close(frms(x, w), rmsnorm(x, w).to_vector<double>(), "rmsnorm", 4);
+  kt::expect_close(fsm(x), softmax(x, {-1}).to_vector<double>(), "softmax", 4);
+  kt::expect_close(fln(x, w, b), layernorm(x, w, b).to_vector<double>(), "layernorm", 8, 1e-3);
+  kt::expect_close(fss(x), sum(x * x).to_vector<double>(), "sum of squares", 4);
+  EXPECT_EQ(kernels_for([&] { frms(x, w).eval(); }), 1u);
+  EXPECT_EQ(kernels_for([&] { fsm(x).eval(); }), 1u);
+  EXPECT_EQ(kernels_for([&] { fln(x, w, b).eval(); }), 1u);
+  EXPECT_EQ(kernels_for([&] { fss(x).eval(); }), 1u);
+}
+
+TEST(RowFusion, HalfPrecisionNaNInfAndLongRows) {
+  auto fsm = compile(std::function<Array(const Array&)>([](const Array& a) { return softmax(a, {-1}); }));
+  for (Dtype d : {float16, bfloat16, float64}) {
+    Array x = rand_of({4, 40}, d, 23);
+    kt::expect_close(fsm(x), softmax(x, {-1}).to_vector<double>(), dtype_name(d), 2);
+  }
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  Array special = kt::from_values({1, 2, inf, 0, -inf, -inf, -inf, -inf, nan, 1, 2, 3}, {3, 4}, float32);
+  kt::expect_close(fsm(special), softmax(special, {-1}).to_vector<double>(), "special values");
+  Array wide = rand_of({3, 70000}, float32, 24);  // rows longer than one accumulation block
+  auto fss = compile(std::function<Array(const Array&)>([](const Array& a) { return sum(a * a, {-1}); }));
+  kt::expect_close(fss(wide), sum(wide * wide, {-1}).to_vector<double>(), "long rows", 8);
+}
+
+TEST(RowFusion, ShapelessReplayAtOtherSizes) {
+  auto f = compile(std::function<Array(const Array&, const Array&)>(rmsnorm), {.shapeless = true});
+  for (int64_t rows : {3, 7}) {
+    for (int64_t cols : {16, 48}) {
+      Array x = rand_of({rows, cols}, float32, static_cast<uint64_t>(rows * cols)), w = rand_of({cols}, float32, 25);
+      kt::expect_close(f(x, w), rmsnorm(x, w).to_vector<double>(), "shapeless rmsnorm", 4);
+    }
+  }
+  // Reductions over axes of size 1 at trace time stay correct at other sizes.
+  auto g = compile(std::function<Array(const Array&)>([](const Array& a) { return sum(a, {1}) + mean(a, {1}); }),
+                   {.shapeless = true});
+  Array one = rand_of({4, 1}, float32, 26), many = rand_of({4, 6}, float32, 27);
+  kt::expect_close(g(one), (sum(one, {1}) + mean(one, {1})).to_vector<double>(), "size 1");
+  kt::expect_close(g(many), (sum(many, {1}) + mean(many, {1})).to_vector<double>(), "size 6");
+}
+
+TEST(RowFusion, TransposedInputsAndSeveralOutputs) {
+  auto f = compile([](const std::vector<Array>& in) {
+    Array x = in[0];
+    Array m = max(x, {-1}, true);
+    Array e = exp(x - m);
+    Array s = sum(e, {-1}, true);
+    return std::vector<Array>{e / s, s, m};
+  });
+  std::vector<double> v = kt::random_values(6 * 9, float32, 28);
+  for (kt::Layout l : {kt::Layout::contiguous, kt::Layout::transposed, kt::Layout::strided}) {
+    Array x = kt::with_layout(v, {6, 9}, float32, l);
+    auto r = f({x});
+    Array m = max(x, {-1}, true);
+    Array e = exp(x - m);
+    kt::expect_close(r[0], (e / sum(e, {-1}, true)).to_vector<double>(), kt::layout_name(l), 4);
+    kt::expect_close(r[1], sum(e, {-1}, true).to_vector<double>(), kt::layout_name(l), 4);
+    kt::expect_close(r[2], m.to_vector<double>(), kt::layout_name(l));
+  }
+}
+
+TEST(RowFusion, FallbackWithoutCompilerMatchesEager) {
+  cpu::reset_jit_for_tests("/nonexistent/compiler");
+  Array x = rand_of({5, 12}, float32, 29), w = rand_of({12}, float32, 30);
+  auto f = compile(std::function<Array(const Array&, const Array&)>(rmsnorm));
+  expect_bits_equal(f(x, w), rmsnorm(x, w), "unfused row region");
+  cpu::reset_jit_for_tests("");
+}

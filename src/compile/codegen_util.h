@@ -1,0 +1,24 @@
+// Pieces of C++ source shared by the fused elementwise and row code generators.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ops/primitive.h"
+
+namespace kiln::compiler {
+
+/* The C++ storage type of a dtype ("float", "kiln::bfloat16_t", ...). */
+const char* cpp_type(Dtype d);
+/* The type arithmetic on d is done in (float for the 16-bit floats). */
+const char* compute_type(Dtype d);
+/* The math functor of a unary, binary or reduce op ("kiln::math::Exp"). */
+const char* functor(OpKind k);
+/* The accumulator a reduction's lanes are folded into: double for float sums. */
+const char* wide_type(OpKind k, Dtype d);
+/* Expression computing an elementwise op on argument variables (compute types),
+   rounded through the stored dtype so results equal the eager kernels'. */
+std::string rounded_expr(OpKind k, const Primitive& prim, Dtype out, const std::vector<std::string>& args,
+                         const std::vector<Dtype>& arg_dtypes);
+
+}  // namespace kiln::compiler

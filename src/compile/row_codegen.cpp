@@ -1,0 +1,172 @@
+// C++ source for a fused row region. The kernel runs rows [r0, r1) of a
+// (rows, n) view: input k's element (r, j) is at in[k] + r*rs[k] + j*cs[k];
+// per-element outputs are contiguous (rows, n), per-row outputs (rows).
+// Each reduction is one pass over the row (8 accumulator lanes, folded every
+// block into a wider total); elementwise work is recomputed in each pass that
+// needs it rather than stored.
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "compile/codegen_util.h"
+#include "compile/row_fused.h"
+
+namespace kiln::compiler {
+
+std::string RowProgram::signature() const {
+  std::ostringstream os;
+  os << "rows" << reduced_axes << ";";
+  for (auto& op : ops) {
+    if (op.prim) op.prim->print(os);
+    else os << (op.uniform ? "uniform" : "in") << op.input;
+    os << ":" << dtype_name(op.dtype) << (op.per_row ? "r" : "e") << "(";
+    for (int a : op.args) os << a << ",";
+    os << ")";
+  }
+  for (int o : outputs) os << "->" << o;
+  return os.str();
+}
+
+namespace {
+
+bool is_reduce(const RowOp& op) { return op.prim && op_category(op.prim->kind()) == OpCategory::reduce; }
+
+}  // namespace
+
+std::string RowProgram::source(const std::string& symbol) const {
+  size_t n_ops = ops.size();
+  // Pass in which each per-row value becomes available (0: before the first pass).
+  std::vector<int> level(n_ops, 0);
+  int passes = 0;
+  for (size_t i = 0; i < n_ops; ++i) {
+    int l = 0;
+    for (int a : ops[i].args) l = std::max(l, level[static_cast<size_t>(a)]);
+    level[i] = is_reduce(ops[i]) ? l + 1 : l;
+    passes = std::max(passes, level[i]);
+  }
+  std::ostringstream s;
+  s << "#include <cstdint>\n#include \"kiln/half.h\"\n#include \"backend/common/math.h\"\n\n";
+  s << "extern \"C\" void " << symbol
+    << "(int64_t r0, int64_t r1, int64_t n, const void* const* in, const int64_t* rs, const int64_t* cs, "
+       "void* const* out) {\n";
+  for (auto& op : ops) {
+    if (op.prim) continue;
+    const char* t = cpp_type(op.dtype);
+    s << "  const " << t << "* __restrict in" << op.input << " = static_cast<const " << t << "*>(in[" << op.input
+      << "]);\n";
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const char* t = cpp_type(ops[static_cast<size_t>(outputs[o])].dtype);
+    s << "  " << t << "* __restrict out" << o << " = static_cast<" << t << "*>(out[" << o << "]);\n";
+  }
+  s << "  for (int64_t r = r0; r < r1; ++r) {\n";
+  // Emits op i (and the per-element ops it needs) with element index `j`, into `b`.
+  auto emit_op = [&](std::ostringstream& b, size_t i, const std::string& j, const std::string& indent) {
+    const RowOp& op = ops[i];
+    const char* ct = compute_type(op.dtype);
+    b << indent << "const " << ct << " t" << i << " = ";
+    if (!op.prim) {
+      std::string k = std::to_string(op.input);
+      if (op.per_row || op.uniform) b << "static_cast<" << ct << ">(in" << k << "[r * rs[" << k << "]]);\n";
+      else b << "static_cast<" << ct << ">(in" << k << "[r * rs[" << k << "] + " << j << " * cs[" << k << "]]);\n";
+      return;
+    }
+    std::vector<std::string> args;
+    std::vector<Dtype> arg_dtypes;
+    for (int a : op.args) {
+      args.push_back("t" + std::to_string(a));
+      arg_dtypes.push_back(ops[static_cast<size_t>(a)].dtype);
+    }
+    b << rounded_expr(op.prim->kind(), *op.prim, op.dtype, args, arg_dtypes) << ";\n";
+  };
+  // Per-element ops op i depends on within the current pass, in order.
+  auto element_closure = [&](const std::vector<size_t>& roots) {
+    std::set<size_t> need;
+    std::function<void(size_t)> visit = [&](size_t i) {
+      if (ops[i].per_row || need.count(i)) return;
+      need.insert(i);
+      for (int a : ops[i].args) visit(static_cast<size_t>(a));
+    };
+    for (size_t r : roots) visit(r);
+    return need;
+  };
+  auto emit_row_ops = [&](int lvl) {
+    for (size_t i = 0; i < n_ops; ++i) {
+      if (ops[i].per_row && !is_reduce(ops[i]) && level[i] == lvl) emit_op(s, i, "0", "    ");
+    }
+  };
+  emit_row_ops(0);
+  for (int p = 1; p <= passes; ++p) {
+    std::vector<size_t> reductions;
+    for (size_t i = 0; i < n_ops; ++i) {
+      if (is_reduce(ops[i]) && level[i] == p) reductions.push_back(i);
+    }
+    std::vector<size_t> roots;
+    for (size_t i : reductions) roots.push_back(static_cast<size_t>(ops[i].args[0]));
+    auto need = element_closure(roots);
+    std::ostringstream body;
+    for (size_t i : need) emit_op(body, i, "j", "          ");
+    for (size_t i : reductions) {
+      const char* ct = compute_type(ops[i].dtype);
+      const char* wide = wide_type(ops[i].prim->kind(), ops[i].dtype);
+      std::string f = functor(ops[i].prim->kind());
+      s << "    " << wide << " total" << i << " = static_cast<" << wide << ">(" << f << "::init<" << ct << ">());\n";
+    }
+    s << "    for (int64_t jb = 0; jb < n; jb += 4096) {\n      const int64_t je = jb + 4096 < n ? jb + 4096 : n;\n";
+    for (size_t i : reductions) {
+      const char* ct = compute_type(ops[i].dtype);
+      s << "      " << ct << " acc" << i << "[8];\n      for (int l = 0; l < 8; ++l) acc" << i << "[l] = "
+        << functor(ops[i].prim->kind()) << "::init<" << ct << ">();\n";
+    }
+    s << "      int64_t jj = jb;\n      for (; jj + 8 <= je; jj += 8) {\n        for (int l = 0; l < 8; ++l) {\n"
+      << "          const int64_t j = jj + l;\n" << body.str();
+    for (size_t i : reductions) {
+      s << "          acc" << i << "[l] = " << functor(ops[i].prim->kind()) << "{}(acc" << i << "[l], t" << ops[i].args[0]
+        << ");\n";
+    }
+    s << "        }\n      }\n      for (; jj < je; ++jj) {\n        const int64_t j = jj;\n" << body.str();
+    for (size_t i : reductions) {
+      s << "          acc" << i << "[0] = " << functor(ops[i].prim->kind()) << "{}(acc" << i << "[0], t" << ops[i].args[0]
+        << ");\n";
+    }
+    s << "      }\n";
+    for (size_t i : reductions) {
+      const char* wide = wide_type(ops[i].prim->kind(), ops[i].dtype);
+      s << "      for (int l = 0; l < 8; ++l) total" << i << " = " << functor(ops[i].prim->kind()) << "{}(total" << i
+        << ", static_cast<" << wide << ">(acc" << i << "[l]));\n";
+    }
+    s << "    }\n";
+    for (size_t i : reductions) {
+      s << "    const " << compute_type(ops[i].dtype) << " t" << i << " = static_cast<" << compute_type(ops[i].dtype)
+        << ">(static_cast<" << cpp_type(ops[i].dtype) << ">(total" << i << "));\n";
+    }
+    emit_row_ops(p);
+  }
+  // Final pass: per-element outputs; then per-row outputs.
+  std::vector<size_t> elem_outputs;
+  for (int o : outputs) {
+    if (!ops[static_cast<size_t>(o)].per_row) elem_outputs.push_back(static_cast<size_t>(o));
+  }
+  if (!elem_outputs.empty()) {
+    auto need = element_closure(elem_outputs);
+    s << "    for (int64_t j = 0; j < n; ++j) {\n";
+    std::ostringstream body;
+    for (size_t i : need) emit_op(body, i, "j", "      ");
+    s << body.str();
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      const RowOp& op = ops[static_cast<size_t>(outputs[o])];
+      if (op.per_row) continue;
+      s << "      out" << o << "[r * n + j] = static_cast<" << cpp_type(op.dtype) << ">(t" << outputs[o] << ");\n";
+    }
+    s << "    }\n";
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const RowOp& op = ops[static_cast<size_t>(outputs[o])];
+    if (!op.per_row) continue;
+    s << "    out" << o << "[r] = static_cast<" << cpp_type(op.dtype) << ">(t" << outputs[o] << ");\n";
+  }
+  s << "  }\n}\n";
+  return s.str();
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,57 @@
+// A fused row region: reductions over the trailing axes together with the
+// elementwise work before and after them (RMSNorm, softmax, LayerNorm, sum(x*x)),
+// run as one kernel that makes a few passes over each row.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/jit.h"
+#include "ops/primitive.h"
+
+namespace kiln::compiler {
+
+struct RowOp {
+  std::shared_ptr<Primitive> prim;  // null for a region input; else elementwise or a Reduce
+  std::vector<int> args;            // earlier op indices
+  Dtype dtype = float32;
+  bool per_row = false;  // one value per row (reduced axes of size 1) rather than per element
+  int input = -1;        // region input index when prim is null
+  bool uniform = false;  // a region input that is one constant element
+};
+
+struct RowProgram {
+  std::vector<RowOp> ops;    // inputs first, then members in order
+  std::vector<int> outputs;  // op index of each region output
+  int reduced_axes = 1;      // the trailing axes that the reductions remove
+  std::string source(const std::string& symbol) const;
+  std::string signature() const;
+};
+
+class RowFused : public Primitive {
+ public:
+  explicit RowFused(std::shared_ptr<const RowProgram> program);
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  bool is_equivalent(const Primitive& o) const override {
+    return o.kind() == kind() && static_cast<const RowFused&>(o).program_ == program_;
+  }
+  void print(std::ostream& os) const override;
+  const RowProgram& program() const { return *program_; }
+
+ private:
+  using KernelFn = void (*)(int64_t r0, int64_t r1, int64_t n, const void* const* in, const int64_t* row_strides,
+                            const int64_t* col_strides, void* const* out);
+  KernelFn kernel();
+  // Runs the member kernels one after another (no compiler, or an input layout
+  // the generated kernel does not take).
+  void run_unfused(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out);
+
+  std::shared_ptr<const RowProgram> program_;
+  std::once_flag compiled_;
+  cpu::JitKernel jit_;  // written once under compiled_
+};
+
+}  // namespace kiln::compiler
