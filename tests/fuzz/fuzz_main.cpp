@@ -1,0 +1,92 @@
+// kiln_fuzz: checks compiled against eager results on random programs.
+//   kiln_fuzz --seed S --count N [--verbose] [--interp] [--no-shapeless]
+// Exits 1 when any case fails; each failure prints its seed and program listing.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/jit.h"
+#include "fuzz/random_graph.h"
+
+namespace {
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: kiln_fuzz [--seed S] [--count N] [--verbose] [--interp] [--no-shapeless] [--max-failures K]\n"
+               "  --seed S        first seed (default 1)\n"
+               "  --count N       number of cases (default 1000)\n"
+               "  --verbose       print every program and its result\n"
+               "  --interp        run fused regions in the interpreter instead of compiled kernels\n"
+               "  --no-shapeless  skip the shapeless compile\n"
+               "  --max-failures  stop after K failing seeds (default 20)\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t seed = 1, count = 1000;
+  int max_failures = 20;
+  bool verbose = false, interp = false;
+  kiln::fuzz::CheckOptions opts;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        usage();
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--seed") seed = std::strtoull(next(), nullptr, 10);
+    else if (a == "--count") count = std::strtoull(next(), nullptr, 10);
+    else if (a == "--max-failures") max_failures = std::atoi(next());
+    else if (a == "--verbose" || a == "-v") verbose = true;
+    else if (a == "--interp") interp = true;
+    else if (a == "--no-shapeless") opts.shapeless = false;
+    else {
+      usage();
+      return a == "--help" || a == "-h" ? 0 : 2;
+    }
+  }
+  opts.verbose = verbose;
+  if (interp) kiln::cpu::reset_jit_for_tests("/nonexistent/kiln-fuzz-c++");
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<uint64_t> failed;
+  uint64_t steps = 0, reductions = 0, compared = 0, inexact = 0, unchecked = 0;
+  for (uint64_t s = seed; s < seed + count; ++s) {
+    kiln::fuzz::Program p = kiln::fuzz::generate(s);
+    steps += p.steps.size();
+    reductions += p.has_reduction;
+    if (verbose) std::printf("%s", p.listing().c_str());
+    kiln::fuzz::CheckResult r = kiln::fuzz::check(p, opts);
+    compared += static_cast<uint64_t>(r.outputs_compared);
+    inexact += static_cast<uint64_t>(r.outputs_inexact);
+    unchecked += static_cast<uint64_t>(r.outputs_unchecked);
+    if (verbose) std::printf("=> %s\n\n", r.ok ? "ok" : "FAILED");
+    if (!r.ok) {
+      failed.push_back(s);
+      std::printf("FAILED seed %llu: %s\n", static_cast<unsigned long long>(s), r.failure.c_str());
+      std::fflush(stdout);
+      if (static_cast<int>(failed.size()) >= max_failures) {
+        std::printf("stopping after %d failures\n", max_failures);
+        break;
+      }
+    }
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("kiln_fuzz: seeds %llu..%llu, %zu failed, %llu steps, %llu with reductions, %llu output comparisons "
+              "(%llu within tolerance but not bit-equal, %llu shape/dtype only), %.1f s\n",
+              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed + count - 1), failed.size(),
+              static_cast<unsigned long long>(steps), static_cast<unsigned long long>(reductions),
+              static_cast<unsigned long long>(compared), static_cast<unsigned long long>(inexact),
+              static_cast<unsigned long long>(unchecked), secs);
+  if (!failed.empty()) {
+    std::printf("failing seeds:");
+    for (auto s : failed) std::printf(" %llu", static_cast<unsigned long long>(s));
+    std::printf("\n");
+  }
+  return failed.empty() ? 0 : 1;
+}

@@ -1,0 +1,918 @@
+// Random programs for differential testing of compile (see random_graph.h).
+//
+// The generator picks each step at random and builds it on lazy probe arrays of the
+// right shapes and dtypes (nothing is evaluated); a choice the front end refuses
+// with kiln::Error is dropped and another one drawn, so every accepted program is
+// valid by construction and its shapes and dtypes are the front ends' own.
+#include "fuzz/random_graph.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iomanip>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+namespace kiln::fuzz {
+
+namespace {
+
+using UnFn = Array (*)(const Array&);
+using BinFn = Array (*)(const Array&, const Array&);
+
+struct UnaryEntry {
+  const char* name;
+  UnFn fn;
+  bool smooth;  // a well-conditioned continuous function: approximate in, approximate out
+};
+
+const std::vector<UnaryEntry>& unary_table() {
+  static const std::vector<UnaryEntry> t = {
+      {"abs", &kiln::abs, true},          {"negative", &kiln::negative, true},
+      {"sign", &kiln::sign, false},       {"exp", &kiln::exp, false},
+      {"expm1", &kiln::expm1, false},     {"log", &kiln::log, false},
+      {"log1p", &kiln::log1p, false},     {"log2", &kiln::log2, false},
+      {"sqrt", &kiln::sqrt, false},       {"rsqrt", &kiln::rsqrt, false},
+      {"square", &kiln::square, true},    {"reciprocal", &kiln::reciprocal, false},
+      {"sin", &kiln::sin, true},          {"cos", &kiln::cos, true},
+      {"tan", &kiln::tan, false},         {"tanh", &kiln::tanh, true},
+      {"sigmoid", &kiln::sigmoid, true},  {"erf", &kiln::erf, true},
+      {"floor", &kiln::floor, false},     {"ceil", &kiln::ceil, false},
+      {"round", &kiln::round, false},     {"isnan", &kiln::isnan, false},
+      {"isinf", &kiln::isinf, false},     {"isfinite", &kiln::isfinite, false},
+      {"logical_not", &kiln::logical_not, false}, {"bitwise_not", &kiln::bitwise_not, false},
+  };
+  return t;
+}
+
+struct BinaryEntry {
+  const char* name;
+  BinFn fn;
+  bool smooth;
+};
+
+const std::vector<BinaryEntry>& binary_table() {
+  static const std::vector<BinaryEntry> t = {
+      {"add", &kiln::add, true},
+      {"subtract", &kiln::subtract, true},
+      {"multiply", &kiln::multiply, true},
+      {"divide", &kiln::divide, false},
+      {"floor_divide", &kiln::floor_divide, false},
+      {"remainder", &kiln::remainder, false},
+      {"power", static_cast<BinFn>(&kiln::power), false},
+      {"maximum", static_cast<BinFn>(&kiln::maximum), true},
+      {"minimum", static_cast<BinFn>(&kiln::minimum), true},
+      {"arctan2", &kiln::arctan2, false},
+      {"equal", &kiln::equal, false},
+      {"not_equal", &kiln::not_equal, false},
+      {"less", &kiln::less, false},
+      {"less_equal", &kiln::less_equal, false},
+      {"greater", &kiln::greater, false},
+      {"greater_equal", &kiln::greater_equal, false},
+      {"logical_and", &kiln::logical_and, false},
+      {"logical_or", &kiln::logical_or, false},
+      {"bitwise_and", &kiln::bitwise_and, false},
+      {"bitwise_or", &kiln::bitwise_or, false},
+      {"bitwise_xor", &kiln::bitwise_xor, false},
+      {"left_shift", &kiln::left_shift, false},
+      {"right_shift", &kiln::right_shift, false},
+  };
+  return t;
+}
+
+// Scalar ops, in the order scalar_apply switches on. Those past kLastOperator are
+// functions with the scalar on the right only.
+const char* const kScalarNames[] = {"+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=",
+                                    "&", "|", "^", "<<", ">>", "maximum", "minimum", "power"};
+constexpr int kNumScalarOps = 19;
+constexpr int kLastOperator = 15;
+// Scalar ops whose result is a smooth function of the array operand.
+bool scalar_smooth(int fn, bool left) {
+  switch (fn) {
+    case 0: case 1: case 2: case 16: case 17: return true;
+    case 3: return !left;  // x / c
+    default: return false;
+  }
+}
+
+template <class T>
+Array scalar_apply(int fn, const Array& a, T s, bool left) {
+  switch (fn) {
+    case 0: return left ? s + a : a + s;
+    case 1: return left ? s - a : a - s;
+    case 2: return left ? s * a : a * s;
+    case 3: return left ? s / a : a / s;
+    case 4: return left ? s % a : a % s;
+    case 5: return left ? s == a : a == s;
+    case 6: return left ? s != a : a != s;
+    case 7: return left ? s < a : a < s;
+    case 8: return left ? s <= a : a <= s;
+    case 9: return left ? s > a : a > s;
+    case 10: return left ? s >= a : a >= s;
+    case 11: return left ? s & a : a & s;
+    case 12: return left ? s | a : a | s;
+    case 13: return left ? s ^ a : a ^ s;
+    case 14: return left ? s << a : a << s;
+    case 15: return left ? s >> a : a >> s;
+    case 16: return maximum(a, s);
+    case 17: return minimum(a, s);
+    default: return power(a, s);
+  }
+}
+
+enum ReduceFn { r_sum, r_prod, r_max, r_min, r_mean, r_var, r_logsumexp, r_softmax, r_any, r_all, r_argmax, r_argmin, r_cumsum, r_count };
+const char* const kReduceNames[] = {"sum", "prod", "max", "min", "mean", "var", "logsumexp",
+                                    "softmax", "any", "all", "argmax", "argmin", "cumsum"};
+
+std::string shape_text(const Shape& s) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? "," : "") << s[i];
+  if (s.size() == 1) os << ",";
+  os << ")";
+  return os.str();
+}
+
+std::string list_text(const std::vector<int>& v) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+  os << ")";
+  return os.str();
+}
+
+std::string scalar_text(double v, ScalarType t) {
+  std::ostringstream os;
+  switch (t) {
+    case ScalarType::f64: os << std::showpoint << v; break;
+    case ScalarType::f32: os << std::showpoint << v << "f"; break;
+    case ScalarType::i32: os << static_cast<int>(v); break;
+    case ScalarType::boolean: os << (v != 0 ? "true" : "false"); break;
+  }
+  return os.str();
+}
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+/* Applies one step to the values computed so far. */
+Array apply_step(const Step& s, const std::vector<Array>& v) {
+  auto arg = [&](size_t i) -> const Array& { return v[static_cast<size_t>(s.args[i])]; };
+  switch (s.kind) {
+    case StepKind::unary: return unary_table()[static_cast<size_t>(s.fn)].fn(arg(0));
+    case StepKind::binary: return binary_table()[static_cast<size_t>(s.fn)].fn(arg(0), arg(1));
+    case StepKind::scalar:
+      switch (s.scalar_type) {
+        case ScalarType::f64: return scalar_apply(s.fn, arg(0), s.scalar, s.scalar_left);
+        case ScalarType::f32: return scalar_apply(s.fn, arg(0), static_cast<float>(s.scalar), s.scalar_left);
+        case ScalarType::i32: return scalar_apply(s.fn, arg(0), static_cast<int>(s.scalar), s.scalar_left);
+        case ScalarType::boolean: return scalar_apply(s.fn, arg(0), s.scalar != 0, s.scalar_left);
+      }
+      break;
+    case StepKind::where: return where(arg(0), arg(1), arg(2));
+    case StepKind::astype: return astype(arg(0), s.dtype);
+    case StepKind::reduce: {
+      const Array& a = arg(0);
+      switch (static_cast<ReduceFn>(s.fn)) {
+        case r_sum: return sum(a, s.axes, s.keepdims);
+        case r_prod: return prod(a, s.axes, s.keepdims);
+        case r_max: return max(a, s.axes, s.keepdims);
+        case r_min: return min(a, s.axes, s.keepdims);
+        case r_mean: return mean(a, s.axes, s.keepdims);
+        case r_var: return var(a, s.axes, s.keepdims);
+        case r_logsumexp: return logsumexp(a, s.axes, s.keepdims);
+        case r_softmax: return softmax(a, s.axes);
+        case r_any: return any(a, s.axes, s.keepdims);
+        case r_all: return all(a, s.axes, s.keepdims);
+        case r_argmax: return argmax(a, s.has_axis ? std::optional<int>(s.axis) : std::nullopt, s.keepdims);
+        case r_argmin: return argmin(a, s.has_axis ? std::optional<int>(s.axis) : std::nullopt, s.keepdims);
+        case r_cumsum: return cumsum(a, s.axis, s.reverse, s.inclusive);
+        case r_count: break;
+      }
+      break;
+    }
+    case StepKind::reshape: return reshape(arg(0), s.shape);
+    case StepKind::transpose: return transpose(arg(0), s.axes);
+    case StepKind::slice: return slice(arg(0), s.slices);
+    case StepKind::expand_dims: return expand_dims(arg(0), s.axis);
+    case StepKind::squeeze: return squeeze(arg(0), s.axes);
+    case StepKind::concatenate: {
+      std::vector<Array> parts;
+      for (size_t i = 0; i < s.args.size(); ++i) parts.push_back(arg(i));
+      return concatenate(parts, s.axis);
+    }
+    case StepKind::broadcast_to: return broadcast_to(arg(0), s.shape);
+    case StepKind::copy: return copy(arg(0));
+  }
+  fail("fuzz", "bad step");
+}
+
+/* How exactly the result of `s` must match, from its operands'. */
+Exactness exactness_of(const Step& s, const std::vector<Exactness>& ex, const std::vector<Dtype>& dt, Dtype out) {
+  Exactness in = Exactness::exact;
+  for (int a : s.args) in = std::max(in, ex[static_cast<size_t>(a)]);
+  if (in == Exactness::unreliable) return in;
+  bool approx = in == Exactness::approximate;
+  switch (s.kind) {
+    case StepKind::unary:
+      return approx && !unary_table()[static_cast<size_t>(s.fn)].smooth ? Exactness::unreliable : in;
+    case StepKind::binary:
+      return approx && !binary_table()[static_cast<size_t>(s.fn)].smooth ? Exactness::unreliable : in;
+    case StepKind::scalar:
+      return approx && !scalar_smooth(s.fn, s.scalar_left) ? Exactness::unreliable : in;
+    case StepKind::where:
+      return ex[static_cast<size_t>(s.args[0])] != Exactness::exact ? Exactness::unreliable : in;
+    case StepKind::astype:
+      return approx && !is_floating(out) ? Exactness::unreliable : in;
+    case StepKind::reduce: {
+      auto fn = static_cast<ReduceFn>(s.fn);
+      if (approx) {
+        bool discrete = fn == r_any || fn == r_all || fn == r_argmax || fn == r_argmin;
+        return discrete ? Exactness::unreliable : in;
+      }
+      // Reassociated float accumulation: sums and everything built on them.
+      bool accumulates = fn == r_sum || fn == r_prod || fn == r_mean || fn == r_var || fn == r_logsumexp ||
+                         fn == r_softmax || fn == r_cumsum;
+      Dtype src = dt[static_cast<size_t>(s.args[0])];
+      if (accumulates && (is_floating(out) || is_floating(src))) return Exactness::approximate;
+      return in;
+    }
+    default: return in;  // layout ops move values unchanged
+  }
+}
+
+// ---- the generator ------------------------------------------------------------------
+
+class Generator {
+ public:
+  Generator(uint64_t seed, const GenOptions& o) : rng_(seed * 0x9E3779B97F4A7C15ull + 0x1234567ull), opts_(o) {
+    p_.seed = seed;
+  }
+
+  Program run() {
+    make_inputs();
+    int target = uniform(opts_.min_steps, opts_.max_steps);
+    int tries = 0;
+    while (static_cast<int>(p_.steps.size()) < target && tries < target * 30) {
+      ++tries;
+      Step s;
+      if (!propose(s)) continue;
+      try_add(s);
+    }
+    choose_outputs();
+    return std::move(p_);
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  GenOptions opts_;
+  Program p_;
+  std::vector<Array> probes_;  // lazy stand-ins, never evaluated
+
+  int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  template <class T>
+  const T& pick(const std::vector<T>& v) { return v[static_cast<size_t>(uniform(0, static_cast<int>(v.size()) - 1))]; }
+
+  int64_t random_dim() {
+    static const std::vector<int64_t> dims = {0, 1, 1, 1, 2, 2, 3, 3, 5, 5, 8};
+    // zeros make most programs trivial: keep them rare
+    int64_t d = pick(dims);
+    if (d == 0 && !chance(0.3)) d = 2;
+    return d;
+  }
+
+  Dtype random_dtype() {
+    static const std::vector<Dtype> d = {float32, float32, float32, float16, bfloat16, float64, float64,
+                                         int32,   int32,   int64,   uint8,   bool_};
+    return pick(d);
+  }
+
+  void make_inputs() {
+    int n = uniform(1, opts_.max_inputs);
+    int rank = uniform(0, 3);
+    Shape base;
+    for (int i = 0; i < rank; ++i) base.push_back(random_dim());
+    for (int i = 0; i < n; ++i) {
+      InputSpec in;
+      if (chance(0.2)) {
+        int r = uniform(0, 3);
+        for (int k = 0; k < r; ++k) in.shape.push_back(random_dim());
+      } else {
+        // A suffix of the base shape with some dims set to 1: broadcasts against it.
+        int r = uniform(0, rank);
+        if (i == 0 || chance(0.5)) r = rank;
+        in.shape.assign(base.end() - r, base.end());
+        for (auto& d : in.shape) {
+          if (chance(i == 0 ? 0.1 : 0.3)) d = 1;
+        }
+      }
+      in.dtype = random_dtype();
+      if (!in.shape.empty() && chance(0.25)) in.layout = chance(0.5) ? InputLayout::transposed : InputLayout::strided;
+      p_.inputs.push_back(in);
+      probes_.push_back(zeros(in.shape, in.dtype));
+      p_.shapes.push_back(in.shape);
+      p_.dtypes.push_back(in.dtype);
+      p_.exactness.push_back(Exactness::exact);
+    }
+  }
+
+  int value_count() const { return static_cast<int>(probes_.size()); }
+
+  // Recent values more often, so programs grow deep as well as wide.
+  int pick_value() {
+    int n = value_count();
+    if (chance(0.45)) return n - 1;
+    if (chance(0.3)) return uniform(std::max(0, n - 4), n - 1);
+    return uniform(0, n - 1);
+  }
+
+  const Shape& shape_of(int v) const { return p_.shapes[static_cast<size_t>(v)]; }
+  Dtype dtype_of(int v) const { return p_.dtypes[static_cast<size_t>(v)]; }
+
+  static bool broadcastable(const Shape& a, const Shape& b) {
+    size_t n = std::min(a.size(), b.size());
+    for (size_t i = 1; i <= n; ++i) {
+      int64_t x = a[a.size() - i], y = b[b.size() - i];
+      if (x != y && x != 1 && y != 1) return false;
+    }
+    return true;
+  }
+
+  // A value whose shape broadcasts with all of `with` (may be one of them).
+  int pick_compatible(const std::vector<int>& with) {
+    std::vector<int> ok;
+    for (int v = 0; v < value_count(); ++v) {
+      bool good = true;
+      for (int w : with) good = good && broadcastable(shape_of(v), shape_of(w));
+      if (good) ok.push_back(v);
+    }
+    // Prefer a different value from the first operand when one exists.
+    if (ok.size() > 1 && chance(0.8)) {
+      std::vector<int> others;
+      for (int v : ok) {
+        if (v != with[0]) others.push_back(v);
+      }
+      if (!others.empty()) return pick(others);
+    }
+    return ok.empty() ? with[0] : pick(ok);
+  }
+
+  std::vector<int> random_axes(int rank, bool allow_empty) {
+    std::vector<int> axes;
+    if (rank == 0 || (allow_empty && chance(0.25))) return axes;
+    for (int i = 0; i < rank; ++i) {
+      if (chance(0.45)) axes.push_back(chance(0.3) ? i - rank : i);
+    }
+    if (axes.empty()) {
+      int i = uniform(0, rank - 1);
+      axes.push_back(chance(0.3) ? i - rank : i);
+    }
+    std::shuffle(axes.begin(), axes.end(), rng_);
+    return axes;
+  }
+
+  Shape random_reshape(const Shape& in) {
+    int64_t n = numel(in);
+    int rank = uniform(n == 1 ? 0 : 1, 3);
+    Shape out;
+    int64_t left = n;
+    for (int i = 0; i + 1 < rank; ++i) {
+      std::vector<int64_t> divs;
+      if (left == 0) {
+        divs = {0, 1, 2, 3};
+      } else {
+        for (int64_t d = 1; d <= left; ++d) {
+          if (left % d == 0) divs.push_back(d);
+        }
+      }
+      int64_t d = pick(divs);
+      out.push_back(d);
+      if (d != 0) left /= d;
+    }
+    if (rank > 0) {
+      // The last dim takes what is left; with a zero placed already anything goes.
+      bool has_zero = std::find(out.begin(), out.end(), 0) != out.end();
+      out.push_back(has_zero ? uniform(0, 3) : left);
+      std::shuffle(out.begin(), out.end(), rng_);
+      if (n > 0 && chance(0.4)) out[static_cast<size_t>(uniform(0, rank - 1))] = -1;
+    }
+    return out;
+  }
+
+  std::optional<int64_t> slice_bound(int64_t n) {
+    if (chance(0.35)) return std::nullopt;
+    return static_cast<int64_t>(uniform(-static_cast<int>(n) - 2, static_cast<int>(n) + 2));
+  }
+
+  /* Fills a candidate step; false when nothing suitable exists. */
+  bool propose(Step& s) {
+    static const std::vector<std::pair<StepKind, int>> weights = {
+        {StepKind::unary, 18},      {StepKind::binary, 20},      {StepKind::scalar, 12},
+        {StepKind::where, 6},       {StepKind::astype, 6},       {StepKind::reduce, 14},
+        {StepKind::reshape, 6},     {StepKind::transpose, 5},    {StepKind::slice, 7},
+        {StepKind::expand_dims, 3}, {StepKind::squeeze, 2},      {StepKind::concatenate, 4},
+        {StepKind::broadcast_to, 2}, {StepKind::copy, 1},
+    };
+    int total = 0;
+    for (auto& w : weights) total += w.second;
+    int r = uniform(0, total - 1);
+    for (auto& w : weights) {
+      if (r < w.second) {
+        s.kind = w.first;
+        break;
+      }
+      r -= w.second;
+    }
+    int a = pick_value();
+    s.args = {a};
+    const Shape& sh = shape_of(a);
+    int rank = static_cast<int>(sh.size());
+    switch (s.kind) {
+      case StepKind::unary: s.fn = uniform(0, static_cast<int>(unary_table().size()) - 1); break;
+      case StepKind::binary:
+        s.fn = uniform(0, static_cast<int>(binary_table().size()) - 1);
+        s.args.push_back(pick_compatible({a}));
+        if (chance(0.3)) std::swap(s.args[0], s.args[1]);
+        break;
+      case StepKind::scalar: {
+        s.fn = uniform(0, kNumScalarOps - 1);
+        s.scalar_left = s.fn <= kLastOperator && chance(0.3);
+        int t = uniform(0, 9);
+        s.scalar_type = t < 4 ? ScalarType::f64 : t < 6 ? ScalarType::f32 : t < 9 ? ScalarType::i32 : ScalarType::boolean;
+        static const std::vector<double> floats = {2.0, 0.5, -1.5, 3.0, 0.0, 1.0, -0.25, 10.0};
+        static const std::vector<double> ints = {-2, -1, 0, 1, 2, 3, 7};
+        if (s.scalar_type == ScalarType::boolean) s.scalar = chance(0.5) ? 1 : 0;
+        else if (s.scalar_type == ScalarType::i32) s.scalar = pick(ints);
+        else s.scalar = pick(floats);
+        if (s.fn == 14 || s.fn == 15) s.scalar = std::fabs(s.scalar);  // mostly in-range shifts
+        break;
+      }
+      case StepKind::where: {
+        // Prefer a bool condition, often a fresh comparison result.
+        std::vector<int> bools;
+        for (int v = 0; v < value_count(); ++v) {
+          if (dtype_of(v) == bool_ && broadcastable(shape_of(v), sh)) bools.push_back(v);
+        }
+        int cond = !bools.empty() && chance(0.8) ? pick(bools) : pick_compatible({a});
+        int other = pick_compatible({a, cond});
+        s.args = {cond, a, other};
+        if (chance(0.5)) std::swap(s.args[1], s.args[2]);
+        break;
+      }
+      case StepKind::astype: s.dtype = random_dtype(); break;
+      case StepKind::reduce:
+        s.fn = uniform(0, r_count - 1);
+        s.keepdims = chance(0.5);
+        if (s.fn == r_argmax || s.fn == r_argmin) {
+          s.has_axis = rank > 0 && chance(0.7);
+          if (s.has_axis) s.axis = uniform(-rank, rank - 1);
+        } else if (s.fn == r_cumsum) {
+          if (rank == 0) return false;
+          s.axis = uniform(-rank, rank - 1);
+          s.reverse = chance(0.3);
+          s.inclusive = chance(0.7);
+        } else {
+          s.axes = random_axes(rank, true);
+        }
+        break;
+      case StepKind::reshape: s.shape = random_reshape(sh); break;
+      case StepKind::transpose:
+        if (rank < 2 && chance(0.7)) return false;
+        if (!chance(0.3)) {
+          s.axes.resize(static_cast<size_t>(rank));
+          std::iota(s.axes.begin(), s.axes.end(), 0);
+          std::shuffle(s.axes.begin(), s.axes.end(), rng_);
+          for (auto& x : s.axes) {
+            if (chance(0.2)) x -= rank;
+          }
+        }
+        break;
+      case StepKind::slice: {
+        if (rank == 0) return false;
+        int nargs = uniform(1, rank);
+        static const std::vector<int64_t> steps = {1, 1, 1, 2, 3, -1, -1, -2};
+        for (int i = 0; i < nargs; ++i) {
+          SliceArg arg;
+          int64_t n = sh[static_cast<size_t>(i)];
+          if (chance(0.25)) {
+            s.slices.push_back(arg);  // whole axis
+            continue;
+          }
+          arg.start = slice_bound(n);
+          arg.stop = slice_bound(n);
+          arg.step = pick(steps);
+          s.slices.push_back(arg);
+        }
+        break;
+      }
+      case StepKind::expand_dims:
+        if (rank >= 4) return false;
+        s.axis = uniform(-rank - 1, rank);
+        break;
+      case StepKind::squeeze: {
+        std::vector<int> ones;
+        for (int i = 0; i < rank; ++i) {
+          if (sh[static_cast<size_t>(i)] == 1) ones.push_back(i);
+        }
+        if (ones.empty()) return false;
+        if (chance(0.5)) s.axes = {chance(0.5) ? pick(ones) : pick(ones) - rank};
+        break;
+      }
+      case StepKind::concatenate: {
+        if (rank == 0) return false;
+        s.axis = uniform(-rank, rank - 1);
+        int ax = s.axis < 0 ? s.axis + rank : s.axis;
+        std::vector<int> fits;
+        for (int v = 0; v < value_count(); ++v) {
+          const Shape& o = shape_of(v);
+          if (o.size() != sh.size()) continue;
+          bool good = true;
+          for (int i = 0; i < rank; ++i) good = good && (i == ax || o[static_cast<size_t>(i)] == sh[static_cast<size_t>(i)]);
+          if (good) fits.push_back(v);
+        }
+        int parts = uniform(2, 3);
+        for (int i = 1; i < parts; ++i) s.args.push_back(pick(fits));
+        break;
+      }
+      case StepKind::broadcast_to: {
+        if (rank >= 4) return false;
+        Shape to;
+        if (chance(0.5)) to.push_back(uniform(1, 3));
+        for (auto d : sh) to.push_back(d == 1 && chance(0.6) ? uniform(0, 4) : d);
+        s.shape = to;
+        break;
+      }
+      case StepKind::copy: break;
+    }
+    return true;
+  }
+
+  void try_add(const Step& s) {
+    Array out;
+    try {
+      out = apply_step(s, probes_);
+    } catch (const Error&) {
+      return;  // the front end refuses this choice: draw another
+    }
+    if (out.size() > opts_.max_elements || out.ndim() > 4) return;
+    p_.steps.push_back(s);
+    p_.exactness.push_back(exactness_of(s, p_.exactness, p_.dtypes, out.dtype()));
+    p_.shapes.push_back(out.shape());
+    p_.dtypes.push_back(out.dtype());
+    if (s.kind == StepKind::reduce) p_.has_reduction = true;
+    probes_.push_back(out);
+  }
+
+  void choose_outputs() {
+    int n = value_count();
+    p_.outputs.push_back(n - 1);
+    int extra = uniform(0, 2);
+    for (int i = 0; i < extra; ++i) p_.outputs.push_back(uniform(0, n - 1));
+    std::shuffle(p_.outputs.begin(), p_.outputs.end(), rng_);
+  }
+};
+
+// Values representable in the input's dtype, with the odd special one.
+std::vector<double> input_values(const InputSpec& in, std::mt19937_64& rng) {
+  int64_t n = numel(in.shape);
+  std::vector<double> v(static_cast<size_t>(n));
+  std::uniform_real_distribution<double> u(0, 1);
+  for (auto& x : v) {
+    double r = u(rng);
+    if (in.dtype == bool_) {
+      x = r < 0.5 ? 1 : 0;
+    } else if (is_integral(in.dtype)) {
+      x = std::floor(r * 14) - 5;  // [-5, 8]
+      if (is_unsigned(in.dtype)) x = std::floor(r * 11);
+      if (in.dtype == int64 && u(rng) < 0.05) x = (u(rng) < 0.5 ? -1 : 1) * 1099511627776.0;
+    } else if (u(rng) < 0.07) {
+      static const double specials[] = {0.0, -0.0, 1.0, -1.0, 0.5, std::numeric_limits<double>::quiet_NaN(),
+                                        std::numeric_limits<double>::infinity(),
+                                        -std::numeric_limits<double>::infinity(), 1e-6, 70000.0, -3.0};
+      x = specials[static_cast<size_t>(u(rng) * 11) % 11];
+    } else {
+      x = r * 8 - 4;
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+const std::vector<const char*>& unary_names() {
+  static const std::vector<const char*> n = [] {
+    std::vector<const char*> v;
+    for (auto& e : unary_table()) v.push_back(e.name);
+    return v;
+  }();
+  return n;
+}
+const std::vector<const char*>& binary_names() {
+  static const std::vector<const char*> n = [] {
+    std::vector<const char*> v;
+    for (auto& e : binary_table()) v.push_back(e.name);
+    return v;
+  }();
+  return n;
+}
+const std::vector<const char*>& scalar_names() {
+  static const std::vector<const char*> n(std::begin(kScalarNames), std::end(kScalarNames));
+  return n;
+}
+const std::vector<const char*>& reduce_names() {
+  static const std::vector<const char*> n(std::begin(kReduceNames), std::end(kReduceNames));
+  return n;
+}
+
+Program generate(uint64_t seed, const GenOptions& opts) { return Generator(seed, opts).run(); }
+
+std::vector<Array> Program::run(const std::vector<Array>& in) const {
+  if (in.size() != inputs.size()) fail("fuzz", "program takes ", inputs.size(), " inputs, got ", in.size());
+  std::vector<Array> v(in);
+  v.reserve(in.size() + steps.size());
+  for (auto& s : steps) v.push_back(apply_step(s, v));
+  std::vector<Array> out;
+  for (int o : outputs) out.push_back(v[static_cast<size_t>(o)]);
+  return out;
+}
+
+std::vector<Array> Program::make_inputs() const {
+  std::mt19937_64 rng(seed ^ 0xD1B54A32D192ED03ull);
+  std::vector<Array> out;
+  for (auto& in : inputs) {
+    std::vector<double> vals = input_values(in, rng);
+    Array a;
+    switch (in.layout) {
+      case InputLayout::contiguous: a = astype(array(vals, in.shape), in.dtype); break;
+      case InputLayout::transposed: {
+        // Materialize the transpose, then view it transposed back: same values, reversed strides.
+        Array t = copy(transpose(astype(array(vals, in.shape), in.dtype)));
+        t.eval();
+        a = transpose(t);
+        break;
+      }
+      case InputLayout::strided: {
+        // Every other element along the last axis of a twice-as-wide array.
+        Shape wide = in.shape;
+        wide.back() *= 2;
+        std::vector<double> big(vals.size() * 2, 0.0);
+        for (size_t i = 0; i < vals.size(); ++i) big[2 * i] = vals[i];
+        Array w = astype(array(big, wide), in.dtype);
+        w.eval();
+        std::vector<SliceArg> args(in.shape.size());
+        args.back().step = 2;
+        a = slice(w, args);
+        break;
+      }
+    }
+    a.eval();
+    out.push_back(a);
+  }
+  return out;
+}
+
+std::string Program::step_text(const Step& s) const {
+  std::ostringstream os;
+  auto v = [&](size_t i) { return "%" + std::to_string(s.args[i]); };
+  switch (s.kind) {
+    case StepKind::unary: os << unary_table()[static_cast<size_t>(s.fn)].name << "(" << v(0) << ")"; break;
+    case StepKind::binary: os << binary_table()[static_cast<size_t>(s.fn)].name << "(" << v(0) << ", " << v(1) << ")"; break;
+    case StepKind::scalar: {
+      std::string c = scalar_text(s.scalar, s.scalar_type);
+      if (s.fn > kLastOperator) os << kScalarNames[s.fn] << "(" << v(0) << ", " << c << ")";
+      else if (s.scalar_left) os << c << " " << kScalarNames[s.fn] << " " << v(0);
+      else os << v(0) << " " << kScalarNames[s.fn] << " " << c;
+      break;
+    }
+    case StepKind::where: os << "where(" << v(0) << ", " << v(1) << ", " << v(2) << ")"; break;
+    case StepKind::astype: os << "astype(" << v(0) << ", " << dtype_name(s.dtype) << ")"; break;
+    case StepKind::reduce: {
+      os << kReduceNames[s.fn] << "(" << v(0);
+      if (s.fn == r_argmax || s.fn == r_argmin) {
+        if (s.has_axis) os << ", axis=" << s.axis;
+        if (s.keepdims) os << ", keepdims";
+      } else if (s.fn == r_cumsum) {
+        os << ", axis=" << s.axis << (s.reverse ? ", reverse" : "") << (s.inclusive ? "" : ", exclusive");
+      } else {
+        os << ", axes=" << list_text(s.axes);
+        if (s.keepdims && s.fn != r_softmax) os << ", keepdims";
+      }
+      os << ")";
+      break;
+    }
+    case StepKind::reshape: os << "reshape(" << v(0) << ", " << shape_text(s.shape) << ")"; break;
+    case StepKind::transpose: os << "transpose(" << v(0) << ", " << list_text(s.axes) << ")"; break;
+    case StepKind::slice: {
+      os << v(0) << "[";
+      for (size_t i = 0; i < s.slices.size(); ++i) {
+        auto& a = s.slices[i];
+        os << (i ? ", " : "");
+        if (a.start) os << *a.start;
+        os << ":";
+        if (a.stop) os << *a.stop;
+        if (a.step != 1) os << ":" << a.step;
+      }
+      os << "]";
+      break;
+    }
+    case StepKind::expand_dims: os << "expand_dims(" << v(0) << ", " << s.axis << ")"; break;
+    case StepKind::squeeze: os << "squeeze(" << v(0) << ", " << list_text(s.axes) << ")"; break;
+    case StepKind::concatenate: {
+      os << "concatenate([";
+      for (size_t i = 0; i < s.args.size(); ++i) os << (i ? ", " : "") << v(i);
+      os << "], axis=" << s.axis << ")";
+      break;
+    }
+    case StepKind::broadcast_to: os << "broadcast_to(" << v(0) << ", " << shape_text(s.shape) << ")"; break;
+    case StepKind::copy: os << "copy(" << v(0) << ")"; break;
+  }
+  return os.str();
+}
+
+std::string Program::listing() const {
+  static const char* const ex_names[] = {"", "  ~", "  ?"};
+  static const char* const layouts[] = {"", " transposed", " strided"};
+  std::ostringstream os;
+  os << "# seed " << seed << ": " << inputs.size() << " inputs, " << steps.size() << " steps"
+     << "  (~ compared with tolerance, ? by shape and dtype only)\n";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    os << "%" << i << " = input " << dtype_name(inputs[i].dtype) << shape_text(inputs[i].shape)
+       << layouts[static_cast<int>(inputs[i].layout)] << "\n";
+  }
+  for (size_t k = 0; k < steps.size(); ++k) {
+    size_t i = inputs.size() + k;
+    std::string line = "%" + std::to_string(i) + " = " + step_text(steps[k]);
+    os << std::left << std::setw(52) << line << " -> " << dtype_name(dtypes[i]) << shape_text(shapes[i])
+       << ex_names[static_cast<int>(exactness[i])] << "\n";
+  }
+  os << "return";
+  for (size_t i = 0; i < outputs.size(); ++i) os << (i ? ", %" : " %") << outputs[i];
+  os << "\n";
+  return os.str();
+}
+
+// ---- checking -----------------------------------------------------------------------
+
+namespace {
+
+double tolerance(Dtype d) {
+  switch (d) {
+    case float16: return 1e-2;
+    case bfloat16: return 6e-2;
+    case float32: return 2e-4;
+    default: return 1e-9;
+  }
+}
+
+std::string number_text(double x) {
+  std::ostringstream os;
+  os << std::setprecision(17) << x;
+  return os.str();
+}
+
+// Restores the compile mode however the check ends.
+struct ModeGuard {
+  CompileMode saved = compile_mode();
+  ~ModeGuard() { set_compile_mode(saved); }
+};
+
+const char* mode_name(CompileMode m) {
+  switch (m) {
+    case CompileMode::disabled: return "disabled";
+    case CompileMode::no_simplify: return "no_simplify";
+    case CompileMode::no_fuse: return "no_fuse";
+    case CompileMode::enabled: return "enabled";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string compare_arrays(const Array& got, const Array& want, Exactness e, bool* inexact) {
+  if (inexact) *inexact = false;
+  std::ostringstream os;
+  if (got.shape() != want.shape()) {
+    os << "shape " << shape_text(got.shape()) << ", eager " << shape_text(want.shape());
+    return os.str();
+  }
+  if (got.dtype() != want.dtype()) {
+    os << "dtype " << dtype_name(got.dtype()) << ", eager " << dtype_name(want.dtype());
+    return os.str();
+  }
+  if (e == Exactness::unreliable) {
+    got.eval();
+    return "";
+  }
+  int bad = 0;
+  int64_t first = -1;
+  if (!is_floating(want.dtype())) {
+    auto g = got.to_vector<int64_t>(), w = want.to_vector<int64_t>();
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (g[i] == w[i]) continue;
+      if (bad++ < 4) os << (bad > 1 ? "; " : "") << "[" << i << "] " << g[i] << ", eager " << w[i];
+      if (first < 0) first = static_cast<int64_t>(i);
+    }
+  } else {
+    auto g = got.to_vector<double>(), w = want.to_vector<double>();
+    double rtol = tolerance(want.dtype()), scale = 1;
+    for (double x : w) {
+      if (std::isfinite(x)) scale = std::max(scale, std::fabs(x));
+    }
+    for (size_t i = 0; i < g.size(); ++i) {
+      double x = g[i], y = w[i];
+      if (std::isnan(x) && std::isnan(y)) continue;
+      bool same = x == y && std::signbit(x) == std::signbit(y);
+      if (same) continue;
+      if (e == Exactness::approximate && !std::isnan(x) && !std::isnan(y) && std::isfinite(x) == std::isfinite(y)) {
+        if (x == y || std::fabs(x - y) <= rtol * (std::fabs(y) + scale)) {
+          if (inexact) *inexact = true;
+          continue;
+        }
+      }
+      if (bad++ < 4) os << (bad > 1 ? "; " : "") << "[" << i << "] " << number_text(x) << ", eager " << number_text(y);
+      if (first < 0) first = static_cast<int64_t>(i);
+    }
+  }
+  if (bad == 0) return "";
+  std::ostringstream head;
+  head << bad << " of " << want.size() << " elements differ"
+       << (e == Exactness::exact ? " (bit-exact expected)" : " (beyond tolerance)") << ": " << os.str();
+  return head.str();
+}
+
+CheckResult check(const Program& p, const CheckOptions& opts) {
+  CheckResult res;
+  auto prog = std::make_shared<const Program>(p);
+  Function fn = [prog](const std::vector<Array>& in) { return prog->run(in); };
+  auto failed = [&](const std::string& what) {
+    res.ok = false;
+    res.failure = what + "\n" + p.listing();
+    return res;
+  };
+  std::vector<Array> inputs, want;
+  try {
+    inputs = p.make_inputs();
+    want = p.run(inputs);
+    eval(want);
+  } catch (const std::exception& e) {
+    return failed(std::string("eager run threw: ") + e.what());
+  }
+  ModeGuard guard;
+  auto compare_all = [&](const std::vector<Array>& got, const std::string& ctx) -> std::string {
+    if (got.size() != want.size()) {
+      return ctx + ": " + std::to_string(got.size()) + " outputs, eager " + std::to_string(want.size());
+    }
+    for (size_t i = 0; i < got.size(); ++i) {
+      Exactness e = p.exactness[static_cast<size_t>(p.outputs[i])];
+      bool inexact = false;
+      std::string d = compare_arrays(got[i], want[i], e, &inexact);
+      ++res.outputs_compared;
+      if (e == Exactness::unreliable) ++res.outputs_unchecked;
+      if (inexact) ++res.outputs_inexact;
+      if (!d.empty()) return ctx + ", output " + std::to_string(i) + " (%" + std::to_string(p.outputs[i]) + "): " + d;
+    }
+    return "";
+  };
+  for (CompileMode mode : {CompileMode::disabled, CompileMode::no_simplify, CompileMode::no_fuse, CompileMode::enabled}) {
+    std::string ctx = std::string("mode ") + mode_name(mode);
+    try {
+      set_compile_mode(mode);
+      CompiledFunction f = compile(fn, {false, "fuzz"});
+      std::vector<Array> got = f(inputs);
+      eval(got);
+      std::string d = compare_all(got, ctx);
+      if (!d.empty()) return failed(d);
+      // A second call replays the cached plan.
+      got = f(inputs);
+      eval(got);
+      d = compare_all(got, ctx + ", second call");
+      if (!d.empty()) return failed(d);
+    } catch (const std::exception& e) {
+      return failed(ctx + ": threw: " + e.what());
+    }
+  }
+  if (opts.shapeless) {
+    std::string ctx = "mode enabled, shapeless";
+    try {
+      set_compile_mode(CompileMode::enabled);
+      CompiledFunction f = compile(fn, {true, "fuzz_shapeless"});
+      for (int call = 0; call < 2; ++call) {
+        std::vector<Array> got = f(inputs);
+        eval(got);
+        std::string d = compare_all(got, ctx + (call ? ", second call" : ""));
+        if (!d.empty()) return failed(d);
+      }
+    } catch (const std::exception& e) {
+      return failed(ctx + ": threw: " + e.what());
+    }
+  }
+  return res;
+}
+
+}  // namespace kiln::fuzz

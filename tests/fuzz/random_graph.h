@@ -1,0 +1,122 @@
+// Differential fuzzing of compile: random array programs built from a seed, run
+// eagerly and through kiln::compile in every mode, outputs compared.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <kiln/kiln.h>
+
+namespace kiln::fuzz {
+
+/* How an output may be compared with its eager counterpart. Fusion keeps
+   elementwise math bit-identical; reductions may be reassociated, so values that
+   depend on a float sum are compared with a tolerance, and values that pass such
+   a sum through a discontinuous or ill-conditioned op only by shape and dtype. */
+enum class Exactness : uint8_t { exact, approximate, unreliable };
+
+enum class StepKind : uint8_t {
+  unary,        // fn indexes unary_names()
+  binary,       // fn indexes binary_names()
+  scalar,       // fn indexes scalar_names(); a C++ scalar on one side
+  where,        // where(args[0], args[1], args[2])
+  astype,
+  reduce,       // fn indexes reduce_names()
+  reshape,
+  transpose,
+  slice,
+  expand_dims,
+  squeeze,
+  concatenate,
+  broadcast_to,
+  copy,
+};
+
+enum class ScalarType : uint8_t { f64, f32, i32, boolean };
+
+struct Step {
+  StepKind kind = StepKind::copy;
+  int fn = 0;
+  std::vector<int> args;  // value numbers: inputs first, then one per step
+  std::vector<int> axes;  // reductions, transpose (perm), squeeze
+  bool keepdims = false;
+  bool has_axis = false;  // argmax/argmin: axis given
+  bool reverse = false, inclusive = true;  // cumsum
+  int axis = 0;           // expand_dims, concatenate, argmax, cumsum
+  Shape shape;            // reshape, broadcast_to
+  std::vector<SliceArg> slices;
+  Dtype dtype = float32;  // astype
+  double scalar = 0;
+  ScalarType scalar_type = ScalarType::f64;
+  bool scalar_left = false;
+};
+
+/* How an input is laid out in memory (same logical values). */
+enum class InputLayout : uint8_t { contiguous, transposed, strided };
+
+struct InputSpec {
+  Shape shape;
+  Dtype dtype = float32;
+  InputLayout layout = InputLayout::contiguous;
+};
+
+struct Program {
+  uint64_t seed = 0;
+  std::vector<InputSpec> inputs;
+  std::vector<Step> steps;
+  std::vector<int> outputs;
+  // Per value (inputs, then steps): how exactly compiled results must match.
+  std::vector<Exactness> exactness;
+  std::vector<Shape> shapes;
+  std::vector<Dtype> dtypes;
+  bool has_reduction = false;  // any reduce step at all
+
+  /* Runs the program on `in` (one array per input spec); pure, any thread. */
+  std::vector<Array> run(const std::vector<Array>& in) const;
+  /* The program's input data, a pure function of the seed, evaluated. */
+  std::vector<Array> make_inputs() const;
+  /* A text listing: one line per input, step and output. */
+  std::string listing() const;
+  /* Short text for one step's right-hand side, e.g. "sum(%3, axes=(0,-1), keepdims)". */
+  std::string step_text(const Step& s) const;
+};
+
+struct GenOptions {
+  int min_steps = 3, max_steps = 25;
+  int max_inputs = 4;
+  int64_t max_elements = 512;  // per value
+};
+
+/* Builds the random program for `seed`: the same seed gives the same program. */
+Program generate(uint64_t seed, const GenOptions& opts = {});
+
+const std::vector<const char*>& unary_names();
+const std::vector<const char*>& binary_names();
+const std::vector<const char*>& scalar_names();
+const std::vector<const char*>& reduce_names();
+
+struct CheckOptions {
+  bool shapeless = true;  // also compile with shapeless=true and call twice
+  bool verbose = false;
+};
+
+struct CheckResult {
+  bool ok = true;
+  std::string failure;          // what differed, with the listing
+  int outputs_compared = 0;
+  int outputs_inexact = 0;      // approximate outputs that differed in some bit but within tolerance
+  int outputs_unchecked = 0;    // unreliable outputs: compared by shape and dtype only
+};
+
+/* Runs p eagerly and compiled (every CompileMode, then shapeless), compares the
+   outputs, and restores the compile mode. Never throws: errors become failures. */
+CheckResult check(const Program& p, const CheckOptions& opts = {});
+
+/* Compares one compiled output with the eager one; returns an empty string when
+   they agree under `e`, else a description. `inexact` is set when an approximate
+   output differed in some bit but within tolerance. */
+std::string compare_arrays(const Array& got, const Array& want, Exactness e, bool* inexact = nullptr);
+
+}  // namespace kiln::fuzz
