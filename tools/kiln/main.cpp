@@ -1,0 +1,274 @@
+// The kiln command: run a .kgraph in each mode and time it, draw it as DOT before
+// and after fusion, write deterministic parameters, and report the installation.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <kiln/kiln.h>
+
+namespace fs = std::filesystem;
+using namespace kiln;
+
+namespace {
+
+int usage(int code) {
+  std::fprintf(code ? stderr : stdout,
+               "usage:\n"
+               "  kiln run FILE [--mode eager|lazy|compiled]... [--device cpu|cuda[:N]] [--input NAME=FILE]...\n"
+               "           [--bench N] [--extent N] [--seed N] [--size N]\n"
+               "      runs FILE in each mode (all three unless --mode is given), prints a summary of each\n"
+               "      output, the time per run in each mode and the largest difference between modes.\n"
+               "      --input takes a safetensors file (the tensor named NAME, or its only tensor);\n"
+               "      inputs not given are deterministic samples, symbolic dimensions at --size (64)\n"
+               "      or their bound when smaller; --extent N runs with an active extent of N rows.\n"
+               "  kiln dot FILE [--seed N]   Graphviz DOT of the graph before and after fusion\n"
+               "  kiln fmt FILE              the graph in canonical text\n"
+               "  kiln init-params FILE [--seed N] [--out PATH]\n"
+               "      writes deterministic parameters (to the file the graph names, unless --out)\n"
+               "  kiln info                  version, devices, cache directory and its size\n");
+  return code;
+}
+
+struct Options {
+  std::string file;
+  std::vector<ExecMode> modes;
+  Device device = Device::cpu();
+  std::vector<std::pair<std::string, std::string>> inputs;
+  int bench = 20;
+  int64_t extent = -1;
+  uint64_t seed = 1;
+  int64_t size = 64;  // symbolic dimensions of sample inputs (or their bound, when smaller)
+  std::string out;
+};
+
+int64_t to_int(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    long long x = std::stoll(v, &used);
+    if (used == v.size()) return x;
+  } catch (...) {
+  }
+  fail("kiln", flag, " needs an integer, got '", v, "'");
+}
+
+Options parse_args(int argc, char** argv, int first) {
+  Options o;
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) fail("kiln", a, " needs a value");
+      return argv[++i];
+    };
+    if (a == "--mode") o.modes.push_back(exec_mode_from_name(value()));
+    else if (a == "--device") {
+      std::string d = value();
+      if (d == "cpu") o.device = Device::cpu();
+      else if (d.rfind("cuda", 0) == 0) o.device = Device::cuda(d.size() > 5 ? static_cast<int>(to_int(a, d.substr(5))) : 0);
+      else fail("kiln", "unknown device '", d, "' (cpu or cuda[:N])");
+    } else if (a == "--input") {
+      std::string kv = value();
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) fail("kiln", "--input takes NAME=FILE, got '", kv, "'");
+      o.inputs.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    } else if (a == "--bench") {
+      o.bench = static_cast<int>(to_int(a, value()));
+      if (o.bench < 1) fail("kiln", "--bench needs at least 1");
+    } else if (a == "--extent") o.extent = to_int(a, value());
+    else if (a == "--size") o.size = to_int(a, value());
+    else if (a == "--seed") o.seed = static_cast<uint64_t>(to_int(a, value()));
+    else if (a == "--out") o.out = value();
+    else if (!a.empty() && a[0] == '-') fail("kiln", "unknown option '", a, "'");
+    else if (o.file.empty()) o.file = a;
+    else fail("kiln", "unexpected argument '", a, "'");
+  }
+  if (o.file.empty()) fail("kiln", "missing FILE");
+  return o;
+}
+
+std::map<std::string, Array> gather_inputs(const Graph& g, const Options& o) {
+  auto in = sample_inputs(g, o.seed, o.size);
+  for (const auto& [name, path] : o.inputs) {
+    if (!in.count(name)) fail("kiln", "the graph has no input '", name, "'");
+    auto tensors = load_params(path);
+    auto it = tensors.find(name);
+    if (it == tensors.end() && tensors.size() == 1) it = tensors.begin();
+    if (it == tensors.end()) fail("kiln", path, " has no tensor '", name, "'");
+    in[name] = it->second;
+  }
+  return in;
+}
+
+void summarize(const std::string& name, const Array& a) {
+  auto v = astype(a, float64).to_vector<double>();
+  double lo = INFINITY, hi = -INFINITY, sum = 0;
+  for (double x : v) lo = std::min(lo, x), hi = std::max(hi, x), sum += x;
+  std::printf("  %-12s %-8s (", name.c_str(), dtype_name(a.dtype()));
+  for (int i = 0; i < a.ndim(); ++i) std::printf(i ? ",%lld" : "%lld", static_cast<long long>(a.shape(i)));
+  std::printf(")  min %.6g  max %.6g  mean %.6g  first [", v.empty() ? 0.0 : lo, v.empty() ? 0.0 : hi,
+              v.empty() ? 0.0 : sum / static_cast<double>(v.size()));
+  for (size_t i = 0; i < std::min<size_t>(4, v.size()); ++i) std::printf(i ? ", %.5g" : "%.5g", v[i]);
+  std::printf("%s]\n", v.size() > 4 ? ", ..." : "");
+}
+
+double max_diff(const std::vector<Array>& a, const std::vector<Array>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    auto x = astype(a[i], float64).to_vector<double>();
+    auto y = astype(b[i], float64).to_vector<double>();
+    if (x.size() != y.size()) return INFINITY;
+    for (size_t k = 0; k < x.size(); ++k) {
+      if (std::isnan(x[k]) && std::isnan(y[k])) continue;
+      m = std::max(m, std::fabs(x[k] - y[k]));
+    }
+  }
+  return m;
+}
+
+void ensure_params(Executable& exe, const Graph& g, uint64_t seed) {
+  bool missing = false;
+  for (const auto& [name, a] : sample_params(g, seed)) {
+    if (exe.has_param(name)) continue;
+    static bool noted = false;  // once per command, not once per mode
+    if (!noted) std::printf("note: parameters not in a file are deterministic samples (seed %llu)\n",
+                            static_cast<unsigned long long>(seed));
+    noted = true;
+    missing = true;
+    std::vector<uint8_t> bytes(a.nbytes());
+    a.copy_to(bytes.data(), a.dtype());
+    exe.set_param_typed(name, bytes.data(), bytes.size(), a.dtype());
+  }
+}
+
+int cmd_run(const Options& o) {
+  Graph g = load_graph(o.file);
+  auto inputs = gather_inputs(g, o);
+  std::vector<ExecMode> modes = o.modes;
+  if (modes.empty()) modes = {ExecMode::eager, ExecMode::lazy, ExecMode::compiled};
+  RunOptions ro;
+  if (o.extent >= 0) ro.active_extent = o.extent;
+  std::printf("%s: graph '%s', %zu nodes, device %s\n", o.file.c_str(), g.name.c_str(), g.nodes.size(),
+              o.device.str().c_str());
+  std::vector<std::pair<ExecMode, std::vector<Array>>> results;
+  for (ExecMode m : modes) {
+    Executable exe(g, m, o.device);
+    ensure_params(exe, g, o.seed);
+    auto out = exe.run_typed(inputs, ro);  // warm-up: traces and compiles in compiled mode
+    std::vector<double> ms;
+    for (int i = 0; i < o.bench; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      exe.run_typed(inputs, ro);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    if (results.empty()) {
+      std::printf("outputs:\n");
+      for (size_t i = 0; i < out.size(); ++i) summarize(g.outputs[i], out[i]);
+      std::printf("time per run (median of %d, min):\n", o.bench);
+    }
+    std::printf("  %-9s %9.3f ms  %9.3f ms\n", exec_mode_name(m), ms[ms.size() / 2], ms[0]);
+    results.emplace_back(m, out);
+  }
+  if (results.size() > 1) {
+    double worst = 0;
+    for (size_t i = 1; i < results.size(); ++i) {
+      double d = max_diff(results[0].second, results[i].second);
+      std::printf("largest difference %s vs %s: %.3g\n", exec_mode_name(results[0].first),
+                  exec_mode_name(results[i].first), d);
+      worst = std::max(worst, d);
+    }
+    std::printf("largest difference between modes: %.3g\n", worst);
+  }
+  return 0;
+}
+
+int cmd_dot(const Options& o) {
+  Graph g = load_graph(o.file);
+  Executable exe(g, ExecMode::lazy, o.device);
+  ensure_params(exe, g, o.seed);
+  auto named = sample_inputs(g, o.seed, o.size);
+  std::vector<Array> in;
+  for (const auto& n : exe.input_names()) in.push_back(named.at(n));
+  std::printf("// before fusion\n");
+  export_to_dot(std::cout, exe.build_lazy(named));
+  auto names = exe.input_names();
+  Executable* e = &exe;
+  auto f = compile([e, names](const std::vector<Array>& args) {
+    std::map<std::string, Array> m;
+    for (size_t i = 0; i < names.size(); ++i) m[names[i]] = args[i];
+    return e->build_lazy(m);
+  }, CompileOptions{false, g.name});
+  std::cout << "// after fusion\n";
+  export_to_dot(std::cout, f, in);
+  std::cout.flush();
+  return 0;
+}
+
+int cmd_init_params(const Options& o) {
+  Graph g = load_graph(o.file);
+  std::string path = o.out;
+  if (path.empty()) {
+    if (g.params_file.empty()) fail("kiln", o.file, " names no params file; give --out PATH");
+    path = (fs::path(o.file).parent_path() / g.params_file).string();
+  }
+  auto params = sample_params(g, o.seed);
+  save_params(path, params);
+  std::printf("wrote %zu parameters to %s\n", params.size(), path.c_str());
+  return 0;
+}
+
+uint64_t dir_size(const fs::path& p) {
+  std::error_code ec;
+  uint64_t total = 0;
+  if (!fs::exists(p, ec)) return 0;
+  for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (it->is_regular_file(ec)) total += it->file_size(ec);
+  return total;
+}
+
+int cmd_info() {
+  std::printf("kiln %s\n", KILN_VERSION);
+  int gpus = cuda_device_count();
+  std::printf("devices: cpu");
+  for (int i = 0; i < gpus; ++i) std::printf(", cuda:%d", i);
+  std::printf(gpus ? "\n" : "  (no GPU: this build has no CUDA backend)\n");
+  std::printf("default mode: %s (KILN_MODE)\n", exec_mode_name(default_exec_mode()));
+  const char* env = std::getenv("KILN_CACHE_DIR");
+  const char* home = std::getenv("HOME");
+  fs::path dir = env && *env ? fs::path(env) : fs::path(home ? home : ".") / ".cache" / "kiln";
+  std::error_code ec;
+  bool exists = fs::exists(dir, ec);
+  std::printf("cache: %s (%s, %.1f KiB)\n", dir.c_str(), exists ? "exists" : "not created yet",
+              static_cast<double>(dir_size(dir)) / 1024.0);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage(2);
+  std::string cmd = argv[1];
+  try {
+    if (cmd == "-h" || cmd == "--help" || cmd == "help") return usage(0);
+    if (cmd == "info") return cmd_info();
+    if (cmd == "run") return cmd_run(parse_args(argc, argv, 2));
+    if (cmd == "dot") return cmd_dot(parse_args(argc, argv, 2));
+    if (cmd == "fmt") {
+      std::fputs(print_graph(load_graph(parse_args(argc, argv, 2).file)).c_str(), stdout);
+      return 0;
+    }
+    if (cmd == "init-params") return cmd_init_params(parse_args(argc, argv, 2));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "kiln: unknown command '%s'\n", cmd.c_str());
+  return usage(2);
+}
