@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Proves both ways to consume kiln from CMake, building and running the consumer
+# in tests/install each way:
+#   (a) add_subdirectory of the source tree;
+#   (b) cmake --install of the current build into a temporary prefix, then
+#       find_package(kiln) with CMAKE_PREFIX_PATH.
+# usage: run.sh SOURCE_DIR BUILD_DIR WORK_DIR BUILD_TYPE GENERATOR CXX_COMPILER [LAUNCHER]
+# The consumer builds use the parent build's compiler, flags and launcher, so
+# that with ccache the library's sources in (a) come from the cache.
+set -euo pipefail
+
+src="$1" build="$2" work="$3" type="$4" generator="$5" cxx="$6" launcher="${7:-}"
+here="$src/tests/install"
+cmake="${CMAKE_COMMAND:-cmake}"
+
+common=(-G "$generator" -DCMAKE_BUILD_TYPE="$type" -DCMAKE_CXX_COMPILER="$cxx")
+[[ -n "$launcher" ]] && common+=(-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" -DCMAKE_C_COMPILER_LAUNCHER="$launcher")
+jobs="$(nproc 2>/dev/null || echo 2)"
+
+rm -rf "$work"
+mkdir -p "$work"
+
+echo "--- (a) add_subdirectory"
+"$cmake" -S "$here" -B "$work/sub" "${common[@]}" -DKILN_SOURCE_DIR="$src" >"$work/sub.log" 2>&1 \
+  || { cat "$work/sub.log"; exit 1; }
+"$cmake" --build "$work/sub" -j "$jobs" --target consumer >>"$work/sub.log" 2>&1 \
+  || { cat "$work/sub.log"; exit 1; }
+"$work/sub/consumer"
+
+echo "--- (b) cmake --install, then find_package(kiln)"
+"$cmake" --install "$build" --prefix "$work/prefix" >"$work/install.log" 2>&1 \
+  || { cat "$work/install.log"; exit 1; }
+test -f "$work/prefix/include/kiln/kiln.h"
+"$cmake" -S "$here" -B "$work/pkg" "${common[@]}" -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/pkg.log" 2>&1 \
+  || { cat "$work/pkg.log"; exit 1; }
+grep -q "kiln_DIR:PATH=$work/prefix" "$work/pkg/CMakeCache.txt" \
+  || { echo "find_package(kiln) did not use the installed copy"; grep kiln_DIR "$work/pkg/CMakeCache.txt"; exit 1; }
+"$cmake" --build "$work/pkg" -j "$jobs" >>"$work/pkg.log" 2>&1 || { cat "$work/pkg.log"; exit 1; }
+"$work/pkg/consumer"
+echo "install test passed"
