@@ -89,16 +89,6 @@ std::vector<int> reduce_axes(const char* op, const Array& a, const std::vector<i
   return out;
 }
 
-Shape drop_axes(const Shape& s, const std::vector<int>& axes) {
-  Shape out;
-  size_t k = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (k < axes.size() && axes[k] == static_cast<int>(i)) ++k;
-    else out.push_back(s[i]);
-  }
-  return out;
-}
-
 Shape keep_axes(const Shape& s, const std::vector<int>& axes) {
   Shape out = s;
   for (int ax : axes) out[static_cast<size_t>(ax)] = 1;
@@ -168,7 +158,7 @@ Array arg_reduce(const char* op, const Array& a, std::optional<int> axis, bool k
   Shape out = prim->output_shapes({x.shape()})[0];
   Array r = Array::make(std::move(out), int32, std::move(prim), {x});
   if (!axis) return reshape(r, keepdims ? Shape(a.shape().size(), 1) : Shape{});
-  return keepdims ? r : reshape(r, drop_axes(a.shape(), {ax}));
+  return keepdims ? r : squeeze(r, {ax});  // not a reshape to this size: shapeless replays
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // kiln_fuzz: checks compiled against eager results on random programs.
-//   kiln_fuzz --seed S --count N [--verbose] [--interp] [--no-shapeless]
+//   kiln_fuzz --seed S --count N [--verbose] [--interp] [--no-shapeless] [--minimize]
 // Exits 1 when any case fails; each failure prints its seed and program listing.
 #include <chrono>
 #include <cstdio>
@@ -15,12 +15,14 @@ namespace {
 
 void usage() {
   std::fprintf(stderr,
-               "usage: kiln_fuzz [--seed S] [--count N] [--verbose] [--interp] [--no-shapeless] [--max-failures K]\n"
+               "usage: kiln_fuzz [--seed S] [--count N] [--verbose] [--interp] [--no-shapeless] [--minimize]\n"
+               "                 [--max-failures K]\n"
                "  --seed S        first seed (default 1)\n"
                "  --count N       number of cases (default 1000)\n"
                "  --verbose       print every program and its result\n"
                "  --interp        run fused regions in the interpreter instead of compiled kernels\n"
                "  --no-shapeless  skip the shapeless compile\n"
+               "  --minimize      shrink each failing program and print the smallest that fails alike\n"
                "  --max-failures  stop after K failing seeds (default 20)\n");
 }
 
@@ -29,7 +31,7 @@ void usage() {
 int main(int argc, char** argv) {
   uint64_t seed = 1, count = 1000;
   int max_failures = 20;
-  bool verbose = false, interp = false;
+  bool verbose = false, interp = false, minimize = false;
   kiln::fuzz::CheckOptions opts;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -45,6 +47,7 @@ int main(int argc, char** argv) {
     else if (a == "--max-failures") max_failures = std::atoi(next());
     else if (a == "--verbose" || a == "-v") verbose = true;
     else if (a == "--interp") interp = true;
+    else if (a == "--minimize") minimize = true;
     else if (a == "--no-shapeless") opts.shapeless = false;
     else {
       usage();
@@ -69,6 +72,14 @@ int main(int argc, char** argv) {
     if (!r.ok) {
       failed.push_back(s);
       std::printf("FAILED seed %llu: %s\n", static_cast<unsigned long long>(s), r.failure.c_str());
+      if (minimize) {
+        std::string kind = kiln::fuzz::failure_kind(r.failure);
+        kiln::fuzz::Program m = kiln::fuzz::minimize(p, [&](const kiln::fuzz::Program& q) {
+          auto rq = kiln::fuzz::check(q, opts);
+          return !rq.ok && kiln::fuzz::failure_kind(rq.failure) == kind;
+        });
+        std::printf("minimized (%s): %s\n", kind.c_str(), kiln::fuzz::check(m, opts).failure.c_str());
+      }
       std::fflush(stdout);
       if (static_cast<int>(failed.size()) >= max_failures) {
         std::printf("stopping after %d failures\n", max_failures);

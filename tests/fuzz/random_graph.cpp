@@ -7,6 +7,7 @@
 #include "fuzz/random_graph.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <iomanip>
@@ -146,8 +147,10 @@ std::string list_text(const std::vector<int>& v) {
 std::string scalar_text(double v, ScalarType t) {
   std::ostringstream os;
   switch (t) {
-    case ScalarType::f64: os << std::showpoint << v; break;
-    case ScalarType::f32: os << std::showpoint << v << "f"; break;
+    case ScalarType::f64:
+    case ScalarType::f32:
+      os << v << (v == std::floor(v) ? ".0" : "") << (t == ScalarType::f32 ? "f" : "");
+      break;
     case ScalarType::i32: os << static_cast<int>(v); break;
     case ScalarType::boolean: os << (v != 0 ? "true" : "false"); break;
   }
@@ -272,6 +275,7 @@ class Generator {
   std::mt19937_64 rng_;
   GenOptions opts_;
   Program p_;
+  bool big_ = false;  // a program over large arrays (parallel chunks, many tiles)
   std::vector<Array> probes_;  // lazy stand-ins, never evaluated
 
   int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
@@ -280,7 +284,12 @@ class Generator {
   const T& pick(const std::vector<T>& v) { return v[static_cast<size_t>(uniform(0, static_cast<int>(v.size()) - 1))]; }
 
   int64_t random_dim() {
-    static const std::vector<int64_t> dims = {0, 1, 1, 1, 2, 2, 3, 3, 5, 5, 8};
+    if (big_) {
+      // Rows longer than a kernel chunk or tile, and odd sizes that leave remainders.
+      static const std::vector<int64_t> dims = {1, 3, 17, 64, 130, 1031, 2049};
+      return pick(dims);
+    }
+    static const std::vector<int64_t> dims = {0, 1, 1, 2, 2, 3, 3, 5, 5, 8, 8};
     // zeros make most programs trivial: keep them rare
     int64_t d = pick(dims);
     if (d == 0 && !chance(0.3)) d = 2;
@@ -294,13 +303,16 @@ class Generator {
   }
 
   void make_inputs() {
+    big_ = chance(opts_.big_fraction);
+    if (big_) opts_.max_elements = opts_.max_big_elements;
     int n = uniform(1, opts_.max_inputs);
-    int rank = uniform(0, 3);
+    int rank = uniform(big_ ? 1 : 0, 3);
     Shape base;
     for (int i = 0; i < rank; ++i) base.push_back(random_dim());
+    while (numel(base) > opts_.max_elements / 2) base[static_cast<size_t>(uniform(0, rank - 1))] = 1 + uniform(0, 2);
     for (int i = 0; i < n; ++i) {
       InputSpec in;
-      if (chance(0.2)) {
+      if (chance(0.2) && !big_) {
         int r = uniform(0, 3);
         for (int k = 0; k < r; ++k) in.shape.push_back(random_dim());
       } else {
@@ -309,7 +321,7 @@ class Generator {
         if (i == 0 || chance(0.5)) r = rank;
         in.shape.assign(base.end() - r, base.end());
         for (auto& d : in.shape) {
-          if (chance(i == 0 ? 0.1 : 0.3)) d = 1;
+          if (chance(i == 0 ? 0.05 : 0.25)) d = 1;
         }
       }
       in.dtype = random_dtype();
@@ -544,7 +556,8 @@ class Generator {
         if (rank >= 4) return false;
         Shape to;
         if (chance(0.5)) to.push_back(uniform(1, 3));
-        for (auto d : sh) to.push_back(d == 1 && chance(0.6) ? uniform(0, 4) : d);
+        static const std::vector<int64_t> grow = {0, 2, 3, 3, 4, 4};
+        for (auto d : sh) to.push_back(d == 1 && chance(0.6) ? pick(grow) : d);
         s.shape = to;
         break;
       }
@@ -642,10 +655,39 @@ std::vector<Array> Program::run(const std::vector<Array>& in) const {
   return out;
 }
 
-std::vector<Array> Program::make_inputs() const {
+std::vector<Shape> Program::variant_shapes() const {
+  std::mt19937_64 rng(seed ^ 0x8CB92BA72F3D8DD7ull);
+  std::vector<int64_t> dims;
+  for (auto& in : inputs) {
+    for (auto d : in.shape) {
+      if (d > 1) dims.push_back(d);
+    }
+  }
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  std::vector<int64_t> grown(dims.size());
+  int64_t prev = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    grown[i] = std::max(prev + 1, dims[i] + static_cast<int64_t>(rng() % 3) + 1);
+    prev = grown[i];
+  }
+  std::vector<Shape> out;
+  for (auto& in : inputs) {
+    Shape s = in.shape;
+    for (auto& d : s) {
+      if (d > 1) d = grown[static_cast<size_t>(std::lower_bound(dims.begin(), dims.end(), d) - dims.begin())];
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<Array> Program::make_inputs(const std::vector<Shape>* shapes) const {
   std::mt19937_64 rng(seed ^ 0xD1B54A32D192ED03ull);
   std::vector<Array> out;
-  for (auto& in : inputs) {
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    InputSpec in = inputs[k];
+    if (shapes) in.shape = (*shapes)[k];
     std::vector<double> vals = input_values(in, rng);
     Array a;
     switch (in.layout) {
@@ -897,6 +939,24 @@ CheckResult check(const Program& p, const CheckOptions& opts) {
       return failed(ctx + ": threw: " + e.what());
     }
   }
+  {
+    // Compiled calls compose with lazy graphs: unevaluated inputs, and a compiled call
+    // inlined into an outer compile (which then fuses through it).
+    std::string ctx = "mode enabled, lazy inputs and nested compile";
+    try {
+      set_compile_mode(CompileMode::enabled);
+      CompiledFunction inner = compile(fn, {false, "fuzz_inner"});
+      CompiledFunction outer = compile([inner](const std::vector<Array>& in) { return inner(in); }, {false, "fuzz_outer"});
+      std::vector<Array> lazy;
+      for (auto& a : inputs) lazy.push_back(copy(a));
+      std::vector<Array> got = outer(lazy);
+      eval(got);
+      std::string d = compare_all(got, ctx);
+      if (!d.empty()) return failed(d);
+    } catch (const std::exception& e) {
+      return failed(ctx + ": threw: " + e.what());
+    }
+  }
   if (opts.shapeless) {
     std::string ctx = "mode enabled, shapeless";
     try {
@@ -908,11 +968,161 @@ CheckResult check(const Program& p, const CheckOptions& opts) {
         std::string d = compare_all(got, ctx + (call ? ", second call" : ""));
         if (!d.empty()) return failed(d);
       }
+      if (opts.shapeless_variants) {
+        // Other shapes, same ranks: replayed without a trace, must match eager on them.
+        std::vector<Shape> shapes = p.variant_shapes();
+        std::vector<Array> vin, vwant;
+        bool runs = true;
+        try {
+          vin = p.make_inputs(&shapes);
+          vwant = p.run(vin);
+          eval(vwant);
+        } catch (const Error&) {
+          runs = false;  // the program fixes a shape (reshape, slice of a fixed length...)
+        }
+        if (runs) {
+          res.variant_checked = true;
+          ctx += ", other input shapes (";
+          for (size_t i = 0; i < shapes.size(); ++i) ctx += (i ? " " : "") + shape_text(shapes[i]);
+          ctx += ")";
+          std::vector<Array> got = f(vin);
+          eval(got);
+          std::swap(want, vwant);
+          std::string d = compare_all(got, ctx);
+          std::swap(want, vwant);
+          if (!d.empty()) return failed(d);
+        }
+      }
     } catch (const std::exception& e) {
       return failed(ctx + ": threw: " + e.what());
     }
   }
   return res;
+}
+
+// ---- minimizing ---------------------------------------------------------------------
+
+namespace {
+
+/* Recomputes shapes, dtypes and exactness from the steps; false when a step is refused. */
+bool revalidate(Program& p) {
+  std::vector<Array> probes;
+  p.shapes.clear();
+  p.dtypes.clear();
+  p.exactness.clear();
+  p.has_reduction = false;
+  for (auto& in : p.inputs) {
+    probes.push_back(zeros(in.shape, in.dtype));
+    p.shapes.push_back(in.shape);
+    p.dtypes.push_back(in.dtype);
+    p.exactness.push_back(Exactness::exact);
+  }
+  for (auto& s : p.steps) {
+    for (int a : s.args) {
+      if (a < 0 || a >= static_cast<int>(probes.size())) return false;
+    }
+    Array out;
+    try {
+      out = apply_step(s, probes);
+    } catch (const Error&) {
+      return false;
+    }
+    p.exactness.push_back(exactness_of(s, p.exactness, p.dtypes, out.dtype()));
+    p.shapes.push_back(out.shape());
+    p.dtypes.push_back(out.dtype());
+    p.has_reduction = p.has_reduction || s.kind == StepKind::reduce;
+    probes.push_back(out);
+  }
+  return !p.outputs.empty();
+}
+
+/* p without value v; its users read `with` instead (with < v). */
+Program remove_value(const Program& p, int v, int with) {
+  Program q = p;
+  auto remap = [&](int a) { return a == v ? with : a > v ? a - 1 : a; };
+  int nin = static_cast<int>(p.inputs.size());
+  if (v < nin) q.inputs.erase(q.inputs.begin() + v);
+  else q.steps.erase(q.steps.begin() + (v - nin));
+  for (auto& s : q.steps) {
+    for (auto& a : s.args) a = remap(a);
+  }
+  for (auto& o : q.outputs) o = remap(o);
+  return q;
+}
+
+}  // namespace
+
+std::string failure_kind(const std::string& failure) {
+  std::string first = failure.substr(0, failure.find('\n'));
+  std::string mode = first.substr(0, first.find_first_of(",:"));
+  std::string what;
+  size_t t = first.find("threw: ");
+  if (t != std::string::npos) {
+    for (char c : first.substr(t)) {
+      if (!std::isdigit(static_cast<unsigned char>(c))) what += c;
+    }
+  } else if (first.find("elements differ") != std::string::npos) {
+    what = "values differ";
+  } else if (first.find(": shape (") != std::string::npos) {
+    what = "shape differs";
+  } else if (first.find(": dtype ") != std::string::npos) {
+    what = "dtype differs";
+  } else {
+    what = "other";
+  }
+  return mode + " / " + what;
+}
+
+Program minimize(const Program& start, const std::function<bool(const Program&)>& still_fails) {
+  Program p = start;
+  revalidate(p);
+  auto accept = [&](Program q) {
+    if (!revalidate(q) || !still_fails(q)) return false;
+    p = std::move(q);
+    return true;
+  };
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (size_t i = 0; i < p.outputs.size() && p.outputs.size() > 1; ++i) {
+      Program q = p;
+      q.outputs.erase(q.outputs.begin() + static_cast<long>(i));
+      if (accept(std::move(q))) {
+        changed = true;
+        --i;
+      }
+    }
+    int nin = static_cast<int>(p.inputs.size());
+    for (int k = static_cast<int>(p.steps.size()) - 1; k >= 0; --k) {
+      if (k >= static_cast<int>(p.steps.size())) continue;
+      int v = nin + k;
+      std::vector<int> withs = p.steps[static_cast<size_t>(k)].args;
+      for (int w = 0; w < v; ++w) {
+        if (std::find(withs.begin(), withs.end(), w) == withs.end()) withs.push_back(w);
+      }
+      for (int w : withs) {
+        if (accept(remove_value(p, v, w))) {
+          changed = true;
+          break;
+        }
+      }
+    }
+    for (int i = static_cast<int>(p.inputs.size()) - 1; i >= 0 && p.inputs.size() > 1; --i) {
+      bool used = std::find(p.outputs.begin(), p.outputs.end(), i) != p.outputs.end();
+      for (auto& s : p.steps) used = used || std::find(s.args.begin(), s.args.end(), i) != s.args.end();
+      if (!used && accept(remove_value(p, i, 0))) changed = true;
+    }
+    for (auto& in : p.inputs) {
+      if (in.layout == InputLayout::contiguous) continue;
+      Program q = p;
+      q.inputs[static_cast<size_t>(&in - p.inputs.data())].layout = InputLayout::contiguous;
+      if (accept(std::move(q))) {
+        changed = true;
+        break;
+      }
+    }
+  }
+  return p;
 }
 
 }  // namespace kiln::fuzz

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,8 +76,12 @@ struct Program {
 
   /* Runs the program on `in` (one array per input spec); pure, any thread. */
   std::vector<Array> run(const std::vector<Array>& in) const;
-  /* The program's input data, a pure function of the seed, evaluated. */
-  std::vector<Array> make_inputs() const;
+  /* The program's input data, a pure function of the seed, evaluated; `shapes`
+     replaces the input shapes when given. */
+  std::vector<Array> make_inputs(const std::vector<Shape>* shapes = nullptr) const;
+  /* Input shapes for a shapeless replay: every dimension above 1 grown by a seeded
+     amount, equal dimensions kept equal and distinct ones distinct. */
+  std::vector<Shape> variant_shapes() const;
   /* A text listing: one line per input, step and output. */
   std::string listing() const;
   /* Short text for one step's right-hand side, e.g. "sum(%3, axes=(0,-1), keepdims)". */
@@ -87,6 +92,8 @@ struct GenOptions {
   int min_steps = 3, max_steps = 25;
   int max_inputs = 4;
   int64_t max_elements = 512;  // per value
+  double big_fraction = 0.04;  // programs over large arrays instead (parallel paths)
+  int64_t max_big_elements = 1 << 16;
 };
 
 /* Builds the random program for `seed`: the same seed gives the same program. */
@@ -99,6 +106,9 @@ const std::vector<const char*>& reduce_names();
 
 struct CheckOptions {
   bool shapeless = true;  // also compile with shapeless=true and call twice
+  /* Also call the shapeless function on inputs of other shapes (variant_shapes),
+     where the eager program accepts them. */
+  bool shapeless_variants = true;
   bool verbose = false;
 };
 
@@ -108,11 +118,20 @@ struct CheckResult {
   int outputs_compared = 0;
   int outputs_inexact = 0;      // approximate outputs that differed in some bit but within tolerance
   int outputs_unchecked = 0;    // unreliable outputs: compared by shape and dtype only
+  bool variant_checked = false; // the shapeless function also ran on other shapes
 };
 
 /* Runs p eagerly and compiled (every CompileMode, then shapeless), compares the
    outputs, and restores the compile mode. Never throws: errors become failures. */
 CheckResult check(const Program& p, const CheckOptions& opts = {});
+
+/* A short signature of a failure (its mode, and what threw or differed), for minimizing. */
+std::string failure_kind(const std::string& failure);
+
+/* Shrinks a failing program: drops outputs, steps (rewiring their users to one of their
+   operands), unused inputs and input layouts while `still_fails` holds for the result.
+   The returned program keeps the seed (its input data stream). */
+Program minimize(const Program& p, const std::function<bool(const Program&)>& still_fails);
 
 /* Compares one compiled output with the eager one; returns an empty string when
    they agree under `e`, else a description. `inexact` is set when an approximate
