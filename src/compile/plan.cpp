@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "core/node.h"
 #include "core/stats.h"
 
 namespace kiln::compiler {
@@ -61,6 +62,7 @@ std::vector<Shape> Plan::output_shapes(const std::vector<Shape>& input_shapes) c
 }
 
 std::vector<Tensor> Plan::run(const std::vector<Tensor>& in) const {
+  Device device = detail::device_of(in);  // a plan runs where its inputs are
   std::vector<Tensor> regs(num_values);
   for (size_t i = 0; i < inputs.size(); ++i) regs[static_cast<size_t>(inputs[i])] = in[i];
   for (auto& [v, t] : constants) regs[static_cast<size_t>(v)] = t;
@@ -88,7 +90,7 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& in) const {
         free_buffers.erase(it);
       }
     }
-    step.prim->eval_cpu(step_in, step_out);
+    detail::run_primitive(device, *step.prim, step_in, step_out);
     if (!step.prim->is_view()) detail::count(detail::counters().kernels_launched);
     for (size_t i = 0; i < step.outputs.size(); ++i) regs[static_cast<size_t>(step.outputs[i])] = std::move(step_out[i]);
     step_in.clear();

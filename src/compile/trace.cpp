@@ -6,6 +6,9 @@
 #include "core/node.h"
 #include "core/stats.h"
 #include "kiln/eval.h"
+#ifdef KILN_WITH_CUDA
+#include "backend/cuda/cuda.h"
+#endif
 
 namespace kiln::compiler {
 
@@ -136,6 +139,10 @@ class GraphBuilder {
     }
     int v = add_value(n->shape, n->dtype);
     g_.values[static_cast<size_t>(v)].constant = a.tensor();
+#ifdef KILN_WITH_CUDA
+    // Passes read one-element constants on the host (merging, no-op removal).
+    if (a.size() <= 1) g_.values[static_cast<size_t>(v)].constant = cuda::to_host(a.tensor());
+#endif
     return v;
   }
 

@@ -6,6 +6,9 @@
 #include "kiln/eval.h"
 #include "kiln/ops.h"
 #include "ops/primitive.h"
+#ifdef KILN_WITH_CUDA
+#include "backend/cuda/cuda.h"
+#endif
 
 namespace kiln {
 
@@ -46,7 +49,22 @@ void Array::copy_to(void* dst, Dtype as) const {
   if (size() == 0) return;
   detail::Tensor target(shape(), as);
   target.buffer = detail::Buffer::borrow(dst, static_cast<size_t>(size()) * target.itemsize());
+#ifdef KILN_WITH_CUDA
+  detail::copy_convert(cuda::to_host(tensor()), target);
+#else
   detail::copy_convert(tensor(), target);
+#endif
+}
+
+Array to(const Array& a, Device device) {
+  a.eval();
+  detail::Tensor t = a.tensor();
+#ifdef KILN_WITH_CUDA
+  t = device.type == Device::Type::cuda ? cuda::to_device(t, device.index) : cuda::to_host(t);
+#else
+  if (device.type != Device::Type::cpu) fail("to", "kiln was built without a CUDA backend");
+#endif
+  return Array::from_tensor(std::move(t), device);
 }
 
 std::vector<Array> Array::make(std::vector<Shape> shapes, std::vector<Dtype> dtypes, std::shared_ptr<Primitive> prim,

@@ -68,7 +68,20 @@ std::shared_ptr<Buffer> Buffer::borrow(void* data, size_t bytes) {
   return std::shared_ptr<Buffer>(new Buffer(data, bytes, false));
 }
 
+std::shared_ptr<Buffer> Buffer::device_memory(void* data, size_t bytes, Device device, void* block,
+                                              void (*release)(void*)) {
+  auto b = std::shared_ptr<Buffer>(new Buffer(data, bytes, false));
+  b->device_ = device;
+  b->block_ = block;
+  b->release_ = release;
+  return b;
+}
+
 Buffer::~Buffer() {
+  if (release_) {
+    release_(block_);
+    return;
+  }
   if (!owned_) return;
   if (bytes_ >= kCacheMinBytes && cache().give(data_, bytes_)) return;
   std::free(data_);

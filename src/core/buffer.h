@@ -4,6 +4,9 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
+
+#include "kiln/device.h"
 
 namespace kiln::detail {
 
@@ -13,18 +16,38 @@ class Buffer {
   static std::shared_ptr<Buffer> allocate(size_t bytes);
   /* Wraps memory the caller owns and keeps alive; it is never freed here. */
   static std::shared_ptr<Buffer> borrow(void* data, size_t bytes);
+  /* Device memory owned by a backend: `release(block)` runs when the buffer dies. */
+  static std::shared_ptr<Buffer> device_memory(void* data, size_t bytes, Device device, void* block,
+                                               void (*release)(void* block));
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+  bool on_host() const { return device_.type == Device::Type::cpu; }
+  bool owned() const { return owned_; }
+  void* block() const { return block_; }  // the backend's record of device memory, else null
+  /* The device copy of this owned host buffer, made by `make` on first use (host
+     buffers are immutable once written, so one upload serves every later use). */
+  template <class F>
+  std::shared_ptr<Buffer> mirror(Device d, F make) {
+    std::lock_guard<std::mutex> lock(mirror_mu_);
+    if (!mirror_ || mirror_->device_ != d) mirror_ = make();
+    return mirror_;
+  }
 
  private:
   Buffer(void* data, size_t bytes, bool owned) : data_(data), bytes_(bytes), owned_(owned) {}
   void* data_;
   size_t bytes_;
   bool owned_;
+  Device device_;                          // immutable
+  void* block_ = nullptr;                  // immutable
+  void (*release_)(void*) = nullptr;       // immutable
+  std::mutex mirror_mu_;                   // guards mirror_
+  std::shared_ptr<Buffer> mirror_;         // guarded by mirror_mu_
 };
 
 /* Releases every cached block (tests of memory use call this). */

@@ -2,6 +2,9 @@
 
 #include "kiln/device.h"
 #include "kiln/error.h"
+#ifdef KILN_WITH_CUDA
+#include "backend/cuda/cuda.h"
+#endif
 
 namespace kiln {
 
@@ -9,7 +12,27 @@ std::string Device::str() const { return type == Type::cpu ? "cpu" : "cuda:" + s
 
 namespace {
 std::atomic<int> g_default_cuda{-1};  // -1: CPU, else the CUDA ordinal
+std::atomic<bool> g_tf32{false};      // atomic; TF32 matmuls off unless allowed
 }
+
+bool cuda_available() {
+#ifdef KILN_WITH_CUDA
+  return cuda::available();
+#else
+  return false;
+#endif
+}
+
+int cuda_device_count() {
+#ifdef KILN_WITH_CUDA
+  return cuda::device_count();
+#else
+  return 0;
+#endif
+}
+
+void set_cuda_matmul_allow_tf32(bool allow) { g_tf32.store(allow); }
+bool cuda_matmul_allow_tf32() { return g_tf32.load(); }
 
 Device default_device() {
   int d = g_default_cuda.load(std::memory_order_relaxed);
@@ -17,7 +40,14 @@ Device default_device() {
 }
 
 void set_default_device(Device d) {
-  if (d.type == Device::Type::cuda) fail("set_default_device", "kiln was built without a CUDA backend");
+  if (d.type == Device::Type::cuda) {
+#ifdef KILN_WITH_CUDA
+    if (!cuda::available()) fail("set_default_device", "no CUDA device is available");
+    if (d.index < 0 || d.index >= cuda::device_count()) fail("set_default_device", "no CUDA device ", d.index);
+#else
+    fail("set_default_device", "kiln was built without a CUDA backend");
+#endif
+  }
   g_default_cuda.store(d.type == Device::Type::cpu ? -1 : d.index);
 }
 

@@ -11,6 +11,9 @@
 #include "core/stats.h"
 #include "kiln/eval.h"
 #include "ops/primitive.h"
+#ifdef KILN_WITH_CUDA
+#include "backend/cuda/cuda.h"
+#endif
 
 namespace kiln {
 namespace detail {
@@ -33,12 +36,28 @@ void Producer::run(Device device) {
   in.reserve(inputs.size());
   for (auto& a : inputs) in.push_back(a.tensor());
   std::vector<Tensor> out = results;  // shapes and dtypes; kernels fill buffers
-  if (device.type != Device::Type::cpu) fail(prim->name(), "no backend for device ", device.str());
-  prim->eval_cpu(in, out);
+  run_primitive(device, *prim, in, out);
   // A compiled call counts the kernels of its plan itself.
   if (!prim->is_view() && prim->kind() != OpKind::CompiledCall) count(counters().kernels_launched);
   results = std::move(out);
   done = true;
+}
+
+void run_primitive(Device device, Primitive& prim, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+#ifdef KILN_WITH_CUDA
+  if (device.type == Device::Type::cuda) return cuda::eval(device, prim, in, out);
+  cuda::ensure_host(in);
+#else
+  if (device.type != Device::Type::cpu) fail(prim.name(), "no backend for device ", device.str());
+#endif
+  prim.eval_cpu(in, out);
+}
+
+Device device_of(const std::vector<Tensor>& ts) {
+  for (auto& t : ts) {
+    if (t.buffer && !t.buffer->on_host()) return t.buffer->device();
+  }
+  return Device::cpu();
 }
 
 // Releasing a long chain of producers recursively would overflow the stack,
@@ -170,6 +189,16 @@ class Stream {
 
 void eval(const std::vector<Array>& arrays) {
   for (auto& n : detail::post_order(arrays)) n->materialize();
+#ifdef KILN_WITH_CUDA
+  // eval returns once the device has finished (async_eval is the one that does not wait).
+  int synced = -1;
+  for (auto& a : arrays) {
+    if (a.valid() && a.device().type == Device::Type::cuda && a.device().index != synced && cuda::available()) {
+      synced = a.device().index;
+      cuda::synchronize(synced);
+    }
+  }
+#endif
 }
 
 void async_eval(const std::vector<Array>& arrays) {

@@ -44,6 +44,12 @@ struct Node {
   void materialize();
 };
 
+/* Runs prim on `device`: a CUDA device through the CUDA backend (host inputs uploaded),
+   the CPU through eval_cpu (device-resident inputs copied to the host first). */
+void run_primitive(Device device, Primitive& prim, std::vector<Tensor>& in, std::vector<Tensor>& out);
+/* The device of the first device-resident tensor, else the CPU. */
+Device device_of(const std::vector<Tensor>& ts);
+
 /* The id of the compile trace running on this thread, or 0. Nodes built while it is
    set belong to that trace; eager evaluation is off inside a trace. */
 uint64_t current_trace_id();

@@ -1,0 +1,36 @@
+// CUDA C++ source for kiln's GPU kernels. Elementwise work (eager ops and fused
+// regions alike) is described by a FusedProgram and row reductions (eager reductions
+// and fused row regions) by a RowProgram, and both become source that calls the math
+// functors of backend/common/math.h, so the CPU and the GPU share one definition of
+// every op. Each generated module defines one kernel named kiln_kernel.
+#pragma once
+
+#include <string>
+
+#include "compile/fused.h"
+#include "compile/row_fused.h"
+
+namespace kiln::cuda {
+
+constexpr int kMaxDims = 8;  // axes a kernel indexes after merging (more: an error)
+
+/* Device helpers included by every generated module (as "kiln/cuda_support.h"). */
+const char* support_header();
+
+/* Elementwise kernel over n elements of a (merged) shape of up to kMaxDims axes. Parameter:
+   KilnMeta<elementwise_meta_len(ops)> with v[0] = n, v[1] = ndim, v[2..10) shape, then
+   kMaxDims strides per operand (outputs first, then inputs), then one pointer per operand. */
+std::string elementwise_source(const compiler::FusedProgram& p);
+int elementwise_meta_len(int operands);
+
+/* Row kernel, one block per row of a (rows, n) view: v[0] = rows, v[1] = n, then row and
+   column strides per input, then input pointers, then output pointers. Per-element outputs
+   are contiguous (rows, n), per-row outputs (rows). */
+std::string row_source(const compiler::RowProgram& p, int block_threads);
+int row_meta_len(int inputs, int outputs);
+
+/* A module whose kiln_kernel calls `call` (a helper of the support header) with the
+   given template arguments: e.g. instantiate("kiln_argreduce<float, float, true>"). */
+std::string instantiate(const std::string& call, int meta_len);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,498 @@
+// Every primitive on a CUDA device: one switch on the op kind, so primitives need no
+// GPU methods and all CUDA code stays in this directory.
+#include <cstring>
+
+#include "backend/common/dispatch.h"
+#include "backend/cpu/strided.h"
+#include "backend/cuda/codegen.h"
+#include "backend/cuda/cuda.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/nvrtc.h"
+#include "backend/cuda/runtime.h"
+#include "compile/codegen_util.h"
+#include "compile/plan.h"
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+#include "ops/layout.h"
+#include "ops/linalg.h"
+#include "ops/reduce.h"
+#include "ops/views.h"
+
+namespace kiln::cuda {
+
+using detail::Tensor;
+using compiler::FusedOp;
+using compiler::FusedProgram;
+using compiler::RowOp;
+using compiler::RowProgram;
+
+namespace {
+
+std::shared_ptr<Primitive> borrow(const Primitive& p) {
+  return std::shared_ptr<Primitive>(std::shared_ptr<Primitive>(), const_cast<Primitive*>(&p));
+}
+
+// Drops size-1 axes and merges neighbours that every operand walks contiguously.
+void merge_axes(Shape& shape, std::vector<Strides>& strides) {
+  Shape ms;
+  std::vector<Strides> mst(strides.size());
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1) continue;
+    bool merge = !ms.empty();
+    for (size_t k = 0; k < strides.size() && merge; ++k) merge = mst[k].back() == strides[k][i] * shape[i];
+    if (merge) {
+      ms.back() *= shape[i];
+      for (size_t k = 0; k < strides.size(); ++k) mst[k].back() = strides[k][i];
+    } else {
+      ms.push_back(shape[i]);
+      for (size_t k = 0; k < strides.size(); ++k) mst[k].push_back(strides[k][i]);
+    }
+  }
+  shape = std::move(ms);
+  strides = std::move(mst);
+}
+
+long ptr_bits(const Tensor& t) { return static_cast<long>(reinterpret_cast<uintptr_t>(t.buffer ? t.raw() : nullptr)); }
+
+// Runs an elementwise program: outputs (any strides, exactly `shape`) then inputs
+// (broadcast to `shape`).
+void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::vector<Tensor>& ins,
+                 const std::vector<Tensor>& outs) {
+  int64_t n = detail::shape_size(shape);
+  if (n == 0) return;
+  std::vector<Strides> strides;
+  for (auto& o : outs) strides.push_back(o.strides);
+  for (auto& t : ins) strides.push_back(detail::broadcast_strides(t, shape));
+  Shape ms = shape;
+  merge_axes(ms, strides);
+  if (static_cast<int>(ms.size()) > kMaxDims) {
+    fail("cuda", "elementwise kernel over ", ms.size(), " axes that do not merge (at most ", kMaxDims, ")");
+  }
+  int nops = static_cast<int>(strides.size());
+  std::vector<long> meta(static_cast<size_t>(elementwise_meta_len(nops)), 0);
+  meta[0] = n;
+  meta[1] = static_cast<long>(ms.size());
+  for (size_t d = 0; d < ms.size(); ++d) meta[2 + d] = ms[d];
+  for (int k = 0; k < nops; ++k) {
+    for (size_t d = 0; d < ms.size(); ++d) meta[static_cast<size_t>(2 + kMaxDims + k * kMaxDims) + d] = strides[static_cast<size_t>(k)][d];
+  }
+  size_t ptr0 = static_cast<size_t>(2 + kMaxDims + nops * kMaxDims);
+  for (size_t o = 0; o < outs.size(); ++o) meta[ptr0 + o] = ptr_bits(outs[o]);
+  for (size_t i = 0; i < ins.size(); ++i) meta[ptr0 + outs.size() + i] = ptr_bits(ins[i]);
+  std::string src = elementwise_source(p);
+  CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
+  void* args[] = {meta.data()};
+  launch(dev, f, grid_for(dev, n, 256), 256, args);
+}
+
+// One op over all of `in`, giving out[0].
+void run_single(int dev, const Primitive& prim, const std::vector<Tensor>& in, Tensor& out) {
+  FusedProgram p;
+  std::vector<int> args;
+  for (size_t i = 0; i < in.size(); ++i) {
+    FusedOp op;
+    op.dtype = in[i].dtype;
+    op.input = static_cast<int>(i);
+    p.ops.push_back(op);
+    args.push_back(static_cast<int>(i));
+  }
+  FusedOp op;
+  op.prim = borrow(prim);
+  op.args = args;
+  op.dtype = out.dtype;
+  p.ops.push_back(op);
+  p.outputs = {static_cast<int>(in.size())};
+  run_program(dev, p, out.shape, in, {out});
+}
+
+}  // namespace
+
+// src (broadcast) into dst (any strides), converting the dtype.
+void copy_into(int dev, const Tensor& src, const Tensor& dst) {
+  FusedProgram p;
+  FusedOp in;
+  in.dtype = src.dtype;
+  in.input = 0;
+  p.ops.push_back(in);
+  if (src.dtype != dst.dtype) {
+    FusedOp cv;
+    cv.prim = std::make_shared<AsType>(dst.dtype);
+    cv.args = {0};
+    cv.dtype = dst.dtype;
+    p.ops.push_back(cv);
+  }
+  p.outputs = {static_cast<int>(p.ops.size()) - 1};
+  run_program(dev, p, dst.shape, {src}, {dst});
+}
+
+Tensor contiguous_on_device(const Tensor& t, int device) {
+  Tensor c(t.shape, t.dtype);
+  allocate_output(device, c);
+  copy_into(device, t, c);
+  std::vector<Tensor> outs{c};
+  finish_outputs(device, outs);
+  return c;
+}
+
+namespace {
+
+Tensor view(const Tensor& t, Shape shape, Strides strides, int64_t offset) {
+  Tensor v = t;
+  v.shape = std::move(shape);
+  v.strides = std::move(strides);
+  v.offset = offset;
+  return v;
+}
+
+// Collapses t's strides (broadcast to `full`) into one row stride over the leading axes
+// and one column stride over the rest; false when they do not collapse.
+bool row_col_strides(const Strides& s, const Shape& full, size_t lead, int64_t& rs, int64_t& cs) {
+  auto collapse = [&](size_t b, size_t e, int64_t& out) {
+    int64_t expected = -1;
+    out = 0;
+    bool first = true;
+    for (size_t i = e; i-- > b;) {
+      if (full[i] == 1) continue;
+      if (first) {
+        out = s[i];
+        first = false;
+      } else if (s[i] != expected) {
+        return false;
+      }
+      expected = s[i] * full[i];
+    }
+    return true;
+  };
+  return collapse(0, lead, rs) && collapse(lead, full.size(), cs);
+}
+
+// A row program over inputs broadcast to `full`, whose last `reduced` axes form the rows.
+void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tensor> ins, std::vector<Tensor>& outs) {
+  size_t lead = full.size() - static_cast<size_t>(p.reduced_axes);
+  int64_t rows = 1, n = 1;
+  for (size_t i = 0; i < full.size(); ++i) (i < lead ? rows : n) *= full[i];
+  if (rows == 0) return;
+  size_t nin = ins.size();
+  std::vector<long> meta(static_cast<size_t>(row_meta_len(static_cast<int>(nin), static_cast<int>(outs.size()))), 0);
+  meta[0] = rows;
+  meta[1] = n;
+  for (size_t k = 0; k < nin; ++k) {
+    int64_t rs = 0, cs = 0;
+    if (!row_col_strides(detail::broadcast_strides(ins[k], full), full, lead, rs, cs)) {
+      ins[k] = contiguous_on_device(ins[k], dev);  // a view whose axes do not collapse
+      if (!row_col_strides(detail::broadcast_strides(ins[k], full), full, lead, rs, cs)) {
+        fail("cuda", "row kernel input layout does not collapse");
+      }
+    }
+    meta[2 + k] = rs;
+    meta[2 + nin + k] = cs;
+    meta[2 + 2 * nin + k] = ptr_bits(ins[k]);
+  }
+  for (size_t o = 0; o < outs.size(); ++o) meta[2 + 3 * nin + o] = ptr_bits(outs[o]);
+  int threads = 32;
+  while (threads < 256 && threads < n) threads *= 2;
+  std::string src = row_source(p, threads);
+  CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
+  void* args[] = {meta.data()};
+  unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{device_info(dev).sms} * 32));
+  launch(dev, f, grid, static_cast<unsigned>(threads), args);
+}
+
+void reduce(int dev, const Primitive& prim, const Tensor& x, Tensor& y) {
+  const std::vector<int>& axes = reduce_axes_of(prim);
+  std::vector<bool> red(x.shape.size(), false);
+  for (int a : axes) red[static_cast<size_t>(a)] = true;
+  Shape shape;
+  Strides strides;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < x.shape.size(); ++i) {
+      if (red[i] == (pass == 1)) {
+        shape.push_back(x.shape[i]);
+        strides.push_back(x.strides[i]);
+      }
+    }
+  }
+  Tensor xv = view(x, shape, strides, x.offset);
+  RowProgram p;
+  p.reduced_axes = static_cast<int>(axes.size());
+  RowOp in;
+  in.dtype = x.dtype;
+  in.input = 0;
+  RowOp r;
+  r.prim = borrow(prim);
+  r.args = {0};
+  r.dtype = y.dtype;
+  r.per_row = true;
+  p.ops = {in, r};
+  p.outputs = {1};
+  std::vector<Tensor> outs{y};
+  run_rows(dev, p, shape, {xv}, outs);
+}
+
+// Kept axes (all but `axis`) of t, with strides; size-1 axes dropped.
+void kept_axes(const Tensor& t, int axis, const Strides& strides, Shape& shape, Strides& st) {
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    if (static_cast<int>(i) == axis || t.shape[i] == 1) continue;
+    shape.push_back(t.shape[i]);
+    st.push_back(strides[i]);
+  }
+  if (static_cast<int>(shape.size()) > kMaxDims) fail("cuda", "more than ", kMaxDims, " axes");
+}
+
+std::string type_name(Dtype d) { return compiler::cpp_type(d); }
+
+void arg_reduce(int dev, const ArgReduce& prim, const Tensor& x, Tensor& y) {
+  int axis = prim.axis();
+  Shape shape;
+  Strides st;
+  kept_axes(x, axis, x.strides, shape, st);
+  int64_t rows = y.size();
+  if (rows == 0) return;
+  std::vector<long> meta(22, 0);
+  meta[0] = rows;
+  meta[1] = static_cast<long>(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    meta[2 + d] = shape[d];
+    meta[10 + d] = st[d];
+  }
+  meta[18] = x.shape[static_cast<size_t>(axis)];
+  meta[19] = x.strides[static_cast<size_t>(axis)];
+  meta[20] = ptr_bits(x);
+  meta[21] = ptr_bits(y);
+  std::string call = "kiln_argreduce<" + type_name(x.dtype) + (prim.kind() == OpKind::ArgMax ? ", true>" : ", false>");
+  std::string src = instantiate(call, 22);
+  CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
+  void* args[] = {meta.data()};
+  launch(dev, f, grid_for(dev, rows, 128), 128, args);
+}
+
+void cumsum(int dev, const CumSum& prim, const Tensor& x, Tensor& y) {
+  int axis = prim.axis();
+  Shape shape, shape2;
+  Strides ist, ost;
+  kept_axes(x, axis, x.strides, shape, ist);
+  kept_axes(y, axis, y.strides, shape2, ost);
+  int64_t len = x.shape[static_cast<size_t>(axis)];
+  int64_t lines = len == 0 ? 0 : y.size() / len;
+  if (lines == 0) return;
+  std::vector<long> meta(33, 0);
+  meta[0] = lines;
+  meta[1] = static_cast<long>(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    meta[2 + d] = shape[d];
+    meta[10 + d] = ist[d];
+    meta[18 + d] = ost[d];
+  }
+  meta[26] = len;
+  meta[27] = x.strides[static_cast<size_t>(axis)];
+  meta[28] = y.strides[static_cast<size_t>(axis)];
+  meta[29] = prim.reverse();
+  meta[30] = prim.inclusive();
+  meta[31] = ptr_bits(x);
+  meta[32] = ptr_bits(y);
+  std::string src = instantiate("kiln_cumsum<" + type_name(x.dtype) + ">", 33);
+  CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
+  void* args[] = {meta.data()};
+  launch(dev, f, grid_for(dev, lines, 128), 128, args);
+}
+
+// A 0-d device tensor holding `value` converted to dtype d.
+Tensor device_scalar(int dev, double value, Dtype d) {
+  Tensor h(Shape{}, d);
+  h.allocate();
+  detail::dispatch_dtype(d, [&](auto t) {
+    using T = decltype(t);
+    *h.data<T>() = math::convert<T>(value);
+  });
+  return to_device(h, dev);
+}
+
+// Indices as int64 on the device, negative ones counted from the end; checked on the host
+// first, so an out-of-range index raises the same error as on the CPU.
+Tensor normalized_indices(int dev, const char* op, const Tensor& idx, int64_t size, int axis) {
+  Tensor host = to_host(idx);
+  Tensor out(idx.shape, int64);
+  out.allocate();
+  int64_t* o = out.data<int64_t>();
+  detail::dispatch_dtype(idx.dtype, [&](auto z) {
+    using T = decltype(z);
+    if constexpr (math::is_int_v<T>) {
+      const T* p = host.data<T>();
+      for (int64_t i = 0; i < idx.size(); ++i) {
+        if constexpr (std::is_unsigned_v<T>) {
+          uint64_t v = p[i];
+          if (v >= static_cast<uint64_t>(size)) fail(op, "index ", v, " is out of bounds for axis ", axis, " with size ", size);
+          o[i] = static_cast<int64_t>(v);
+        } else {
+          int64_t v = p[i];
+          if (v < -size || v >= size) fail(op, "index ", v, " is out of bounds for axis ", axis, " with size ", size);
+          o[i] = v < 0 ? v + size : v;
+        }
+      }
+    } else {
+      fail(op, "indices must be integers, got ", dtype_name(idx.dtype));
+    }
+  });
+  return to_device(out, dev);
+}
+
+void gather(int dev, const Tensor& a, const Strides& as, int64_t axis_stride, const Tensor& idx, const Strides& is,
+            const Tensor& y) {
+  if (y.size() == 0) return;
+  if (static_cast<int>(y.shape.size()) > kMaxDims) fail("cuda", "gather over more than ", kMaxDims, " axes");
+  std::vector<long> meta(38, 0);
+  meta[0] = y.size();
+  meta[1] = static_cast<long>(y.shape.size());
+  for (size_t d = 0; d < y.shape.size(); ++d) {
+    meta[2 + d] = y.shape[d];
+    meta[10 + d] = y.strides[d];
+    meta[18 + d] = as[d];
+    meta[26 + d] = is[d];
+  }
+  meta[34] = axis_stride;
+  meta[35] = ptr_bits(y);
+  meta[36] = ptr_bits(a);
+  meta[37] = ptr_bits(idx);
+  const char* e = y.itemsize() == 1 ? "uint8_t" : y.itemsize() == 2 ? "uint16_t" : y.itemsize() == 4 ? "uint32_t" : "uint64_t";
+  std::string src = instantiate(std::string("kiln_gather<") + e + ">", 38);
+  CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
+  void* args[] = {meta.data()};
+  launch(dev, f, grid_for(dev, y.size(), 256), 256, args);
+}
+
+}  // namespace
+
+void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  int dev = device.index;
+  auto& prim = const_cast<Primitive&>(cprim);
+  prepare_inputs(dev, in);
+  OpKind k = prim.kind();
+  switch (op_category(k)) {
+    case OpCategory::unary:
+    case OpCategory::binary:
+    case OpCategory::elementwise:
+      allocate_output(dev, out[0]);
+      run_single(dev, prim, in, out[0]);
+      break;
+    case OpCategory::reduce:
+      allocate_output(dev, out[0]);
+      reduce(dev, prim, in[0], out[0]);
+      break;
+    case OpCategory::view:
+      if (k == OpKind::Reshape && !in[0].row_contiguous()) {
+        allocate_output(dev, out[0]);
+        copy_into(dev, in[0], view(out[0], in[0].shape, detail::row_major_strides(in[0].shape), out[0].offset));
+      } else {
+        prim.eval_cpu(in, out);  // views touch no data
+      }
+      break;
+    case OpCategory::creation:
+      if (k == OpKind::Full) {
+        allocate_output(dev, out[0]);
+        copy_into(dev, in[0], out[0]);
+      } else {
+        // Arange and AxisSize depend on parameters (and shapes) alone: made on the host, uploaded.
+        std::vector<Tensor> host_in = in;
+        for (auto& t : host_in) t.buffer.reset();  // only shapes are read
+        prim.eval_cpu(host_in, out);
+        for (auto& t : out) t = to_device(t, dev);
+      }
+      break;
+    case OpCategory::reduction:
+      allocate_output(dev, out[0]);
+      arg_reduce(dev, static_cast<const ArgReduce&>(prim), in[0], out[0]);
+      break;
+    case OpCategory::scan:
+      allocate_output(dev, out[0]);
+      cumsum(dev, static_cast<const CumSum&>(prim), in[0], out[0]);
+      break;
+    case OpCategory::matmul:
+      allocate_output(dev, out[0]);
+      matmul(dev, in[0], in[1], out[0]);
+      break;
+    case OpCategory::layout: {
+      Tensor& y = out[0];
+      allocate_output(dev, y);
+      if (k == OpKind::Copy) {
+        copy_into(dev, in[0], y);
+      } else if (k == OpKind::Concatenate) {
+        size_t ax = static_cast<size_t>(static_cast<const Concatenate&>(prim).axis());
+        int64_t at = 0;
+        for (auto& t : in) {
+          if (t.size() > 0) copy_into(dev, t, view(y, t.shape, y.strides, y.offset + at * y.strides[ax]));
+          at += t.shape[ax];
+        }
+      } else if (k == OpKind::Pad) {
+        auto& pad = static_cast<const Pad&>(prim);
+        copy_into(dev, device_scalar(dev, pad.value(), y.dtype), y);
+        int64_t off = y.offset;
+        for (size_t i = 0; i < y.shape.size(); ++i) off += pad.widths()[i].first * y.strides[i];
+        copy_into(dev, in[0], view(y, in[0].shape, y.strides, off));
+      } else if (k == OpKind::SliceUpdate) {
+        auto& su = static_cast<const SliceUpdate&>(prim);
+        copy_into(dev, in[0], y);
+        auto r = resolve_slice("slice_update", in[0].shape, su.args());
+        if (detail::shape_size(r.length) > 0) {
+          Strides rs(y.shape.size());
+          int64_t off = y.offset;
+          for (size_t i = 0; i < y.shape.size(); ++i) {
+            rs[i] = y.strides[i] * r.step[i];
+            off += r.start[i] * y.strides[i];
+          }
+          copy_into(dev, in[1], view(y, r.length, rs, off));
+        }
+      }
+      break;
+    }
+    case OpCategory::gather: {
+      const Tensor& a = in[0];
+      const Tensor& ind = in[1];
+      Tensor& y = out[0];
+      allocate_output(dev, y);
+      if (k == OpKind::Take) {
+        size_t ax = static_cast<size_t>(static_cast<const Take&>(prim).axis());
+        Tensor idx = normalized_indices(dev, "take", ind, a.shape[ax], static_cast<int>(ax));
+        const size_t r = ind.shape.size();
+        Strides as(y.shape.size(), 0), is(y.shape.size(), 0);
+        Strides dense = detail::row_major_strides(ind.shape);
+        for (size_t d = 0; d < ax; ++d) as[d] = a.strides[d];
+        for (size_t j = 0; j < r; ++j) is[ax + j] = dense[j];
+        for (size_t d = ax + 1; d < a.shape.size(); ++d) as[d - 1 + r] = a.strides[d];
+        gather(dev, a, as, a.strides[ax], idx, is, y);
+      } else {
+        size_t ax = static_cast<size_t>(static_cast<const TakeAlongAxis&>(prim).axis());
+        Tensor idx = normalized_indices(dev, "take_along_axis", ind, a.shape[ax], static_cast<int>(ax));
+        Strides as(y.shape.size()), is(y.shape.size());
+        Strides dense = detail::row_major_strides(ind.shape);
+        for (size_t d = 0; d < y.shape.size(); ++d) {
+          bool a_bcast = a.shape[d] == 1 && y.shape[d] != 1;
+          bool i_bcast = ind.shape[d] == 1 && y.shape[d] != 1;
+          as[d] = (d == ax || a_bcast) ? 0 : a.strides[d];
+          is[d] = i_bcast ? 0 : dense[d];
+        }
+        gather(dev, a, as, a.strides[ax], idx, is, y);
+      }
+      break;
+    }
+    case OpCategory::fused:
+      if (k == OpKind::Fused) {
+        auto& f = static_cast<const compiler::Fused&>(prim);
+        for (auto& o : out) allocate_output(dev, o);
+        run_program(dev, f.program(), out[0].shape, in, out);
+      } else {
+        auto& rf = static_cast<const compiler::RowFused&>(prim);
+        for (auto& o : out) allocate_output(dev, o);
+        std::vector<Shape> shapes;
+        for (auto& t : in) shapes.push_back(t.shape);
+        Shape full = broadcast_shapes("row_fused", shapes);
+        run_rows(dev, rf.program(), full, in, out);
+      }
+      break;
+    case OpCategory::compiled:
+      prim.eval_cpu(in, out);  // the plan's steps dispatch to this device again
+      return;
+  }
+  finish_outputs(dev, out);
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,232 @@
+#include "backend/cuda/nvrtc.h"
+
+#include <dlfcn.h>
+#include <nvrtc.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cpu/jit.h"
+#include "backend/cpu/jit_headers.h"
+#include "backend/cpu/jit_support.h"
+#include "backend/cuda/codegen.h"
+#include "backend/cuda/prelude.h"
+#include "backend/cuda/runtime.h"
+#include "kiln/error.h"
+
+#ifndef KILN_CUDA_LIBDIR
+#define KILN_CUDA_LIBDIR "/usr/local/cuda/lib64"
+#endif
+
+namespace kiln::cuda {
+
+namespace {
+
+struct Nvrtc {
+  bool ok = false;
+  std::string why;
+  decltype(&::nvrtcVersion) version = nullptr;
+  decltype(&::nvrtcCreateProgram) create = nullptr;
+  decltype(&::nvrtcCompileProgram) compile = nullptr;
+  decltype(&::nvrtcGetProgramLogSize) log_size = nullptr;
+  decltype(&::nvrtcGetProgramLog) log = nullptr;
+  decltype(&::nvrtcGetCUBINSize) cubin_size = nullptr;
+  decltype(&::nvrtcGetCUBIN) cubin = nullptr;
+  decltype(&::nvrtcDestroyProgram) destroy = nullptr;
+  decltype(&::nvrtcGetErrorString) error_string = nullptr;
+  std::string identity;  // NVRTC's version, part of the disk-cache key
+};
+
+// Opens a toolkit library by soname, then from the toolkit kiln was built against.
+void* open_toolkit_library(const char* soname) {
+  void* h = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  if (!h) h = ::dlopen((std::string(KILN_CUDA_LIBDIR) + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
+  return h;
+}
+
+const Nvrtc& nvrtc() {
+  static const Nvrtc* n = [] {
+    auto* r = new Nvrtc;
+    void* h = open_toolkit_library("libnvrtc.so.13");
+    if (!h) h = open_toolkit_library("libnvrtc.so");
+    if (!h) {
+      r->why = "NVRTC (libnvrtc.so.13) could not be loaded";
+      return r;
+    }
+    bool all = true;
+    auto sym = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(h, name));
+      all = all && fn;
+    };
+    sym(r->version, "nvrtcVersion");
+    sym(r->create, "nvrtcCreateProgram");
+    sym(r->compile, "nvrtcCompileProgram");
+    sym(r->log_size, "nvrtcGetProgramLogSize");
+    sym(r->log, "nvrtcGetProgramLog");
+    sym(r->cubin_size, "nvrtcGetCUBINSize");
+    sym(r->cubin, "nvrtcGetCUBIN");
+    sym(r->destroy, "nvrtcDestroyProgram");
+    sym(r->error_string, "nvrtcGetErrorString");
+    if (!all) {
+      r->why = "NVRTC lacks functions kiln needs";
+      return r;
+    }
+    int major = 0, minor = 0;
+    r->version(&major, &minor);
+    r->identity = "nvrtc " + std::to_string(major) + "." + std::to_string(minor);
+    r->ok = true;
+    return r;
+  }();
+  return *n;
+}
+
+// Every header generated source may include, by include name.
+struct Headers {
+  std::vector<std::string> names, texts;
+  std::string hash;
+};
+
+const Headers& headers() {
+  static const Headers h = [] {
+    Headers r;
+    for (auto& [name, text] : prelude_headers()) {
+      r.names.push_back(name);
+      r.texts.push_back(text);
+    }
+    for (size_t i = 0; i < cpu::detail::embedded_header_count; ++i) {
+      r.names.push_back(cpu::detail::embedded_headers[i].path);
+      r.texts.push_back(cpu::detail::embedded_headers[i].text);
+    }
+    r.names.push_back("kiln/cuda_support.h");
+    r.texts.push_back(support_header());
+    cpu::detail::Hash128 hash;
+    for (size_t i = 0; i < r.names.size(); ++i) hash.field(r.names[i]).field(r.texts[i]);
+    r.hash = hash.hex();
+    return r;
+  }();
+  return h;
+}
+
+std::vector<std::string> options(const DeviceInfo& info) {
+  // No contraction into FMAs, as on the CPU, so results stay within rounding of the CPU's.
+  return {"--gpu-architecture=" + info.arch(), "-std=c++20", "-default-device", "--fmad=false",
+          "-DKILN_HD=__device__", "-DKILN_CUDA_DEVICE=1"};
+}
+
+std::string compile_cubin(const std::string& source, const std::string& name, const DeviceInfo& info) {
+  const Nvrtc& n = nvrtc();
+  if (!n.ok) fail("cuda", n.why);
+  const Headers& h = headers();
+  std::vector<const char*> names, texts;
+  for (size_t i = 0; i < h.names.size(); ++i) {
+    names.push_back(h.names[i].c_str());
+    texts.push_back(h.texts[i].c_str());
+  }
+  nvrtcProgram prog;
+  nvrtcResult r = n.create(&prog, source.c_str(), (name + ".cu").c_str(), static_cast<int>(names.size()), texts.data(),
+                           names.data());
+  if (r != NVRTC_SUCCESS) fail("cuda", "nvrtcCreateProgram: ", n.error_string(r));
+  std::unique_ptr<nvrtcProgram, void (*)(nvrtcProgram*)> guard(&prog, [](nvrtcProgram* p) { nvrtc().destroy(p); });
+  auto opts = options(info);
+  std::vector<const char*> argv;
+  for (auto& o : opts) argv.push_back(o.c_str());
+  r = n.compile(prog, static_cast<int>(argv.size()), argv.data());
+  if (r != NVRTC_SUCCESS) {
+    size_t size = 0;
+    n.log_size(prog, &size);
+    std::string log(size, '\0');
+    n.log(prog, log.data());
+    fail("cuda", "NVRTC rejected kernel '", name, "' (", n.error_string(r), "):\n", log, "\n--- source ---\n", source);
+  }
+  size_t size = 0;
+  n.cubin_size(prog, &size);
+  std::string cubin(size, '\0');
+  n.cubin(prog, cubin.data());
+  return cubin;
+}
+
+struct Entry {
+  std::mutex mu;  // held while compiling; guards fn
+  CUfunction fn = nullptr;
+};
+
+std::mutex g_mu;                                                // guards g_kernels
+std::unordered_map<std::string, std::shared_ptr<Entry>> g_kernels;  // guarded by g_mu
+std::atomic<uint64_t> g_compiles{0}, g_disk{0}, g_hits{0};          // statistics; relaxed
+
+CUfunction load(int device, const std::string& name, const std::string& source) {
+  const DeviceInfo& info = device_info(device);
+  const Driver& d = drv();
+  bind(device);
+  cpu::detail::Hash128 hash;
+  hash.field("kiln-cuda-1").field(nvrtc().identity).field(info.arch()).field(headers().hash);
+  for (auto& o : options(info)) hash.field(o);
+  hash.field(name).field(source);
+  std::string dir = cpu::jit_cache_dir();
+  std::string path = dir.empty() ? std::string() : dir + "/cuda-" + hash.hex() + ".cubin";
+  CUmodule module = nullptr;
+  std::string cubin;
+  if (!path.empty() && cpu::detail::read_file(path, &cubin)) {
+    if (d.cuModuleLoadData(&module, cubin.data()) == CUDA_SUCCESS) {
+      g_disk.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      std::fprintf(stderr, "kiln: removing unloadable cached kernel %s\n", path.c_str());
+      ::unlink(path.c_str());
+      module = nullptr;
+    }
+  }
+  if (!module) {
+    cubin = compile_cubin(source, name, info);
+    g_compiles.fetch_add(1, std::memory_order_relaxed);
+    check(d.cuModuleLoadData(&module, cubin.data()), "cuModuleLoadData");
+    if (!path.empty()) cpu::detail::write_file_atomic(path, cubin);
+  }
+  CUfunction fn = nullptr;
+  check(d.cuModuleGetFunction(&fn, module, name.c_str()), "cuModuleGetFunction");
+  return fn;  // modules stay loaded for the life of the process
+}
+
+}  // namespace
+
+bool nvrtc_available() { return nvrtc().ok; }
+
+CUfunction kernel(int device, const std::string& key, const std::string& name,
+                  const std::function<std::string()>& make_source) {
+  std::string full = std::to_string(device) + "|" + name + "|" + key;
+  std::shared_ptr<Entry> e;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto& slot = g_kernels[full];
+    if (!slot) slot = std::make_shared<Entry>();
+    e = slot;
+  }
+  std::lock_guard<std::mutex> lock(e->mu);
+  if (e->fn) {
+    g_hits.fetch_add(1, std::memory_order_relaxed);
+    return e->fn;
+  }
+  e->fn = load(device, name, make_source());
+  return e->fn;
+}
+
+void launch(int device, CUfunction f, unsigned grid, unsigned block, void** args, unsigned shared_bytes) {
+  if (grid == 0) return;
+  check(drv().cuLaunchKernel(f, grid, 1, 1, block, 1, 1, shared_bytes, stream(device), args, nullptr),
+        "cuLaunchKernel");
+}
+
+unsigned grid_for(int device, int64_t n, unsigned block) {
+  if (n <= 0) return 0;
+  int64_t g = (n + block - 1) / block;
+  int64_t cap = static_cast<int64_t>(device_info(device).sms) * 32;
+  return static_cast<unsigned>(std::min(g, std::max<int64_t>(cap, 1)));
+}
+
+NvrtcStats nvrtc_stats() { return {g_compiles.load(), g_disk.load(), g_hits.load()}; }
+
+}  // namespace kiln::cuda

@@ -1,0 +1,33 @@
+// Run-time compilation of generated CUDA C++ with NVRTC for the device's own
+// architecture, cached in memory (per device) and on disk as cubins under the
+// same directory rules as the CPU JIT (KILN_CACHE_DIR, default ~/.cache/kiln).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace kiln::cuda {
+
+/* The kernel `name` (extern "C" __global__ in the source) for the device. `key` names
+   the source uniquely (the source itself, or a shorter signature from which `make_source`
+   builds it on a miss). Throws kiln::Error with NVRTC's log when compilation fails.
+   Thread-safe; one compile per key. */
+CUfunction kernel(int device, const std::string& key, const std::string& name,
+                  const std::function<std::string()>& make_source);
+
+/* Launches on this thread's stream with a 1-D grid. */
+void launch(int device, CUfunction f, unsigned grid, unsigned block, void** args, unsigned shared_bytes = 0);
+/* A grid for n independent items with `block` threads each, capped for grid-stride loops. */
+unsigned grid_for(int device, int64_t n, unsigned block);
+
+struct NvrtcStats {
+  uint64_t compiles, disk_loads, memory_hits;
+};
+NvrtcStats nvrtc_stats();
+/* Whether NVRTC could be loaded. */
+bool nvrtc_available();
+
+}  // namespace kiln::cuda

@@ -1,0 +1,94 @@
+// The CUDA runtime of kiln: the driver API loaded with dlopen (so a CPU-only
+// machine runs the same binary), devices and their primary contexts, a default
+// stream per thread per device, a stream-ordered caching allocator, events for
+// dependencies across streams, and transfers between host and device.
+#pragma once
+
+#include <cuda.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace kiln::cuda {
+
+// Driver entry points, resolved once through cuGetProcAddress.
+struct Driver {
+#define KILN_CU_FN(name) decltype(&::name) name = nullptr;
+#include "backend/cuda/driver_fns.def"
+#undef KILN_CU_FN
+};
+
+/* The loaded driver, or null when there is none (no libcuda, no device, init failed). */
+const Driver* driver();
+/* Why driver() is null, for messages. */
+const std::string& unavailable_reason();
+int device_count();
+/* The loaded driver; throws kiln::Error naming the reason when there is none. */
+const Driver& drv();
+/* Throws kiln::Error "[cuda] <what>: <driver message>" unless r is CUDA_SUCCESS. */
+void check(CUresult r, const char* what);
+
+struct DeviceInfo {
+  int major = 0, minor = 0, sms = 0;
+  std::string name;
+  std::string arch() const { return "sm_" + std::to_string(major) + std::to_string(minor); }
+};
+const DeviceInfo& device_info(int device);
+
+/* Makes the device's primary context current on this thread. */
+void bind(int device);
+/* This thread's default stream on the device (binds the context). */
+CUstream stream(int device);
+
+/* Device memory: one record per allocation, reused through the caching allocator. */
+struct Block {
+  CUdeviceptr ptr = 0;
+  size_t size = 0;
+  int device = 0;
+  CUstream stream = nullptr;      // the stream that allocates, writes and reuses it
+  std::mutex mu;                  // guards ready_recorded and users
+  CUevent ready = nullptr;        // recorded on `stream` after the latest write
+  bool ready_recorded = false;
+  std::vector<CUstream> users;    // other streams that read it since it was allocated
+};
+
+/* A fresh device buffer of at least `bytes` on this thread's stream. Out of memory:
+   releases the cached blocks and retries once, then throws kiln::Error. */
+std::shared_ptr<detail::Buffer> allocate(int device, size_t bytes);
+/* Gives t a row-major device buffer unless it already has a usable one (a plan's reused
+   buffer of this device and stream, large enough). */
+void allocate_output(int device, detail::Tensor& t);
+inline Block* block_of(const detail::Tensor& t) {
+  return t.buffer ? static_cast<Block*>(t.buffer->block()) : nullptr;
+}
+/* Whether t's data lives on a CUDA device. */
+inline bool on_device(const detail::Tensor& t) { return t.buffer && !t.buffer->on_host(); }
+
+/* Before a launch on this thread's stream: uploads host inputs, and makes the stream wait
+   for inputs written on other streams. */
+void prepare_inputs(int device, std::vector<detail::Tensor>& in);
+/* After a launch: records that the outputs' blocks were written on this stream. */
+void finish_outputs(int device, const std::vector<detail::Tensor>& out);
+
+/* The tensor on the device (uploads host data; owned host buffers are uploaded once). */
+detail::Tensor to_device(const detail::Tensor& t, int device);
+/* The tensor's data on the host, row-major (waits for the device). */
+detail::Tensor to_host(const detail::Tensor& t);
+/* Copies host-side every device-resident tensor (for CPU kernels). */
+void ensure_host(std::vector<detail::Tensor>& ts);
+/* Waits for the work this thread queued on the device. */
+void synchronize(int device);
+
+/* Releases every cached free block on every device (tests call this). */
+void trim_memory_cache();
+/* Bytes held in free cached blocks, and bytes in use, summed over devices. */
+size_t cached_bytes();
+size_t allocated_bytes();
+/* Number of cuMemAlloc calls made so far (tests check that the cache avoids them). */
+size_t device_mallocs();
+
+}  // namespace kiln::cuda

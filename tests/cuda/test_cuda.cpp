@@ -1,0 +1,387 @@
+// The CUDA backend against the CPU: every op for the main dtypes, views, layouts,
+// matmul, compile (fused and row-fused regions), random graphs, the allocator and
+// streams. Without a GPU every test skips, saying why.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "backend/cuda/nvrtc.h"
+#include "backend/cuda/runtime.h"
+#include "fuzz/random_graph.h"
+#include "reference.h"
+
+using namespace kiln;
+
+namespace {
+
+class Cuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device (" << cuda::unavailable_reason() << "): CUDA tests skipped";
+  }
+  void TearDown() override { set_default_device(Device::cpu()); }
+};
+
+const Device gpu = Device::cuda(0);
+
+double tol(Dtype d) {
+  switch (d) {
+    case float16: return 2e-3;
+    case bfloat16: return 1.6e-2;
+    case float32: return 2e-5;
+    case float64: return 1e-12;
+    default: return 0;
+  }
+}
+
+// GPU result against the CPU's: same shape and dtype, values within rounding.
+::testing::AssertionResult close(const Array& g, const Array& c, double scale = 1e-3) {
+  if (g.device() != gpu) return ::testing::AssertionFailure() << "result is on " << g.device().str();
+  if (g.shape() != c.shape()) return ::testing::AssertionFailure() << "shape differs";
+  if (g.dtype() != c.dtype()) return ::testing::AssertionFailure() << "dtype differs";
+  auto a = g.to_vector<double>(), b = c.to_vector<double>();
+  double t = tol(c.dtype());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (a[i] == b[i]) continue;
+    if (t > 0 && std::fabs(a[i] - b[i]) <= t * (std::fabs(b[i]) + scale)) continue;
+    return ::testing::AssertionFailure() << "element " << i << ": gpu " << a[i] << " cpu " << b[i] << " ("
+                                         << dtype_name(c.dtype()) << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+const std::vector<Dtype> kMain = {bool_, int32, int64, float16, bfloat16, float32};
+const std::vector<Dtype> kAll = {bool_, uint8, int8, int16, uint32, int32, int64, uint64, float16, bfloat16, float32, float64};
+
+Array input(const Shape& s, Dtype d, uint64_t seed, double lo = -4, double hi = 4) {
+  return kt::from_values(kt::random_values(kt::numel(s), d, seed, lo, hi), s, d);
+}
+
+// Runs f on CPU inputs and on the same inputs moved to the GPU.
+template <class F>
+::testing::AssertionResult both(const std::vector<Array>& in, F f, double scale = 1e-3) {
+  std::vector<Array> gin;
+  for (auto& a : in) gin.push_back(to(a, gpu));
+  Array c = f(in);
+  Array g;
+  try {
+    g = f(gin);
+    g.eval();
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "gpu threw: " << e.what();
+  }
+  return close(g, c, scale);
+}
+
+}  // namespace
+
+TEST_F(Cuda, DeviceBasics) {
+  EXPECT_GE(cuda_device_count(), 1);
+  Array a = to(array({1.0f, 2.0f, 3.0f}), gpu);
+  EXPECT_EQ(a.device(), gpu);
+  EXPECT_EQ(to(a, Device::cpu()).device(), Device::cpu());
+  EXPECT_EQ((a * 2.0f).to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  set_default_device(gpu);
+  Array b = array({1, 2, 3});
+  EXPECT_EQ(b.device(), gpu);
+  EXPECT_EQ(sum(b).item<int>(), 6);
+  EXPECT_THROW(set_default_device(Device::cuda(99)), Error);
+}
+
+TEST_F(Cuda, Unary) {
+  using U = Array (*)(const Array&);
+  std::vector<std::pair<const char*, U>> fns = {
+      {"abs", abs},         {"negative", negative}, {"sign", sign},     {"exp", exp},         {"expm1", expm1},
+      {"log", log},         {"log1p", log1p},       {"log2", log2},     {"sqrt", sqrt},       {"rsqrt", rsqrt},
+      {"square", square},   {"reciprocal", reciprocal}, {"sin", sin},   {"cos", cos},         {"tan", tan},
+      {"tanh", tanh},       {"sigmoid", sigmoid},   {"erf", erf},       {"floor", floor},     {"ceil", ceil},
+      {"round", round},     {"isnan", isnan},       {"isinf", isinf},   {"isfinite", isfinite}, {"logical_not", logical_not}};
+  for (Dtype d : kMain) {
+    bool positive_only = false;
+    Array x = input({3, 17}, d, 11);
+    for (auto& [name, f] : fns) {
+      std::string n = name;
+      positive_only = n == "log" || n == "log2" || n == "sqrt" || n == "rsqrt" || n == "log1p";
+      Array xi = positive_only ? input({3, 17}, d, 12, 0.1, 8) : x;
+      EXPECT_TRUE(both({xi}, [&](auto& v) { return f(v[0]); })) << name << " " << dtype_name(d);
+    }
+    if (!is_floating(d)) EXPECT_TRUE(both({x}, [&](auto& v) { return bitwise_not(v[0]); })) << dtype_name(d);
+  }
+}
+
+TEST_F(Cuda, Binary) {
+  using B = Array (*)(const Array&, const Array&);
+  std::vector<std::pair<const char*, B>> fns = {
+      {"add", add},       {"subtract", subtract}, {"multiply", multiply}, {"divide", divide},
+      {"floor_divide", floor_divide}, {"remainder", remainder}, {"maximum", maximum}, {"minimum", minimum},
+      {"arctan2", arctan2}, {"equal", equal},     {"not_equal", not_equal}, {"less", less},
+      {"less_equal", less_equal}, {"greater", greater}, {"greater_equal", greater_equal},
+      {"logical_and", logical_and}, {"logical_or", logical_or}};
+  for (Dtype d : kMain) {
+    Array a = input({4, 1, 9}, d, 21), b = input({3, 9}, d, 22);
+    for (auto& [name, f] : fns) {
+      EXPECT_TRUE(both({a, b}, [&](auto& v) { return f(v[0], v[1]); })) << name << " " << dtype_name(d);
+    }
+    Array p = input({4, 1, 9}, d, 23, 0, 3), q = input({3, 9}, d, 24, 0, 3);
+    EXPECT_TRUE(both({p, q}, [&](auto& v) { return power(v[0], v[1]); })) << "power " << dtype_name(d);
+    if (!is_floating(d)) {
+      for (B f : {B(bitwise_and), B(bitwise_or), B(bitwise_xor), B(left_shift), B(right_shift)}) {
+        EXPECT_TRUE(both({p, q}, [&](auto& v) { return f(v[0], v[1]); })) << dtype_name(d);
+      }
+    }
+  }
+}
+
+TEST_F(Cuda, WhereAstypeAndEveryDtype) {
+  for (Dtype d : kAll) {
+    Array c = input({5, 6}, bool_, 31), a = input({5, 6}, d, 32), b = input({6}, d, 33);
+    EXPECT_TRUE(both({c, a, b}, [&](auto& v) { return where(v[0], v[1], v[2]); })) << dtype_name(d);
+    for (Dtype to_d : kAll) {
+      Array x = input({5, 6}, d, 34, -300, 300);
+      EXPECT_TRUE(both({x}, [&](auto& v) { return astype(v[0], to_d); })) << dtype_name(d) << "->" << dtype_name(to_d);
+    }
+    EXPECT_TRUE(both({a, b}, [&](auto& v) { return add(v[0], v[1]); })) << dtype_name(d);
+  }
+}
+
+TEST_F(Cuda, Reductions) {
+  for (Dtype d : kMain) {
+    Array x = input({4, 5, 33}, d, 41, -2, 2);
+    for (std::vector<int> axes : {std::vector<int>{}, {0}, {1}, {2}, {0, 2}, {1, 2}}) {
+      EXPECT_TRUE(both({x}, [&](auto& v) { return sum(v[0], axes); }, 1.0)) << "sum " << dtype_name(d);
+      EXPECT_TRUE(both({x}, [&](auto& v) { return max(v[0], axes); })) << "max " << dtype_name(d);
+      EXPECT_TRUE(both({x}, [&](auto& v) { return min(v[0], axes, true); })) << "min " << dtype_name(d);
+      EXPECT_TRUE(both({x}, [&](auto& v) { return all(v[0], axes); })) << "all " << dtype_name(d);
+      EXPECT_TRUE(both({x}, [&](auto& v) { return any(v[0], axes); })) << "any " << dtype_name(d);
+    }
+    Array small = input({3, 4}, d, 42, -2, 2);
+    EXPECT_TRUE(both({small}, [&](auto& v) { return prod(v[0], {1}); }, 1.0)) << "prod " << dtype_name(d);
+    for (int axis : {0, 1, 2}) {
+      EXPECT_TRUE(both({x}, [&](auto& v) { return argmax(v[0], axis); })) << "argmax " << dtype_name(d);
+      EXPECT_TRUE(both({x}, [&](auto& v) { return argmin(v[0], axis, true); })) << "argmin " << dtype_name(d);
+      if (d != bool_) {
+        EXPECT_TRUE(both({x}, [&](auto& v) { return cumsum(v[0], axis); }, 1.0)) << "cumsum " << dtype_name(d);
+        EXPECT_TRUE(both({x}, [&](auto& v) { return cumsum(v[0], axis, true, false); }, 1.0)) << dtype_name(d);
+      }
+    }
+    if (is_floating(d)) {
+      EXPECT_TRUE(both({x}, [&](auto& v) { return mean(v[0], {2}); }, 1.0)) << dtype_name(d);
+      EXPECT_TRUE(both({x}, [&](auto& v) { return var(v[0], {0, 2}); }, 1.0)) << dtype_name(d);
+      EXPECT_TRUE(both({x}, [&](auto& v) { return logsumexp(v[0], {2}); }, 1.0)) << dtype_name(d);
+      EXPECT_TRUE(both({x}, [&](auto& v) { return softmax(v[0]); })) << dtype_name(d);
+    }
+  }
+  // A long row and many short rows (block-wide reductions either way).
+  Array big = input({3, 100000}, float32, 43);
+  EXPECT_TRUE(both({big}, [&](auto& v) { return sum(v[0], {1}); }, 10.0));
+  EXPECT_TRUE(both({big}, [&](auto& v) { return sum(v[0], {0}); }, 10.0));
+  Array nan = array(std::vector<float>{1, NAN, 3, 2}, {4});
+  EXPECT_TRUE(both({nan}, [&](auto& v) { return argmax(v[0], 0); }));
+  EXPECT_TRUE(both({nan}, [&](auto& v) { return max(v[0]); }));
+}
+
+TEST_F(Cuda, ViewsAndLayouts) {
+  for (Dtype d : kMain) {
+    Array x = input({4, 6, 5}, d, 51);
+    auto eq = [&](auto f) { return both({x}, f); };
+    EXPECT_TRUE(eq([](auto& v) { return copy(transpose(v[0], {2, 0, 1})); })) << dtype_name(d);
+    EXPECT_TRUE(eq([](auto& v) { return reshape(transpose(v[0], {1, 0, 2}), {24, 5}); })) << dtype_name(d);
+    EXPECT_TRUE(eq([](auto& v) { return slice(v[0], {1, 0, 4}, {4, 6, 0}, {2, 2, -1}) * astype(slice(v[0], {0, 0, 0}, {1, 1, 1}), v[0].dtype()); })) << dtype_name(d);
+    EXPECT_TRUE(eq([](auto& v) { return broadcast_to(expand_dims(v[0], 0), {2, 4, 6, 5}) * v[0]; })) << dtype_name(d);
+    EXPECT_TRUE(eq([](auto& v) { return squeeze(slice(v[0], {0, 0, 0}, {1, 6, 5})); })) << dtype_name(d);
+    EXPECT_TRUE(eq([](auto& v) { return concatenate({v[0], transpose(v[0], {0, 1, 2}), v[0]}, 1); })) << dtype_name(d);
+    EXPECT_TRUE(eq([](auto& v) { return stack({v[0], v[0]}, 2); })) << dtype_name(d);
+    EXPECT_TRUE(eq([](auto& v) { return pad(v[0], {{1, 0}, {0, 2}, {3, 1}}, 1.0); })) << dtype_name(d);
+    EXPECT_TRUE(eq([&](auto& v) {
+      return slice_update(v[0], slice(v[0], {0, 0, 0}, {1, 3, 5}), {2, 0, 0}, {3, 6, 5}, {1, 2, 1});
+    })) << dtype_name(d);
+    Array idx = array(std::vector<int32_t>{3, -1, 0, 2, 2}, {5});
+    EXPECT_TRUE(both({x, idx}, [](auto& v) { return take(v[0], v[1], 1); })) << dtype_name(d);
+    Array idx2 = array(std::vector<int64_t>{0, 4, 1, 3, 2, 2}, {1, 6, 1});
+    EXPECT_TRUE(both({x, idx2}, [](auto& v) { return take_along_axis(v[0], v[1], 2); })) << dtype_name(d);
+    EXPECT_TRUE(eq([d](auto& v) { return full({3, 4}, 2.5, d) + astype(slice(v[0], {0, 0, 0}, {1, 1, 1}), d); })) << dtype_name(d);
+  }
+  set_default_device(gpu);
+  EXPECT_TRUE(close(arange(-3.0, 7.0, 0.5, float32), [] {
+    set_default_device(Device::cpu());
+    Array c = arange(-3.0, 7.0, 0.5, float32);
+    set_default_device(gpu);
+    return c;
+  }()));
+  Array x = array(std::vector<float>{1, 2, 3}, {3});
+  EXPECT_THROW(take(x, array(std::vector<int32_t>{5}, {1}), 0).eval(), Error);
+}
+
+TEST_F(Cuda, Matmul) {
+  for (Dtype d : {float32, float16, bfloat16, float64, int32, int64}) {
+    Array a = input({3, 1, 17, 33}, d, 61, -1, 1), b = input({4, 33, 9}, d, 62, -1, 1);
+    EXPECT_TRUE(both({a, b}, [](auto& v) { return matmul(v[0], v[1]); }, 1.0)) << dtype_name(d);
+    Array c = input({40, 24}, d, 63, -1, 1), e = input({32, 24}, d, 64, -1, 1);
+    EXPECT_TRUE(both({c, e}, [](auto& v) { return matmul(v[0], transpose(v[1])); }, 1.0)) << dtype_name(d);
+    EXPECT_TRUE(both({c, e}, [](auto& v) { return matmul(transpose(v[1]), v[0]); }, 1.0)) << dtype_name(d);
+    Array f = input({2, 3, 8, 5}, d, 65, -1, 1), g = input({3, 1, 5, 7}, d, 66, -1, 1);
+    EXPECT_TRUE(both({f, g}, [](auto& v) { return matmul(v[0], v[1]); }, 1.0)) << dtype_name(d);
+    EXPECT_TRUE(both({c, e}, [](auto& v) { return matmul(slice(v[0], {0, 0}, {0, 24}), transpose(v[1])); }))
+        << dtype_name(d);
+  }
+  // TF32 is off by default: a float32 product rounds like float32 arithmetic.
+  Array a = input({64, 256}, float32, 67), b = input({256, 64}, float32, 68);
+  EXPECT_FALSE(cuda_matmul_allow_tf32());
+  EXPECT_TRUE(both({a, b}, [](auto& v) { return matmul(v[0], v[1]); }, 1.0));
+  set_cuda_matmul_allow_tf32(true);
+  Array t = matmul(to(a, gpu), to(b, gpu));
+  set_cuda_matmul_allow_tf32(false);
+  auto tv = t.to_vector<double>(), cv = matmul(a, b).to_vector<double>();
+  for (size_t i = 0; i < tv.size(); ++i) EXPECT_NEAR(tv[i], cv[i], 0.05 * (std::fabs(cv[i]) + 1));
+}
+
+TEST_F(Cuda, CompiledAgainstEager) {
+  auto rms = [](const Array& x, const Array& w) {
+    return x * rsqrt(mean(square(x), {-1}, true) + 1e-6f) * w;
+  };
+  auto body = [&](const std::vector<Array>& v) -> std::vector<Array> {
+    Array y = sigmoid(v[0] * 2.0f + 1.0f) * tanh(v[0]);
+    return {y, rms(v[0], v[1]), softmax(v[0]), sum(exp(v[0] - 1.0f), {-1})};
+  };
+  auto fn = compile(body);
+  Array x = input({8, 300}, float32, 71), w = input({300}, float32, 72);
+  auto eager = body({to(x, gpu), to(w, gpu)});
+  auto compiled = fn({to(x, gpu), to(w, gpu)});
+  auto cpu_out = body({x, w});
+  for (size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_TRUE(close(compiled[i], eager[i], 1.0)) << "output " << i;
+    EXPECT_TRUE(close(compiled[i], cpu_out[i], 1.0)) << "output " << i;
+  }
+  // Replays reuse the plan; shapeless replays at another size too.
+  auto again = fn({to(x, gpu), to(w, gpu)});
+  EXPECT_TRUE(close(again[1], eager[1], 1.0));
+  auto shapeless = compile(body, {.shapeless = true});
+  Array x2 = input({5, 300}, float32, 73);
+  auto s = shapeless({to(x2, gpu), to(w, gpu)});
+  auto se = body({x2, w});
+  for (size_t i = 0; i < s.size(); ++i) EXPECT_TRUE(close(s[i], se[i], 1.0)) << "shapeless output " << i;
+  // Half-precision regions.
+  for (Dtype d : {float16, bfloat16}) {
+    Array h = input({6, 70}, d, 74), hw = input({70}, d, 75);
+    auto ce = body({h, hw});
+    auto cg = fn({to(h, gpu), to(hw, gpu)});
+    for (size_t i = 0; i < ce.size(); ++i) EXPECT_TRUE(close(cg[i], ce[i], 1.0)) << dtype_name(d) << " output " << i;
+  }
+}
+
+TEST_F(Cuda, RandomGraphsGpuAgainstCpu) {
+  int compared = 0, unchecked = 0;
+  uint64_t count = 200;
+  if (const char* c = std::getenv("KILN_CUDA_FUZZ_COUNT")) count = std::strtoull(c, nullptr, 10);
+  for (uint64_t seed = 1; seed <= count; ++seed) {
+    fuzz::Program p = fuzz::generate(seed);
+    auto in = p.make_inputs();
+    std::vector<Array> gin;
+    for (auto& a : in) gin.push_back(to(a, gpu));
+    std::vector<Array> want, got;
+    try {
+      want = p.run(in);
+      eval(want);
+    } catch (const std::exception&) {
+      continue;  // the program is invalid on the CPU too
+    }
+    try {
+      got = p.run(gin);
+      eval(got);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "seed " << seed << ": the GPU threw " << e.what() << "\n" << p.listing();
+      continue;
+    }
+    for (size_t o = 0; o < p.outputs.size(); ++o) {
+      auto e = p.exactness[static_cast<size_t>(p.outputs[o])];
+      if (e == fuzz::Exactness::unreliable) {
+        ++unchecked;
+        EXPECT_EQ(got[o].shape(), want[o].shape());
+        continue;
+      }
+      ++compared;
+      // The GPU's libm differs from the CPU's in the last bits: compare within tolerance.
+      std::string diff = fuzz::compare_arrays(got[o], want[o], fuzz::Exactness::approximate);
+      EXPECT_EQ(diff, "") << "seed " << seed << " output " << o << "\n" << p.listing();
+    }
+    // And compiled on the GPU against eager on the GPU.
+    fuzz::CheckResult r;
+    set_default_device(gpu);
+    r = fuzz::check(p, {.shapeless = true, .shapeless_variants = false});
+    set_default_device(Device::cpu());
+    EXPECT_TRUE(r.ok) << "seed " << seed << " (compiled on the GPU): " << r.failure;
+  }
+  std::printf("compared %d outputs, %d unreliable ones by shape only\n", compared, unchecked);
+}
+
+TEST_F(Cuda, CachingAllocatorReusesBlocks) {
+  Array x = to(input({1 << 16}, float32, 81), gpu);
+  for (int i = 0; i < 3; ++i) (x * 2.0f + 1.0f).eval();
+  size_t before = cuda::device_mallocs();
+  for (int i = 0; i < 100; ++i) (x * 2.0f + 1.0f).eval();
+  EXPECT_EQ(cuda::device_mallocs(), before) << "an op allocated device memory instead of reusing a cached block";
+  EXPECT_GT(cuda::cached_bytes(), 0u);
+}
+
+TEST_F(Cuda, OutOfMemoryIsAnErrorAndTheProcessGoesOn) {
+  set_default_device(gpu);
+  Array small = full({1 << 20}, 1.0, float32);
+  small.eval();
+  Array huge = full({int64_t{1} << 40}, 1.0, float32);  // 4 TiB
+  try {
+    huge.eval();
+    ADD_FAILURE() << "a 4 TiB allocation succeeded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of memory"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(sum(small).item<float>(), float(1 << 20));
+}
+
+TEST_F(Cuda, AsyncEvalReturnsWithoutWaiting) {
+  set_default_device(gpu);
+  Array a = input({2048, 2048}, float32, 91);
+  Array b = to(a, gpu);
+  Array y = b;
+  for (int i = 0; i < 20; ++i) y = matmul(y, b) * 1e-3f;
+  auto t0 = std::chrono::steady_clock::now();
+  async_eval({y});
+  auto t1 = std::chrono::steady_clock::now();
+  float v = y.item<float>();
+  auto t2 = std::chrono::steady_clock::now();
+  (void)v;
+  std::printf("async_eval returned after %.3f ms; the result came %.3f ms later\n",
+              std::chrono::duration<double, std::milli>(t1 - t0).count(),
+              std::chrono::duration<double, std::milli>(t2 - t1).count());
+  EXPECT_TRUE(y.is_evaluated());
+}
+
+TEST_F(Cuda, ThreadsShareArraysAcrossStreams) {
+  Array x = to(input({256, 256}, float32, 101), gpu);
+  Array shared = exp(x * 0.01f);  // evaluated by whichever thread gets there first
+  std::vector<std::thread> threads;
+  std::vector<double> sums(8);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      Array y = sum(matmul(shared, shared) + float(t));
+      sums[static_cast<size_t>(t)] = y.item<double>();
+    });
+  }
+  for (auto& th : threads) th.join();
+  Array cpu_shared = exp(to(x, Device::cpu()) * 0.01f);
+  double want = sum(matmul(cpu_shared, cpu_shared)).item<double>();
+  for (int t = 0; t < 8; ++t) EXPECT_NEAR(sums[static_cast<size_t>(t)], want + 256.0 * 256 * t, 1e-4 * std::fabs(want) + 1);
+}
+
+TEST_F(Cuda, KernelsCompileOncePerSource) {
+  Array x = to(input({100}, float32, 111), gpu);
+  (cos(x) * 3.0f).eval();
+  auto s0 = cuda::nvrtc_stats();
+  for (int i = 0; i < 10; ++i) (cos(x) * 3.0f).eval();
+  auto s1 = cuda::nvrtc_stats();
+  EXPECT_EQ(s1.compiles, s0.compiles);
+  EXPECT_EQ(s1.disk_loads, s0.disk_loads);
+}
