@@ -15,7 +15,9 @@ fi
 
 out="$root/bench/results/eager_$(date +%Y-%m-%d).json"
 mkdir -p "$(dirname "$out")"
-"$bin" --benchmark_format=json --benchmark_repetitions=5 --benchmark_out="$out" \
-  --benchmark_out_format=json "$@" >/dev/null
+# Repetitions are interleaved at random so that drift in the machine's speed
+# (other tenants, clock changes) spreads over every benchmark instead of one.
+"$bin" --benchmark_format=json --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true \
+  --benchmark_out="$out" --benchmark_out_format=json "$@" >/dev/null
 echo "wrote $out"
 python3 "$root/bench/summarize_eager.py" "$out"

@@ -29,9 +29,11 @@ def main():
         sys.exit("usage: summarize_eager.py RESULTS.json")
     context, b = medians(sys.argv[1])
     print(f"{context.get('date', '?')}  {context.get('num_cpus', '?')} cpus  "
-          f"{context.get('mhz_per_cpu', '?')} MHz  library build: {context.get('library_build_type', '?')}")
+          f"{context.get('mhz_per_cpu', '?')} MHz  (benchmark library built as {context.get('library_build_type', '?')})")
     print(f"{'benchmark':<12} {'median time':>12}  {'throughput':>14}")
-    for name, r in b.items():
+    order = ["BM_Add", "BM_Memcpy", "BM_Exp", "BM_RowSum", "BM_Matmul", "BM_Sgemm"]
+    for name in sorted(b, key=lambda n: (order.index(n) if n in order else len(order), n)):
+        r = b[name]
         tput = ""
         if "bytes_per_second" in r:
             tput = f"{r['bytes_per_second'] / 1e9:8.2f} GB/s"
