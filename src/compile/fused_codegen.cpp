@@ -49,38 +49,51 @@ std::string FusedProgram::source(const std::string& symbol) const {
     s << "  " << cpp_type(d) << "* __restrict out" << o << " = static_cast<" << cpp_type(d) << "*>(out[" << o
       << "]);\n";
   }
-  // The body, with input loads spelled by `load`.
+  // The body works on tiles of up to B elements, one op at a time across the tile: a
+  // chain of libm calls then overlaps across elements (one element's chain is
+  // latency-bound), and the cheap ops between them vectorize. Each element still sees
+  // the same operations in the same order, so results are unchanged. Tiles live on the
+  // stack: B shrinks for large regions to keep them within about 64 KiB.
+  int64_t B = 64;
+  while (B > 8 && static_cast<int64_t>(ops.size()) * B * 8 > 65536) B /= 2;
   auto body = [&](bool unit) {
     std::ostringstream b;
+    std::vector<std::string> ref(ops.size());  // how op i's element j is spelled
     for (size_t i = 0; i < ops.size(); ++i) {
       const FusedOp& op = ops[i];
       const char* ct = compute_type(op.dtype);
-      b << "      const " << ct << " t" << i << " = ";
       if (!op.prim) {
-        if (op.uniform) b << "u" << op.input << ";\n";
-        else b << "static_cast<" << ct << ">(in" << op.input << (unit ? "[i]" : "[i * s" + std::to_string(op.input) + "]") << ");\n";
+        if (op.uniform) ref[i] = "u" + std::to_string(op.input);
+        else ref[i] = std::string("static_cast<") + ct + ">(in" + std::to_string(op.input) +
+                      (unit ? "[i0 + j]" : "[(i0 + j) * s" + std::to_string(op.input) + "]") + ")";
         continue;
       }
       std::vector<std::string> args;
       std::vector<Dtype> arg_dtypes;
       for (int a : op.args) {
-        args.push_back("t" + std::to_string(a));
+        args.push_back(ref[static_cast<size_t>(a)]);
         arg_dtypes.push_back(ops[static_cast<size_t>(a)].dtype);
       }
-      b << rounded_expr(op.prim->kind(), *op.prim, op.dtype, args, arg_dtypes) << ";\n";
+      b << "      " << ct << " t" << i << "[B];\n";
+      b << "      for (int64_t j = 0; j < m; ++j) t" << i << "[j] = "
+        << rounded_expr(op.prim->kind(), *op.prim, op.dtype, args, arg_dtypes) << ";\n";
+      ref[i] = "t" + std::to_string(i) + "[j]";
     }
     for (size_t o = 0; o < outputs.size(); ++o) {
       const FusedOp& op = ops[static_cast<size_t>(outputs[o])];
-      b << "      out" << o << "[i] = static_cast<" << cpp_type(op.dtype) << ">(t" << outputs[o] << ");\n";
+      b << "      for (int64_t j = 0; j < m; ++j) out" << o << "[i0 + j] = static_cast<" << cpp_type(op.dtype)
+        << ">(" << ref[static_cast<size_t>(outputs[o])] << ");\n";
     }
     return b.str();
   };
+  s << "  constexpr int64_t B = " << B << ";\n";
   s << "  bool unit = true;\n";
   for (auto& op : ops) {
     if (!op.prim && !op.uniform) s << "  unit = unit && s" << op.input << " == 1;\n";
   }
-  s << "  if (unit) {\n    for (int64_t i = 0; i < n; ++i) {\n" << body(true) << "    }\n";
-  s << "  } else {\n    for (int64_t i = 0; i < n; ++i) {\n" << body(false) << "    }\n  }\n}\n";
+  const char* tile = "    for (int64_t i0 = 0; i0 < n; i0 += B) {\n      const int64_t m = n - i0 < B ? n - i0 : B;\n";
+  s << "  if (unit) {\n" << tile << body(true) << "    }\n";
+  s << "  } else {\n" << tile << body(false) << "    }\n  }\n}\n";
   return s.str();
 }
 
