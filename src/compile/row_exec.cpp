@@ -71,6 +71,20 @@ bool row_col_strides(const Tensor& t, const Shape& full, size_t lead, int64_t& r
 
 }  // namespace
 
+// A shapeless replay may give an input traced as one value per row a full row:
+// the kernel would read only its first column, so such calls run unfused.
+bool RowFused::per_row_inputs_hold(const std::vector<Tensor>& in, const Shape& full, size_t lead) const {
+  for (auto& op : program_->ops) {
+    if (op.prim || !op.per_row) continue;
+    const Shape& s = in[static_cast<size_t>(op.input)].shape;
+    size_t pad = full.size() - s.size();
+    for (size_t i = std::max(lead, pad); i < full.size(); ++i) {
+      if (s[i - pad] != 1) return false;
+    }
+  }
+  return true;
+}
+
 void RowFused::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   for (auto& o : out) o.allocate();
   Shape full;
@@ -84,7 +98,7 @@ void RowFused::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out)
   for (size_t i = 0; i < full.size(); ++i) (i < lead ? rows : n) *= full[i];
   if (rows == 0) return;
   KernelFn fn = kernel();
-  if (!fn || n == 0) return run_unfused(in, out);
+  if (!fn || n == 0 || !per_row_inputs_hold(in, full, lead)) return run_unfused(in, out);
   std::vector<Tensor> inputs = in;
   std::vector<int64_t> rs(in.size()), cs(in.size());
   for (size_t k = 0; k < in.size(); ++k) {

@@ -45,6 +45,7 @@ class RowFused : public Primitive {
   using KernelFn = void (*)(int64_t r0, int64_t r1, int64_t n, const void* const* in, const int64_t* row_strides,
                             const int64_t* col_strides, void* const* out);
   KernelFn kernel();
+  bool per_row_inputs_hold(const std::vector<detail::Tensor>& in, const Shape& full, size_t lead) const;
   // Runs the member kernels one after another (no compiler, or an input layout
   // the generated kernel does not take).
   void run_unfused(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out);

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/node.h"
 #include "kiln/ops.h"
 #include "ops/views.h"
 
@@ -26,7 +27,8 @@ Array reshape(const Array& a, Shape shape) {
   check_valid("reshape", a);
   auto prim = std::make_shared<Reshape>(std::move(shape));
   Shape out = prim->output_shapes({a.shape()})[0];
-  if (out == a.shape()) return a;
+  // Inside a compile trace the node is kept: a shapeless replay at other sizes must apply it.
+  if (out == a.shape() && detail::current_trace_id() == 0) return a;
   return Array::make(std::move(out), a.dtype(), std::move(prim), {a});
 }
 
@@ -74,7 +76,7 @@ Array broadcast_to(const Array& a, const Shape& shape) {
   for (auto d : shape) {
     if (d < 0) fail("broadcast_to", "negative dimension in shape ", shape_str(shape));
   }
-  if (a.shape() == shape) return a;
+  if (a.shape() == shape && detail::current_trace_id() == 0) return a;  // kept while tracing, as in reshape
   auto prim = std::make_shared<BroadcastTo>(shape);
   prim->output_shapes({a.shape()});  // validates
   return Array::make(shape, a.dtype(), std::move(prim), {a});

@@ -1,7 +1,7 @@
 // Elementwise fusion: connected elementwise nodes of one output shape become a
 // single Fused node (with as many outputs as values used outside the region).
 // Regions grow along producer edges and merge where they meet, unless a path
-// through a node outside would make the merged region depend on itself.
+// through a node outside both would make the merged region depend on itself.
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -15,64 +15,44 @@ namespace {
 
 class FuseElementwise : public Pass {
  public:
+  explicit FuseElementwise(PassOptions options) : options_(options) {}
   const char* name() const override { return "fuse_elementwise"; }
 
   bool run(Graph& g) override {
+    g_ = &g;
     size_t nn = g.nodes.size();
-    auto prod = g.producers();
+    prod_ = g.producers();
     parent_.assign(nn, -1);
-    std::vector<int> region(nn, -1);                      // region (a node index) per node
-    std::vector<std::set<int>> depends(g.values.size());  // regions each value depends on
-    std::vector<std::set<int>> ext_deps(nn);              // per region: regions its outside inputs depend on
+    region_.assign(nn, -1);
+    members_.assign(nn, {});
     for (size_t n = 0; n < nn; ++n) {
       const GNode& node = g.nodes[n];
-      if (fusable(g, node)) {
-        const Shape& shape = g.values[static_cast<size_t>(node.outputs[0])].shape;
-        int r = static_cast<int>(n);
-        parent_[n] = r;
-        region[n] = r;
-        region_shape_[r] = shape;
-        // Join each producer region of the same shape that can be merged without a cycle.
-        for (int v : node.inputs) {
-          int p = prod[static_cast<size_t>(v)];
-          if (p < 0 || region[static_cast<size_t>(p)] < 0) continue;
-          int pr = find(region[static_cast<size_t>(p)]);
-          int me = find(r);
-          if (pr == me || region_shape_[pr] != shape) continue;
-          if (mentions(ext_deps[static_cast<size_t>(pr)], me) || mentions(ext_deps[static_cast<size_t>(me)], pr)) continue;
-          bool cycle = false;
-          for (int w : node.inputs) {  // another input reaching pr from outside
-            int wp = prod[static_cast<size_t>(w)];
-            bool inside = wp >= 0 && region[static_cast<size_t>(wp)] >= 0 && find(region[static_cast<size_t>(wp)]) == pr;
-            if (!inside && mentions(depends[static_cast<size_t>(w)], pr)) cycle = true;
-          }
-          if (cycle) continue;
-          parent_[static_cast<size_t>(me)] = pr;
-          ext_deps[static_cast<size_t>(pr)].insert(ext_deps[static_cast<size_t>(me)].begin(),
-                                                   ext_deps[static_cast<size_t>(me)].end());
-        }
-        int me = find(r);
-        for (int v : node.inputs) {
-          int p = prod[static_cast<size_t>(v)];
-          bool inside = p >= 0 && region[static_cast<size_t>(p)] >= 0 && find(region[static_cast<size_t>(p)]) == me;
-          if (!inside) ext_deps[static_cast<size_t>(me)].insert(depends[static_cast<size_t>(v)].begin(), depends[static_cast<size_t>(v)].end());
-        }
+      if (!fusable(node)) continue;
+      const Shape& shape = g.values[static_cast<size_t>(node.outputs[0])].shape;
+      int r = static_cast<int>(n);
+      parent_[n] = r;
+      region_[n] = r;
+      members_[n] = {n};
+      // Join each producer region of the same shape that can be merged without a cycle.
+      for (int v : node.inputs) {
+        int p = prod_[static_cast<size_t>(v)];
+        if (p < 0 || region_[static_cast<size_t>(p)] < 0) continue;
+        int pr = find(region_[static_cast<size_t>(p)]), me = find(r);
+        if (pr == me || g.values[static_cast<size_t>(g.nodes[static_cast<size_t>(pr)].outputs[0])].shape != shape) continue;
+        if (path_outside(pr, me) || path_outside(me, pr)) continue;
+        parent_[static_cast<size_t>(me)] = pr;
+        auto& into = members_[static_cast<size_t>(pr)];
+        into.insert(into.end(), members_[static_cast<size_t>(me)].begin(), members_[static_cast<size_t>(me)].end());
+        members_[static_cast<size_t>(me)].clear();
       }
-      std::set<int> d;
-      for (int v : node.inputs) d.insert(depends[static_cast<size_t>(v)].begin(), depends[static_cast<size_t>(v)].end());
-      if (region[n] >= 0) d.insert(static_cast<int>(n));
-      for (int v : node.outputs) depends[static_cast<size_t>(v)] = d;
-    }
-    // Collect members per final region.
-    std::map<int, std::vector<size_t>> members;
-    for (size_t n = 0; n < nn; ++n) {
-      if (region[n] >= 0) members[find(region[n])].push_back(n);
     }
     bool changed = false;
     std::vector<bool> removed(nn, false);
     std::vector<GNode> added;
-    for (auto& [r, nodes] : members) {
-      if (nodes.size() < 2) continue;
+    for (size_t r = 0; r < nn; ++r) {
+      if (region_[r] < 0 || find(static_cast<int>(r)) != static_cast<int>(r) || members_[r].size() < 2) continue;
+      std::vector<size_t> nodes = members_[r];
+      std::sort(nodes.begin(), nodes.end());
       added.push_back(build(g, nodes));
       for (size_t n : nodes) removed[n] = true;
       changed = true;
@@ -88,8 +68,15 @@ class FuseElementwise : public Pass {
   }
 
  private:
-  static bool fusable(const Graph& g, const GNode& node) {
-    return is_elementwise(node.prim->kind()) && node.outputs.size() == 1;
+  // In a shapeless compile a size-1 axis may be a broadcast at other sizes, so
+  // shapes with one cannot be told equal; those nodes stay unfused.
+  bool fusable(const GNode& node) const {
+    if (!is_elementwise(node.prim->kind()) || node.outputs.size() != 1) return false;
+    if (!options_.shapeless) return true;
+    for (auto d : g_->values[static_cast<size_t>(node.outputs[0])].shape) {
+      if (d <= 1) return false;
+    }
+    return true;
   }
 
   int find(int r) {
@@ -97,9 +84,35 @@ class FuseElementwise : public Pass {
     return r;
   }
 
-  bool mentions(const std::set<int>& s, int r) {
-    for (int x : s) {
-      if (find(x) == r) return true;
+  // The group of a node: its region, or the node alone.
+  int group(size_t n) { return region_[n] >= 0 ? find(region_[n]) : -1 - static_cast<int>(n); }
+
+  // True when region `from` reads, through at least one node outside both regions,
+  // a value of region `to`: merging them would then make a cycle.
+  bool path_outside(int from, int to) {
+    std::vector<std::pair<int, bool>> stack;  // value, reached through an outside node
+    std::set<int> seen;
+    auto push_inputs = [&](size_t n, bool outside) {
+      for (int v : g_->nodes[n].inputs) stack.push_back({v, outside});
+    };
+    for (size_t m : members_[static_cast<size_t>(from)]) push_inputs(m, false);
+    while (!stack.empty()) {
+      auto [v, outside] = stack.back();
+      stack.pop_back();
+      int p = prod_[static_cast<size_t>(v)];
+      if (p < 0) continue;
+      int gp = group(static_cast<size_t>(p));
+      if (gp == from) continue;
+      if (gp == to) {
+        if (outside) return true;
+        continue;  // a direct edge is fine
+      }
+      if (!seen.insert(gp).second) continue;
+      if (gp < 0) {
+        push_inputs(static_cast<size_t>(p), true);
+      } else {
+        for (size_t m : members_[static_cast<size_t>(gp)]) push_inputs(m, true);
+      }
     }
     return false;
   }
@@ -149,12 +162,16 @@ class FuseElementwise : public Pass {
     return fused;
   }
 
-  std::vector<int> parent_;
-  std::map<int, Shape> region_shape_;
+  PassOptions options_;
+  Graph* g_ = nullptr;
+  std::vector<int> prod_;
+  std::vector<int> parent_;                  // union-find over regions (node indices)
+  std::vector<int> region_;                  // region of each node, -1 if none
+  std::vector<std::vector<size_t>> members_;  // members of each region root
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> make_fuse_elementwise() { return std::make_unique<FuseElementwise>(); }
+std::unique_ptr<Pass> make_fuse_elementwise(PassOptions options) { return std::make_unique<FuseElementwise>(options); }
 
 }  // namespace kiln::compiler

@@ -26,7 +26,7 @@ std::unique_ptr<Pass> make_fold_shapes();
 std::unique_ptr<Pass> make_merge_constants();
 std::unique_ptr<Pass> make_cse();
 std::unique_ptr<Pass> make_dce();
-std::unique_ptr<Pass> make_fuse_elementwise();
+std::unique_ptr<Pass> make_fuse_elementwise(PassOptions options);
 std::unique_ptr<Pass> make_fuse_reductions();
 
 /* The flat list of steps for a compile mode (empty for disabled and no_simplify). */
