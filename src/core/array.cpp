@@ -70,6 +70,13 @@ Array to(const Array& a, Device device) {
 std::vector<Array> Array::make(std::vector<Shape> shapes, std::vector<Dtype> dtypes, std::shared_ptr<Primitive> prim,
                                std::vector<Array> inputs) {
   Device device = inputs.empty() ? default_device() : inputs[0].device();
+  // An op with a CUDA input runs there; host inputs (scalars, arrays made from host data) move on use.
+  for (auto& in : inputs) {
+    if (in.device().type != Device::Type::cpu) {
+      device = in.device();
+      break;
+    }
+  }
   auto producer = std::make_shared<detail::Producer>();
   producer->prim = std::move(prim);
   producer->inputs = std::move(inputs);

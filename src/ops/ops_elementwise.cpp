@@ -36,7 +36,8 @@ void check_valid(const char* op, const Array& a) {
 }
 
 void check_same_device(const char* op, const Array& a, const Array& b) {
-  if (a.device() != b.device()) {
+  // Host arrays combine with device ones (they are copied on use); two GPUs do not.
+  if (a.device() != b.device() && a.device().type != Device::Type::cpu && b.device().type != Device::Type::cpu) {
     fail(op, "arrays are on different devices: ", a.device().str(), " and ", b.device().str());
   }
 }

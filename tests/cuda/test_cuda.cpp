@@ -107,6 +107,7 @@ TEST_F(Cuda, Unary) {
       std::string n = name;
       positive_only = n == "log" || n == "log2" || n == "sqrt" || n == "rsqrt" || n == "log1p";
       Array xi = positive_only ? input({3, 17}, d, 12, 0.1, 8) : x;
+      if (d == bool_ && (n == "negative" || n == "sign" || n == "abs" || n == "square")) continue;  // rejected for bool
       EXPECT_TRUE(both({xi}, [&](auto& v) { return f(v[0]); })) << name << " " << dtype_name(d);
     }
     if (!is_floating(d)) EXPECT_TRUE(both({x}, [&](auto& v) { return bitwise_not(v[0]); })) << dtype_name(d);
@@ -124,7 +125,10 @@ TEST_F(Cuda, Binary) {
   for (Dtype d : kMain) {
     Array a = input({4, 1, 9}, d, 21), b = input({3, 9}, d, 22);
     for (auto& [name, f] : fns) {
-      EXPECT_TRUE(both({a, b}, [&](auto& v) { return f(v[0], v[1]); })) << name << " " << dtype_name(d);
+      std::string n = name;
+      if (d == bool_ && (n == "subtract" || n == "divide" || n == "floor_divide" || n == "remainder" ||
+                         n == "arctan2" || n == "add" || n == "multiply"))
+        continue;  // the front end rejects or promotes these for bool; checked for other dtypes, [&](auto& v) { return f(v[0], v[1]); })) << name << " " << dtype_name(d);
     }
     Array p = input({4, 1, 9}, d, 23, 0, 3), q = input({3, 9}, d, 24, 0, 3);
     EXPECT_TRUE(both({p, q}, [&](auto& v) { return power(v[0], v[1]); })) << "power " << dtype_name(d);
@@ -222,21 +226,32 @@ TEST_F(Cuda, Matmul) {
     EXPECT_TRUE(both({a, b}, [](auto& v) { return matmul(v[0], v[1]); }, 1.0)) << dtype_name(d);
     Array c = input({40, 24}, d, 63, -1, 1), e = input({32, 24}, d, 64, -1, 1);
     EXPECT_TRUE(both({c, e}, [](auto& v) { return matmul(v[0], transpose(v[1])); }, 1.0)) << dtype_name(d);
-    EXPECT_TRUE(both({c, e}, [](auto& v) { return matmul(transpose(v[1]), v[0]); }, 1.0)) << dtype_name(d);
-    Array f = input({2, 3, 8, 5}, d, 65, -1, 1), g = input({3, 1, 5, 7}, d, 66, -1, 1);
+    EXPECT_TRUE(both({c, e}, [](auto& v) { return matmul(transpose(v[0]), v[0]); }, 1.0)) << dtype_name(d);
+    Array f = input({2, 1, 8, 5}, d, 65, -1, 1), g = input({3, 5, 7}, d, 66, -1, 1), h = input({5, 7}, d, 69, -1, 1);
     EXPECT_TRUE(both({f, g}, [](auto& v) { return matmul(v[0], v[1]); }, 1.0)) << dtype_name(d);
+    EXPECT_TRUE(both({f, h}, [](auto& v) { return matmul(v[0], v[1]); }, 1.0)) << dtype_name(d);
+    EXPECT_TRUE(both({h, g}, [](auto& v) { return matmul(transpose(v[0]), v[1]); }, 1.0)) << dtype_name(d);
     EXPECT_TRUE(both({c, e}, [](auto& v) { return matmul(slice(v[0], {0, 0}, {0, 24}), transpose(v[1])); }))
         << dtype_name(d);
   }
   // TF32 is off by default: a float32 product rounds like float32 arithmetic.
   Array a = input({64, 256}, float32, 67), b = input({256, 64}, float32, 68);
   EXPECT_FALSE(cuda_matmul_allow_tf32());
-  EXPECT_TRUE(both({a, b}, [](auto& v) { return matmul(v[0], v[1]); }, 1.0));
+  auto ref = matmul(astype(a, float64), astype(b, float64)).to_vector<double>();
+  auto max_err = [&](const Array& y) {
+    auto v = y.to_vector<double>();
+    double e = 0;
+    for (size_t i = 0; i < v.size(); ++i) e = std::max(e, std::fabs(v[i] - ref[i]));
+    return e;
+  };
+  double cpu_err = max_err(matmul(a, b)), fp32_err = max_err(matmul(to(a, gpu), to(b, gpu)));
   set_cuda_matmul_allow_tf32(true);
-  Array t = matmul(to(a, gpu), to(b, gpu));
+  double tf32_err = max_err(matmul(to(a, gpu), to(b, gpu)));
   set_cuda_matmul_allow_tf32(false);
-  auto tv = t.to_vector<double>(), cv = matmul(a, b).to_vector<double>();
-  for (size_t i = 0; i < tv.size(); ++i) EXPECT_NEAR(tv[i], cv[i], 0.05 * (std::fabs(cv[i]) + 1));
+  std::printf("float32 matmul max error vs float64: cpu %.3g, gpu %.3g, gpu with tf32 %.3g\n", cpu_err, fp32_err, tf32_err);
+  EXPECT_LT(fp32_err, 4 * cpu_err + 1e-5);  // float32 rounding, like the CPU's
+  EXPECT_GT(tf32_err, 10 * fp32_err);       // TF32 (10-bit mantissa) is visibly coarser
+  EXPECT_LT(tf32_err, 0.5);
 }
 
 TEST_F(Cuda, CompiledAgainstEager) {
@@ -350,7 +365,7 @@ TEST_F(Cuda, AsyncEvalReturnsWithoutWaiting) {
   auto t0 = std::chrono::steady_clock::now();
   async_eval({y});
   auto t1 = std::chrono::steady_clock::now();
-  float v = y.item<float>();
+  float v = y.to_vector<float>()[0];
   auto t2 = std::chrono::steady_clock::now();
   (void)v;
   std::printf("async_eval returned after %.3f ms; the result came %.3f ms later\n",

@@ -43,6 +43,18 @@ inline void* memcpy(void* d, const void* s, size_t n) {
 }
 )";
 
+const char* const kBit = R"(#pragma once
+#include <cstring>
+namespace std {
+template <class To, class From>
+inline To bit_cast(const From& from) {
+  To to;
+  memcpy(&to, &from, sizeof(To));
+  return to;
+}
+}
+)";
+
 const char* const kTypeTraits = R"(#pragma once
 namespace std {
 template <class T, T v> struct integral_constant { static constexpr T value = v; };
@@ -177,7 +189,7 @@ inline bool isfinite(double x) { return !isnan(x) && !isinf(x); }
 const std::vector<std::pair<std::string, std::string>>& prelude_headers() {
   static const std::vector<std::pair<std::string, std::string>> headers = {
       {"cstdint", kCstdint}, {"cstddef", kCstddef},   {"cstring", kCstring}, {"type_traits", kTypeTraits},
-      {"limits", kLimits},   {"cmath", kCmath},
+      {"limits", kLimits},   {"cmath", kCmath}, {"bit", kBit},
   };
   return headers;
 }
