@@ -68,7 +68,106 @@ struct Sign {
     else return static_cast<T>(x > 0);
   }
 };
-struct Exp { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::exp(x); } };
+#if !defined(__CUDACC__)
+// float exp, sigmoid, sin and cos without libm, in the style of tanh_f32 below: computed
+// in double with branch-free code (selects, integer bit tricks), so GCC if-converts and
+// vectorizes the eager and fused loops instead of calling scalar expf/sinf per element.
+// Polynomials are near-minimax fits of the relative error, derived by
+// bench/tools/fit_float_math.py (Lawson's weighted least squares, mpmath reference).
+// Max error vs double std:: functions is checked by tests/ops/test_fast_math.cpp.
+
+// c ? a : b by bit masks, for the float paths below. Under GCC's default -ftrapping-math a
+// floating-point ?: (or std::max) feeding more arithmetic stays a branch when the target
+// has no blend instruction (eager kernels build for baseline x86-64), which stops the loop
+// from vectorizing; this integer form vectorizes everywhere and gives the same result.
+// (GCC 12 at SSE2 also gives up on two such double selects in a row, so clamps are done on
+// the float input with select_f32, which is exact: the bounds are floats.)
+KILN_HD inline double select_f64(bool c, double a, double b) {
+  uint64_t m = uint64_t{0} - static_cast<uint64_t>(c);
+  return std::bit_cast<double>((std::bit_cast<uint64_t>(a) & m) | (std::bit_cast<uint64_t>(b) & ~m));
+}
+KILN_HD inline float select_f32(bool c, float a, float b) {
+  uint32_t m = 0u - static_cast<uint32_t>(c);
+  return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & m) | (std::bit_cast<uint32_t>(b) & ~m));
+}
+
+// e^z for double z in [-745, 709] (callers clamp; NaN passes through): z = k ln2 + r,
+// |r| <= ln2/2, e^r by a degree-7 polynomial (relative error 5e-11), times 2^k.
+KILN_HD inline double exp_f64_core(double z) {
+  constexpr double shifter = 6755399441055744.0;  // 1.5 * 2^52: t's low bits hold round(z/ln2)
+  double t = z * 1.4426950408889634 + shifter;
+  double k = t - shifter;
+  double r = z - k * 0.6931471805599453;  // k*ln2 rounding: < 1e-13 absolute, far below float ulps
+  double p = 0.00019790244066553056;
+  p = p * r + 0.001394475858318536;
+  p = p * r + 0.008333497673752896;
+  p = p * r + 0.04166629363440062;
+  p = p * r + 0.1666666586459333;
+  p = p * r + 0.5000000068037379;
+  p = 1.0 + (r + r * r * p);
+  // 2^k from t's low bits by integer arithmetic only (|k| <= 1022 here; defined for NaN too).
+  uint64_t kbits = std::bit_cast<uint64_t>(t);
+  return p * std::bit_cast<double>((kbits + 1023u) << 52);
+}
+
+// Clamping to [-104, 89] keeps 2^k a normal double; e^89 rounds to +inf and e^-104 to 0
+// in float, and values between come out right: the double -> float conversion does the
+// overflow and the (gradual) underflow.
+KILN_HD inline float exp_f32(float xf) {
+  xf = select_f32(xf < -104.0f, -104.0f, xf);
+  xf = select_f32(xf > 89.0f, 89.0f, xf);  // NaN passes both
+  return static_cast<float>(exp_f64_core(xf));
+}
+
+// 1 / (1 + e^-x) in double; e^-x clamped to [e^-40, e^110] (the float result is 1 resp. 0
+// beyond).
+KILN_HD inline float sigmoid_f32(float xf) {
+  float z = -xf;
+  z = select_f32(z < -40.0f, -40.0f, z);
+  z = select_f32(z > 110.0f, 110.0f, z);
+  return static_cast<float>(1.0 / (1.0 + exp_f64_core(z)));
+}
+
+// sin(x + quadrant * pi/2) for float x, in double. Cody-Waite reduction x = k pi/2 + r with
+// pi/2 = C1 + C2 + C3, C1 and C2 of 23 bits so k*C1, k*C2 and the first two subtractions are
+// exact for |k| < 2^30 (|x| < ~1.6e9): there r is within ~2^-68 absolute, and sin/cos come
+// out within an ulp. Beyond, the reduction loses accuracy (see docs/benchmarks.md, "Vectorized
+// float math", for measured errors) and past ~2^51 the results are meaningless, though they
+// stay in [-1, 1]. +-inf and NaN give NaN.
+KILN_HD inline float sincos_f32(float xf, unsigned quadrant) {
+  double x = xf;
+  constexpr double shifter = 6755399441055744.0;
+  double t = x * 0.6366197723675814 + shifter;  // round(x * 2/pi) in t's low bits
+  double k = t - shifter;
+  double r = x - k * 1.570796251296997;
+  r = r - k * 7.549789415861596e-08;
+  r = r - k * 5.390302858158119e-15;
+  double u = r * r;
+  double s = -0.0001983930441671277 + u * 2.7180464816090044e-06;
+  s = 0.008333329280529118 + u * s;
+  s = -0.1666666664058825 + u * s;
+  s = r * (1.0 + u * s);  // sin(r), |r| <= pi/4 (a product keeps sin(-0) = -0)
+  double c = -0.0013888883467189713 + u * (2.479945153366608e-05 + u * -2.720504499511829e-07);
+  c = 0.041666666619105966 + u * c;
+  c = 1.0 - 0.5 * u + (u * u) * c;  // cos(r)
+  uint64_t q = std::bit_cast<uint64_t>(t) + quadrant;
+  double v = select_f64(q & 1, c, s);
+  uint64_t sign = (q & 2) << 62;
+  float y = static_cast<float>(std::bit_cast<double>(std::bit_cast<uint64_t>(v) ^ sign));
+  // Past |x| ~ 2^51 the reduction fails outright (r is not small); keep results in [-1, 1].
+  y = select_f32(y > 1.0f, 1.0f, y);
+  return select_f32(y < -1.0f, -1.0f, y);
+}
+#endif
+struct Exp {
+  KILN_FLOATS_ONLY
+  template <class T> KILN_HD T operator()(T x) const {
+#if !defined(__CUDACC__)
+    if constexpr (std::is_same_v<T, float>) return exp_f32(x);
+#endif
+    return std::exp(x);
+  }
+};
 struct Expm1 { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::expm1(x); } };
 struct Log { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::log(x); } };
 struct Log1p { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::log1p(x); } };
@@ -83,8 +182,24 @@ struct Square {
   }
 };
 struct Reciprocal { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return T(1) / x; } };
-struct Sin { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::sin(x); } };
-struct Cos { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::cos(x); } };
+struct Sin {
+  KILN_FLOATS_ONLY
+  template <class T> KILN_HD T operator()(T x) const {
+#if !defined(__CUDACC__)
+    if constexpr (std::is_same_v<T, float>) return sincos_f32(x, 0u);
+#endif
+    return std::sin(x);
+  }
+};
+struct Cos {
+  KILN_FLOATS_ONLY
+  template <class T> KILN_HD T operator()(T x) const {
+#if !defined(__CUDACC__)
+    if constexpr (std::is_same_v<T, float>) return sincos_f32(x, 1u);
+#endif
+    return std::cos(x);
+  }
+};
 struct Tan { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::tan(x); } };
 #if !defined(__CUDACC__)
 // float tanh without libm: branch-free, so eager and fused loops vectorize (glibc's
@@ -92,9 +207,10 @@ struct Tan { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const
 // double: e^(2|x|) by range reduction and a degree-11 Taylor series (|r| <= ln2/2,
 // truncation < 1e-14), then 1 - 2/(e+1); the float result is within an ulp of tanh(x).
 KILN_HD inline float tanh_f32(float xf) {
-  double x = xf;
-  double ax = x < 0 ? -x : x;
-  double z = 2.0 * (ax > 10.0 ? 10.0 : ax);                   // tanh(10) rounds to 1 in float; NaN passes
+  uint32_t sign = std::bit_cast<uint32_t>(xf) & 0x80000000u;
+  float axf = std::bit_cast<float>(std::bit_cast<uint32_t>(xf) ^ sign);
+  double ax = axf;
+  double z = 2.0 * select_f32(axf > 10.0f, 10.0f, axf);                   // tanh(10) rounds to 1 in float; NaN passes
   constexpr double shifter = 6755399441055744.0;               // 1.5 * 2^52: t's low bits hold round(z/ln2)
   double t = z * 1.4426950408889634 + shifter;
   double k = t - shifter;
@@ -115,8 +231,9 @@ KILN_HD inline float tanh_f32(float xf) {
   uint64_t kbits = std::bit_cast<uint64_t>(t);
   double e = p * std::bit_cast<double>((kbits + 1023u) << 52);
   double th = 1.0 - 2.0 / (e + 1.0);
-  th = ax < 0x1p-12 ? ax : th;  // tanh(x) = x to float precision; avoids the cancellation
-  return static_cast<float>(x < 0 ? -th : th);
+  th = select_f64(ax < 0x1p-12, ax, th);  // tanh(x) = x to float precision; avoids the cancellation
+  // Selects are bit masks (select_f64) so the loop vectorizes for baseline x86-64 too.
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(static_cast<float>(th)) ^ sign);
 }
 #endif
 struct Tanh {
@@ -128,7 +245,15 @@ struct Tanh {
     return std::tanh(x);
   }
 };
-struct Sigmoid { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); } };
+struct Sigmoid {
+  KILN_FLOATS_ONLY
+  template <class T> KILN_HD T operator()(T x) const {
+#if !defined(__CUDACC__)
+    if constexpr (std::is_same_v<T, float>) return sigmoid_f32(x);
+#endif
+    return T(1) / (T(1) + std::exp(-x));
+  }
+};
 struct Erf { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::erf(x); } };
 struct Floor {
   template <class T> KILN_HD T operator()(T x) const {

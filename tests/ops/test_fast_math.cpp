@@ -1,0 +1,125 @@
+// The branch-free float32 exp, sigmoid, sin, cos and tanh of backend/common/math.h (used by
+// eager and generated kernels alike) against double-precision std:: references: a sweep of
+// float bit patterns over the whole range (every 4099th, both signs), special values,
+// overflow/underflow thresholds and multiples of pi/2. Error is in ulps of the float result.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "backend/common/math.h"
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// |got - ref| in units of the float ulp at ref (the ulp of 2^-149 for subnormal results).
+// A reference that rounds past FLT_MAX must give inf of its sign; NaN must give NaN.
+double ulp_error(float got, double ref) {
+  if (std::isnan(ref)) return std::isnan(got) ? 0 : 1e9;
+  if (std::isnan(got)) return 1e9;
+  double ulp_max = std::ldexp(1.0, 127 - 23);
+  if (std::fabs(ref) >= double(std::numeric_limits<float>::max()) + ulp_max / 2) {
+    return got == (ref > 0 ? kInf : -kInf) ? 0 : 1e9;
+  }
+  if (std::isinf(got)) return 1e9;
+  int e = std::ilogb(ref);
+  double ulp = ref == 0 || e < -126 ? std::ldexp(1.0, -149) : std::ldexp(1.0, e - 23);
+  return std::fabs(double(got) - ref) / ulp;
+}
+
+struct Worst {
+  double err = 0;
+  float at = 0;
+  void add(double e, float x) {
+    if (e > err) err = e, at = x;
+  }
+};
+
+std::vector<float> sweep() {
+  std::vector<float> xs;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099) xs.push_back(std::bit_cast<float>(uint32_t(b)));
+  const float m = std::numeric_limits<float>::max(), tiny = std::numeric_limits<float>::denorm_min();
+  for (float v : {0.0f, kInf, std::numeric_limits<float>::quiet_NaN(), m, tiny, std::numeric_limits<float>::min(),
+                  1.0f, 0.5f, 1e-30f, 1e-8f, 88.72283f, 88.72284f, 88.7f, 89.0f, -87.33654f, -87.3f, -103.27893f,
+                  -103.97208f, -103.9721f, -104.0f, -150.0f, 10.0f, 9.0f, 17.0f, 40.0f, 0x1p-12f, 0x1p-13f}) {
+    xs.push_back(v);
+    xs.push_back(-v);
+    xs.push_back(std::nextafter(v, kInf));
+    xs.push_back(std::nextafter(v, -kInf));
+  }
+  for (int k = -200000; k <= 200000; k += 7) {  // near multiples of pi/2, up to 3e5 (> 2^17)
+    float v = float(k * 1.5707963267948966);
+    xs.push_back(v);
+    xs.push_back(std::nextafter(v, kInf));
+    xs.push_back(std::nextafter(v, -kInf));
+  }
+  return xs;
+}
+
+template <class F, class Ref>
+Worst check(F f, Ref ref, float max_abs = kInf) {
+  static const std::vector<float> xs = sweep();
+  Worst w;
+  for (float x : xs) {
+    if (!(std::fabs(x) <= max_abs) && !std::isnan(x)) continue;
+    w.add(ulp_error(f(x), ref(double(x))), x);
+  }
+  return w;
+}
+
+TEST(FastMath, Exp) {
+  Worst w = check(kiln::math::Exp{}, [](double x) { return std::exp(x); });
+  EXPECT_LE(w.err, 1.0) << "at x = " << w.at;
+  EXPECT_EQ(kiln::math::Exp{}(-kInf), 0.0f);
+  EXPECT_EQ(kiln::math::Exp{}(kInf), kInf);
+  EXPECT_EQ(kiln::math::Exp{}(89.0f), kInf);
+  EXPECT_EQ(kiln::math::Exp{}(-104.0f), 0.0f);
+  EXPECT_GT(kiln::math::Exp{}(-103.0f), 0.0f);  // subnormal
+  EXPECT_TRUE(std::isnan(kiln::math::Exp{}(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST(FastMath, Sigmoid) {
+  Worst w = check(kiln::math::Sigmoid{}, [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
+  EXPECT_LE(w.err, 1.0) << "at x = " << w.at;
+  EXPECT_EQ(kiln::math::Sigmoid{}(kInf), 1.0f);
+  EXPECT_EQ(kiln::math::Sigmoid{}(-kInf), 0.0f);
+  EXPECT_TRUE(std::isnan(kiln::math::Sigmoid{}(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST(FastMath, Tanh) {
+  Worst w = check(kiln::math::Tanh{}, [](double x) { return std::tanh(x); });
+  EXPECT_LE(w.err, 1.0) << "at x = " << w.at;
+  EXPECT_EQ(kiln::math::Tanh{}(kInf), 1.0f);
+  EXPECT_EQ(kiln::math::Tanh{}(-kInf), -1.0f);
+  EXPECT_TRUE(std::signbit(kiln::math::Tanh{}(-0.0f)));
+}
+
+// Within 1 ulp (2 is the contract) while the Cody-Waite reduction is exact (|x| < 2^30);
+// beyond, only |sin| <= 1 is promised (the reduction error grows with |x|).
+template <class F, class Ref>
+void check_trig(F f, Ref ref) {
+  Worst w = check(f, ref, 0x1p30f);
+  EXPECT_LE(w.err, 1.0) << "at x = " << w.at;
+  for (float x : sweep()) {
+    float y = f(x);
+    if (std::isinf(x) || std::isnan(x)) EXPECT_TRUE(std::isnan(y)) << x;
+    else EXPECT_LE(std::fabs(y), 1.0f) << x;
+  }
+}
+
+TEST(FastMath, Sin) {
+  check_trig(kiln::math::Sin{}, [](double x) { return std::sin(x); });
+  EXPECT_TRUE(std::signbit(kiln::math::Sin{}(-0.0f)));
+  EXPECT_EQ(kiln::math::Sin{}(0x1p-149f), 0x1p-149f);
+}
+
+TEST(FastMath, Cos) {
+  check_trig(kiln::math::Cos{}, [](double x) { return std::cos(x); });
+  EXPECT_EQ(kiln::math::Cos{}(0.0f), 1.0f);
+}
+
+}  // namespace
