@@ -74,6 +74,7 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& in) const {
     std::vector<Shape> in_shapes;
     for (int v : step.inputs) {
       step_in.push_back(regs[static_cast<size_t>(v)]);
+      step_in.back().donated = false;  // kernels never overwrite their inputs
       if (shapeless) in_shapes.push_back(step_in.back().shape);
     }
     std::vector<Shape> out_shapes;
@@ -87,6 +88,7 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& in) const {
       auto it = free_buffers.lower_bound(bytes);
       if (it != free_buffers.end() && it->first <= bytes + bytes / 4 + 64) {
         step_out.back().buffer = std::move(it->second);
+        step_out.back().donated = true;
         free_buffers.erase(it);
       }
     }
@@ -96,7 +98,9 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& in) const {
     step_in.clear();
     for (int v : step.release) {
       auto& buf = regs[static_cast<size_t>(v)].buffer;
-      if (buf && buf.use_count() == 1) {
+      // A donated input is also held by its (unreachable) node and the call's input list.
+      long sole = regs[static_cast<size_t>(v)].donated ? 3 : 1;
+      if (buf && buf.use_count() == sole) {
         size_t bytes = buf->bytes();
         free_buffers.emplace(bytes, std::move(buf));
       }

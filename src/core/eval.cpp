@@ -32,11 +32,27 @@ std::shared_ptr<Producer> Node::pending_producer() {
 void Producer::run(Device device) {
   std::lock_guard<std::mutex> lock(mu);
   if (done) return;
+  if (error_after_donation) std::rethrow_exception(error_after_donation);
   std::vector<Tensor> in;
   in.reserve(inputs.size());
-  for (auto& a : inputs) in.push_back(a.tensor());
+  bool donated = false;
+  for (auto& a : inputs) {
+    in.push_back(a.tensor());
+    // Only this producer holds the input node, and only the node holds its buffer
+    // (besides the copy just made): nobody can observe the buffer being reused.
+    const auto& buf = in.back().buffer;
+    if (prim->kind() == OpKind::CompiledCall && a.node().use_count() == 1 && buf && buf->owned() &&
+        buf->on_host() && buf.use_count() == 2) {
+      in.back().donated = donated = true;
+    }
+  }
   std::vector<Tensor> out = results;  // shapes and dtypes; kernels fill buffers
-  run_primitive(device, *prim, in, out);
+  try {
+    run_primitive(device, *prim, in, out);
+  } catch (...) {
+    if (donated) error_after_donation = std::current_exception();
+    throw;
+  }
   // A compiled call counts the kernels of its plan itself.
   if (!prim->is_view() && prim->kind() != OpKind::CompiledCall) count(counters().kernels_launched);
   results = std::move(out);

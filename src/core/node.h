@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -19,6 +20,9 @@ struct Producer {
   std::mutex mu;              // guards done and results
   bool done = false;
   std::vector<Tensor> results;  // one per output, shapes and dtypes set at construction
+  // Guarded by mu: a failed run after inputs were donated (their buffers may be
+  // overwritten), rethrown instead of running again on spoiled inputs.
+  std::exception_ptr error_after_donation;
 
   /* Computes the results if not yet done; inputs must already be evaluated. */
   void run(Device device);

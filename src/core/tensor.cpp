@@ -42,8 +42,11 @@ void Tensor::allocate() {
   strides = row_major_strides(shape);
   offset = 0;
   size_t need = static_cast<size_t>(size()) * itemsize();
-  // A buffer handed over by a compiled plan (a dead intermediate nobody else holds) is reused.
-  if (buffer && buffer.use_count() == 1 && buffer->bytes() >= need) return;
+  // A buffer handed over by a compiled plan (a dead intermediate or donated input
+  // nobody else can observe) is reused.
+  bool reusable = buffer && (buffer.use_count() == 1 || donated) && buffer->owned() && buffer->on_host();
+  donated = false;
+  if (reusable && buffer->bytes() >= need) return;
   buffer = Buffer::allocate(need);
 }
 

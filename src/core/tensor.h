@@ -23,6 +23,10 @@ struct Tensor {
   Dtype dtype = float32;
   std::shared_ptr<Buffer> buffer;
   int64_t offset = 0;  // in elements, from the buffer's start
+  // The buffer may be overwritten by whoever holds this tensor: an input of a
+  // compiled call whose caller gave up the only reference, or a dead buffer a
+  // plan hands to an output.
+  bool donated = false;
 
   Tensor() = default;
   Tensor(Shape s, Dtype d) : shape(std::move(s)), strides(row_major_strides(shape)), dtype(d) {}

@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "core/tensor.h"
 #include "reference.h"
 #include <kiln/kiln.h>
 
@@ -290,4 +291,31 @@ TEST(Compile, CacheIsBoundedAndWarnsOnRecompiles) {
   EXPECT_EQ(calls.load(), 4);
   set_compile_cache_capacity(saved);
   kt::expect_error([] { set_compile_cache_capacity(0); }, "[compile] cache capacity must be at least 1");
+}
+
+TEST(Compile, OutputTakesOverADonatedInputBuffer) {
+  // cumsum is not fused, so the multiply is a later step that may take x's buffer.
+  auto f = compile([](const std::vector<Array>& in) { return std::vector<Array>{cumsum(in[0], 0) * 2.0f}; });
+  auto make = [] {
+    Array x = kt::from_values(kt::random_values(4096, float32, 5), {4096}, float32);
+    x.eval();
+    return x;
+  };
+  Array kept = make();
+  const void* kept_data = kept.tensor().raw();
+  Array y = f({kept})[0];
+  y.eval();
+  EXPECT_NE(y.tensor().raw(), kept_data);  // the caller still holds x: never reused
+  expect_same(y, cumsum(kept, 0) * 2.0f, "kept input");
+
+  Array given = make();
+  Array want = cumsum(given, 0) * 2.0f;
+  want.eval();
+  const void* given_data = given.tensor().raw();
+  std::vector<Array> args{std::move(given)};
+  Array z = f(args)[0];
+  args.clear();  // the call's node now holds the only reference
+  z.eval();
+  EXPECT_EQ(z.tensor().raw(), given_data);
+  expect_same(z, want, "donated input");
 }
