@@ -8,8 +8,8 @@
 
 namespace kiln::capi {
 
-Dtype to_dtype(const char* fn, kiln_dtype d) {
-  int i = static_cast<int>(d);
+Dtype to_dtype(const char* fn, const kiln_dtype& d) {
+  int i = enum_value(d);
   if (i < 0 || i >= kNumDtypes) fail(fn, "invalid dtype ", i);
   return static_cast<Dtype>(i);
 }

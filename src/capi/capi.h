@@ -2,6 +2,7 @@
 // C++ exceptions into status codes, and argument helpers.
 #pragma once
 
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -89,7 +90,18 @@ inline void put(kiln_vector_array* out, std::vector<Array> value) {
   else *out = new kiln_vector_array_s{std::move(value)};
 }
 
-Dtype to_dtype(const char* fn, kiln_dtype d);
+/* The integer a C caller passed as an enum. Read through memcpy: C lets any int
+   through an enum parameter, while loading an out-of-range enum in C++ is undefined,
+   so enum parameters are only ever passed on by reference. */
+template <class E>
+int enum_value(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized here");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+Dtype to_dtype(const char* fn, const kiln_dtype& d);
 Shape to_shape(const char* fn, const int64_t* shape, int ndim);
 std::vector<int> to_axes(const char* fn, const int* axes, size_t n);
 /* start/stop/step of n axes; a NULL step means ones. */

@@ -58,7 +58,7 @@ int kiln_export_to_dot(char** out, const kiln_vector_array outputs) {
 
 int kiln_set_compile_mode(kiln_compile_mode mode) {
   return guard([&] {
-    int m = static_cast<int>(mode);
+    int m = enum_value(mode);
     if (m < KILN_COMPILE_DISABLED || m > KILN_COMPILE_ENABLED) fail("kiln_set_compile_mode", "invalid mode ", m);
     set_compile_mode(static_cast<CompileMode>(m));
   });

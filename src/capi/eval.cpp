@@ -16,12 +16,13 @@ std::vector<std::weak_ptr<detail::Node>>& pending() {
 }
 
 Device to_device(const char* fn, kiln_device d) {
-  if (d.type == KILN_DEVICE_CPU) return Device::cpu();
-  if (d.type == KILN_DEVICE_CUDA) {
+  int type = enum_value(d.type);
+  if (type == KILN_DEVICE_CPU) return Device::cpu();
+  if (type == KILN_DEVICE_CUDA) {
     if (d.index < 0) fail(fn, "negative device index ", d.index);
     return Device::cuda(d.index);
   }
-  fail(fn, "invalid device type ", static_cast<int>(d.type));
+  fail(fn, "invalid device type ", type);
 }
 
 kiln_device from_device(Device d) {
@@ -111,9 +112,10 @@ int kiln_set_default_device(kiln_device device) {
 int kiln_device_count(int* out, kiln_device_type type) {
   return guard([&] {
     check_out("kiln_device_count", out);
-    if (type == KILN_DEVICE_CPU) *out = 1;
-    else if (type == KILN_DEVICE_CUDA) *out = 0;  // no CUDA backend in this build yet
-    else fail("kiln_device_count", "invalid device type ", static_cast<int>(type));
+    int t = enum_value(type);
+    if (t == KILN_DEVICE_CPU) *out = 1;
+    else if (t == KILN_DEVICE_CUDA) *out = 0;  // no CUDA backend in this build yet
+    else fail("kiln_device_count", "invalid device type ", t);
   });
 }
 
