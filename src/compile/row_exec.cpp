@@ -44,12 +44,7 @@ RowFused::KernelFn RowFused::kernel() {
   return reinterpret_cast<KernelFn>(jit_.fn);
 }
 
-namespace {
-
-// Strides of t broadcast to `full`, collapsed to one stride over the leading (row)
-// axes and one over the trailing (reduced) axes; false when they do not collapse.
-bool row_col_strides(const Tensor& t, const Shape& full, size_t lead, int64_t& rs, int64_t& cs) {
-  Strides s = detail::broadcast_strides(t, full);
+bool row_col_strides(const Strides& s, const Shape& full, size_t lead, int64_t& rs, int64_t& cs) {
   auto collapse = [&](size_t b, size_t e, int64_t& out) {
     int64_t expected = -1;  // stride the next outer axis must have
     out = 0;
@@ -68,8 +63,6 @@ bool row_col_strides(const Tensor& t, const Shape& full, size_t lead, int64_t& r
   };
   return collapse(0, lead, rs) && collapse(lead, full.size(), cs);
 }
-
-}  // namespace
 
 // A shapeless replay may give an input traced as one value per row a full row:
 // the kernel would read only its first column, so such calls run unfused.
@@ -102,13 +95,15 @@ void RowFused::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out)
   std::vector<Tensor> inputs = in;
   std::vector<int64_t> rs(in.size()), cs(in.size());
   for (size_t k = 0; k < in.size(); ++k) {
-    if (row_col_strides(inputs[k], full, lead, rs[k], cs[k])) continue;
+    if (row_col_strides(detail::broadcast_strides(inputs[k], full), full, lead, rs[k], cs[k])) continue;
     // Reading a view whose axes do not collapse: use a row-major copy instead.
     Tensor c(inputs[k].shape, inputs[k].dtype);
     c.allocate();
     detail::copy_convert(inputs[k], c);
     inputs[k] = c;
-    if (!row_col_strides(inputs[k], full, lead, rs[k], cs[k])) return run_unfused(in, out);
+    if (!row_col_strides(detail::broadcast_strides(inputs[k], full), full, lead, rs[k], cs[k])) {
+      return run_unfused(in, out);
+    }
   }
   std::vector<const void*> ip;
   for (auto& t : inputs) ip.push_back(t.raw());

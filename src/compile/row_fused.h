@@ -30,6 +30,10 @@ struct RowProgram {
   std::string signature() const;
 };
 
+/* Collapses strides (of an input broadcast to `full`) into one stride over the leading
+   `lead` axes and one over the rest; false when the axes do not collapse that way. */
+bool row_col_strides(const Strides& s, const Shape& full, size_t lead, int64_t& rs, int64_t& cs);
+
 class RowFused : public Primitive {
  public:
   explicit RowFused(std::shared_ptr<const RowProgram> program);

@@ -25,6 +25,7 @@ using compiler::FusedOp;
 using compiler::FusedProgram;
 using compiler::RowOp;
 using compiler::RowProgram;
+using compiler::row_col_strides;
 
 namespace {
 
@@ -142,28 +143,6 @@ Tensor view(const Tensor& t, Shape shape, Strides strides, int64_t offset) {
   v.strides = std::move(strides);
   v.offset = offset;
   return v;
-}
-
-// Collapses t's strides (broadcast to `full`) into one row stride over the leading axes
-// and one column stride over the rest; false when they do not collapse.
-bool row_col_strides(const Strides& s, const Shape& full, size_t lead, int64_t& rs, int64_t& cs) {
-  auto collapse = [&](size_t b, size_t e, int64_t& out) {
-    int64_t expected = -1;
-    out = 0;
-    bool first = true;
-    for (size_t i = e; i-- > b;) {
-      if (full[i] == 1) continue;
-      if (first) {
-        out = s[i];
-        first = false;
-      } else if (s[i] != expected) {
-        return false;
-      }
-      expected = s[i] * full[i];
-    }
-    return true;
-  };
-  return collapse(0, lead, rs) && collapse(lead, full.size(), cs);
 }
 
 // A row program over inputs broadcast to `full`, whose last `reduced` axes form the rows.
