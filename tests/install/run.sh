@@ -6,7 +6,10 @@
 #       find_package(kiln) with CMAKE_PREFIX_PATH.
 # usage: run.sh SOURCE_DIR BUILD_DIR WORK_DIR BUILD_TYPE GENERATOR CXX_COMPILER [LAUNCHER]
 # The consumer builds use the parent build's compiler, flags and launcher, so
-# that with ccache the library's sources in (a) come from the cache.
+# that with ccache the library's sources in (a) come from the cache. When the
+# parent build directory sits directly in the source tree (build/, build-*/),
+# (a) builds in a sibling directory: with ccache's base directory set to the
+# source tree, compiler paths are then identical to the parent's.
 set -euo pipefail
 
 src="$1" build="$2" work="$3" type="$4" generator="$5" cxx="$6" launcher="${7:-}"
@@ -21,11 +24,16 @@ rm -rf "$work"
 mkdir -p "$work"
 
 echo "--- (a) add_subdirectory"
-"$cmake" -S "$here" -B "$work/sub" "${common[@]}" -DKILN_SOURCE_DIR="$src" >"$work/sub.log" 2>&1 \
+sub="$work/sub"
+if [[ "$(cd "$(dirname "$build")" && pwd)" == "$(cd "$src" && pwd)" ]]; then
+  sub="$src/$(basename "$build")-consumer"  # matches the /build*/ line of .gitignore
+fi
+rm -rf "$sub"
+"$cmake" -S "$here" -B "$sub" "${common[@]}" -DKILN_SOURCE_DIR="$src" >"$work/sub.log" 2>&1 \
   || { cat "$work/sub.log"; exit 1; }
-"$cmake" --build "$work/sub" -j "$jobs" --target consumer >>"$work/sub.log" 2>&1 \
+"$cmake" --build "$sub" -j "$jobs" --target consumer >>"$work/sub.log" 2>&1 \
   || { cat "$work/sub.log"; exit 1; }
-"$work/sub/consumer"
+"$sub/consumer"
 
 echo "--- (b) cmake --install, then find_package(kiln)"
 "$cmake" --install "$build" --prefix "$work/prefix" >"$work/install.log" 2>&1 \
