@@ -1,6 +1,7 @@
 // Pieces of C++ source shared by the fused elementwise and row code generators.
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -20,5 +21,18 @@ const char* wide_type(OpKind k, Dtype d);
    rounded through the stored dtype so results equal the eager kernels'. */
 std::string rounded_expr(OpKind k, const Primitive& prim, Dtype out, const std::vector<std::string>& args,
                          const std::vector<Dtype>& arg_dtypes);
+
+/* "name[exp,multiply,...]": a fused region's primitive and the members it replaced. */
+template <class Ops>
+void print_region(std::ostream& os, const char* name, const Ops& ops) {
+  os << name << "[";
+  bool first = true;
+  for (auto& op : ops) {
+    if (!op.prim) continue;
+    os << (first ? "" : ",") << op.prim->name();
+    first = false;
+  }
+  os << "]";
+}
 
 }  // namespace kiln::compiler

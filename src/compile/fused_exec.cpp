@@ -4,6 +4,7 @@
 
 #include "backend/cpu/copy.h"
 #include "backend/cpu/strided.h"
+#include "compile/codegen_util.h"
 #include "compile/fused.h"
 #include "ops/elementwise.h"
 
@@ -63,16 +64,7 @@ std::vector<Shape> Fused::output_shapes(const std::vector<Shape>& in) const {
   return std::vector<Shape>(program_->outputs.size(), s);
 }
 
-void Fused::print(std::ostream& os) const {
-  os << name() << "[";
-  bool first = true;
-  for (auto& op : program_->ops) {
-    if (!op.prim) continue;
-    os << (first ? "" : ",") << op.prim->name();
-    first = false;
-  }
-  os << "]";
-}
+void Fused::print(std::ostream& os) const { print_region(os, name(), program_->ops); }
 
 Fused::KernelFn Fused::kernel() {
   std::call_once(compiled_, [&] {

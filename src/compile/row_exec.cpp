@@ -3,6 +3,7 @@
 
 #include "backend/cpu/copy.h"
 #include "backend/cpu/strided.h"
+#include "compile/codegen_util.h"
 #include "compile/row_fused.h"
 #include "ops/elementwise.h"
 
@@ -25,16 +26,7 @@ std::vector<Shape> RowFused::output_shapes(const std::vector<Shape>& in) const {
   return out;
 }
 
-void RowFused::print(std::ostream& os) const {
-  os << name() << "[";
-  bool first = true;
-  for (auto& op : program_->ops) {
-    if (!op.prim) continue;
-    os << (first ? "" : ",") << op.prim->name();
-    first = false;
-  }
-  os << "]";
-}
+void RowFused::print(std::ostream& os) const { print_region(os, name(), program_->ops); }
 
 RowFused::KernelFn RowFused::kernel() {
   std::call_once(compiled_, [&] {
