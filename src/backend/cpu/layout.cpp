@@ -9,6 +9,7 @@
 #include "backend/common/dispatch.h"
 #include "backend/common/math.h"
 #include "backend/cpu/copy.h"
+#include "backend/cpu/indices.h"
 #include "backend/cpu/strided.h"
 #include "ops/views.h"
 
@@ -79,6 +80,39 @@ void fill(Tensor& t, double value) {
   });
 }
 
+
+/* y[i] = a[a_off(i) + idx[idx_off(i)] * axis_stride], the offsets following a_strides and
+   idx_strides over y's shape: one strided walk serves take and take_along_axis. */
+void gather(const Tensor& a, const Strides& a_strides, int64_t axis_stride, const std::vector<int64_t>& idx,
+            const Strides& idx_strides, Tensor& y) {
+  dispatch_width(y.itemsize(), [&](auto w) {
+    using E = decltype(w);
+    const E* ap = a.data<E>();
+    const int64_t* ip = idx.data();
+    E* yp = y.data<E>();
+    auto L = detail::merge_axes<3>(y.shape, {&y.strides, &a_strides, &idx_strides});
+    detail::parallel_rows<3>(L, 1, [&](auto off, int64_t n, auto st) {
+      E* o = yp + off[0];
+      const E* s = ap + off[1];
+      const int64_t* k = ip + off[2];
+      if (st[2] == 0) {  // one index for the whole row: a block copy
+        s += k[0] * axis_stride;
+        if (st[0] == 1 && st[1] == 1) {
+          std::memcpy(o, s, static_cast<size_t>(n) * sizeof(E));
+        } else {
+          for (int64_t i = 0; i < n; ++i) o[i * st[0]] = s[i * st[1]];
+        }
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = s[i * st[1] + k[i * st[2]] * axis_stride];
+      }
+    });
+  });
+}
+
+}  // namespace
+
+namespace detail {
+
 /* The indices as int64 in row-major order of their shape, negative ones counted from the
    end. Checked before any gathering, so the first bad index (row-major) is reported. */
 std::vector<int64_t> normalized_indices(const char* op, const Tensor& idx, int64_t size, int axis) {
@@ -114,35 +148,7 @@ std::vector<int64_t> normalized_indices(const char* op, const Tensor& idx, int64
   return out;
 }
 
-/* y[i] = a[a_off(i) + idx[idx_off(i)] * axis_stride], the offsets following a_strides and
-   idx_strides over y's shape: one strided walk serves take and take_along_axis. */
-void gather(const Tensor& a, const Strides& a_strides, int64_t axis_stride, const std::vector<int64_t>& idx,
-            const Strides& idx_strides, Tensor& y) {
-  dispatch_width(y.itemsize(), [&](auto w) {
-    using E = decltype(w);
-    const E* ap = a.data<E>();
-    const int64_t* ip = idx.data();
-    E* yp = y.data<E>();
-    auto L = detail::merge_axes<3>(y.shape, {&y.strides, &a_strides, &idx_strides});
-    detail::parallel_rows<3>(L, 1, [&](auto off, int64_t n, auto st) {
-      E* o = yp + off[0];
-      const E* s = ap + off[1];
-      const int64_t* k = ip + off[2];
-      if (st[2] == 0) {  // one index for the whole row: a block copy
-        s += k[0] * axis_stride;
-        if (st[0] == 1 && st[1] == 1) {
-          std::memcpy(o, s, static_cast<size_t>(n) * sizeof(E));
-        } else {
-          for (int64_t i = 0; i < n; ++i) o[i * st[0]] = s[i * st[1]];
-        }
-      } else {
-        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = s[i * st[1] + k[i * st[2]] * axis_stride];
-      }
-    });
-  });
-}
-
-}  // namespace
+}  // namespace detail
 
 void Copy::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   out[0].allocate();

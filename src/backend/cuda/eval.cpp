@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "backend/common/dispatch.h"
+#include "backend/cpu/indices.h"
 #include "backend/cpu/strided.h"
 #include "backend/cuda/codegen.h"
 #include "backend/cuda/cuda.h"
@@ -289,29 +290,10 @@ Tensor device_scalar(int dev, double value, Dtype d) {
 // Indices as int64 on the device, negative ones counted from the end; checked on the host
 // first, so an out-of-range index raises the same error as on the CPU.
 Tensor normalized_indices(int dev, const char* op, const Tensor& idx, int64_t size, int axis) {
-  Tensor host = to_host(idx);
+  std::vector<int64_t> v = detail::normalized_indices(op, to_host(idx), size, axis);
   Tensor out(idx.shape, int64);
   out.allocate();
-  int64_t* o = out.data<int64_t>();
-  detail::dispatch_dtype(idx.dtype, [&](auto z) {
-    using T = decltype(z);
-    if constexpr (math::is_int_v<T>) {
-      const T* p = host.data<T>();
-      for (int64_t i = 0; i < idx.size(); ++i) {
-        if constexpr (std::is_unsigned_v<T>) {
-          uint64_t v = p[i];
-          if (v >= static_cast<uint64_t>(size)) fail(op, "index ", v, " is out of bounds for axis ", axis, " with size ", size);
-          o[i] = static_cast<int64_t>(v);
-        } else {
-          int64_t v = p[i];
-          if (v < -size || v >= size) fail(op, "index ", v, " is out of bounds for axis ", axis, " with size ", size);
-          o[i] = v < 0 ? v + size : v;
-        }
-      }
-    } else {
-      fail(op, "indices must be integers, got ", dtype_name(idx.dtype));
-    }
-  });
+  if (!v.empty()) std::memcpy(out.data<int64_t>(), v.data(), v.size() * sizeof(int64_t));
   return to_device(out, dev);
 }
 
