@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/jit.h"
+#include "compile/kernel_slots.h"
 #include "ops/primitive.h"
 
 namespace kiln::compiler {
@@ -24,6 +25,7 @@ struct FusedOp {
 struct FusedProgram {
   std::vector<FusedOp> ops;  // region inputs first, then members in order
   std::vector<int> outputs;  // op index of each region output
+  KernelSlots gpu_kernels;   // filled by the CUDA backend on first use
   int num_inputs() const;
   /* C++ source of a kernel named `symbol` (see fused_codegen.cpp for its signature). */
   std::string source(const std::string& symbol) const;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/jit.h"
+#include "compile/kernel_slots.h"
 #include "ops/primitive.h"
 
 namespace kiln::compiler {
@@ -26,6 +27,7 @@ struct RowProgram {
   std::vector<RowOp> ops;    // inputs first, then members in order
   std::vector<int> outputs;  // op index of each region output
   int reduced_axes = 1;      // the trailing axes that the reductions remove
+  KernelSlots gpu_kernels;   // filled by the CUDA backend on first use
   std::string source(const std::string& symbol) const;
   std::string signature() const;
 };

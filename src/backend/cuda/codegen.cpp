@@ -21,6 +21,8 @@ const char* support_header() {
 #include "backend/common/math.h"
 
 template <int N> struct KilnMeta { long v[N]; };
+// V elements of T read or written as one aligned access (16 bytes at most).
+template <class T, int V> struct alignas(sizeof(T) * V) kiln_vec { T v[V]; };
 
 __device__ inline long kiln_gid() { return static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ inline long kiln_gstride() { return static_cast<long>(gridDim.x) * blockDim.x; }
@@ -38,6 +40,37 @@ template <int N> __device__ inline long kiln_offset(const KilnMeta<N>& m, long i
     i = q;
   }
   return off;
+}
+
+// A value exchanged with lane (lane ^ mask) of the warp, for any type of 1 to 8 bytes.
+template <class W> __device__ inline W kiln_shfl_xor(W v, int mask) {
+  if constexpr (sizeof(W) == 8) {
+    long long b;
+    memcpy(&b, &v, 8);
+    b = __shfl_xor_sync(0xffffffffu, b, mask);
+    memcpy(&v, &b, 8);
+  } else {
+    int b = 0;
+    memcpy(&b, &v, sizeof(W));
+    b = __shfl_xor_sync(0xffffffffu, b, mask);
+    memcpy(&v, &b, sizeof(W));
+  }
+  return v;
+}
+// F folded over v of every thread of the block (a multiple of 32 threads); sh holds 32.
+// Every thread gets the result; the caller syncs before sh is written again.
+template <class F, class W> __device__ inline W kiln_block_reduce(W v, W init, W* sh) {
+  for (int m = 16; m > 0; m >>= 1) v = F{}(v, kiln_shfl_xor(v, m));
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < static_cast<int>(blockDim.x >> 5) ? sh[lane] : init;
+    for (int m = 16; m > 0; m >>= 1) v = F{}(v, kiln_shfl_xor(v, m));
+    if (lane == 0) sh[0] = v;
+  }
+  __syncthreads();
+  return sh[0];
 }
 
 // Index of the first extreme along an axis (NaN is the extreme). v: rows, nd, shape[8],
@@ -136,15 +169,13 @@ template <class T, int N> __device__ void kiln_matmul(const KilnMeta<N>& m) {
 }
 
 int elementwise_meta_len(int operands) { return 2 + kMaxDims + operands * (kMaxDims + 1); }
+int flat_meta_len(int operands) { return 1 + operands; }
 
-std::string elementwise_source(const compiler::FusedProgram& p) {
-  const int nin = p.num_inputs(), nout = static_cast<int>(p.outputs.size());
-  const int nops = nin + nout, len = elementwise_meta_len(nops);
-  const int strides0 = 2 + kMaxDims, ptr0 = strides0 + nops * kMaxDims;
-  std::ostringstream s;
-  s << "#include \"kiln/cuda_support.h\"\n\n";
-  s << "extern \"C\" __global__ void kiln_kernel(const KilnMeta<" << len << "> m) {\n";
-  s << "  const long n = m.v[0];\n  const int nd = static_cast<int>(m.v[1]);\n";
+namespace {
+
+// Pointers to every operand: outputs out<o> from v[ptr0], inputs in<k> after them.
+void emit_pointers(std::ostringstream& s, const compiler::FusedProgram& p, int ptr0) {
+  const int nout = static_cast<int>(p.outputs.size());
   for (int o = 0; o < nout; ++o) {
     const char* t = cpp_type(p.ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])].dtype);
     s << "  " << t << "* __restrict__ out" << o << " = reinterpret_cast<" << t << "*>(m.v[" << ptr0 + o << "]);\n";
@@ -155,20 +186,19 @@ std::string elementwise_source(const compiler::FusedProgram& p) {
     s << "  const " << t << "* __restrict__ in" << op.input << " = reinterpret_cast<const " << t << "*>(m.v["
       << ptr0 + nout + op.input << "]);\n";
   }
-  s << "  for (long i = kiln_gid(); i < n; i += kiln_gstride()) {\n";
-  s << "    long rem = i";
-  for (int k = 0; k < nops; ++k) s << ", o" << k << " = 0";
-  s << ";\n    for (int d = nd - 1; d >= 0; --d) {\n";
-  s << "      const long sz = m.v[2 + d];\n      const long q = rem / sz;\n      const long c = rem - q * sz;\n";
-  s << "      rem = q;\n";
-  for (int k = 0; k < nops; ++k) s << "      o" << k << " += c * m.v[" << strides0 + k * kMaxDims << " + d];\n";
-  s << "    }\n";
+}
+
+// Every op of p for one element into t<i> (compute types); load(k) reads input k, and
+// store(o, value) writes output o.
+void emit_element(std::ostringstream& s, const compiler::FusedProgram& p, const std::string& indent,
+                  const std::function<std::string(int)>& load,
+                  const std::function<std::string(int, const std::string&)>& store) {
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const compiler::FusedOp& op = p.ops[i];
     const char* ct = compute_type(op.dtype);
-    s << "    const " << ct << " t" << i << " = ";
+    s << indent << "const " << ct << " t" << i << " = ";
     if (!op.prim) {
-      s << "static_cast<" << ct << ">(in" << op.input << "[o" << nout + op.input << "]);\n";
+      s << "static_cast<" << ct << ">(" << load(op.input) << ");\n";
       continue;
     }
     std::vector<std::string> args;
@@ -179,11 +209,80 @@ std::string elementwise_source(const compiler::FusedProgram& p) {
     }
     s << rounded_expr(op.prim->kind(), *op.prim, op.dtype, args, arg_dtypes) << ";\n";
   }
-  for (int o = 0; o < nout; ++o) {
-    int v = p.outputs[static_cast<size_t>(o)];
-    s << "    out" << o << "[o" << o << "] = static_cast<" << cpp_type(p.ops[static_cast<size_t>(v)].dtype) << ">(t" << v
-      << ");\n";
+  for (size_t o = 0; o < p.outputs.size(); ++o) {
+    int v = p.outputs[o];
+    std::string value = "static_cast<" + std::string(cpp_type(p.ops[static_cast<size_t>(v)].dtype)) + ">(t" +
+                        std::to_string(v) + ")";
+    s << indent << store(static_cast<int>(o), value) << ";\n";
   }
+}
+
+}  // namespace
+
+std::string elementwise_source(const compiler::FusedProgram& p) {
+  const int nin = p.num_inputs(), nout = static_cast<int>(p.outputs.size());
+  const int nops = nin + nout, len = elementwise_meta_len(nops);
+  const int strides0 = 2 + kMaxDims, ptr0 = strides0 + nops * kMaxDims;
+  std::ostringstream s;
+  s << "#include \"kiln/cuda_support.h\"\n\n";
+  s << "extern \"C\" __global__ void kiln_kernel(const KilnMeta<" << len << "> m) {\n";
+  s << "  const long n = m.v[0];\n  const int nd = static_cast<int>(m.v[1]);\n";
+  emit_pointers(s, p, ptr0);
+  s << "  for (long i = kiln_gid(); i < n; i += kiln_gstride()) {\n";
+  s << "    long rem = i";
+  for (int k = 0; k < nops; ++k) s << ", o" << k << " = 0";
+  s << ";\n    for (int d = nd - 1; d >= 0; --d) {\n";
+  s << "      const long sz = m.v[2 + d];\n      const long q = rem / sz;\n      const long c = rem - q * sz;\n";
+  s << "      rem = q;\n";
+  for (int k = 0; k < nops; ++k) s << "      o" << k << " += c * m.v[" << strides0 + k * kMaxDims << " + d];\n";
+  s << "    }\n";
+  emit_element(
+      s, p, "    ", [&](int k) { return "in" + std::to_string(k) + "[o" + std::to_string(nout + k) + "]"; },
+      [](int o, const std::string& v) { return "out" + std::to_string(o) + "[o" + std::to_string(o) + "] = " + v; });
+  s << "  }\n}\n";
+  return s.str();
+}
+
+std::string elementwise_flat_source(const compiler::FusedProgram& p, uint64_t scalar_inputs, int vec) {
+  const int nin = p.num_inputs(), nout = static_cast<int>(p.outputs.size());
+  auto scalar = [&](int k) { return ((scalar_inputs >> k) & 1) != 0; };
+  std::ostringstream s;
+  s << "#include \"kiln/cuda_support.h\"\n\n";
+  s << "extern \"C\" __global__ void __launch_bounds__(256) kiln_kernel(const KilnMeta<" << flat_meta_len(nin + nout)
+    << "> m) {\n  const long n = m.v[0];\n";
+  emit_pointers(s, p, 1);
+  for (auto& op : p.ops) {  // broadcast scalars are read once
+    if (op.prim || !scalar(op.input)) continue;
+    s << "  const " << cpp_type(op.dtype) << " s" << op.input << " = in" << op.input << "[0];\n";
+  }
+  auto load = [&](const std::string& at) {
+    return [&, at](int k) { return scalar(k) ? "s" + std::to_string(k) : "in" + std::to_string(k) + at; };
+  };
+  std::string v = std::to_string(vec);
+  s << "  const long nv = n / " << v << ";\n";
+  s << "  for (long b = kiln_gid(); b < nv; b += kiln_gstride()) {\n";
+  for (auto& op : p.ops) {
+    if (op.prim || scalar(op.input)) continue;
+    std::string k = std::to_string(op.input), t = cpp_type(op.dtype);
+    s << "    const kiln_vec<" << t << ", " << v << "> a" << k << " = reinterpret_cast<const kiln_vec<" << t << ", "
+      << v << ">*>(in" << k << ")[b];\n";
+  }
+  for (int o = 0; o < nout; ++o) {
+    s << "    kiln_vec<" << cpp_type(p.ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])].dtype) << ", " << v
+      << "> r" << o << ";\n";
+  }
+  s << "#pragma unroll\n    for (int e = 0; e < " << v << "; ++e) {\n";
+  emit_element(
+      s, p, "      ", [&](int k) { return scalar(k) ? "s" + std::to_string(k) : "a" + std::to_string(k) + ".v[e]"; },
+      [](int o, const std::string& val) { return "r" + std::to_string(o) + ".v[e] = " + val; });
+  s << "    }\n";
+  for (int o = 0; o < nout; ++o) {
+    s << "    reinterpret_cast<decltype(r" << o << ")*>(out" << o << ")[b] = r" << o << ";\n";
+  }
+  s << "  }\n";
+  s << "  for (long i = nv * " << v << " + kiln_gid(); i < n; i += kiln_gstride()) {\n";
+  emit_element(s, p, "    ", load("[i]"),
+               [](int o, const std::string& val) { return "out" + std::to_string(o) + "[i] = " + val; });
   s << "  }\n}\n";
   return s.str();
 }
@@ -196,14 +295,15 @@ bool is_reduce(const compiler::RowOp& op) {
 }
 }  // namespace
 
-std::string row_source(const compiler::RowProgram& p, int threads) {
+std::string row_source(const compiler::RowProgram& p, const RowVariant& var) {
   const auto& ops = p.ops;
-  size_t n_ops = ops.size();
+  const size_t n_ops = ops.size();
   int nin = 0;
   for (auto& op : ops) nin += op.prim ? 0 : 1;
-  int nout = static_cast<int>(p.outputs.size());
+  const int nout = static_cast<int>(p.outputs.size());
   const int len = row_meta_len(nin, nout);
   const int rs0 = 2, cs0 = 2 + nin, in0 = 2 + 2 * nin, out0 = 2 + 3 * nin;
+  auto cached = [&](int k) { return ((var.cached_inputs >> k) & 1) != 0; };
   // Pass after which each per-row value is known (0: before the first pass).
   std::vector<int> level(n_ops, 0);
   int passes = 0;
@@ -215,27 +315,42 @@ std::string row_source(const compiler::RowProgram& p, int threads) {
   }
   std::ostringstream s;
   s << "#include \"kiln/cuda_support.h\"\n\n";
-  s << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") kiln_kernel(const KilnMeta<" << len
+  s << "extern \"C\" __global__ void __launch_bounds__(" << var.threads << ") kiln_kernel(const KilnMeta<" << len
     << "> m) {\n";
   s << "  const long rows = m.v[0], n = m.v[1];\n  const int tid = threadIdx.x;\n";
+  if (var.cached_inputs) s << "  extern __shared__ __align__(16) unsigned char kiln_smem[];\n  long smem_at = 0;\n";
   for (auto& op : ops) {
     if (op.prim) continue;
     const char* t = cpp_type(op.dtype);
-    s << "  const " << t << "* __restrict__ in" << op.input << " = reinterpret_cast<const " << t << "*>(m.v["
-      << in0 + op.input << "]);\n";
-    s << "  const long rs" << op.input << " = m.v[" << rs0 + op.input << "], cs" << op.input << " = m.v["
-      << cs0 + op.input << "];\n";
+    std::string k = std::to_string(op.input);
+    s << "  const " << t << "* __restrict__ in" << k << " = reinterpret_cast<const " << t << "*>(m.v[" << in0 + op.input
+      << "]);\n";
+    s << "  const long rs" << k << " = m.v[" << rs0 + op.input << "], cs" << k << " = m.v[" << cs0 + op.input << "];\n";
+    if (cached(op.input)) {  // this row of the input, staged in shared memory (cs == 1)
+      s << "  " << t << "* c" << k << " = reinterpret_cast<" << t << "*>(kiln_smem + smem_at);\n";
+      s << "  smem_at += (n * static_cast<long>(sizeof(" << t << ")) + 15) / 16 * 16;\n";
+    }
   }
   for (int o = 0; o < nout; ++o) {
     const char* t = cpp_type(ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])].dtype);
     s << "  " << t << "* __restrict__ out" << o << " = reinterpret_cast<" << t << "*>(m.v[" << out0 + o << "]);\n";
   }
   for (size_t i = 0; i < n_ops; ++i) {
-    if (is_reduce(ops[i])) {
-      s << "  __shared__ " << wide_type(ops[i].prim->kind(), ops[i].dtype) << " sh" << i << "[" << threads << "];\n";
-    }
+    if (is_reduce(ops[i])) s << "  __shared__ " << wide_type(ops[i].prim->kind(), ops[i].dtype) << " sh" << i << "[32];\n";
   }
   s << "  for (long r = blockIdx.x; r < rows; r += gridDim.x) {\n";
+  for (auto& op : ops) {
+    if (op.prim || !cached(op.input)) continue;
+    std::string k = std::to_string(op.input), t = cpp_type(op.dtype);
+    if (var.vector_in) {
+      std::string vec = "kiln_vec<" + t + ", " + std::to_string(16 / size_of(op.dtype)) + ">";
+      s << "    for (long j = tid; j < n / " << 16 / size_of(op.dtype) << "; j += blockDim.x) reinterpret_cast<" << vec
+        << "*>(c" << k << ")[j] = reinterpret_cast<const " << vec << "*>(in" << k << " + r * rs" << k << ")[j];\n";
+    } else {
+      s << "    for (long j = tid; j < n; j += blockDim.x) c" << k << "[j] = in" << k << "[r * rs" << k << " + j];\n";
+    }
+  }
+  if (var.cached_inputs) s << "    __syncthreads();\n";
   auto emit_op = [&](std::ostringstream& b, size_t i, const std::string& indent) {
     const compiler::RowOp& op = ops[i];
     const char* ct = compute_type(op.dtype);
@@ -243,6 +358,7 @@ std::string row_source(const compiler::RowProgram& p, int threads) {
     if (!op.prim) {
       std::string k = std::to_string(op.input);
       if (op.per_row || op.uniform) b << "static_cast<" << ct << ">(in" << k << "[r * rs" << k << "]);\n";
+      else if (cached(op.input)) b << "static_cast<" << ct << ">(c" << k << "[j]);\n";
       else b << "static_cast<" << ct << ">(in" << k << "[r * rs" << k << " + j * cs" << k << "]);\n";
       return;
     }
@@ -291,18 +407,12 @@ std::string row_source(const compiler::RowProgram& p, int threads) {
         << ">(t" << ops[i].args[0] << "));\n";
     }
     s << "    }\n";
-    for (size_t i : reductions) s << "    sh" << i << "[tid] = acc" << i << ";\n";
-    s << "    __syncthreads();\n";
-    s << "    for (int half = blockDim.x / 2; half > 0; half >>= 1) {\n      if (tid < half) {\n";
     for (size_t i : reductions) {
-      s << "        sh" << i << "[tid] = " << functor(ops[i].prim->kind()) << "{}(sh" << i << "[tid], sh" << i
-        << "[tid + half]);\n";
-    }
-    s << "      }\n      __syncthreads();\n    }\n";
-    for (size_t i : reductions) {
+      const char* w = wide_type(ops[i].prim->kind(), ops[i].dtype);
       const char* ct = compute_type(ops[i].dtype);
       s << "    const " << ct << " t" << i << " = static_cast<" << ct << ">(static_cast<" << cpp_type(ops[i].dtype)
-        << ">(sh" << i << "[0]));\n";
+        << ">(kiln_block_reduce<" << functor(ops[i].prim->kind()) << ">(acc" << i << ", static_cast<" << w << ">("
+        << functor(ops[i].prim->kind()) << "::init<" << ct << ">()), sh" << i << ")));\n";
     }
     s << "    __syncthreads();\n";  // sh is rewritten by the next pass or row
     emit_row_ops(pass);
@@ -312,13 +422,25 @@ std::string row_source(const compiler::RowProgram& p, int threads) {
     if (!ops[static_cast<size_t>(o)].per_row) elem_outputs.push_back(static_cast<size_t>(o));
   }
   if (!elem_outputs.empty()) {
-    s << "    for (long j = tid; j < n; j += blockDim.x) {\n";
-    for (size_t i : element_closure(elem_outputs)) emit_op(s, i, "      ");
+    // With vector stores each thread computes vector_out neighbouring elements.
+    const int v = std::max(var.vector_out, 1);
+    s << "    for (long jv = tid; jv < n / " << v << "; jv += blockDim.x) {\n";
+    for (int o = 0; o < nout; ++o) {
+      const compiler::RowOp& op = ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])];
+      if (!op.per_row) s << "      kiln_vec<" << cpp_type(op.dtype) << ", " << v << "> r" << o << ";\n";
+    }
+    s << "#pragma unroll\n      for (int e = 0; e < " << v << "; ++e) {\n        const long j = jv * " << v << " + e;\n";
+    for (size_t i : element_closure(elem_outputs)) emit_op(s, i, "        ");
     for (int o = 0; o < nout; ++o) {
       const compiler::RowOp& op = ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])];
       if (op.per_row) continue;
-      s << "      out" << o << "[r * n + j] = static_cast<" << cpp_type(op.dtype) << ">(t" << p.outputs[static_cast<size_t>(o)]
+      s << "        r" << o << ".v[e] = static_cast<" << cpp_type(op.dtype) << ">(t" << p.outputs[static_cast<size_t>(o)]
         << ");\n";
+    }
+    s << "      }\n";
+    for (int o = 0; o < nout; ++o) {
+      if (ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])].per_row) continue;
+      s << "      reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + r * n)[jv] = r" << o << ";\n";
     }
     s << "    }\n";
   }
@@ -329,7 +451,9 @@ std::string row_source(const compiler::RowProgram& p, int threads) {
     s << "      out" << o << "[r] = static_cast<" << cpp_type(op.dtype) << ">(t" << p.outputs[static_cast<size_t>(o)]
       << ");\n";
   }
-  s << "    }\n  }\n}\n";
+  s << "    }\n";
+  if (var.cached_inputs) s << "    __syncthreads();\n";  // the staged row is replaced by the next one
+  s << "  }\n}\n";
   return s.str();
 }
 

@@ -5,6 +5,7 @@
 // every op. Each generated module defines one kernel named kiln_kernel.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "compile/fused.h"
@@ -23,10 +24,23 @@ const char* support_header();
 std::string elementwise_source(const compiler::FusedProgram& p);
 int elementwise_meta_len(int operands);
 
+/* Elementwise kernel over n elements where every output and input is contiguous, or (inputs
+   in scalar_inputs, a bit per input) one broadcast element; each thread handles `vec`
+   neighbours per step with aligned vector accesses (every operand aligned to vec elements).
+   Parameter: KilnMeta<flat_meta_len(ops)>: v[0] = n, then one pointer per operand. */
+std::string elementwise_flat_source(const compiler::FusedProgram& p, uint64_t scalar_inputs, int vec);
+int flat_meta_len(int operands);
+
 /* Row kernel, one block per row of a (rows, n) view: v[0] = rows, v[1] = n, then row and
    column strides per input, then input pointers, then output pointers. Per-element outputs
    are contiguous (rows, n), per-row outputs (rows). */
-std::string row_source(const compiler::RowProgram& p, int block_threads);
+struct RowVariant {
+  int threads = 256;           // per block, a power of two from 32
+  uint64_t cached_inputs = 0;  // inputs (a bit each, cs == 1) staged a row at a time in shared memory
+  bool vector_in = false;      // staged with 16-byte loads (every row start 16-byte aligned, n a multiple)
+  int vector_out = 1;          // per-element outputs written this many at a time (aligned, n a multiple)
+};
+std::string row_source(const compiler::RowProgram& p, const RowVariant& variant);
 int row_meta_len(int inputs, int outputs);
 
 /* A module whose kiln_kernel calls `call` (a helper of the support header) with the

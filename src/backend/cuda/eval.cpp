@@ -56,10 +56,36 @@ void merge_axes(Shape& shape, std::vector<Strides>& strides) {
 
 long ptr_bits(const Tensor& t) { return static_cast<long>(reinterpret_cast<uintptr_t>(t.buffer ? t.raw() : nullptr)); }
 
+// The kernel for a program variant: from the program's own slots when it has them (a
+// replayed compiled call), else from the source-keyed cache (eager ops).
+CUfunction program_kernel(int dev, const compiler::KernelSlots* slots, uint64_t variant,
+                          const std::function<std::string()>& make_source) {
+  const uint64_t key = variant * 16 + static_cast<uint64_t>(dev);
+  if (slots) {
+    if (void* f = slots->find(key)) return static_cast<CUfunction>(f);
+  }
+  std::string src = make_source();
+  CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
+  if (slots) slots->put(key, f);
+  return f;
+}
+
+// Elements per aligned vector access for contiguous operands (16 bytes of the widest
+// dtype), or 1 when some pointer is not aligned to it.
+int flat_vector_width(const std::vector<const Tensor*>& dense) {
+  int widest = 1;
+  for (auto* t : dense) widest = std::max(widest, static_cast<int>(t->itemsize()));
+  int vec = 16 / widest;
+  for (auto* t : dense) {
+    if (ptr_bits(*t) % (vec * static_cast<long>(t->itemsize())) != 0) return 1;
+  }
+  return vec;
+}
+
 // Runs an elementwise program: outputs (any strides, exactly `shape`) then inputs
-// (broadcast to `shape`).
+// (broadcast to `shape`). Contiguous operands and broadcast scalars take the flat kernel.
 void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::vector<Tensor>& ins,
-                 const std::vector<Tensor>& outs) {
+                 const std::vector<Tensor>& outs, const compiler::KernelSlots* slots = nullptr) {
   int64_t n = detail::shape_size(shape);
   if (n == 0) return;
   std::vector<Strides> strides;
@@ -67,10 +93,33 @@ void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::
   for (auto& t : ins) strides.push_back(detail::broadcast_strides(t, shape));
   Shape ms = shape;
   merge_axes(ms, strides);
+  const int nops = static_cast<int>(strides.size());
+  bool flat = ms.size() <= 1 && ins.size() <= 48;  // a bit per input in the variant key
+  uint64_t scalars = 0;
+  std::vector<const Tensor*> dense;
+  for (int k = 0; k < nops && flat; ++k) {
+    int64_t st = ms.empty() ? 1 : strides[static_cast<size_t>(k)][0];
+    bool is_out = k < static_cast<int>(outs.size());
+    const Tensor& t = is_out ? outs[static_cast<size_t>(k)] : ins[static_cast<size_t>(k) - outs.size()];
+    if (st == 0 && !is_out) scalars |= uint64_t{1} << (k - static_cast<int>(outs.size()));
+    else if (st == 1) dense.push_back(&t);
+    else flat = false;
+  }
+  if (flat) {
+    const int vec = flat_vector_width(dense);
+    std::vector<long> meta(static_cast<size_t>(flat_meta_len(nops)));
+    meta[0] = n;
+    for (size_t o = 0; o < outs.size(); ++o) meta[1 + o] = ptr_bits(outs[o]);
+    for (size_t i = 0; i < ins.size(); ++i) meta[1 + outs.size() + i] = ptr_bits(ins[i]);
+    CUfunction f = program_kernel(dev, slots, (scalars * 32 + static_cast<uint64_t>(vec)) * 2 + 1,
+                                  [&] { return elementwise_flat_source(p, scalars, vec); });
+    void* args[] = {meta.data()};
+    launch(dev, f, grid_for(dev, (n + vec - 1) / vec, 256), 256, args);
+    return;
+  }
   if (static_cast<int>(ms.size()) > kMaxDims) {
     fail("cuda", "elementwise kernel over ", ms.size(), " axes that do not merge (at most ", kMaxDims, ")");
   }
-  int nops = static_cast<int>(strides.size());
   std::vector<long> meta(static_cast<size_t>(elementwise_meta_len(nops)), 0);
   meta[0] = n;
   meta[1] = static_cast<long>(ms.size());
@@ -81,8 +130,7 @@ void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::
   size_t ptr0 = static_cast<size_t>(2 + kMaxDims + nops * kMaxDims);
   for (size_t o = 0; o < outs.size(); ++o) meta[ptr0 + o] = ptr_bits(outs[o]);
   for (size_t i = 0; i < ins.size(); ++i) meta[ptr0 + outs.size() + i] = ptr_bits(ins[i]);
-  std::string src = elementwise_source(p);
-  CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
+  CUfunction f = program_kernel(dev, slots, 0, [&] { return elementwise_source(p); });
   void* args[] = {meta.data()};
   launch(dev, f, grid_for(dev, n, 256), 256, args);
 }
@@ -147,7 +195,8 @@ Tensor view(const Tensor& t, Shape shape, Strides strides, int64_t offset) {
 }
 
 // A row program over inputs broadcast to `full`, whose last `reduced` axes form the rows.
-void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tensor> ins, std::vector<Tensor>& outs) {
+void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tensor> ins, std::vector<Tensor>& outs,
+              const compiler::KernelSlots* slots = nullptr) {
   size_t lead = full.size() - static_cast<size_t>(p.reduced_axes);
   int64_t rows = 1, n = 1;
   for (size_t i = 0; i < full.size(); ++i) (i < lead ? rows : n) *= full[i];
@@ -169,13 +218,41 @@ void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tenso
     meta[2 + 2 * nin + k] = ptr_bits(ins[k]);
   }
   for (size_t o = 0; o < outs.size(); ++o) meta[2 + 3 * nin + o] = ptr_bits(outs[o]);
-  int threads = 32;
-  while (threads < 256 && threads < n) threads *= 2;
-  std::string src = row_source(p, threads);
-  CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
+  RowVariant var;
+  var.threads = 32;
+  while (var.threads < 512 && var.threads * 8 < n) var.threads *= 2;
+  // Rows read in more than one pass are staged in shared memory when they fit, so
+  // global memory is read once.
+  size_t smem = 0;
+  bool aligned_in = true;
+  for (auto& op : p.ops) {
+    if (op.prim || op.per_row || op.uniform || op.input >= 32) continue;  // a bit per input in the key
+    size_t k = static_cast<size_t>(op.input);
+    const long item = static_cast<long>(ins[k].itemsize());
+    if (meta[2 + nin + k] != 1 || meta[2 + k] == 0) continue;
+    size_t bytes = (static_cast<size_t>(n) * static_cast<size_t>(item) + 15) / 16 * 16;
+    if (smem + bytes > 48 * 1024) continue;
+    smem += bytes;
+    var.cached_inputs |= uint64_t{1} << k;
+    aligned_in = aligned_in && ptr_bits(ins[k]) % 16 == 0 && (meta[2 + k] * item) % 16 == 0 && (n * item) % 16 == 0;
+  }
+  var.vector_in = var.cached_inputs != 0 && aligned_in;
+  int widest = 1;
+  for (size_t o = 0; o < outs.size(); ++o) {
+    if (!p.ops[static_cast<size_t>(p.outputs[o])].per_row) widest = std::max(widest, static_cast<int>(outs[o].itemsize()));
+  }
+  var.vector_out = 16 / widest;
+  for (size_t o = 0; o < outs.size(); ++o) {
+    if (p.ops[static_cast<size_t>(p.outputs[o])].per_row) continue;
+    const long bytes = var.vector_out * static_cast<long>(outs[o].itemsize());
+    if (ptr_bits(outs[o]) % bytes != 0 || n % var.vector_out != 0) var.vector_out = 1;
+  }
+  const uint64_t variant = ((var.cached_inputs * 2 + (var.vector_in ? 1 : 0)) * 32 + static_cast<uint64_t>(var.vector_out)) * 2048 +
+                           static_cast<uint64_t>(var.threads);
+  CUfunction f = program_kernel(dev, slots, variant, [&] { return row_source(p, var); });
   void* args[] = {meta.data()};
   unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{device_info(dev).sms} * 32));
-  launch(dev, f, grid, static_cast<unsigned>(threads), args);
+  launch(dev, f, grid, static_cast<unsigned>(var.threads), args, static_cast<unsigned>(smem));
 }
 
 void reduce(int dev, const Primitive& prim, const Tensor& x, Tensor& y) {
@@ -439,14 +516,14 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
       if (k == OpKind::Fused) {
         auto& f = static_cast<const compiler::Fused&>(prim);
         for (auto& o : out) allocate_output(dev, o);
-        run_program(dev, f.program(), out[0].shape, in, out);
+        run_program(dev, f.program(), out[0].shape, in, out, &f.program().gpu_kernels);
       } else {
         auto& rf = static_cast<const compiler::RowFused&>(prim);
         for (auto& o : out) allocate_output(dev, o);
         std::vector<Shape> shapes;
         for (auto& t : in) shapes.push_back(t.shape);
         Shape full = broadcast_shapes("row_fused", shapes);
-        run_rows(dev, rf.program(), full, in, out);
+        run_rows(dev, rf.program(), full, in, out, &rf.program().gpu_kernels);
       }
       break;
     case OpCategory::compiled:

@@ -195,6 +195,13 @@ CUfunction load(int device, const std::string& name, const std::string& source) 
 
 bool nvrtc_available() { return nvrtc().ok; }
 
+std::string cubin_for_arch(const std::string& source, int major, int minor) {
+  DeviceInfo info;
+  info.major = major;
+  info.minor = minor;
+  return compile_cubin(source, "kiln_kernel", info);
+}
+
 CUfunction kernel(int device, const std::string& key, const std::string& name,
                   const std::function<std::string()>& make_source) {
   std::string full = std::to_string(device) + "|" + name + "|" + key;

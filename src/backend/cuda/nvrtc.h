@@ -27,6 +27,9 @@ struct NvrtcStats {
   uint64_t compiles, disk_loads, memory_hits;
 };
 NvrtcStats nvrtc_stats();
+/* A cubin of `source` for sm_<major><minor>, compiled by NVRTC alone (no device needed:
+   tests check generated code this way on machines without a GPU). */
+std::string cubin_for_arch(const std::string& source, int major, int minor);
 /* Whether NVRTC could be loaded. */
 bool nvrtc_available();
 
