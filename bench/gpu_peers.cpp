@@ -1,0 +1,848 @@
+// kiln's side of the GPU peers benchmark (bench/run_gpu_peers.sh runs it next to
+// bench/gpu_peers.py, which times the same workloads in PyTorch eager, torch.compile and
+// jax.jit; bench/summarize_gpu_peers.py merges both). docs/benchmarks.md, "GPU peers".
+//
+// Workloads (the definitions are mirrored exactly in bench/gpu_peers.py; keep them in step):
+//   gelu       x: (64M,)               0.5*x*(1 + tanh(0.7978845608028654*(x + 0.044715*x*x*x)))
+//   swiglu     a, b: (16384, 4096)     a * sigmoid(a) * b                      (silu(a) * b)
+//   rmsnorm    x: (16384, 4096), w: (4096,)
+//                                      x * rsqrt(mean(x*x, -1, keepdims) + 1e-6) * w
+//   softmax    x: (16384, 4096)        softmax over the last axis (each library's softmax op)
+//   layernorm  x: (16384, 4096), g, b: (4096,)
+//                                      m = mean(x, -1, keepdims); d = x - m
+//                                      d * rsqrt(mean(d*d, -1, keepdims) + 1e-5) * g + b
+//   chain10    x: (64M,)               y = sin(x); y = y*1.5; y = y + x; y = sin(y); y = y*x;
+//                                      y = y + 0.25; y = sin(y); y = y*2.0; y = y + x; y = sin(y)
+//                                      (10 ops: 4 sin, 3 multiply, 3 add)
+// each in float32 and bfloat16 (Python float constants: they never widen the dtype), on
+// fresh inputs uniform in [-3, 3] (made on the host, uploaded, cast on the device; not
+// timed). Fewest bytes that must move: gelu, softmax, chain10: 2n; swiglu 3n; rmsnorm
+// 2n + 4096; layernorm 2n + 2*4096 (elements times the dtype's size).
+//
+// Timing: CUDA events recorded on kiln's own stream for this thread (cuda::stream(0)), one
+// pair around each repetition, the repetitions enqueued back to back and synchronized
+// once at the end; the median over the repetitions. One repetition is the compiled call
+// plus the evaluation of its outputs: kiln's eval without its final cuStreamSynchronize
+// (the same kernel launches on the caller's stream; `launch` below). async_eval cannot be
+// timed this way because it evaluates on a worker thread with a stream of its own.
+// kiln_eval_wall_ms is the same call with the public, synchronous eval, timed on the host.
+// The copy ceiling is cuMemcpyDtoDAsync of 256 MiB timed the same way, counted as
+// 2 x 256 MiB moved, measured before and after the workloads (the larger is the ceiling).
+//
+// Also measured (separate records):
+//   host_call    host time of one compiled call of a 32-op elementwise function on 1k
+//                float32 elements plus the launch of its kernels, calls back to back with a
+//                device synchronization every 64 calls (not timed); median per call.
+//   compile_latency  first call (compiled call + eval) of a fresh 10-op function (chain10
+//                on 1k float32) in a new process of this executable (--latency-child):
+//                with an empty KILN_CACHE_DIR (cold) and again with the same directory
+//                (warm disk cache); 3 pairs.
+//   matmul_epilogue  gelu(x @ W + b) compiled against the bare matmul x @ W, bfloat16,
+//                4096 x 4096 x 4096, interleaved repetitions.
+//
+// Usage: gpu_peers [--out FILE] [--reps N] [--sections peers,host,latency,matmul]
+//                  [--workloads gelu,...] [--dtypes float32,bfloat16] [--scale K]
+//                  [--cpu-dry-run]
+//   --scale K divides the large sizes by K (quick runs); --cpu-dry-run runs everything on
+//   the CPU with host timers and --scale 256 unless given (tests the harness where there
+//   is no GPU; its numbers mean nothing).
+// Exit status: 0 when every section ran, 1 when some measurement failed (the JSON still
+// holds the others and an "error" for each failure), 2 on bad arguments, 77 when there is
+// no usable CUDA device (the JSON then holds only that reason).
+#include <cuda.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include <kiln/kiln.h>
+
+#include "backend/cuda/nvrtc.h"
+#include "backend/cuda/runtime.h"
+#include "core/node.h"
+
+namespace {
+
+using kiln::Array;
+using kiln::Device;
+using kiln::Dtype;
+using kiln::Shape;
+using Fn = std::function<std::vector<Array>(const std::vector<Array>&)>;
+using Clock = std::chrono::steady_clock;
+
+// ---- options ----------------------------------------------------------------------
+struct Options {
+  std::string out = "gpu_peers_kiln.json";
+  int reps = 20;
+  int64_t scale = 0;  // 0: 1 on the GPU, 256 for --cpu-dry-run
+  bool cpu = false;
+  bool latency_child = false;
+  std::vector<std::string> sections = {"peers", "host", "latency", "matmul"};
+  std::vector<std::string> workloads;  // empty: all
+  std::vector<std::string> dtypes = {"float32", "bfloat16"};
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// ---- a minimal JSON writer ----------------------------------------------------------
+std::string jstr(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': o += "\\\""; break;
+      case '\\': o += "\\\\"; break;
+      case '\n': o += "\\n"; break;
+      case '\t': o += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          o += buf;
+        } else {
+          o += c;
+        }
+    }
+  }
+  return o + "\"";
+}
+std::string jnum(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+std::string jlist(const std::vector<double>& v) {
+  std::string o = "[";
+  for (size_t i = 0; i < v.size(); ++i) o += (i ? ", " : "") + jnum(v[i]);
+  return o + "]";
+}
+
+struct Record {
+  std::vector<std::pair<std::string, std::string>> kv;  // key, JSON value
+  Record& str(const std::string& k, const std::string& v) { return set(k, jstr(v)); }
+  Record& num(const std::string& k, double v) { return set(k, jnum(v)); }
+  Record& list(const std::string& k, const std::vector<double>& v) { return set(k, jlist(v)); }
+  Record& raw(const std::string& k, const std::string& v) { return set(k, v); }
+  Record& set(const std::string& k, const std::string& v) {
+    for (auto& p : kv)
+      if (p.first == k) {
+        p.second = v;
+        return *this;
+      }
+    kv.emplace_back(k, v);
+    return *this;
+  }
+  std::string dump(const char* indent) const {
+    std::string o = "{";
+    for (size_t i = 0; i < kv.size(); ++i) o += (i ? ", " : "") + jstr(kv[i].first) + ": " + kv[i].second;
+    (void)indent;
+    return o + "}";
+  }
+};
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double median(std::vector<double> v) {
+  if (v.empty()) return kNaN;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return kNaN;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
+std::string today() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
+  return buf;
+}
+
+// ---- workloads (mirrored in bench/gpu_peers.py) --------------------------------------
+Array gelu_composed(const Array& x) {
+  constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
+  return 0.5f * x * (1.0f + kiln::tanh(k * (x + 0.044715f * x * x * x)));
+}
+// kiln has no GELU op today; if one named gelu_tanh appears in kiln (found by argument-
+// dependent lookup), it is used instead, here and in the matmul epilogue.
+template <class A>
+constexpr bool kHasGeluOp = requires(const A& a) { gelu_tanh(a); };
+template <class A>
+Array bench_gelu(const A& x) {
+  if constexpr (kHasGeluOp<A>) return gelu_tanh(x);
+  else return gelu_composed(x);
+}
+Array swiglu(const Array& a, const Array& b) { return a * kiln::sigmoid(a) * b; }
+Array rmsnorm(const Array& x, const Array& w) { return x * kiln::rsqrt(kiln::mean(x * x, {-1}, true) + 1e-6f) * w; }
+Array softmax_rows(const Array& x) { return kiln::softmax(x, {-1}); }
+Array layernorm(const Array& x, const Array& g, const Array& b) {
+  Array m = kiln::mean(x, {-1}, true);
+  Array d = x - m;
+  return d * kiln::rsqrt(kiln::mean(d * d, {-1}, true) + 1e-5f) * g + b;
+}
+Array chain10(const Array& x) {
+  Array y = kiln::sin(x);
+  y = y * 1.5f;
+  y = y + x;
+  y = kiln::sin(y);
+  y = y * x;
+  y = y + 0.25f;
+  y = kiln::sin(y);
+  y = y * 2.0f;
+  y = y + x;
+  return kiln::sin(y);
+}
+// 32 cheap elementwise ops over two inputs (the host-call workload).
+Array graph32(const Array& x, const Array& y) {
+  Array a = x + y, b = x * y;  // 2
+  for (int i = 0; i < 5; ++i) {
+    a = a * b + 0.5f;             // 2
+    b = kiln::maximum(b - a, x);  // 2
+    a = kiln::minimum(a, y) - b;  // 2
+  }
+  return a;  // 2 + 5 * 6 = 32 ops
+}
+Array matmul_gelu(const Array& x, const Array& w, const Array& b) { return bench_gelu(kiln::matmul(x, w) + b); }
+
+struct Workload {
+  std::string name;
+  std::vector<Shape> shapes;  // inputs
+  Fn fn;
+  int64_t min_elems;  // fewest elements that must move (read + written)
+};
+
+std::vector<Workload> workloads(int64_t scale) {
+  const int64_t n = (int64_t{1} << 26) / scale;  // 64M
+  const int64_t rows = 16384 / scale, cols = 4096;
+  const int64_t m = rows * cols;
+  auto one = [](Array a) { return std::vector<Array>{std::move(a)}; };
+  return {
+      {"gelu", {{n}}, [=](const std::vector<Array>& in) { return one(bench_gelu(in[0])); }, 2 * n},
+      {"swiglu", {{rows, cols}, {rows, cols}}, [=](const std::vector<Array>& in) { return one(swiglu(in[0], in[1])); },
+       3 * m},
+      {"rmsnorm", {{rows, cols}, {cols}}, [=](const std::vector<Array>& in) { return one(rmsnorm(in[0], in[1])); },
+       2 * m + cols},
+      {"softmax", {{rows, cols}}, [=](const std::vector<Array>& in) { return one(softmax_rows(in[0])); }, 2 * m},
+      {"layernorm", {{rows, cols}, {cols}, {cols}},
+       [=](const std::vector<Array>& in) { return one(layernorm(in[0], in[1], in[2])); }, 2 * m + 2 * cols},
+      {"chain10", {{n}}, [=](const std::vector<Array>& in) { return one(chain10(in[0])); }, 2 * n},
+  };
+}
+
+// ---- inputs -------------------------------------------------------------------------
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+// splitmix64 to floats uniform in [lo, hi): fast enough for 64M values per input.
+std::vector<float> host_uniform(int64_t n, uint64_t seed, float lo, float hi) {
+  std::vector<float> v(static_cast<size_t>(n));
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+  const float span = hi - lo;
+  for (auto& x : v) {
+    s += 0x9E3779B97F4A7C15ull;
+    uint64_t z = s;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    x = lo + span * static_cast<float>(static_cast<double>(z >> 40) * 0x1.0p-24);
+  }
+  return v;
+}
+
+uint64_t g_seed = 1;
+
+// An evaluated array on `dev`, uniform in [lo, hi), in `dtype` (cast on the device).
+Array random_on(const Shape& shape, Dtype dtype, Device dev, float lo = -3.0f, float hi = 3.0f) {
+  Array a = kiln::array(host_uniform(numel(shape), g_seed++, lo, hi), shape);
+  if (dev.type == Device::Type::cuda) a = kiln::to(a, dev);
+  if (dtype != kiln::float32) a = kiln::astype(a, dtype);
+  kiln::eval({a});
+  return a;
+}
+
+// ---- launching and timing -------------------------------------------------------------
+// kiln's eval without the final stream synchronization: materializes the pending nodes in
+// post order on this thread, which launches their kernels on this thread's stream.
+void launch(const std::vector<Array>& roots) {
+  using kiln::detail::Node;
+  std::vector<std::shared_ptr<Node>> order;
+  std::unordered_set<Node*> seen;
+  std::function<void(const std::shared_ptr<Node>&)> visit = [&](const std::shared_ptr<Node>& n) {
+    if (!n || !seen.insert(n.get()).second) return;
+    auto p = n->pending_producer();
+    if (!p) return;
+    for (auto& in : p->inputs) visit(in.node());
+    order.push_back(n);
+  };
+  for (auto& r : roots) visit(r.node());
+  for (auto& n : order) n->materialize();
+}
+
+using ElapsedFn = CUresult (*)(float*, CUevent, CUevent);
+
+// cuEventElapsedTime is not among the driver functions kiln resolves; resolved here the same
+// way (the CUDA 13 ABI first, whose _v2 has the same signature, then CUDA 12's, then by name).
+ElapsedFn resolve_elapsed(std::string& why) {
+  void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    why = "libcuda.so.1 could not be loaded";
+    return nullptr;
+  }
+  using GetProc = decltype(&::cuGetProcAddress);
+  if (auto get = reinterpret_cast<GetProc>(::dlsym(lib, "cuGetProcAddress_v2"))) {
+    for (int version : {13000, 12000}) {
+      void* p = nullptr;
+      CUdriverProcAddressQueryResult q{};
+      if (get("cuEventElapsedTime", &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &q) == CUDA_SUCCESS && p)
+        return reinterpret_cast<ElapsedFn>(p);
+    }
+  }
+  for (const char* name : {"cuEventElapsedTime_v2", "cuEventElapsedTime"})
+    if (void* p = ::dlsym(lib, name)) return reinterpret_cast<ElapsedFn>(p);
+  why = "cuEventElapsedTime was not found in the driver";
+  return nullptr;
+}
+
+struct Timer {
+  bool gpu = false;
+  int device = 0;
+  ElapsedFn elapsed = nullptr;
+
+  void sync() const {
+    if (gpu) kiln::cuda::synchronize(device);
+  }
+  // Milliseconds per repetition. bodies[j] runs in the j-th slot of each round; rounds are
+  // enqueued back to back, each body between its own pair of events on kiln's stream.
+  std::vector<std::vector<double>> time(int rounds, const std::vector<std::function<void()>>& bodies) const {
+    std::vector<std::vector<double>> ms(bodies.size());
+    if (!gpu) {
+      for (int r = 0; r < rounds; ++r)
+        for (size_t j = 0; j < bodies.size(); ++j) {
+          auto t0 = Clock::now();
+          bodies[j]();
+          ms[j].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        }
+      return ms;
+    }
+    const auto& d = kiln::cuda::drv();
+    CUstream st = kiln::cuda::stream(device);
+    std::vector<CUevent> ev(2 * static_cast<size_t>(rounds) * bodies.size(), nullptr);
+    for (auto& e : ev) kiln::cuda::check(d.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+    struct Destroy {
+      std::vector<CUevent>& ev;
+      ~Destroy() {
+        for (auto e : ev)
+          if (e) kiln::cuda::drv().cuEventDestroy(e);
+      }
+    } destroy{ev};
+    size_t k = 0;
+    for (int r = 0; r < rounds; ++r)
+      for (size_t j = 0; j < bodies.size(); ++j) {
+        kiln::cuda::check(d.cuEventRecord(ev[k++], st), "cuEventRecord");
+        bodies[j]();
+        kiln::cuda::check(d.cuEventRecord(ev[k++], st), "cuEventRecord");
+      }
+    kiln::cuda::check(d.cuStreamSynchronize(st), "cuStreamSynchronize");
+    k = 0;
+    for (int r = 0; r < rounds; ++r)
+      for (size_t j = 0; j < bodies.size(); ++j) {
+        float t = 0;
+        kiln::cuda::check(elapsed(&t, ev[k], ev[k + 1]), "cuEventElapsedTime");
+        k += 2;
+        ms[j].push_back(t);
+      }
+    return ms;
+  }
+  std::vector<double> time(int reps, const std::function<void()>& body) const { return time(reps, std::vector{body})[0]; }
+};
+
+// ---- the report ---------------------------------------------------------------------
+struct Report {
+  std::string path;
+  Record meta;
+  std::vector<Record> records;
+  std::vector<std::string> errors;
+  void write() const {
+    std::ofstream f(path);
+    f << "{\n";
+    for (auto& [k, v] : meta.kv) f << "  " << jstr(k) << ": " << v << ",\n";
+    f << "  \"errors\": [";
+    for (size_t i = 0; i < errors.size(); ++i) f << (i ? ", " : "") << jstr(errors[i]);
+    f << "],\n  \"records\": [";
+    for (size_t i = 0; i < records.size(); ++i) f << (i ? ",\n    " : "\n    ") << records[i].dump("    ");
+    f << "\n  ]\n}\n";
+    if (!f) std::fprintf(stderr, "gpu_peers: could not write %s\n", path.c_str());
+  }
+  void fail(Record& r, const std::string& what, const std::string& msg) {
+    std::string m = what + ": " + msg;
+    std::fprintf(stderr, "gpu_peers: %s\n", m.c_str());
+    r.str("error", m);
+    errors.push_back(m);
+  }
+};
+
+double tbps(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e12; }
+
+// ---- sections -------------------------------------------------------------------------
+// Device-to-device copy of 256 MiB (64M float32), bytes counted 2 x 256 MiB.
+double copy_ceiling(const Timer& timer, int reps, int64_t scale, Record& rec) {
+  const size_t bytes = (size_t{1} << 28) / static_cast<size_t>(scale);
+  double ms = kNaN;
+  if (timer.gpu) {
+    const auto& d = kiln::cuda::drv();
+    kiln::cuda::bind(timer.device);
+    CUstream st = kiln::cuda::stream(timer.device);
+    CUdeviceptr src = 0, dst = 0;
+    kiln::cuda::check(d.cuMemAlloc(&src, bytes), "cuMemAlloc");
+    struct Free {
+      CUdeviceptr& a;
+      CUdeviceptr& b;
+      ~Free() {
+        if (a) kiln::cuda::drv().cuMemFree(a);
+        if (b) kiln::cuda::drv().cuMemFree(b);
+      }
+    } free_them{src, dst};
+    kiln::cuda::check(d.cuMemAlloc(&dst, bytes), "cuMemAlloc");
+    kiln::cuda::check(d.cuMemsetD8Async(src, 1, bytes, st), "cuMemsetD8Async");
+    kiln::cuda::check(d.cuMemsetD8Async(dst, 2, bytes, st), "cuMemsetD8Async");
+    auto body = [&] { kiln::cuda::check(d.cuMemcpyDtoDAsync(dst, src, bytes, st), "cuMemcpyDtoDAsync"); };
+    for (int i = 0; i < 3; ++i) body();
+    ms = median(timer.time(reps, body));
+  } else {
+    std::vector<char> a(bytes, 1), b(bytes, 2);
+    ms = median(timer.time(reps, [&] { std::memcpy(b.data(), a.data(), bytes); }));
+  }
+  double t = tbps(2.0 * static_cast<double>(bytes), ms);
+  rec.num("copy_bytes", 2.0 * static_cast<double>(bytes)).num("copy_ms", ms).num("copy_TBps", t);
+  std::printf("copy ceiling: %zu MiB D2D in %.4f ms = %.3f TB/s (read + write)\n", bytes >> 20, ms, t);
+  std::fflush(stdout);
+  return t;
+}
+
+// Largest |a - b| and largest |b| over two arrays (on any device), as doubles.
+std::pair<double, double> max_err(const Array& a, const Array& b) {
+  auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  double e = 0, m = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    if (std::isnan(x[i]) && std::isnan(y[i])) continue;
+    e = std::max(e, std::fabs(x[i] - y[i]));
+    m = std::max(m, std::fabs(y[i]));
+  }
+  if (x.size() != y.size()) e = kNaN;
+  return {e, m};
+}
+
+void run_peers(const Options& opt, const Timer& timer, Device dev, Report& rep, double ceiling) {
+  const int64_t scale = opt.scale;
+  for (const Workload& w : workloads(scale)) {
+    if (!opt.workloads.empty() && !has(opt.workloads, w.name)) continue;
+    for (const std::string& dname : opt.dtypes) {
+      Dtype dt = dname == "bfloat16" ? kiln::bfloat16 : dname == "float16" ? kiln::float16 : kiln::float32;
+      Record r;
+      r.str("section", "peers").str("workload", w.name).str("dtype", dname);
+      std::string shapes;
+      for (auto& s : w.shapes) {
+        shapes += shapes.empty() ? "" : " ";
+        shapes += kiln::detail::shape_str(s);
+      }
+      r.str("shapes", shapes);
+      const double bytes = static_cast<double>(w.min_elems) * kiln::size_of(dt);
+      r.num("bytes", bytes).num("copy_ceiling_TBps", ceiling);
+      if (w.name == "gelu") r.str("kiln_gelu", kHasGeluOp<Array> ? "op gelu_tanh" : "composed from kiln ops");
+      try {
+        std::vector<Array> in;
+        for (auto& s : w.shapes) in.push_back(random_on(s, dt, dev));
+        kiln::CompiledFunction cf = kiln::compile(w.fn, {.name = w.name});
+        for (int i = 0; i < 5; ++i) kiln::eval(cf(in));  // trace, compile the kernels, warm the allocator
+        {
+          auto out = cf(in);
+          kiln::eval(out);
+          if (out[0].device() != dev) throw std::runtime_error("the compiled output is on " + out[0].device().str());
+          if (out[0].dtype() != dt) throw std::runtime_error(std::string("the output dtype is ") + kiln::dtype_name(out[0].dtype()));
+        }
+        auto ms = timer.time(opt.reps, [&] { launch(cf(in)); });
+        double kms = median(ms);
+        r.num("kiln_ms", kms).num("kiln_min_ms", *std::min_element(ms.begin(), ms.end()));
+        r.num("kiln_TBps", tbps(bytes, kms)).num("kiln_fraction_of_copy", tbps(bytes, kms) / ceiling);
+        r.list("kiln_ms_all", ms);
+        // The public synchronous eval, host-timed (includes the launch and the wait).
+        std::vector<double> wall;
+        for (int i = 0; i < std::max(5, opt.reps / 2); ++i) {
+          auto t0 = Clock::now();
+          kiln::eval(cf(in));
+          wall.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        }
+        r.num("kiln_eval_wall_ms", median(wall));
+        // kiln eager (one kernel per op), for scale.
+        for (int i = 0; i < 2; ++i) kiln::eval(w.fn(in));
+        double eager = median(timer.time(std::max(5, opt.reps / 2), [&] { launch(w.fn(in)); }));
+        r.num("kiln_eager_ms", eager);
+        std::printf("%-10s %-9s kiln %8.4f ms  %6.3f TB/s  %.3f of copy  (eval wall %.4f ms, eager %.4f ms)\n",
+                    w.name.c_str(), dname.c_str(), kms, tbps(bytes, kms), tbps(bytes, kms) / ceiling,
+                    median(wall), eager);
+        std::fflush(stdout);
+        in.clear();
+        // Sanity check on a small slice of the problem: compiled on `dev` against eager on the CPU.
+        std::vector<Array> small_dev, small_cpu;
+        for (auto& s : w.shapes) {
+          Shape t = s;
+          if (t.size() == 2) t[0] = 8;
+          else if (t[0] > 4096) t[0] = 32768;
+          Array h = kiln::array(host_uniform(numel(t), g_seed++, -3.0f, 3.0f), t);
+          Array c = dt == kiln::float32 ? h : kiln::astype(h, dt);
+          c.eval();
+          small_cpu.push_back(c);
+          small_dev.push_back(dev.type == Device::Type::cuda ? kiln::to(c, dev) : c);
+        }
+        auto [e, m] = max_err(cf(small_dev)[0], w.fn(small_cpu)[0]);
+        r.num("check_max_abs_err_vs_cpu_eager", e).num("check_max_abs_ref", m);
+      } catch (const std::exception& e) {
+        rep.fail(r, w.name + " " + dname, e.what());
+      }
+      rep.records.push_back(r);
+      rep.write();
+      if (timer.gpu) kiln::cuda::trim_memory_cache();
+    }
+  }
+}
+
+void run_host_call(const Timer& timer, Device dev, Report& rep) {
+  Record r;
+  r.str("section", "host_call").str("workload", "host_call_32op").str("dtype", "float32");
+  r.num("elements", 1000).num("target_us", 5.0);
+  try {
+    Array x = random_on({1000}, kiln::float32, dev), y = random_on({1000}, kiln::float32, dev);
+    kiln::CompiledFunction f = kiln::compile(
+        [](const std::vector<Array>& in) { return std::vector<Array>{graph32(in[0], in[1])}; }, {.name = "graph32"});
+    for (int i = 0; i < 200; ++i) kiln::eval(f({x, y}));
+    const int calls = timer.gpu ? 20000 : 2000, sync_every = 64;
+    std::vector<double> us;
+    us.reserve(calls);
+    for (int pass = 0; pass < 2; ++pass) {  // the first pass warms up the same loop and is dropped
+      us.clear();
+      for (int i = 0; i < calls; ++i) {
+        auto t0 = Clock::now();
+        launch(f({x, y}));
+        us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+        if ((i + 1) % sync_every == 0) timer.sync();
+      }
+      timer.sync();
+    }
+    double med = median(us);
+    r.num("kiln_us", med).num("kiln_p10_us", quantile(us, 0.1)).num("kiln_p90_us", quantile(us, 0.9));
+    r.num("calls", calls).num("sync_every", sync_every);
+    r.raw("kiln_meets_target", med <= 5.0 ? "true" : "false");
+    // The public API: synchronous eval per call (includes the round trip to the device).
+    std::vector<double> ev;
+    for (int i = 0; i < 2000; ++i) {
+      auto t0 = Clock::now();
+      kiln::eval(f({x, y}));
+      ev.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    r.num("kiln_eval_us", median(ev));
+    std::printf("host call, 32 ops on 1k float32: %.2f us per call (target 5; p90 %.2f); with eval %.2f us\n", med,
+                quantile(us, 0.9), median(ev));
+  } catch (const std::exception& e) {
+    rep.fail(r, "host_call", e.what());
+  }
+  rep.records.push_back(r);
+  rep.write();
+}
+
+// The child: prints one line "LATENCY first_call_ms=... second_call_us=... compiles=... disk_loads=...".
+int latency_child(bool cpu) {
+  const char* dir = std::getenv("KILN_CACHE_DIR");
+  if (!dir || !*dir) {
+    std::fprintf(stderr, "gpu_peers --latency-child: KILN_CACHE_DIR is not set\n");
+    return 2;
+  }
+  try {
+    Device dev = cpu ? Device::cpu() : Device::cuda(0);
+    if (!cpu && !kiln::cuda_available()) {
+      std::fprintf(stderr, "gpu_peers --latency-child: no CUDA device (%s)\n", kiln::cuda::unavailable_reason().c_str());
+      return 77;
+    }
+    std::vector<float> v(1000);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.001f - 0.5f;
+    Array x = kiln::array(v, {1000});
+    if (!cpu) x = kiln::to(x, dev);
+    x.eval();
+    // Touch the device, the context, NVRTC and an eager kernel first, so that the first
+    // compiled call pays only for compiling (process and driver start are not counted).
+    kiln::eval({kiln::exp(x + 1.0f)});
+    kiln::cuda::NvrtcStats s0{};
+    if (!cpu) s0 = kiln::cuda::nvrtc_stats();
+    auto f = kiln::compile([](const std::vector<Array>& in) { return std::vector<Array>{chain10(in[0])}; },
+                           {.name = "chain10_latency"});
+    auto t0 = Clock::now();
+    Array y = f({x})[0];
+    y.eval();
+    auto t1 = Clock::now();
+    Array z = f({x})[0];
+    z.eval();
+    auto t2 = Clock::now();
+    kiln::cuda::NvrtcStats s1{};
+    if (!cpu) s1 = kiln::cuda::nvrtc_stats();
+    if (y.to_vector<float>() != z.to_vector<float>()) {
+      std::fprintf(stderr, "gpu_peers --latency-child: first and second calls disagree\n");
+      return 1;
+    }
+    std::printf("LATENCY first_call_ms=%.4f second_call_us=%.3f compiles=%llu disk_loads=%llu\n",
+                std::chrono::duration<double, std::milli>(t1 - t0).count(),
+                std::chrono::duration<double, std::micro>(t2 - t1).count(),
+                static_cast<unsigned long long>(s1.compiles - s0.compiles),
+                static_cast<unsigned long long>(s1.disk_loads - s0.disk_loads));
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpu_peers --latency-child: %s\n", e.what());
+    return 1;
+  }
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string o = "'";
+  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return o + "'";
+}
+
+void run_latency(const Options& opt, Report& rep) {
+  Record r;
+  r.str("section", "compile_latency").str("workload", "compile_latency_chain10").str("dtype", "float32");
+  r.num("elements", 1000).num("target_cold_ms", 100).num("target_warm_disk_ms", 5);
+  try {
+    std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
+    std::vector<double> cold, warm, cold_compiles, warm_compiles, warm_disk_loads;
+    for (int pair = 0; pair < 3; ++pair) {
+      char tmpl[] = "/tmp/kiln-gpu-peers-cache-XXXXXX";
+      if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+      std::string dir = tmpl;
+      for (int run = 0; run < 2; ++run) {
+        std::string cmd = "KILN_CACHE_DIR=" + shell_quote(dir) + " " + shell_quote(exe) + " --latency-child" +
+                          (opt.cpu ? " --cpu-dry-run" : "");
+        FILE* p = ::popen(cmd.c_str(), "r");
+        if (!p) throw std::runtime_error("popen failed");
+        std::string outp;
+        char buf[512];
+        while (std::fgets(buf, sizeof buf, p)) outp += buf;
+        int st = ::pclose(p);
+        double ms = 0, us = 0;
+        unsigned long long compiles = 0, loads = 0;
+        auto pos = outp.find("LATENCY ");
+        if (st != 0 || pos == std::string::npos ||
+            std::sscanf(outp.c_str() + pos, "LATENCY first_call_ms=%lf second_call_us=%lf compiles=%llu disk_loads=%llu",
+                        &ms, &us, &compiles, &loads) != 4) {
+          std::filesystem::remove_all(dir);
+          throw std::runtime_error("the child process failed (status " + std::to_string(st) + "): " + outp);
+        }
+        (run == 0 ? cold : warm).push_back(ms);
+        (run == 0 ? cold_compiles : warm_compiles).push_back(static_cast<double>(compiles));
+        if (run == 1) warm_disk_loads.push_back(static_cast<double>(loads));
+        std::printf("first call, %s: %.2f ms (second call %.1f us; NVRTC compiles %llu, disk loads %llu)\n",
+                    run == 0 ? "cold" : "warm disk cache, new process", ms, us, compiles, loads);
+        std::fflush(stdout);
+      }
+      std::filesystem::remove_all(dir);
+    }
+    double c = median(cold), w = median(warm);
+    r.num("cold_ms", c).num("warm_disk_ms", w).list("cold_runs_ms", cold).list("warm_disk_runs_ms", warm);
+    r.list("cold_nvrtc_compiles", cold_compiles).list("warm_nvrtc_compiles", warm_compiles);
+    r.list("warm_disk_loads", warm_disk_loads);
+    r.raw("cold_meets_target", c <= 100 ? "true" : "false").raw("warm_meets_target", w <= 5 ? "true" : "false");
+  } catch (const std::exception& e) {
+    rep.fail(r, "compile_latency", e.what());
+  }
+  rep.records.push_back(r);
+  rep.write();
+}
+
+void run_matmul(const Options& opt, const Timer& timer, Device dev, Report& rep) {
+  const int64_t n = 4096 / std::min<int64_t>(opt.scale, 16);
+  Record r;
+  r.str("section", "matmul_epilogue").str("workload", "matmul_gelu").str("dtype", "bfloat16");
+  r.num("m", n).num("n", n).num("k", n).num("target_ratio", 1.05);
+  r.str("kiln_gelu", kHasGeluOp<Array> ? "op gelu_tanh" : "composed from kiln ops");
+  try {
+    Array x = random_on({n, n}, kiln::bfloat16, dev, -1.0f, 1.0f);
+    Array w = random_on({n, n}, kiln::bfloat16, dev, -1.0f, 1.0f);
+    Array b = random_on({n}, kiln::bfloat16, dev, -1.0f, 1.0f);
+    kiln::CompiledFunction f = kiln::compile(
+        [](const std::vector<Array>& in) { return std::vector<Array>{matmul_gelu(in[0], in[1], in[2])}; },
+        {.name = "matmul_gelu"});
+    for (int i = 0; i < 3; ++i) {
+      kiln::eval(f({x, w, b}));
+      kiln::eval({kiln::matmul(x, w)});
+    }
+    const int rounds = std::max(10, opt.reps);
+    auto ms = timer.time(rounds, {[&] { launch({kiln::matmul(x, w)}); }, [&] { launch(f({x, w, b})); }});
+    double mm = median(ms[0]), fused = median(ms[1]);
+    double flop = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+    r.num("kiln_matmul_ms", mm).num("kiln_compiled_ms", fused).num("kiln_ratio", fused / mm);
+    r.num("kiln_matmul_TFLOPs", flop / (mm * 1e-3) / 1e12).num("kiln_compiled_TFLOPs", flop / (fused * 1e-3) / 1e12);
+    r.raw("kiln_meets_target", fused / mm <= 1.05 ? "true" : "false");
+    std::printf("matmul %lld^3 bfloat16: bare %.4f ms (%.0f TFLOP/s), gelu(x @ W + b) compiled %.4f ms: ratio %.3f "
+                "(target <= 1.05)\n",
+                static_cast<long long>(n), mm, flop / (mm * 1e-3) / 1e12, fused, fused / mm);
+  } catch (const std::exception& e) {
+    rep.fail(r, "matmul_epilogue", e.what());
+  }
+  rep.records.push_back(r);
+  rep.write();
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: gpu_peers [--out FILE] [--reps N] [--sections peers,host,latency,matmul]\n"
+               "                 [--workloads gelu,swiglu,rmsnorm,softmax,layernorm,chain10]\n"
+               "                 [--dtypes float32,bfloat16] [--scale K] [--cpu-dry-run]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "gpu_peers: %s needs a value\n", a.c_str());
+        std::exit(usage());
+      }
+      return argv[++i];
+    };
+    if (a == "--out") opt.out = next();
+    else if (a == "--reps") opt.reps = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--scale") opt.scale = std::max<int64_t>(1, std::atoll(next().c_str()));
+    else if (a == "--sections") opt.sections = split_list(next());
+    else if (a == "--workloads") opt.workloads = split_list(next());
+    else if (a == "--dtypes") opt.dtypes = split_list(next());
+    else if (a == "--cpu-dry-run") opt.cpu = true;
+    else if (a == "--latency-child") opt.latency_child = true;
+    else if (a == "-h" || a == "--help") {
+      usage();
+      return 0;
+    }
+    else {
+      std::fprintf(stderr, "gpu_peers: unknown argument %s\n", a.c_str());
+      return usage();
+    }
+  }
+  if (opt.latency_child) return latency_child(opt.cpu);
+  if (opt.scale == 0) opt.scale = opt.cpu ? 256 : 1;
+  for (auto& d : opt.dtypes)
+    if (d != "float32" && d != "bfloat16" && d != "float16") {
+      std::fprintf(stderr, "gpu_peers: unsupported dtype %s\n", d.c_str());
+      return usage();
+    }
+
+  Report rep;
+  rep.path = opt.out;
+  rep.meta.str("harness", "kiln bench/gpu_peers.cpp").str("date", today());
+  rep.meta.num("reps", opt.reps).num("scale", static_cast<double>(opt.scale));
+  rep.meta.str("timing", opt.cpu ? "host steady_clock (CPU dry run: numbers mean nothing)"
+                                 : "CUDA events on kiln's stream, back to back, median");
+  Timer timer;
+  Device dev = Device::cpu();
+  if (opt.cpu) {
+    rep.meta.str("device", "cpu (dry run)");
+  } else {
+    if (!kiln::cuda_available()) {
+      std::string why = "no CUDA device (" + kiln::cuda::unavailable_reason() + "): nothing measured";
+      std::fprintf(stderr, "gpu_peers: %s\n", why.c_str());
+      rep.meta.str("device", "none");
+      rep.errors.push_back(why);
+      rep.write();
+      return 77;
+    }
+    if (!kiln::cuda::nvrtc_available()) {
+      std::string why = "NVRTC could not be loaded: kiln cannot compile GPU kernels; nothing measured";
+      std::fprintf(stderr, "gpu_peers: %s\n", why.c_str());
+      rep.errors.push_back(why);
+      rep.write();
+      return 77;
+    }
+    std::string why;
+    timer.elapsed = resolve_elapsed(why);
+    if (!timer.elapsed) {
+      std::fprintf(stderr, "gpu_peers: cannot time with CUDA events: %s\n", why.c_str());
+      rep.errors.push_back("cannot time with CUDA events: " + why);
+      rep.write();
+      return 1;
+    }
+    timer.gpu = true;
+    dev = Device::cuda(0);
+    const auto& info = kiln::cuda::device_info(0);
+    int drv_version = 0;
+    kiln::cuda::drv().cuDriverGetVersion(&drv_version);
+    rep.meta.str("device", info.name).str("arch", info.arch()).num("sms", info.sms);
+    rep.meta.num("cuda_driver_version", drv_version);
+    std::printf("gpu_peers on %s (%s, %d SMs), driver API %d, %d reps\n", info.name.c_str(), info.arch().c_str(),
+                info.sms, drv_version, opt.reps);
+  }
+  const char* cache = std::getenv("KILN_CACHE_DIR");
+  rep.meta.str("kiln_cache_dir", cache ? cache : "(default)");
+  rep.write();
+
+  Record copy_before, copy_after;
+  double ceiling = kNaN;
+  try {
+    ceiling = copy_ceiling(timer, opt.reps, opt.scale, copy_before);
+  } catch (const std::exception& e) {
+    rep.errors.push_back(std::string("copy ceiling: ") + e.what());
+    std::fprintf(stderr, "gpu_peers: copy ceiling: %s\n", e.what());
+  }
+  rep.meta.raw("copy_before", copy_before.dump(""));
+  rep.meta.num("copy_ceiling_TBps", ceiling);
+  rep.write();
+
+  if (has(opt.sections, "peers")) run_peers(opt, timer, dev, rep, ceiling);
+  if (has(opt.sections, "peers")) {
+    // Again after the workloads; the merge script takes the faster of the two as the ceiling
+    // (the records' own kiln_fraction_of_copy use the first).
+    try {
+      copy_ceiling(timer, opt.reps, opt.scale, copy_after);
+      rep.meta.raw("copy_after", copy_after.dump(""));
+    } catch (const std::exception& e) {
+      rep.errors.push_back(std::string("copy ceiling (after): ") + e.what());
+    }
+    rep.write();
+  }
+  if (has(opt.sections, "host")) run_host_call(timer, dev, rep);
+  if (has(opt.sections, "latency")) run_latency(opt, rep);
+  if (has(opt.sections, "matmul")) run_matmul(opt, timer, dev, rep);
+  rep.write();
+  std::printf("wrote %s (%zu records, %zu errors)\n", opt.out.c_str(), rep.records.size(), rep.errors.size());
+  return rep.errors.empty() ? 0 : 1;
+}

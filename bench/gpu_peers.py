@@ -1,0 +1,723 @@
+#!/usr/bin/env python3
+"""The peers' side of the GPU peers benchmark: PyTorch eager, torch.compile and jax.jit on
+the workloads of bench/gpu_peers.cpp (bench/run_gpu_peers.sh runs both and
+bench/summarize_gpu_peers.py merges them; docs/benchmarks.md, "GPU peers").
+
+Workloads (the same formulas as bench/gpu_peers.cpp; keep them in step):
+  gelu       x: (64M,)               0.5*x*(1 + tanh(0.7978845608028654*(x + 0.044715*x*x*x)))
+  swiglu     a, b: (16384, 4096)     a * sigmoid(a) * b                      (silu(a) * b)
+  rmsnorm    x: (16384, 4096), w: (4096,)   x * rsqrt(mean(x*x, -1, keepdims) + 1e-6) * w
+  softmax    x: (16384, 4096)        softmax over the last axis (each library's softmax op)
+  layernorm  x: (16384, 4096), g, b: (4096,)
+                                     m = mean(x, -1, keepdims); d = x - m
+                                     d * rsqrt(mean(d*d, -1, keepdims) + 1e-5) * g + b
+  chain10    x: (64M,)               y = sin(x); y = y*1.5; y = y + x; y = sin(y); y = y*x;
+                                     y = y + 0.25; y = sin(y); y = y*2.0; y = y + x; y = sin(y)
+in float32 and bfloat16 (Python float constants keep the dtype in both libraries), on
+fresh inputs uniform in [-3, 3] made on the device (not timed).
+
+What is timed:
+  torch_eager_ms    the formula above in PyTorch eager ops (one kernel per op).
+  torch_builtin_ms  PyTorch eager with its fused library op where there is one:
+                    F.gelu(approximate="tanh"), F.silu(a) * b, F.rms_norm, softmax,
+                    F.layer_norm (none for chain10).
+  torch_compile_ms  torch.compile(formula), default mode, after warm-up calls that compile.
+  jax_jit_ms        jax.jit(formula), after warm-up calls that compile.
+PyTorch: CUDA events around each call on the current stream, calls back to back, one
+synchronize at the end; the median over --reps. JAX has no event API: each repetition
+times --jax-inner calls dispatched back to back with the host clock (time.perf_counter)
+and ends with block_until_ready on the last output, divided by the number of calls; the
+median over --reps repetitions. This includes one dispatch-and-wait latency per
+repetition (a few microseconds, spread over the inner calls).
+  host_call   host time of one call (no synchronization inside the timed region) of a
+              32-op elementwise function on 1k float32 elements, calls back to back with a
+              synchronize every 64 calls outside the timed region; median per call.
+  matmul_epilogue  gelu(x @ W + b) against the bare x @ W, bfloat16, 4096^3.
+  copy        torch's device-to-device copy of 256 MiB (read + write), a cross-check of
+              the ceiling that bench/gpu_peers.cpp measures with cuMemcpyDtoDAsync.
+
+Missing jax or triton, or a JAX without a GPU backend, leaves those fields null with the
+reason in "<framework>_error"; everything else still runs.
+
+Usage: python3 bench/gpu_peers.py --out FILE.json [--reps 20] [--sections peers,host,matmul]
+         [--workloads gelu,...] [--dtypes float32,bfloat16]
+         [--frameworks torch_eager,jax,torch_compile] [--scale K] [--budget-s S] [--cpu-dry-run]
+--cpu-dry-run runs on the CPU with host timers and --scale 256 (tests this script where
+there is no GPU; its numbers mean nothing).
+Exit status: 0 when everything ran, 1 when some measurement failed or was skipped (the
+JSON holds the rest), 2 on bad arguments, 77 when neither PyTorch nor JAX has a GPU.
+"""
+import os
+
+# Before JAX is imported: do not grab 75% of the GPU up front (PyTorch shares the process).
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import argparse
+import datetime
+import functools
+import gc
+import json
+import platform
+import statistics
+import sys
+import time
+import traceback
+
+torch = None  # imported in main()
+F = None
+jax = None
+jnp = None
+
+N = 1 << 26
+ROWS, COLS = 16384, 4096
+MM = 4096
+GELU_K = 0.7978845608028654  # sqrt(2 / pi)
+
+
+# ---- the workloads, written once against an ops adapter ------------------------------
+class TorchOps:
+    @staticmethod
+    def tanh(x):
+        return torch.tanh(x)
+
+    @staticmethod
+    def sigmoid(x):
+        return torch.sigmoid(x)
+
+    @staticmethod
+    def sin(x):
+        return torch.sin(x)
+
+    @staticmethod
+    def rsqrt(x):
+        return torch.rsqrt(x)
+
+    @staticmethod
+    def mean_last(x):
+        return torch.mean(x, dim=-1, keepdim=True)
+
+    @staticmethod
+    def softmax_last(x):
+        return torch.softmax(x, dim=-1)
+
+    @staticmethod
+    def maximum(a, b):
+        return torch.maximum(a, b)
+
+    @staticmethod
+    def minimum(a, b):
+        return torch.minimum(a, b)
+
+    @staticmethod
+    def matmul(a, b):
+        return torch.matmul(a, b)
+
+
+class JaxOps:
+    @staticmethod
+    def tanh(x):
+        return jnp.tanh(x)
+
+    @staticmethod
+    def sigmoid(x):
+        return jax.nn.sigmoid(x)
+
+    @staticmethod
+    def sin(x):
+        return jnp.sin(x)
+
+    @staticmethod
+    def rsqrt(x):
+        return jax.lax.rsqrt(x)
+
+    @staticmethod
+    def mean_last(x):
+        return jnp.mean(x, axis=-1, keepdims=True)
+
+    @staticmethod
+    def softmax_last(x):
+        return jax.nn.softmax(x, axis=-1)
+
+    @staticmethod
+    def maximum(a, b):
+        return jnp.maximum(a, b)
+
+    @staticmethod
+    def minimum(a, b):
+        return jnp.minimum(a, b)
+
+    @staticmethod
+    def matmul(a, b):
+        return jnp.matmul(a, b)
+
+
+def gelu(m, x):
+    return 0.5 * x * (1.0 + m.tanh(GELU_K * (x + 0.044715 * x * x * x)))
+
+
+def swiglu(m, a, b):
+    return a * m.sigmoid(a) * b
+
+
+def rmsnorm(m, x, w):
+    return x * m.rsqrt(m.mean_last(x * x) + 1e-6) * w
+
+
+def softmax(m, x):
+    return m.softmax_last(x)
+
+
+def layernorm(m, x, g, b):
+    mu = m.mean_last(x)
+    d = x - mu
+    return d * m.rsqrt(m.mean_last(d * d) + 1e-5) * g + b
+
+
+def chain10(m, x):
+    y = m.sin(x)
+    y = y * 1.5
+    y = y + x
+    y = m.sin(y)
+    y = y * x
+    y = y + 0.25
+    y = m.sin(y)
+    y = y * 2.0
+    y = y + x
+    return m.sin(y)
+
+
+def graph32(m, x, y):
+    a = x + y
+    b = x * y  # 2 ops
+    for _ in range(5):
+        a = a * b + 0.5  # 2
+        b = m.maximum(b - a, x)  # 2
+        a = m.minimum(a, y) - b  # 2
+    return a  # 2 + 5 * 6 = 32 ops
+
+
+def matmul_gelu(m, x, w, b):
+    return gelu(m, m.matmul(x, w) + b)
+
+
+def matmul_only(m, x, w):
+    return m.matmul(x, w)
+
+
+# PyTorch's fused library ops where there is one (torch_builtin_ms).
+def builtin_gelu(x):
+    return F.gelu(x, approximate="tanh")
+
+
+def builtin_swiglu(a, b):
+    return F.silu(a) * b
+
+
+def builtin_rmsnorm(x, w):
+    return F.rms_norm(x, (x.shape[-1],), w, eps=1e-6)
+
+
+def builtin_softmax(x):
+    return torch.softmax(x, dim=-1)
+
+
+def builtin_layernorm(x, g, b):
+    return F.layer_norm(x, (x.shape[-1],), g, b, eps=1e-5)
+
+
+def builtin_matmul_gelu(x, w, b):
+    return F.gelu(torch.matmul(x, w) + b, approximate="tanh")
+
+
+def workloads(scale):
+    n = N // scale
+    rows, cols = ROWS // scale, COLS
+    m = rows * cols
+    return [
+        # name, input shapes, formula, builtin, fewest elements moved
+        ("gelu", [(n,)], gelu, builtin_gelu, 2 * n),
+        ("swiglu", [(rows, cols), (rows, cols)], swiglu, builtin_swiglu, 3 * m),
+        ("rmsnorm", [(rows, cols), (cols,)], rmsnorm, builtin_rmsnorm, 2 * m + cols),
+        ("softmax", [(rows, cols)], softmax, builtin_softmax, 2 * m),
+        ("layernorm", [(rows, cols), (cols,), (cols,)], layernorm, builtin_layernorm, 2 * m + 2 * cols),
+        ("chain10", [(n,)], chain10, None, 2 * n),
+    ]
+
+
+DTYPE_SIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+# ---- timing ---------------------------------------------------------------------------
+def median(v):
+    return statistics.median(v) if v else None
+
+
+class Ctx:
+    def __init__(self, args):
+        self.args = args
+        self.cpu = args.cpu_dry_run
+        self.start = time.monotonic()
+        self.records = {}  # (section, workload, dtype) -> dict
+        self.meta = {}
+        self.errors = []
+
+    def over_budget(self):
+        return time.monotonic() - self.start > self.args.budget_s
+
+    def rec(self, section, workload, dtype):
+        key = (section, workload, dtype)
+        if key not in self.records:
+            self.records[key] = {"section": section, "workload": workload, "dtype": dtype}
+        return self.records[key]
+
+    def fail(self, rec, field, what, exc):
+        msg = f"{what}: {type(exc).__name__}: {exc}".strip()
+        if len(msg) > 600:
+            msg = msg[:600] + "..."
+        print(f"gpu_peers.py: {msg}", file=sys.stderr, flush=True)
+        if os.environ.get("GPU_PEERS_TRACEBACK"):
+            traceback.print_exc()
+        rec[field] = msg
+        self.errors.append(msg)
+
+    def write(self):
+        out = dict(self.meta)
+        out["elapsed_s"] = round(time.monotonic() - self.start, 2)
+        out["errors"] = self.errors
+        out["records"] = list(self.records.values())
+        tmp = self.args.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(out, f, indent=1)
+        os.replace(tmp, self.args.out)
+
+
+def torch_sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def time_torch(ctx, fn, args, reps, warmup=3):
+    """Median ms per call: CUDA events around each call, back to back (host clock on the CPU)."""
+    for _ in range(warmup):
+        fn(*args)
+    if ctx.cpu:
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn(*args)
+            ts.append((time.perf_counter() - t0) * 1e3)
+        return median(ts), ts
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for s, e in ev:
+        s.record()
+        fn(*args)
+        e.record()
+    torch.cuda.synchronize()
+    ts = [s.elapsed_time(e) for s, e in ev]
+    return median(ts), ts
+
+
+def time_jax(fn, args, reps, inner, warmup=3):
+    """Median ms per call: host clock over `inner` calls back to back ending in block_until_ready."""
+    for _ in range(warmup):
+        fn(*args).block_until_ready()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            out = fn(*args)
+        out.block_until_ready()
+        ts.append((time.perf_counter() - t0) * 1e3 / inner)
+        del out
+    return median(ts), ts
+
+
+def host_call_us(fn, args, calls, sync, sync_every=64, warmup=200):
+    for _ in range(warmup):
+        fn(*args)
+    sync()
+    ts = []
+    for i in range(calls):
+        t0 = time.perf_counter_ns()
+        out = fn(*args)
+        ts.append((time.perf_counter_ns() - t0) / 1e3)
+        if (i + 1) % sync_every == 0:
+            sync(out)
+        del out
+    sync()
+    ts.sort()
+    return median(ts), ts[len(ts) // 10], ts[len(ts) * 9 // 10]
+
+
+# ---- inputs ---------------------------------------------------------------------------
+def torch_dtype(name):
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def torch_inputs(ctx, shapes, dtype, lo=-3.0, hi=3.0):
+    dev = "cpu" if ctx.cpu else "cuda"
+    return [(torch.rand(s, device=dev, dtype=torch.float32) * (hi - lo) + lo).to(torch_dtype(dtype)) for s in shapes]
+
+
+_jax_key = [None]
+
+
+def jax_inputs(shapes, dtype, lo=-3.0, hi=3.0):
+    out = []
+    for s in shapes:
+        _jax_key[0], k = jax.random.split(_jax_key[0])
+        x = jax.random.uniform(k, s, jnp.float32, lo, hi).astype(jnp.dtype(dtype))
+        out.append(x.block_until_ready())
+    return out
+
+
+def torch_compiled(fn):
+    c = torch.compile(fn)  # default mode
+    return c
+
+
+# ---- sections -------------------------------------------------------------------------
+def torch_copy(ctx):
+    try:
+        nbytes = (1 << 28) // ctx.args.scale
+        src = torch.empty(nbytes, dtype=torch.uint8, device="cpu" if ctx.cpu else "cuda").fill_(1)
+        dst = torch.empty_like(src)
+        ms, _ = time_torch(ctx, dst.copy_, (src,), ctx.args.reps)
+        ctx.meta["torch_copy_ms"] = ms
+        ctx.meta["torch_copy_TBps"] = 2 * nbytes / (ms * 1e-3) / 1e12
+        print(f"torch copy: {nbytes >> 20} MiB in {ms:.4f} ms = {ctx.meta['torch_copy_TBps']:.3f} TB/s", flush=True)
+    except Exception as e:  # noqa: BLE001
+        ctx.meta["torch_copy_error"] = f"{type(e).__name__}: {e}"
+        ctx.errors.append("torch copy: " + ctx.meta["torch_copy_error"])
+
+
+def selected(ctx):
+    for name, shapes, formula, builtin, elems in workloads(ctx.args.scale):
+        if ctx.args.workloads and name not in ctx.args.workloads:
+            continue
+        for dt in ctx.args.dtypes:
+            yield name, shapes, formula, builtin, elems, dt
+
+
+def peers_torch_eager(ctx):
+    for name, shapes, formula, builtin, elems, dt in selected(ctx):
+        r = ctx.rec("peers", name, dt)
+        r["bytes"] = elems * DTYPE_SIZE[dt]
+        try:
+            x = torch_inputs(ctx, shapes, dt)
+            ms, _ = time_torch(ctx, functools.partial(formula, TorchOps), x, ctx.args.reps)
+            r["torch_eager_ms"] = ms
+            r["torch_builtin_ms"] = None
+            if builtin is not None:
+                try:
+                    r["torch_builtin_ms"], _ = time_torch(ctx, builtin, x, ctx.args.reps)
+                except Exception as e:  # noqa: BLE001 (an older PyTorch may lack F.rms_norm)
+                    ctx.fail(r, "torch_builtin_error", f"{name} {dt} torch builtin", e)
+            print(f"{name:<10} {dt:<9} torch eager {ms:9.4f} ms  builtin {r['torch_builtin_ms'] or float('nan'):9.4f} ms",
+                  flush=True)
+            del x
+        except Exception as e:  # noqa: BLE001
+            ctx.fail(r, "torch_eager_error", f"{name} {dt} torch eager", e)
+        ctx.write()
+        gc.collect()
+        if not ctx.cpu:
+            torch.cuda.empty_cache()
+
+
+def peers_torch_compile(ctx):
+    for name, shapes, formula, builtin, elems, dt in selected(ctx):
+        r = ctx.rec("peers", name, dt)
+        r["bytes"] = elems * DTYPE_SIZE[dt]
+        if ctx.over_budget():
+            ctx.fail(r, "torch_compile_error", f"{name} {dt} torch.compile", RuntimeError("skipped: --budget-s exceeded"))
+            continue
+        try:
+            x = torch_inputs(ctx, shapes, dt)
+            fn = torch_compiled(functools.partial(formula, TorchOps))
+            t0 = time.perf_counter()
+            fn(*x)
+            torch_sync()
+            r["torch_compile_first_call_s"] = time.perf_counter() - t0
+            ms, _ = time_torch(ctx, fn, x, ctx.args.reps)
+            r["torch_compile_ms"] = ms
+            print(f"{name:<10} {dt:<9} torch.compile {ms:9.4f} ms (first call {r['torch_compile_first_call_s']:.1f} s)",
+                  flush=True)
+            del x, fn
+        except Exception as e:  # noqa: BLE001
+            ctx.fail(r, "torch_compile_error", f"{name} {dt} torch.compile", e)
+        ctx.write()
+        gc.collect()
+        if not ctx.cpu:
+            torch.cuda.empty_cache()
+
+
+def peers_jax(ctx):
+    for name, shapes, formula, builtin, elems, dt in selected(ctx):
+        r = ctx.rec("peers", name, dt)
+        r["bytes"] = elems * DTYPE_SIZE[dt]
+        try:
+            x = jax_inputs(shapes, dt)
+            fn = jax.jit(functools.partial(formula, JaxOps))
+            t0 = time.perf_counter()
+            fn(*x).block_until_ready()
+            r["jax_jit_first_call_s"] = time.perf_counter() - t0
+            ms, _ = time_jax(fn, x, ctx.args.reps, ctx.args.jax_inner)
+            r["jax_jit_ms"] = ms
+            print(f"{name:<10} {dt:<9} jax.jit {ms:9.4f} ms", flush=True)
+            del x, fn
+        except Exception as e:  # noqa: BLE001
+            ctx.fail(r, "jax_jit_error", f"{name} {dt} jax.jit", e)
+        ctx.write()
+        gc.collect()
+
+
+def host_rec(ctx):
+    r = ctx.rec("host_call", "host_call_32op", "float32")
+    r["elements"] = 1000
+    return r
+
+
+def host_torch(ctx, compiled):
+    r = host_rec(ctx)
+    field = "torch_compile" if compiled else "torch_eager"
+    if compiled and ctx.over_budget():
+        ctx.fail(r, field + "_error", "host call torch.compile", RuntimeError("skipped: --budget-s exceeded"))
+        return
+    try:
+        x, y = torch_inputs(ctx, [(1000,), (1000,)], "float32")
+        fn = functools.partial(graph32, TorchOps)
+        if compiled:
+            fn = torch_compiled(fn)
+        calls = 20000 if compiled else 3000
+        med, p10, p90 = host_call_us(fn, (x, y), calls, lambda *_: torch_sync())
+        r[field + "_us"], r[field + "_p90_us"] = med, p90
+        print(f"host call 32 ops, {field}: {med:.2f} us per call (p90 {p90:.2f})", flush=True)
+    except Exception as e:  # noqa: BLE001
+        ctx.fail(r, field + "_error", f"host call {field}", e)
+    ctx.write()
+
+
+def host_jax(ctx):
+    r = host_rec(ctx)
+    try:
+        x, y = jax_inputs([(1000,), (1000,)], "float32")
+        fn = jax.jit(functools.partial(graph32, JaxOps))
+
+        def sync(out=None):
+            if out is not None:
+                out.block_until_ready()
+            else:
+                fn(x, y).block_until_ready()
+
+        med, p10, p90 = host_call_us(fn, (x, y), 20000, sync)
+        r["jax_jit_us"], r["jax_jit_p90_us"] = med, p90
+        print(f"host call 32 ops, jax.jit: {med:.2f} us per call (p90 {p90:.2f})", flush=True)
+    except Exception as e:  # noqa: BLE001
+        ctx.fail(r, "jax_jit_error", "host call jax.jit", e)
+    ctx.write()
+
+
+def mm_rec(ctx):
+    r = ctx.rec("matmul_epilogue", "matmul_gelu", "bfloat16")
+    r["m"] = r["n"] = r["k"] = MM // min(ctx.args.scale, 16)
+    return r
+
+
+def matmul_torch(ctx, compiled):
+    r = mm_rec(ctx)
+    n = r["m"]
+    field = "torch_compile" if compiled else "torch_eager"
+    if compiled and ctx.over_budget():
+        ctx.fail(r, field + "_error", "matmul torch.compile", RuntimeError("skipped: --budget-s exceeded"))
+        return
+    try:
+        x, w, b = torch_inputs(ctx, [(n, n), (n, n), (n,)], "bfloat16", -1.0, 1.0)
+        reps = max(10, ctx.args.reps)
+        if compiled:
+            fn = torch_compiled(functools.partial(matmul_gelu, TorchOps))
+            r["torch_compile_ms"], _ = time_torch(ctx, fn, (x, w, b), reps)
+        else:
+            r["torch_matmul_ms"], _ = time_torch(ctx, torch.matmul, (x, w), reps)
+            r["torch_eager_ms"], _ = time_torch(ctx, functools.partial(matmul_gelu, TorchOps), (x, w, b), reps)
+            r["torch_builtin_ms"], _ = time_torch(ctx, builtin_matmul_gelu, (x, w, b), reps)
+        print(f"matmul_gelu {n}^3 bfloat16 {field}: "
+              + ", ".join(f"{k} {v:.4f}" for k, v in r.items() if k.startswith("torch_") and k.endswith("_ms")), flush=True)
+        del x, w, b
+    except Exception as e:  # noqa: BLE001
+        ctx.fail(r, field + "_error", f"matmul {field}", e)
+    ctx.write()
+
+
+def matmul_jax(ctx):
+    r = mm_rec(ctx)
+    n = r["m"]
+    try:
+        x, w, b = jax_inputs([(n, n), (n, n), (n,)], "bfloat16", -1.0, 1.0)
+        reps = max(10, ctx.args.reps)
+        mm = jax.jit(functools.partial(matmul_only, JaxOps))
+        fn = jax.jit(functools.partial(matmul_gelu, JaxOps))
+        r["jax_matmul_ms"], _ = time_jax(mm, (x, w), reps, 5)
+        r["jax_jit_ms"], _ = time_jax(fn, (x, w, b), reps, 5)
+        print(f"matmul_gelu {n}^3 bfloat16 jax: matmul {r['jax_matmul_ms']:.4f} ms, jit {r['jax_jit_ms']:.4f} ms",
+              flush=True)
+    except Exception as e:  # noqa: BLE001
+        ctx.fail(r, "jax_jit_error", "matmul jax.jit", e)
+    ctx.write()
+
+
+# ---- main -----------------------------------------------------------------------------
+def load_torch(ctx):
+    global torch, F
+    try:
+        import torch as t
+        import torch.nn.functional as f
+    except Exception as e:  # noqa: BLE001
+        return f"PyTorch could not be imported: {type(e).__name__}: {e}"
+    torch, F = t, f
+    ctx.meta["torch_version"] = torch.__version__
+    ctx.meta["torch_cuda"] = getattr(torch.version, "cuda", None)
+    if not ctx.cpu:
+        if not torch.cuda.is_available():
+            return "PyTorch sees no CUDA device"
+        ctx.meta["device"] = torch.cuda.get_device_name(0)
+    # One traced entry per workload and dtype; keep dynamo from falling back to eager.
+    for knob in ("cache_size_limit", "recompile_limit"):
+        if hasattr(torch._dynamo.config, knob):
+            setattr(torch._dynamo.config, knob, max(64, getattr(torch._dynamo.config, knob)))
+    return None
+
+
+def load_triton(ctx):
+    if ctx.cpu:
+        return None  # inductor's CPU backend needs no triton
+    try:
+        import triton
+    except Exception as e:  # noqa: BLE001
+        return f"triton could not be imported ({type(e).__name__}: {e}): torch.compile cannot make GPU kernels"
+    ctx.meta["triton_version"] = getattr(triton, "__version__", "?")
+    return None
+
+
+def load_jax(ctx):
+    global jax, jnp
+    try:
+        import jax as j
+        import jax.numpy as jn
+    except Exception as e:  # noqa: BLE001
+        return f"JAX could not be imported: {type(e).__name__}: {e}"
+    jax, jnp = j, jn
+    ctx.meta["jax_version"] = jax.__version__
+    try:
+        devs = jax.devices()
+    except Exception as e:  # noqa: BLE001
+        return f"JAX has no usable backend: {type(e).__name__}: {e}"
+    ctx.meta["jax_devices"] = [str(d) for d in devs]
+    if not ctx.cpu and devs[0].platform not in ("gpu", "cuda"):
+        return f"JAX has no GPU backend (its devices: {', '.join(str(d) for d in devs)})"
+    if not ctx.cpu:
+        ctx.meta.setdefault("device", getattr(devs[0], "device_kind", str(devs[0])))
+    _jax_key[0] = jax.random.PRNGKey(0)
+    return None
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="gpu_peers_python.json")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--jax-inner", type=int, default=10, help="calls per timed JAX repetition")
+    p.add_argument("--sections", default="peers,host,matmul")
+    p.add_argument("--workloads", default="")
+    p.add_argument("--dtypes", default="float32,bfloat16")
+    p.add_argument("--frameworks", default="torch_eager,jax,torch_compile")
+    p.add_argument("--scale", type=int, default=0)
+    p.add_argument("--budget-s", type=float, default=400.0,
+                   help="start no new torch.compile measurement after this many seconds")
+    p.add_argument("--cpu-dry-run", action="store_true")
+    a = p.parse_args(argv)
+    a.sections = [s for s in a.sections.split(",") if s]
+    a.workloads = [s for s in a.workloads.split(",") if s]
+    a.dtypes = [s for s in a.dtypes.split(",") if s]
+    a.frameworks = [s for s in a.frameworks.split(",") if s]
+    for d in a.dtypes:
+        if d not in DTYPE_SIZE:
+            p.error(f"unsupported dtype {d}")
+    if a.scale <= 0:
+        a.scale = 256 if a.cpu_dry_run else 1
+    a.reps = max(1, a.reps)
+    return a
+
+
+def main(argv):
+    args = parse_args(argv)
+    ctx = Ctx(args)
+    ctx.meta.update({
+        "harness": "bench/gpu_peers.py",
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "python": platform.python_version(),
+        "reps": args.reps,
+        "jax_inner": args.jax_inner,
+        "scale": args.scale,
+        "timing": ("host perf_counter (CPU dry run: numbers mean nothing)" if args.cpu_dry_run else
+                   "torch: CUDA events around each call, back to back, median; "
+                   "jax: host clock over jax_inner calls + block_until_ready, median"),
+    })
+    fw = args.frameworks
+    want_torch = "torch_eager" in fw or "torch_compile" in fw
+    # Only what was asked for is imported (run_gpu_peers.sh runs JAX and PyTorch in separate
+    # processes, so that their CUDA libraries and memory pools never meet).
+    why_torch = load_torch(ctx) if want_torch else "not requested (--frameworks)"
+    why_triton = (load_triton(ctx) if why_torch is None else why_torch) if "torch_compile" in fw else "not requested"
+    why_jax = load_jax(ctx) if "jax" in fw else "not requested (--frameworks)"
+    if want_torch:
+        ctx.meta["torch_error"] = why_torch
+    if "torch_compile" in fw:
+        ctx.meta["torch_compile_error"] = why_triton
+    if "jax" in fw:
+        ctx.meta["jax_error"] = why_jax
+    for name, w in (("torch_eager", why_torch), ("torch_compile", why_triton), ("jax", why_jax)):
+        if name in fw and w and w not in ctx.errors:
+            print(f"gpu_peers.py: {w}", file=sys.stderr, flush=True)
+            ctx.errors.append(w)
+    ctx.write()
+    if (why_torch or not want_torch) and (why_jax or "jax" not in fw):
+        print("gpu_peers.py: none of the requested frameworks can run here: nothing measured", file=sys.stderr)
+        return 77
+    print(f"gpu_peers.py: torch {ctx.meta.get('torch_version')} triton {ctx.meta.get('triton_version')} "
+          f"jax {ctx.meta.get('jax_version')} on {ctx.meta.get('device', 'cpu')}", flush=True)
+
+    sec = args.sections
+    if why_torch is None:
+        torch_copy(ctx)
+    # Cheap compiles first, torch.compile last: a run cut short keeps the most.
+    if why_torch is None and "torch_eager" in fw:
+        if "peers" in sec:
+            peers_torch_eager(ctx)
+        if "matmul" in sec:
+            matmul_torch(ctx, compiled=False)
+        if "host" in sec:
+            host_torch(ctx, compiled=False)
+    if why_torch is None and not ctx.cpu:
+        torch.cuda.empty_cache()
+    if why_jax is None and "jax" in fw:
+        if "peers" in sec:
+            peers_jax(ctx)
+        if "matmul" in sec:
+            matmul_jax(ctx)
+        if "host" in sec:
+            host_jax(ctx)
+    if why_torch is None and why_triton is None and "torch_compile" in fw:
+        if "peers" in sec:
+            peers_torch_compile(ctx)
+        if "host" in sec:
+            host_torch(ctx, compiled=True)
+        if "matmul" in sec:
+            matmul_torch(ctx, compiled=True)
+    ctx.write()
+    print(f"wrote {args.out} ({len(ctx.records)} records, {len(ctx.errors)} errors, "
+          f"{time.monotonic() - ctx.start:.0f} s)", flush=True)
+    return 0 if not ctx.errors else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
