@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "compile/graph.h"
@@ -27,6 +28,9 @@ struct Plan {
   std::vector<Shape> shapes;      // every value's shape at trace time
   std::vector<Dtype> dtypes;      // every value's dtype
   bool shapeless = false;
+  // CUDA graphs of this plan by device and input layout (backend/cuda/plan_graph.cpp).
+  mutable std::mutex gpu_graphs_mu;
+  mutable std::shared_ptr<void> gpu_graphs;  // guarded by gpu_graphs_mu
 
   /* Output shapes for the given input shapes (re-inferred step by step when shapeless). */
   std::vector<Shape> output_shapes(const std::vector<Shape>& input_shapes) const;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "backend/cuda/nvrtc.h"
+#include "backend/cuda/plan_graph.h"
 #include "backend/cuda/runtime.h"
 #include "fuzz/random_graph.h"
 #include "reference.h"
@@ -286,6 +287,54 @@ TEST_F(Cuda, CompiledAgainstEager) {
     auto cg = fn({to(h, gpu), to(hw, gpu)});
     for (size_t i = 0; i < ce.size(); ++i) EXPECT_TRUE(close(cg[i], ce[i], 1.0)) << dtype_name(d) << " output " << i;
   }
+}
+
+// A plan of several kernels: softmax rows, a column sum and an elementwise region.
+std::vector<Array> several_kernels(const std::vector<Array>& v) {
+  return {softmax(v[0]) * 2.0f, sum(exp(v[0] * 0.5f), {0}), v[0] * v[1] + 1.0f};
+}
+
+TEST_F(Cuda, CompiledPlansReplayAsGraphsWithNewBuffers) {
+  auto fn = compile(several_kernels);
+  const uint64_t before = cuda::graph_replays();
+  std::vector<std::vector<Array>> kept;  // earlier outputs must survive later calls
+  std::vector<std::vector<Array>> want;
+  for (int call = 0; call < 5; ++call) {
+    Array x = input({64, 300}, float32, 200 + static_cast<uint64_t>(call)), w = input({300}, float32, 210);
+    want.push_back(several_kernels({x, w}));
+    kept.push_back(fn({to(x, gpu), to(w, gpu)}));
+    eval(kept.back());
+  }
+  for (size_t c = 0; c < kept.size(); ++c) {
+    for (size_t i = 0; i < kept[c].size(); ++i) EXPECT_TRUE(close(kept[c][i], want[c][i], 1.0)) << "call " << c << " output " << i;
+  }
+  EXPECT_GE(cuda::graph_replays() - before, 3u) << "calls after the first should be graph launches";
+  // A transposed input is another layout: recorded again, still right.
+  Array xt = input({300, 64}, float32, 220), w = input({300}, float32, 221);
+  Array xv = transpose(to(xt, gpu));
+  auto got = fn({xv, to(w, gpu)});
+  auto expect = several_kernels({transpose(xt), w});
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(close(got[i], expect[i], 1.0)) << "transposed output " << i;
+}
+
+TEST_F(Cuda, GraphReplaysFromManyThreads) {
+  auto fn = compile(several_kernels);
+  Array w = input({300}, float32, 230);
+  fn({to(input({32, 300}, float32, 231), gpu), to(w, gpu)})[0].eval();  // recorded here
+  std::vector<std::thread> threads;
+  std::vector<int> bad(6, 0);
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 10; ++k) {
+        Array x = input({32, 300}, float32, 300 + static_cast<uint64_t>(t * 10 + k));
+        auto g = fn({to(x, gpu), to(w, gpu)});
+        auto c = several_kernels({x, w});
+        for (size_t i = 0; i < g.size(); ++i) bad[static_cast<size_t>(t)] += close(g[i], c[i], 1.0) ? 0 : 1;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 6; ++t) EXPECT_EQ(bad[static_cast<size_t>(t)], 0) << "thread " << t;
 }
 
 TEST_F(Cuda, RandomGraphsGpuAgainstCpu) {

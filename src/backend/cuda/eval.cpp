@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/nvrtc.h"
+#include "backend/cuda/plan_graph.h"
 #include "backend/cuda/runtime.h"
 #include "compile/codegen_util.h"
 #include "compile/plan.h"
@@ -113,8 +114,7 @@ void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::
     for (size_t i = 0; i < ins.size(); ++i) meta[1 + outs.size() + i] = ptr_bits(ins[i]);
     CUfunction f = program_kernel(dev, slots, (scalars * 32 + static_cast<uint64_t>(vec)) * 2 + 1,
                                   [&] { return elementwise_flat_source(p, scalars, vec); });
-    void* args[] = {meta.data()};
-    launch(dev, f, grid_for(dev, (n + vec - 1) / vec, 256), 256, args);
+    launch(dev, f, grid_for(dev, (n + vec - 1) / vec, 256), 256, meta);
     return;
   }
   if (static_cast<int>(ms.size()) > kMaxDims) {
@@ -131,8 +131,7 @@ void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::
   for (size_t o = 0; o < outs.size(); ++o) meta[ptr0 + o] = ptr_bits(outs[o]);
   for (size_t i = 0; i < ins.size(); ++i) meta[ptr0 + outs.size() + i] = ptr_bits(ins[i]);
   CUfunction f = program_kernel(dev, slots, 0, [&] { return elementwise_source(p); });
-  void* args[] = {meta.data()};
-  launch(dev, f, grid_for(dev, n, 256), 256, args);
+  launch(dev, f, grid_for(dev, n, 256), 256, meta);
 }
 
 // One op over all of `in`, giving out[0].
@@ -250,9 +249,8 @@ void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tenso
   const uint64_t variant = ((var.cached_inputs * 2 + (var.vector_in ? 1 : 0)) * 32 + static_cast<uint64_t>(var.vector_out)) * 2048 +
                            static_cast<uint64_t>(var.threads);
   CUfunction f = program_kernel(dev, slots, variant, [&] { return row_source(p, var); });
-  void* args[] = {meta.data()};
   unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{device_info(dev).sms} * 32));
-  launch(dev, f, grid, static_cast<unsigned>(var.threads), args, static_cast<unsigned>(smem));
+  launch(dev, f, grid, static_cast<unsigned>(var.threads), meta, static_cast<unsigned>(smem));
 }
 
 void reduce(int dev, const Primitive& prim, const Tensor& x, Tensor& y) {
@@ -319,8 +317,7 @@ void arg_reduce(int dev, const ArgReduce& prim, const Tensor& x, Tensor& y) {
   std::string call = "kiln_argreduce<" + type_name(x.dtype) + (prim.kind() == OpKind::ArgMax ? ", true>" : ", false>");
   std::string src = instantiate(call, 22);
   CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
-  void* args[] = {meta.data()};
-  launch(dev, f, grid_for(dev, rows, 128), 128, args);
+  launch(dev, f, grid_for(dev, rows, 128), 128, meta);
 }
 
 void cumsum(int dev, const CumSum& prim, const Tensor& x, Tensor& y) {
@@ -349,8 +346,7 @@ void cumsum(int dev, const CumSum& prim, const Tensor& x, Tensor& y) {
   meta[32] = ptr_bits(y);
   std::string src = instantiate("kiln_cumsum<" + type_name(x.dtype) + ">", 33);
   CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
-  void* args[] = {meta.data()};
-  launch(dev, f, grid_for(dev, lines, 128), 128, args);
+  launch(dev, f, grid_for(dev, lines, 128), 128, meta);
 }
 
 // A 0-d device tensor holding `value` converted to dtype d.
@@ -394,8 +390,49 @@ void gather(int dev, const Tensor& a, const Strides& as, int64_t axis_stride, co
   const char* e = y.itemsize() == 1 ? "uint8_t" : y.itemsize() == 2 ? "uint16_t" : y.itemsize() == 4 ? "uint32_t" : "uint64_t";
   std::string src = instantiate(std::string("kiln_gather<") + e + ">", 38);
   CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
-  void* args[] = {meta.data()};
-  launch(dev, f, grid_for(dev, y.size(), 256), 256, args);
+  launch(dev, f, grid_for(dev, y.size(), 256), 256, meta);
+}
+
+// activation(a @ b + bias) (the fuse_matmul_epilogue pass): cuBLASLt's epilogue adds a bias
+// vector and applies the tanh GELU; the exact GELU, which it lacks, runs as a kernel after
+// the biased product. Else (no algorithm for the epilogue, a bias that broadcasts the
+// product) the product, then bias and activation in one elementwise kernel.
+void matmul_epilogue(int dev, const MatmulEpilogue& prim, const std::vector<Tensor>& in, Tensor& y) {
+  using Act = MatmulEpilogue::Activation;
+  const Tensor& bias = in[2];
+  Shape ps = Matmul().output_shapes({in[0].shape, in[1].shape})[0];
+  const int64_t n = y.shape.back();
+  const bool vector_bias = ps == y.shape && bias.size() == n && !bias.shape.empty() && bias.shape.back() == n;
+  std::shared_ptr<Primitive> act;
+  if (prim.activation() == Act::gelu) act = std::make_shared<Unary<math::Gelu>>();
+  if (prim.activation() == Act::gelu_tanh) act = std::make_shared<Unary<math::GeluTanh>>();
+  if (vector_bias && prim.activation() != Act::gelu && matmul_bias(dev, in[0], in[1], bias, act != nullptr, y)) return;
+  Tensor t(ps, y.dtype);
+  allocate_output(dev, t);
+  if (vector_bias && prim.activation() == Act::gelu && matmul_bias(dev, in[0], in[1], bias, false, t)) {
+    run_single(dev, *act, {t}, y);
+    return;
+  }
+  matmul(dev, in[0], in[1], t);
+  FusedProgram p;
+  FusedOp x, c, sum;
+  x.dtype = t.dtype;
+  x.input = 0;
+  c.dtype = bias.dtype;
+  c.input = 1;
+  sum.prim = std::make_shared<Binary<math::Add>>();
+  sum.args = {0, 1};
+  sum.dtype = y.dtype;
+  p.ops = {x, c, sum};
+  if (act) {
+    FusedOp f;
+    f.prim = act;
+    f.args = {2};
+    f.dtype = y.dtype;
+    p.ops.push_back(f);
+  }
+  p.outputs = {static_cast<int>(p.ops.size()) - 1};
+  run_program(dev, p, y.shape, {t, bias}, {y});
 }
 
 }  // namespace
@@ -403,8 +440,14 @@ void gather(int dev, const Tensor& a, const Strides& as, int64_t axis_stride, co
 void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::vector<Tensor>& out) {
   int dev = device.index;
   auto& prim = const_cast<Primitive&>(cprim);
-  prepare_inputs(dev, in);
   OpKind k = prim.kind();
+  // A view of host data stays a view of that host buffer, as on the CPU (no upload now, no
+  // download for a host reader); a device reader uploads the buffer on use, an owned one once.
+  if (op_category(k) == OpCategory::view && !on_device(in[0]) && !(k == OpKind::Reshape && !in[0].row_contiguous())) {
+    prim.eval_cpu(in, out);
+    return;
+  }
+  prepare_inputs(dev, in);
   switch (op_category(k)) {
     case OpCategory::unary:
     case OpCategory::binary:
@@ -445,8 +488,10 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
       cumsum(dev, static_cast<const CumSum&>(prim), in[0], out[0]);
       break;
     case OpCategory::matmul:
+      not_replayable();  // cuBLASLt's launches are not recorded
       allocate_output(dev, out[0]);
-      matmul(dev, in[0], in[1], out[0]);
+      if (k == OpKind::MatmulEpilogue) matmul_epilogue(dev, static_cast<const MatmulEpilogue&>(prim), in, out[0]);
+      else matmul(dev, in[0], in[1], out[0]);
       break;
     case OpCategory::layout: {
       Tensor& y = out[0];
@@ -527,7 +572,7 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
       }
       break;
     case OpCategory::compiled:
-      prim.eval_cpu(in, out);  // the plan's steps dispatch to this device again
+      run_compiled(dev, static_cast<const compiler::CompiledCall&>(prim), in, out);
       return;
   }
   finish_outputs(dev, out);

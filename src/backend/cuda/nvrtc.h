@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace kiln::cuda {
 
@@ -18,7 +19,11 @@ namespace kiln::cuda {
 CUfunction kernel(int device, const std::string& key, const std::string& name,
                   const std::function<std::string()>& make_source);
 
-/* Launches on this thread's stream with a 1-D grid. */
+/* Launches on this thread's stream with a 1-D grid; the kernel's parameter is `meta`
+   by value (a KilnMeta). Recorded when a recording is under way (runtime.h). */
+void launch(int device, CUfunction f, unsigned grid, unsigned block, const std::vector<long>& meta,
+            unsigned shared_bytes = 0);
+/* A launch with any parameters; a recording under way cannot hold it. */
 void launch(int device, CUfunction f, unsigned grid, unsigned block, void** args, unsigned shared_bytes = 0);
 /* A grid for n independent items with `block` threads each, capped for grid-stride loops. */
 unsigned grid_for(int device, int64_t n, unsigned block);

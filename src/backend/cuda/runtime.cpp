@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "backend/cpu/copy.h"
+#include "core/stats.h"
 #include "kiln/error.h"
 
 namespace kiln::cuda {
@@ -180,6 +181,11 @@ void release_block(void* p) {
 
 }  // namespace
 
+Recording*& recording() {
+  thread_local Recording* r = nullptr;
+  return r;
+}
+
 const Driver* driver() { return state().ok ? &state().driver : nullptr; }
 const std::string& unavailable_reason() { return state().why; }
 int device_count() { return state().ok ? state().count : 0; }
@@ -275,7 +281,9 @@ std::shared_ptr<Buffer> allocate(int device, size_t bytes) {
     std::lock_guard<std::mutex> lock(b->mu);
     b->ready_recorded = false;
   }
-  return Buffer::device_memory(reinterpret_cast<void*>(b->ptr), b->size, Device::cuda(device), b, release_block);
+  auto buf = Buffer::device_memory(reinterpret_cast<void*>(b->ptr), b->size, Device::cuda(device), b, release_block);
+  if (Recording* r = recording()) r->buffers.push_back(buf);
+  return buf;
 }
 
 void allocate_output(int device, Tensor& t) {
@@ -328,8 +336,10 @@ namespace {
 std::shared_ptr<Buffer> upload(int device, const void* src, size_t bytes) {
   auto buf = allocate(device, bytes);
   if (bytes > 0) {
+    detail::count(detail::counters().host_to_device_copies);
     // From pageable memory the call returns once the source has been staged, so the
     // host buffer may go away afterwards.
+    not_replayable();
     check(state().driver.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(buf->data()), src, bytes, stream(device)),
           "cuMemcpyHtoDAsync");
   }
@@ -379,6 +389,8 @@ Tensor to_host(const Tensor& t) {
   CUstream st = stream(device);
   const Driver& d = state().driver;
   if (bytes > 0) {
+    detail::count(detail::counters().device_to_host_copies);
+    not_replayable();
     check(d.cuMemcpyDtoHAsync(h.raw(), reinterpret_cast<CUdeviceptr>(src.raw()), bytes, st), "cuMemcpyDtoHAsync");
   }
   check(d.cuStreamSynchronize(st), "waiting for the device");

@@ -83,6 +83,26 @@ void ensure_host(std::vector<detail::Tensor>& ts);
 /* Waits for the work this thread queued on the device. */
 void synchronize(int device);
 
+/* One kernel launch as a CUDA graph node holds it: function, shape and the parameter. */
+struct LaunchRecord {
+  CUfunction f = nullptr;
+  unsigned grid = 0, block = 0, shared = 0;
+  std::vector<long> meta;  // the kernel's one by-value parameter
+};
+/* The launches and allocations of one run of a compiled plan on this thread, kept so the
+   run can be replayed as a CUDA graph (plan_graph.cpp). */
+struct Recording {
+  std::vector<LaunchRecord> launches;
+  std::vector<std::shared_ptr<detail::Buffer>> buffers;  // allocated while recording
+  bool replayable = true;  // false after device work that is not a recorded kernel launch
+};
+/* This thread's recording, or null when none is under way. */
+Recording*& recording();
+/* Marks the recording (if any) as not replayable: copies, cuBLASLt, host round trips. */
+inline void not_replayable() {
+  if (Recording* r = recording()) r->replayable = false;
+}
+
 /* Releases every cached free block on every device (tests call this). */
 void trim_memory_cache();
 /* Bytes held in free cached blocks, and bytes in use, summed over devices. */

@@ -1,0 +1,278 @@
+#include "backend/cuda/plan_graph.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+
+#include "backend/cuda/runtime.h"
+#include "core/stats.h"
+
+namespace kiln::cuda {
+
+using detail::Buffer;
+using detail::Tensor;
+
+namespace {
+
+constexpr int kMaxLayouts = 4;   // graphs kept per plan and device; more layouts replay step by step
+constexpr int kMaxAttempts = 3;  // recordings spoiled by uploads (constants go up once) before giving up
+std::atomic<uint64_t> g_replays{0};
+
+bool graphs_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_CUDA_GRAPHS");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+// Where a recorded pointer parameter points: into input `operand`, or (operand < 0) into
+// the per-call output buffer -operand - 1, at a byte offset.
+struct Patch {
+  size_t launch, word;
+  int operand;
+  long offset;
+};
+
+// How an output of the call sits in its per-call buffer.
+struct OutputLayout {
+  int buffer;
+  Shape shape;
+  Strides strides;
+  int64_t offset;
+  Dtype dtype;
+};
+
+// One recorded run, instantiated as a graph; launches serialize on the executable graph.
+struct Layout {
+  explicit Layout(std::string k) : key(std::move(k)) {}
+  ~Layout() {
+    if (!driver()) return;
+    if (exec) driver()->cuGraphExecDestroy(exec);  // freed once in-flight launches finish
+    if (graph) driver()->cuGraphDestroy(graph);
+  }
+
+  const std::string key;
+  std::mutex mu;  // guards everything below
+  int attempts = 0;
+  bool ready = false, failed = false;
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  std::vector<CUgraphNode> nodes;
+  std::vector<LaunchRecord> launches;
+  std::vector<Patch> patches;
+  std::vector<size_t> output_bytes;  // per-call buffers
+  std::vector<OutputLayout> outputs;
+  std::vector<std::shared_ptr<Buffer>> owned;  // intermediates, reused by every replay
+  std::vector<CUstream> streams;               // that have launched the graph
+  uint64_t kernels = 0;
+};
+
+struct PlanGraphs {
+  std::vector<std::shared_ptr<Layout>> layouts;
+};
+
+// Device, dtype, shape, strides, offset, 16-byte alignment and aliasing of every input:
+// what the recorded kernels and their variants depend on besides the pointers.
+std::string layout_key(int device, const std::vector<Tensor>& in) {
+  std::ostringstream k;
+  k << device;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Tensor& t = in[i];
+    k << '|' << static_cast<int>(t.dtype) << ':' << t.offset << ':'
+      << reinterpret_cast<uintptr_t>(t.buffer ? t.raw() : nullptr) % 16;
+    for (size_t d = 0; d < t.shape.size(); ++d) k << ',' << t.shape[d] << '/' << t.strides[d];
+    for (size_t j = 0; j < i; ++j) {
+      if (t.buffer && in[j].buffer == t.buffer) k << '=' << j;
+    }
+  }
+  return k.str();
+}
+
+std::shared_ptr<Layout> find_layout(const compiler::Plan& plan, const std::string& key) {
+  std::lock_guard<std::mutex> lock(plan.gpu_graphs_mu);
+  if (!plan.gpu_graphs) plan.gpu_graphs = std::make_shared<PlanGraphs>();
+  auto& all = static_cast<PlanGraphs*>(plan.gpu_graphs.get())->layouts;
+  for (auto& l : all) {
+    if (l->key == key) return l;
+  }
+  if (static_cast<int>(all.size()) >= kMaxLayouts) return nullptr;
+  all.push_back(std::make_shared<Layout>(key));
+  return all.back();
+}
+
+bool within(long word, const Buffer& b) {
+  const long base = static_cast<long>(reinterpret_cast<uintptr_t>(b.data()));
+  return word >= base && word < base + static_cast<long>(b.bytes());
+}
+
+// Turns a recorded run into a graph; false when the run cannot be replayed that way.
+bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
+  if (!rec.replayable || rec.launches.size() < 2) return false;  // one kernel launches as cheaply alone
+  // Outputs live in buffers allocated by the run; anything else (an input passed through) replays step by step.
+  std::vector<std::shared_ptr<Buffer>> per_call;
+  for (auto& t : out) {
+    bool ours = false;
+    for (auto& b : rec.buffers) ours = ours || b == t.buffer;
+    if (!ours) return false;
+    int index = -1;
+    for (size_t j = 0; j < per_call.size(); ++j) {
+      if (per_call[j] == t.buffer) index = static_cast<int>(j);
+    }
+    if (index < 0) {
+      index = static_cast<int>(per_call.size());
+      per_call.push_back(t.buffer);
+      l.output_bytes.push_back(t.buffer->bytes());
+    }
+    l.outputs.push_back({index, t.shape, t.strides, t.offset, t.dtype});
+  }
+  for (auto& b : rec.buffers) {
+    bool output = false;
+    for (auto& p : per_call) output = output || p == b;
+    if (!output) l.owned.push_back(b);
+  }
+  for (size_t li = 0; li < rec.launches.size(); ++li) {
+    const auto& meta = rec.launches[li].meta;
+    for (size_t w = 0; w < meta.size(); ++w) {
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (in[i].buffer && within(meta[w], *in[i].buffer)) {
+          l.patches.push_back({li, w, static_cast<int>(i), meta[w] - static_cast<long>(reinterpret_cast<uintptr_t>(in[i].buffer->data()))});
+          break;
+        }
+      }
+      for (size_t j = 0; j < per_call.size(); ++j) {
+        if (within(meta[w], *per_call[j])) {
+          l.patches.push_back({li, w, -static_cast<int>(j) - 1, meta[w] - static_cast<long>(reinterpret_cast<uintptr_t>(per_call[j]->data()))});
+        }
+      }
+    }
+  }
+  const Driver& d = drv();
+  bind(device);
+  check(d.cuGraphCreate(&l.graph, 0), "cuGraphCreate");
+  l.launches = std::move(rec.launches);
+  CUgraphNode previous = nullptr;
+  for (auto& r : l.launches) {
+    void* args[] = {r.meta.data()};
+    CUDA_KERNEL_NODE_PARAMS p{};
+    p.func = r.f;
+    p.gridDimX = r.grid;
+    p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = r.block;
+    p.blockDimY = p.blockDimZ = 1;
+    p.sharedMemBytes = r.shared;
+    p.kernelParams = args;
+    CUgraphNode node = nullptr;
+    check(d.cuGraphAddKernelNode(&node, l.graph, previous ? &previous : nullptr, previous ? 1 : 0, &p),
+          "cuGraphAddKernelNode");
+    l.nodes.push_back(node);
+    previous = node;
+  }
+  check(d.cuGraphInstantiateWithFlags(&l.exec, l.graph, 0), "cuGraphInstantiate");
+  return true;
+}
+
+// Patches this call's buffers into the graph and launches it on this thread's stream.
+void replay(int device, Layout& l, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  std::vector<std::shared_ptr<Buffer>> per_call;
+  for (size_t bytes : l.output_bytes) per_call.push_back(allocate(device, bytes));
+  std::vector<bool> changed(l.launches.size(), false);
+  for (const Patch& p : l.patches) {
+    const Buffer& b = p.operand >= 0 ? *in[static_cast<size_t>(p.operand)].buffer : *per_call[static_cast<size_t>(-p.operand - 1)];
+    long& word = l.launches[p.launch].meta[p.word];
+    const long value = static_cast<long>(reinterpret_cast<uintptr_t>(b.data())) + p.offset;
+    if (word != value) changed[p.launch] = true;
+    word = value;
+  }
+  const Driver& d = drv();
+  for (size_t i = 0; i < l.launches.size(); ++i) {
+    if (!changed[i]) continue;
+    LaunchRecord& r = l.launches[i];
+    void* args[] = {r.meta.data()};
+    CUDA_KERNEL_NODE_PARAMS p{};
+    p.func = r.f;
+    p.gridDimX = r.grid;
+    p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = r.block;
+    p.blockDimY = p.blockDimZ = 1;
+    p.sharedMemBytes = r.shared;
+    p.kernelParams = args;
+    check(d.cuGraphExecKernelNodeSetParams(l.exec, l.nodes[i], &p), "cuGraphExecKernelNodeSetParams");
+  }
+  CUstream st = stream(device);
+  bool known = false;
+  for (CUstream s : l.streams) known = known || s == st;
+  if (!known) {
+    // Intermediates are released after the work of every stream that used them.
+    l.streams.push_back(st);
+    for (auto& b : l.owned) {
+      auto* blk = static_cast<Block*>(b->block());
+      std::lock_guard<std::mutex> lock(blk->mu);
+      if (blk->stream != st) blk->users.push_back(st);
+    }
+  }
+  check(d.cuGraphLaunch(l.exec, st), "cuGraphLaunch");
+  for (size_t i = 0; i < out.size(); ++i) {
+    const OutputLayout& o = l.outputs[i];
+    Tensor t(o.shape, o.dtype);
+    t.buffer = per_call[static_cast<size_t>(o.buffer)];
+    t.strides = o.strides;
+    t.offset = o.offset;
+    out[i] = std::move(t);
+  }
+  detail::count(detail::counters().kernels_launched, l.kernels);
+  g_replays.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+uint64_t graph_replays() { return g_replays.load(std::memory_order_relaxed); }
+
+void run_compiled(int device, const compiler::CompiledCall& call, const std::vector<Tensor>& in,
+                  std::vector<Tensor>& out) {
+  auto& prim = const_cast<compiler::CompiledCall&>(call);
+  bool eligible = graphs_enabled();
+  for (auto& t : in) eligible = eligible && !t.donated && (!t.buffer || on_device(t));
+  std::shared_ptr<Layout> l = eligible ? find_layout(call.plan(), layout_key(device, in)) : nullptr;
+  if (!l) {
+    prim.eval_cpu(in, out);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(l->mu);
+  if (l->ready) {
+    replay(device, *l, in, out);
+    finish_outputs(device, out);
+    return;
+  }
+  if (l->failed) {
+    prim.eval_cpu(in, out);
+    return;
+  }
+  // Record this run (it computes the results as usual), then keep it as a graph if it can be one.
+  Recording rec;
+  recording() = &rec;
+  try {
+    prim.eval_cpu(in, out);
+  } catch (...) {
+    recording() = nullptr;
+    throw;
+  }
+  recording() = nullptr;
+  l->kernels = 0;
+  for (auto& step : call.plan().steps) l->kernels += step.prim->is_view() ? 0 : 1;
+  if (build(device, *l, rec, in, out)) {
+    l->ready = true;
+  } else if (++l->attempts >= kMaxAttempts || (rec.replayable && rec.launches.size() < 2)) {
+    l->failed = true;
+  }
+  if (!l->ready) {  // forget a partial build
+    l->patches.clear();
+    l->outputs.clear();
+    l->output_bytes.clear();
+    l->owned.clear();
+  }
+}
+
+}  // namespace kiln::cuda
