@@ -60,7 +60,8 @@ std::map<std::string, Array> sample_params(const Graph& g, uint64_t seed = 1);
 class Executable {
  public:
   /* Verifies g and prepares it; loads g.params_file when it names one. Throws for a
-     CUDA device when cuda_device_count() is 0. */
+     CUDA device when cuda_device_count() is 0. Runs happen on `device`: parameters,
+     constants and device handles are kept there, inputs are moved there on each run. */
   explicit Executable(Graph g, ExecMode mode = default_exec_mode(), Device device = Device::cpu());
   ~Executable();
   Executable(const Executable&) = delete;
@@ -83,7 +84,8 @@ class Executable {
 
   /* Float32 in and out: inputs are converted to their declared dtypes, outputs to float32. */
   std::vector<HostTensor> run(const std::map<std::string, HostTensor>& inputs, const RunOptions& opt = {});
-  /* Native dtypes: inputs must match their declared dtypes; outputs are evaluated arrays. */
+  /* Native dtypes: inputs must match their declared dtypes; outputs are evaluated arrays
+     on the executable's device (on a GPU nothing is copied back: item/to_vector do that). */
   std::vector<Array> run_typed(const std::map<std::string, Array>& inputs, const RunOptions& opt = {});
   /* Positional inputs (graph input order, declared dtype, symbols at their upper
      bounds); outputs written into `arena` at output_slot(i).offset. */
@@ -101,8 +103,8 @@ class Executable {
                                                 const RunOptions& opt = {});
 
   /* Handles. A host handle reads caller memory (kept alive and unchanged by the caller
-     while runs use it) on every run; a device handle holds an array kept on the
-     executable's device. */
+     while runs use it) on every run (on a GPU: one upload per run); a device handle holds
+     an array kept on the executable's device (uploaded once). */
   HandleId host_handle(void* data, Shape shape, Dtype dtype);
   HandleId device_handle(const Array& value);
   /* Replaces a device handle's value (one upload), or copies into a host handle's memory. */

@@ -250,6 +250,8 @@ void reset_stats() {
   c.traces = 0;
   c.cache_hits = 0;
   c.cache_misses = 0;
+  c.host_to_device_copies = 0;
+  c.device_to_host_copies = 0;
 }
 
 }  // namespace kiln

@@ -13,6 +13,8 @@ struct Counters {
   std::atomic<uint64_t> traces{0};
   std::atomic<uint64_t> cache_hits{0};
   std::atomic<uint64_t> cache_misses{0};
+  std::atomic<uint64_t> host_to_device_copies{0};  // CUDA uploads (cuda::to_device), not part of kiln::Stats
+  std::atomic<uint64_t> device_to_host_copies{0};  // CUDA downloads (cuda::to_host)
 };
 Counters& counters();
 

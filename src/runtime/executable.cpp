@@ -74,6 +74,25 @@ struct Pending {
 
 std::string shape_of(const Array& a) { return std::string(dtype_name(a.dtype())) + detail::shape_str(a.shape()); }
 
+// Everything a run reads lives on the executable's device, so its ops run there (an op
+// runs on the device of its first CUDA input): inputs are moved on each run, parameters,
+// constants and device handles once.
+
+// For run inputs: an array already on `d` passes unchanged (a lazy one, such as the fed
+// output of a committed run, stays lazy); others are evaluated and copied.
+Array place(const Array& a, Device d) { return a.device() == d ? a : to(a, d); }
+
+// Evaluated with its data on `d`: one upload of host data for a GPU (none when it is
+// already there), one download of device data for the CPU.
+Array resident(const Array& a, Device d) {
+  if (d.type == Device::Type::cpu) {
+    Array r = place(a, d);
+    r.eval();
+    return r;
+  }
+  return to(a, d);
+}
+
 }  // namespace
 
 struct Executable::Impl {
@@ -129,8 +148,12 @@ struct Executable::Impl {
 Executable::Executable(Graph g, ExecMode mode, Device device) : impl_(std::make_unique<Impl>()) {
   if (device.type == Device::Type::cuda) {
     int n = cuda_device_count();
+#ifdef KILN_WITH_CUDA
+    if (n == 0) fail("executable", "device ", device.str(), " requested, but kiln reports no GPU (no CUDA driver or device)");
+#else
     if (n == 0)
       fail("executable", "device ", device.str(), " requested, but kiln reports no GPU (this build has no CUDA backend)");
+#endif
     if (device.index < 0 || device.index >= n) fail("executable", "device ", device.str(), " does not exist (", n, " GPUs)");
   }
   Impl& m = *impl_;
@@ -145,7 +168,7 @@ Executable::Executable(Graph g, ExecMode mode, Device device) : impl_(std::make_
       if (n.kind == GraphNode::Kind::constant) {
         Shape s;
         for (const Dim& d : n.type.dims) s.push_back(d.size);
-        m.consts[&n] = array(n.data.data(), s, n.type.dtype);
+        m.consts[&n] = resident(array(n.data.data(), s, n.type.dtype), device);
       }
       if (n.kind == GraphNode::Kind::op && runtime::is_control_flow(n.op)) m.has_control_flow = true;
     }
@@ -201,8 +224,8 @@ void Executable::set_param(const std::string& name, const float* data, size_t co
   auto it = impl_->param_decls.find(name);
   if (it == impl_->param_decls.end()) fail("set_param", "the graph has no parameter '", name, "'");
   Shape s = declared_shape(*it->second);
-  Array a = astype(array_checked(data, count, s, float32), it->second->type.dtype);
-  a.eval();
+  Array a = resident(astype(place(array_checked(data, count, s, float32), impl_->device), it->second->type.dtype),
+                     impl_->device);
   std::unique_lock lock(impl_->mu);
   auto next = std::make_shared<ParamMap>(*impl_->params);
   (*next)[name] = a;
@@ -219,7 +242,7 @@ void Executable::set_param_typed(const std::string& name, const void* data, size
   Shape s = declared_shape(n);
   size_t want = static_cast<size_t>(detail::shape_size(s)) * static_cast<size_t>(size_of(dtype));
   if (nbytes != want) fail("set_param_typed", "parameter '", name, "' needs ", want, " bytes, given ", nbytes);
-  Array a = array(data, s, dtype);
+  Array a = resident(array(data, s, dtype), impl_->device);
   std::unique_lock lock(impl_->mu);
   auto next = std::make_shared<ParamMap>(*impl_->params);
   (*next)[name] = a;
@@ -236,7 +259,7 @@ void Executable::load_params(const std::string& path) {
     if (a.dtype() != n.type.dtype || a.shape() != declared_shape(n))
       fail("load_params", path, ": parameter '", name, "' is ", shape_of(a), ", the graph declares ",
            dtype_name(n.type.dtype), detail::shape_str(declared_shape(n)));
-    (*next)[name] = a;
+    (*next)[name] = resident(a, impl_->device);  // CPU: the mapping itself, no copy
   }
   std::unique_lock lock(impl_->mu);
   for (const auto& [k, v] : *impl_->params)
@@ -260,10 +283,23 @@ HandleId Executable::host_handle(void* data, Shape shape, Dtype dtype) {
   return static_cast<HandleId>(impl_->handles.size() - 1);
 }
 
+namespace {
+
+// A device handle's value: the caller's array copied once, so later changes to caller
+// memory do not reach it. On a GPU that copy is the one upload (device data, immutable,
+// is shared as it is).
+Array handle_value(const Array& value, Device d) {
+  if (d.type != Device::Type::cpu) return to(value, d);
+  Array v = copy(place(value, d));
+  v.eval();
+  return v;
+}
+
+}  // namespace
+
 HandleId Executable::device_handle(const Array& value) {
   if (!value.valid()) fail("device_handle", "empty array");
-  Array v = copy(value);  // the one upload: later changes to the caller's array do not reach it
-  v.eval();
+  Array v = handle_value(value, impl_->device);
   std::unique_lock lock(impl_->mu);
   impl_->handles.push_back({false, nullptr, v.shape(), v.dtype(), v});
   return static_cast<HandleId>(impl_->handles.size() - 1);
@@ -279,8 +315,7 @@ void Executable::write_handle(HandleId h, const Array& value) {
     value.copy_to(hd.data, hd.dtype);
     return;
   }
-  Array v = copy(value);
-  v.eval();
+  Array v = handle_value(value, impl_->device);
   hd.value = v;
   hd.shape = v.shape();
   hd.dtype = v.dtype();
@@ -373,7 +408,9 @@ std::vector<Array> Executable::Impl::resolve_inputs(const std::map<std::string, 
       if (!fresh && s->second != got)
         fail("run", "symbol ", dim.symbol, " is ", s->second, " elsewhere but ", got, " in input '", name, "'");
     }
-    out.push_back(v);
+    // Host data (host handles too, read again on every run) is uploaded for a GPU;
+    // device handles are already there.
+    out.push_back(place(v, device));
   }
   return out;
 }
@@ -461,12 +498,15 @@ std::vector<Array> Executable::Impl::execute(const std::map<std::string, Array>&
   }
   if (wait) {
     eval(out);
-    // An output that views a host handle's memory would change under the caller: copy it.
-    for (Array& o : out)
+    for (Array& o : out) {
+      // An output that views a host handle's memory would change under the caller: copy it.
       if (!borrowed.empty() && borrowed.count(o.tensor().buffer.get())) {
         o = copy(o);
         o.eval();
       }
+      // Outputs made by creation ops alone ran on the process's default device.
+      if (o.device() != device) o = to(o, device);
+    }
   } else {
     if (!borrowed.empty())
       for (Array& o : out) o = copy(o);

@@ -35,10 +35,15 @@ inline double rel_diff(const kiln::Array& a, const kiln::Array& ref) {
   return m;
 }
 
+/* The device executables of the runtime tests run on: the default device, which
+   KILN_TEST_DEVICE=cuda makes the GPU (tests/cuda/device_env.cpp). */
+inline kiln::Device test_device() { return kiln::default_device(); }
+
 /* An executable of the example with its parameters set (from its file or samples). */
-inline std::unique_ptr<kiln::Executable> load_example(const std::string& name, kiln::ExecMode mode) {
+inline std::unique_ptr<kiln::Executable> load_example(const std::string& name, kiln::ExecMode mode,
+                                                      kiln::Device device = test_device()) {
   kiln::Graph g = kiln::load_graph(examples_dir() + name);
-  auto exe = std::make_unique<kiln::Executable>(g, mode);
+  auto exe = std::make_unique<kiln::Executable>(g, mode, device);
   for (const auto& [pname, a] : kiln::sample_params(g)) {
     if (exe->has_param(pname)) continue;
     std::vector<uint8_t> bytes(a.nbytes());

@@ -93,7 +93,7 @@ graph g {
   output y
 }
 )");
-  Executable exe(g, ExecMode::compiled);
+  Executable exe(g, ExecMode::compiled, kiln_test::test_device());
   EXPECT_THROW(exe.run_typed({{"x", astype(array({1.0f, 2.0f}), float16)}}), Error);  // w not set
   float wf[2] = {0.5f, 3.0f};
   exe.set_param("w", wf, 2);
@@ -144,7 +144,7 @@ TEST(Executable, SlotsMatchRun) {
 
 TEST(Executable, HostAndDeviceHandles) {
   for (ExecMode m : kModes) {
-    Executable exe(accumulator(), m);
+    Executable exe(accumulator(), m, kiln_test::test_device());
     float xs[3] = {1, 2, 3};
     HandleId hx = exe.host_handle(xs, {3}, float32);
     HandleId hs = exe.device_handle(zeros({3}));
@@ -163,7 +163,7 @@ TEST(Executable, HostAndDeviceHandles) {
 
 TEST(Executable, FeedsCarryStateWithoutTheHost) {
   for (ExecMode m : kModes) {
-    Executable exe(accumulator(), m);
+    Executable exe(accumulator(), m, kiln_test::test_device());
     HandleId hs = exe.device_handle(zeros({3}));
     exe.bind_input("s", hs);
     exe.feed(0, hs);
@@ -206,7 +206,7 @@ TEST(Executable, AsyncCommitsAndPipelining) {
         }
     }
     // Feeds through commits: each commit sees the state the previous one left.
-    Executable acc(accumulator(), m);
+    Executable acc(accumulator(), m, kiln_test::test_device());
     HandleId hs = acc.device_handle(zeros({3}));
     acc.bind_input("s", hs);
     acc.feed(0, hs);
@@ -219,7 +219,7 @@ TEST(Executable, AsyncCommitsAndPipelining) {
 TEST(Executable, AsyncErrorsSurfaceAtSync) {
   auto exe = load_example("mlp.kgraph", ExecMode::lazy);
   EXPECT_THROW(exe->commit_no_wait({{"x", zeros({4, 3})}}), Error);  // checked at commit
-  Executable ctl(load_graph(kiln_test::examples_dir() + "control.kgraph"), ExecMode::eager);
+  Executable ctl(load_graph(kiln_test::examples_dir() + "control.kgraph"), ExecMode::eager, kiln_test::test_device());
   ctl.commit_no_wait({{"x", zeros({5})}});  // runs on a task: the error waits for sync
   EXPECT_THROW(ctl.sync_pending(), Error);
   EXPECT_TRUE(ctl.sync_pending().empty());

@@ -65,7 +65,7 @@ TEST(ActiveExtent, WhichOpsKeepRowsApart) {
   for (const auto& c : kCases) {
     Graph g = case_graph(c);
     for (ExecMode m : {ExecMode::eager, ExecMode::lazy, ExecMode::compiled}) {
-      Executable exe(g, m);
+      Executable exe(g, m, kiln_test::test_device());
       exe.set_param("p", p.data(), p.size());
       std::string blocker = exe.extent_blocker({{"x", {8, 4, 6}}, {"t", {8}}});
       EXPECT_EQ(blocker.empty(), c.safe) << c.body << "\n" << blocker;
