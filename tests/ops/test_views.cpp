@@ -5,6 +5,8 @@
 #include <optional>
 #include <tuple>
 
+#include "core/buffer.h"
+#include "core/stats.h"
 #include "core/tensor.h"
 #include "index_ref.h"
 
@@ -381,4 +383,38 @@ TEST(Slice, Errors) {
   kt::expect_error([&] { slice(a, Shape{0, 0}, Shape{1, 1}, Shape{0, 1}); },
                    "[slice] slice step cannot be zero (axis 0)");
   kt::expect_error([] { slice(Array(), std::vector<SliceArg>{}); }, "[slice] operation on an empty Array handle");
+}
+
+// ---- buffer identity on every device ------------------------------------------------
+// A view shares its input's buffer wherever that lives: a view of device data views the
+// device buffer, and a view of host data (an array made from host values) stays a view of
+// the host buffer, also with the GPU as the default device (KILN_TEST_DEVICE=cuda), where
+// reading it back then moves nothing.
+TEST(Views, ShareTheInputBufferOnEveryDevice) {
+  std::vector<float> v(24);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.5f * static_cast<float>(i) - 3.0f;
+  Array host = array(v, {2, 3, 4});
+  Array placed = to(host, default_device());  // the GPU's copy under KILN_TEST_DEVICE=cuda, else host itself
+  EXPECT_EQ(placed.tensor().buffer->on_host(), default_device().type == Device::Type::cpu);
+  auto views = [](const Array& b) {
+    return std::vector<Array>{reshape(b, {6, 4}), flatten(b), transpose(b), swapaxes(b, 0, 2),
+                              slice(b, {{1, 2}, {0, 3, 2}}), broadcast_to(expand_dims(b, 0), {3, 2, 3, 4}),
+                              squeeze(expand_dims(b, 1))};
+  };
+  for (const Array& base : {host, placed}) {
+    base.eval();
+    bool on_host = base.tensor().buffer->on_host();
+    auto& c = detail::counters();
+    uint64_t up = c.host_to_device_copies.load(), down = c.device_to_host_copies.load();
+    std::vector<Array> vs = views(base);
+    for (size_t k = 0; k < vs.size(); ++k) {
+      EXPECT_TRUE(shares_buffer(vs[k], base)) << "view " << k << (on_host ? " of host data" : " of device data");
+      EXPECT_EQ(vs[k].tensor().buffer->on_host(), on_host) << "view " << k;
+    }
+    if (on_host) {
+      EXPECT_EQ(transpose(base).to_vector<float>()[1], v[12]);
+      EXPECT_EQ(c.host_to_device_copies.load() - up, 0u) << "a view of host data was uploaded";
+      EXPECT_EQ(c.device_to_host_copies.load() - down, 0u) << "reading a view of host data went through a device";
+    }
+  }
 }
