@@ -1,6 +1,5 @@
 // Front ends of the reductions and scans: axis handling, accumulator dtypes, and
 // the composite ops (mean, var, logsumexp, softmax) built from primitives.
-#include <limits>
 #include <sstream>
 
 #include "kiln/ops.h"
@@ -30,7 +29,7 @@ std::vector<Shape> Reduce<F>::output_shapes(const std::vector<Shape>& in) const 
     }
     if constexpr (std::is_same_v<F, math::Max> || std::is_same_v<F, math::Min>) {
       // No identity exists: numpy and JAX refuse as well.
-      if (out[static_cast<size_t>(ax)] == 0) {
+      if (out[static_cast<size_t>(ax)] == 0 && !empty_ok_) {
         fail(name(), "cannot reduce over an empty axis (axis ", ax, " of shape ", shape_str(in[0]), ")");
       }
     }
@@ -89,24 +88,12 @@ std::vector<int> reduce_axes(const char* op, const Array& a, const std::vector<i
   return out;
 }
 
-Shape keep_axes(const Shape& s, const std::vector<int>& axes) {
-  Shape out = s;
-  for (int ax : axes) out[static_cast<size_t>(ax)] = 1;
-  return out;
-}
-
-int64_t count_of(const Shape& s, const std::vector<int>& axes) {
-  int64_t n = 1;
-  for (int ax : axes) n *= s[static_cast<size_t>(ax)];
-  return n;
-}
-
 /* Reduces already normalized axes of x (whose dtype is the accumulator's) with F,
    keeping them as size-1 axes. */
 template <class F>
-Array reduce_keep(const Array& x, const std::vector<int>& axes) {
+Array reduce_keep(const Array& x, const std::vector<int>& axes, bool empty_ok = false) {
   if (axes.empty()) return x;  // a 0-d input: nothing to reduce
-  auto prim = std::make_shared<Reduce<F>>(axes);
+  auto prim = std::make_shared<Reduce<F>>(axes, empty_ok);
   Shape out = prim->output_shapes({x.shape()})[0];
   return Array::make(std::move(out), x.dtype(), std::move(prim), {x});
 }
@@ -141,9 +128,10 @@ Array mean_keep(const Array& x, const std::vector<int>& axes) {
   return reduce_keep<math::Sum>(x, axes) / axis_size(x, axes, 0, x.dtype());
 }
 
-/* max over axes with non-finite maxima replaced by 0, so shifting by it is safe. */
+/* max over axes with non-finite maxima replaced by 0, so shifting by it is safe. An empty
+   axis gives -inf, hence 0: no branch on the size, so a shapeless trace holds at every size. */
 Array finite_max_keep(const Array& x, const std::vector<int>& axes) {
-  Array m = reduce_keep<math::Max>(x, axes);
+  Array m = reduce_keep<math::Max>(x, axes, /*empty_ok=*/true);
   return where(isfinite(m), m, scalar(0.0, m.dtype()));  // a scalar keeps softmax fusable
 }
 
@@ -215,14 +203,10 @@ Array logsumexp(const Array& a, const std::vector<int>& axes_in, bool keepdims) 
   auto axes = reduce_axes("logsumexp", a, axes_in);
   Dtype out = to_floating(a.dtype());
   Array x = cast(a, wide_float(out));
-  Array r;
-  if (count_of(a.shape(), axes) == 0) {
-    // The sum of no exponentials is 0, whose log is -inf.
-    r = full(keep_axes(a.shape(), axes), -std::numeric_limits<double>::infinity(), x.dtype());
-  } else {
-    Array m = finite_max_keep(x, axes);
-    r = log(reduce_keep<math::Sum>(exp(x - m), axes)) + m;
-  }
+  // Over an empty axis the max shift is 0 and the sum of no exponentials 0, whose log is
+  // -inf: the same ops give the right answer at every size.
+  Array m = finite_max_keep(x, axes);
+  Array r = log(reduce_keep<math::Sum>(exp(x - m), axes)) + m;
   return cast(finish(r, a.shape(), axes, keepdims), out);
 }
 
@@ -231,7 +215,7 @@ Array softmax(const Array& a, const std::vector<int>& axes_in) {
   auto axes = reduce_axes("softmax", a, axes_in);
   Dtype out = to_floating(a.dtype());
   Array x = cast(a, wide_float(out));
-  if (a.size() == 0) return cast(x, out);
+  // No branch on the size: an empty input gives an empty result through the same ops.
   Array e = exp(x - finite_max_keep(x, axes));
   return cast(e / reduce_keep<math::Sum>(e, axes), out);
 }

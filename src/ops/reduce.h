@@ -13,21 +13,28 @@ namespace kiln {
 std::string axes_str(const std::vector<int>& axes);
 
 /* Reduces the listed axes (non-negative, sorted, distinct) with F; the output
-   has the input's dtype. Front ends cast first where the accumulator differs. */
+   has the input's dtype. Front ends cast first where the accumulator differs.
+   max and min refuse an empty reduced axis unless `empty_ok`, which gives F's
+   identity (-inf for max) instead: softmax and logsumexp use it so that the graph
+   they trace holds at every size (a shapeless replay may make the axis empty). */
 template <class F>
 class Reduce : public Primitive {
  public:
-  explicit Reduce(std::vector<int> axes) : Primitive(op_kind_of<F>::value), axes_(std::move(axes)) {}
+  explicit Reduce(std::vector<int> axes, bool empty_ok = false)
+      : Primitive(op_kind_of<F>::value), axes_(std::move(axes)), empty_ok_(empty_ok) {}
   void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
   bool is_equivalent(const Primitive& o) const override {
-    return o.kind() == kind() && static_cast<const Reduce&>(o).axes_ == axes_;
+    auto& r = static_cast<const Reduce&>(o);
+    return o.kind() == kind() && r.axes_ == axes_ && r.empty_ok_ == empty_ok_;
   }
   void print(std::ostream& os) const override { os << name() << axes_str(axes_); }
   const std::vector<int>& axes() const { return axes_; }
+  bool empty_ok() const { return empty_ok_; }
 
  private:
   std::vector<int> axes_;
+  bool empty_ok_;
 };
 
 /* Index (int32) of the first extreme element along one axis, which becomes size 1.
