@@ -93,6 +93,14 @@ func Erf(a *Array) (*Array, error) {
 	return unary(a, func(o *C.kiln_array, x C.kiln_array) C.int { return C.kiln_erf(o, x) })
 }
 
+func Gelu(a *Array) (*Array, error) {
+	return unary(a, func(o *C.kiln_array, x C.kiln_array) C.int { return C.kiln_gelu(o, x) })
+}
+
+func GeluTanh(a *Array) (*Array, error) {
+	return unary(a, func(o *C.kiln_array, x C.kiln_array) C.int { return C.kiln_gelu_tanh(o, x) })
+}
+
 func Floor(a *Array) (*Array, error) {
 	return unary(a, func(o *C.kiln_array, x C.kiln_array) C.int { return C.kiln_floor(o, x) })
 }

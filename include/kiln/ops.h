@@ -46,6 +46,11 @@ Array tan(const Array& a);
 Array tanh(const Array& a);
 Array sigmoid(const Array& a);
 Array erf(const Array& a);
+/* GELU, exact: x * Phi(x) with Phi the standard normal CDF (through erf). */
+Array gelu(const Array& a);
+/* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Both GELUs
+   give -0 at -inf. */
+Array gelu_tanh(const Array& a);
 Array floor(const Array& a);
 Array ceil(const Array& a);
 /* Rounds half to even, like numpy.round. */

@@ -120,6 +120,8 @@ Array tan(const Array& a) { return float_unary<math::Tan>(a); }
 Array tanh(const Array& a) { return float_unary<math::Tanh>(a); }
 Array sigmoid(const Array& a) { return float_unary<math::Sigmoid>(a); }
 Array erf(const Array& a) { return float_unary<math::Erf>(a); }
+Array gelu(const Array& a) { return float_unary<math::Gelu>(a); }
+Array gelu_tanh(const Array& a) { return float_unary<math::GeluTanh>(a); }
 Array floor(const Array& a) { return same_unary<math::Floor>(a); }
 Array ceil(const Array& a) { return same_unary<math::Ceil>(a); }
 Array round(const Array& a) { return same_unary<math::Round>(a); }

@@ -12,7 +12,8 @@ namespace {
 
 const std::set<std::string> kElementwise = {
     "abs", "negative", "sign", "exp", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt", "square", "reciprocal",
-    "sin", "cos", "tan", "tanh", "sigmoid", "erf", "floor", "ceil", "round", "isnan", "isinf", "isfinite",
+    "sin", "cos", "tan", "tanh", "sigmoid", "erf", "gelu", "gelu_tanh", "floor", "ceil", "round", "isnan", "isinf",
+    "isfinite",
     "logical_not", "bitwise_not", "astype", "copy", "add", "subtract", "multiply", "divide", "floor_divide",
     "remainder", "power", "maximum", "minimum", "arctan2", "equal", "not_equal", "less", "less_equal", "greater",
     "greater_equal", "logical_and", "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",

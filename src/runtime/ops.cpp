@@ -73,7 +73,8 @@ const std::unordered_map<std::string, Entry>& table() {
 #define UNARY(name) m[#name] = {1, 1, [](Call& c) { return one(kiln::name(c.in[0])); }};
     UNARY(abs) UNARY(negative) UNARY(sign) UNARY(exp) UNARY(expm1) UNARY(log) UNARY(log1p) UNARY(log2)
     UNARY(sqrt) UNARY(rsqrt) UNARY(square) UNARY(reciprocal) UNARY(sin) UNARY(cos) UNARY(tan) UNARY(tanh)
-    UNARY(sigmoid) UNARY(erf) UNARY(floor) UNARY(ceil) UNARY(round) UNARY(isnan) UNARY(isinf) UNARY(isfinite)
+    UNARY(sigmoid) UNARY(erf) UNARY(gelu) UNARY(gelu_tanh) UNARY(floor) UNARY(ceil) UNARY(round) UNARY(isnan)
+    UNARY(isinf) UNARY(isfinite)
     UNARY(logical_not) UNARY(bitwise_not) UNARY(flatten) UNARY(copy)
 #undef UNARY
 #define BINARY(name) m[#name] = {2, 2, [](Call& c) { return one(kiln::name(c.in[0], c.in[1])); }};

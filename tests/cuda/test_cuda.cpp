@@ -100,7 +100,8 @@ TEST_F(Cuda, Unary) {
       {"log", log},         {"log1p", log1p},       {"log2", log2},     {"sqrt", sqrt},       {"rsqrt", rsqrt},
       {"square", square},   {"reciprocal", reciprocal}, {"sin", sin},   {"cos", cos},         {"tan", tan},
       {"tanh", tanh},       {"sigmoid", sigmoid},   {"erf", erf},       {"floor", floor},     {"ceil", ceil},
-      {"round", round},     {"isnan", isnan},       {"isinf", isinf},   {"isfinite", isfinite}, {"logical_not", logical_not}};
+      {"round", round},     {"isnan", isnan},       {"isinf", isinf},   {"isfinite", isfinite}, {"logical_not", logical_not},
+      {"gelu", gelu},       {"gelu_tanh", gelu_tanh}};
   for (Dtype d : kMain) {
     bool positive_only = false;
     Array x = input({3, 17}, d, 11);

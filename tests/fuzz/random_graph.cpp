@@ -40,6 +40,7 @@ const std::vector<UnaryEntry>& unary_table() {
       {"sin", &kiln::sin, true},          {"cos", &kiln::cos, true},
       {"tan", &kiln::tan, false},         {"tanh", &kiln::tanh, true},
       {"sigmoid", &kiln::sigmoid, true},  {"erf", &kiln::erf, true},
+      {"gelu", &kiln::gelu, true},        {"gelu_tanh", &kiln::gelu_tanh, true},
       {"floor", &kiln::floor, false},     {"ceil", &kiln::ceil, false},
       {"round", &kiln::round, false},     {"isnan", &kiln::isnan, false},
       {"isinf", &kiln::isinf, false},     {"isfinite", &kiln::isfinite, false},

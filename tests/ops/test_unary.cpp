@@ -24,6 +24,19 @@ struct UnaryCase {
 };
 
 double sigmoid_ref(double x) { return 0.5 * (1 + std::tanh(x / 2)); }
+// The GELUs in long double, with 1 + erf(z) written erfc(-z) and 1 + tanh(u) written
+// 2 / (1 + e^-2u) so that the left tails keep their digits; -inf gives the limit, -0.
+double gelu_ref(double x) {
+  if (x == -INFINITY) return -0.0;
+  long double v = x;
+  return static_cast<double>(0.5L * v * std::erfc(-v / std::sqrt(2.0L)));
+}
+double gelu_tanh_ref(double x) {
+  if (x == -INFINITY) return -0.0;
+  long double v = x, k = std::sqrt(2.0L / 3.14159265358979323846264338327950288L);
+  long double u = k * (v + 0.044715L * v * v * v);
+  return static_cast<double>(0.5L * v * (2.0L / (1.0L + std::exp(-2.0L * u))));
+}
 
 const UnaryCase kCases[] = {
     {"abs", kiln::abs, [](double x, Dtype) { return std::fabs(x); }, Out::same, Accept::all, -50, 50},
@@ -46,6 +59,9 @@ const UnaryCase kCases[] = {
     {"tanh", kiln::tanh, [](double x, Dtype) { return std::tanh(x); }, Out::floating, Accept::all, -5, 5},
     {"sigmoid", kiln::sigmoid, [](double x, Dtype) { return sigmoid_ref(x); }, Out::floating, Accept::all, -8, 8},
     {"erf", kiln::erf, [](double x, Dtype) { return std::erf(x); }, Out::floating, Accept::all, -3, 3},
+    {"gelu", kiln::gelu, [](double x, Dtype) { return gelu_ref(x); }, Out::floating, Accept::all, -6, 6},
+    {"gelu_tanh", kiln::gelu_tanh, [](double x, Dtype) { return gelu_tanh_ref(x); }, Out::floating, Accept::all, -6,
+     6},
     {"floor", kiln::floor, [](double x, Dtype) { return std::floor(x); }, Out::same, Accept::all, -9, 9},
     {"ceil", kiln::ceil, [](double x, Dtype) { return std::ceil(x); }, Out::same, Accept::all, -9, 9},
     // Half to even, written out rather than borrowed from the rounding mode.
@@ -200,6 +216,7 @@ TEST(UnaryLarge, AboveThreadPoolThreshold) {
       {"exp", float32, {100000}, Layout::contiguous},  {"sigmoid", bfloat16, {400, 250}, Layout::transposed},
       {"abs", int32, {250, 400}, Layout::strided},     {"isnan", float16, {100000}, Layout::contiguous},
       {"bitwise_not", uint16, {400, 250}, Layout::transposed}, {"sqrt", int64, {100000}, Layout::contiguous},
+      {"gelu", bfloat16, {400, 250}, Layout::strided},        {"gelu_tanh", float32, {100000}, Layout::contiguous},
   };
   uint64_t seed = 100;
   for (auto& b : bigs) {
@@ -217,6 +234,9 @@ TEST(Unary, OutputDtypes) {
   EXPECT_EQ(log(zeros({2}, int64)).dtype(), float32);
   EXPECT_EQ(tanh(zeros({2}, float16)).dtype(), float16);
   EXPECT_EQ(erf(zeros({2}, bfloat16)).dtype(), bfloat16);
+  EXPECT_EQ(gelu(zeros({2}, int32)).dtype(), float32);
+  EXPECT_EQ(gelu_tanh(zeros({2}, bool_)).dtype(), float32);
+  EXPECT_EQ(gelu_tanh(zeros({2}, float16)).dtype(), float16);
   EXPECT_EQ(rsqrt(zeros({2}, float64)).dtype(), float64);
   EXPECT_EQ(abs(zeros({2}, int8)).dtype(), int8);
   EXPECT_EQ(floor(zeros({2}, int16)).dtype(), int16);
@@ -234,6 +254,26 @@ std::vector<T> run1(Array (*fn)(const Array&), std::vector<T> x) {
   return fn(array(x, {n})).template to_vector<T>();
 }
 }  // namespace
+
+// Relative accuracy far into the tails (no absolute floor), where 1 + erf(x/sqrt2) and
+// 1 + tanh(u) cancel, and at magnitudes where x^3 overflows.
+TEST(Unary, GeluTailsAndHugeValues) {
+  const std::vector<double> x = {-40, -30, -12, -9, -6, -3, -1e-30, 0, 1e-30, 0.75, 3, 9, 1e10, -1e10, 1e30, -1e30};
+  for (Dtype d : {float32, float64}) {
+    std::vector<double> xs, want_gelu, want_tanh;
+    for (double v : x) {
+      xs.push_back(kt::round_to(v, d));
+      want_gelu.push_back(kt::round_to(gelu_ref(xs.back()), d));
+      want_tanh.push_back(kt::round_to(gelu_tanh_ref(xs.back()), d));
+    }
+    Array a = kt::from_values(xs, {static_cast<int64_t>(xs.size())}, d);
+    kt::expect_close(gelu(a), want_gelu, std::string("gelu tails ") + dtype_name(d), 1.0, 1e-300);
+    kt::expect_close(gelu_tanh(a), want_tanh, std::string("gelu_tanh tails ") + dtype_name(d), 1.0, 1e-300);
+  }
+  // The two agree to about 1e-3 (the approximation's own error).
+  Array r = kt::from_values(kt::random_values(1000, float64, 7, -6, 6), {1000}, float64);
+  EXPECT_LT(max(abs(gelu(r) - gelu_tanh(r))).item<double>(), 1e-3);
+}
 
 TEST(Unary, IntegerEdgesWrapAround) {
   using L8 = std::numeric_limits<int8_t>;

@@ -125,6 +125,8 @@ extern "C" {
     pub fn kiln_tanh(out: *mut kiln_array, a: kiln_array) -> c_int;
     pub fn kiln_sigmoid(out: *mut kiln_array, a: kiln_array) -> c_int;
     pub fn kiln_erf(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_gelu(out: *mut kiln_array, a: kiln_array) -> c_int;
+    pub fn kiln_gelu_tanh(out: *mut kiln_array, a: kiln_array) -> c_int;
     pub fn kiln_floor(out: *mut kiln_array, a: kiln_array) -> c_int;
     pub fn kiln_ceil(out: *mut kiln_array, a: kiln_array) -> c_int;
     pub fn kiln_round(out: *mut kiln_array, a: kiln_array) -> c_int;

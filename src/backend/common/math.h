@@ -255,6 +255,46 @@ struct Sigmoid {
   }
 };
 struct Erf { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::erf(x); } };
+// GELU, exact: x Phi(x) = x/2 erfc(-x/sqrt2), in double (erfc keeps the left tail accurate,
+// where 1 + erf(x/sqrt2) cancels). Below -40 the double result is -0 anyway; clamping there
+// also makes gelu(-inf) = -0 (the limit) instead of -inf * 0 = NaN. NaN passes.
+KILN_HD inline double gelu_f64(double x) {
+  x = x < -40.0 ? -40.0 : x;
+  return 0.5 * x * std::erfc(x * -0.7071067811865476);
+}
+// GELU, tanh approximation: x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed
+// as x / (1 + e^(-2u)) (the same function) so that negative x do not cancel. Below -30 the
+// double result is -0 anyway; the clamp makes gelu_tanh(-inf) = -0. NaN passes.
+KILN_HD inline double gelu_tanh_f64(double x) {
+  x = x < -30.0 ? -30.0 : x;
+  double u = 0.7978845608028654 * (x + 0.044715 * (x * x * x));
+  return x / (1.0 + std::exp(-2.0 * u));
+}
+#if !defined(__CUDACC__)
+// gelu_tanh_f64 for a float, with exp_f64_core instead of libm so eager and fused loops
+// vectorize. Clamps: x >= -14 (the float result is -0 below -11 already), and -2u >= -40
+// (e^-40 vanishes next to 1; keeps exp_f64_core in range for huge x and +inf).
+KILN_HD inline float gelu_tanh_f32(float xf) {
+  xf = select_f32(xf < -14.0f, -14.0f, xf);
+  double x = xf;
+  double z = -1.5957691216057308 * (x + 0.044715 * (x * x * x));
+  z = select_f64(z < -40.0, -40.0, z);
+  return static_cast<float>(x / (1.0 + exp_f64_core(z)));
+}
+#endif
+struct Gelu {
+  KILN_FLOATS_ONLY
+  template <class T> KILN_HD T operator()(T x) const { return static_cast<T>(gelu_f64(static_cast<double>(x))); }
+};
+struct GeluTanh {
+  KILN_FLOATS_ONLY
+  template <class T> KILN_HD T operator()(T x) const {
+#if !defined(__CUDACC__)
+    if constexpr (std::is_same_v<T, float>) return gelu_tanh_f32(x);
+#endif
+    return static_cast<T>(gelu_tanh_f64(static_cast<double>(x)));
+  }
+};
 struct Floor {
   template <class T> KILN_HD T operator()(T x) const {
     if constexpr (is_float_v<T>) return std::floor(x); else return x;

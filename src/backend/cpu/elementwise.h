@@ -24,7 +24,8 @@ constexpr int64_t cost_of() {
                 std::is_same_v<F, math::Cos> || std::is_same_v<F, math::Tan> || std::is_same_v<F, math::Tanh> ||
                 std::is_same_v<F, math::Erf> || std::is_same_v<F, math::Sigmoid> || std::is_same_v<F, math::Power> ||
                 std::is_same_v<F, math::Arctan2> || std::is_same_v<F, math::Expm1> || std::is_same_v<F, math::Log1p> ||
-                std::is_same_v<F, math::Log2>)
+                std::is_same_v<F, math::Log2> ||
+                std::is_same_v<F, math::Gelu> || std::is_same_v<F, math::GeluTanh>)
     return kMathOp;
   return kCheapOp;
 }
