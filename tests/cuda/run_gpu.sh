@@ -1,35 +1,109 @@
 #!/usr/bin/env bash
 # Builds kiln with the CUDA backend and runs the GPU tests (used on the lent H100; see
 # docs/cuda.md). Usage: tests/cuda/run_gpu.sh <build dir> <log dir> [phase...]
-# phases: build, cuda (test_cuda), suite (per-op/compile/fuzz suites with
-# KILN_TEST_DEVICE=cuda), sanitize (compute-sanitizer memcheck and racecheck).
+# phases (default: build cuda suite):
+#   build     configure and build test_cuda, every suite below and the kiln command
+#   cuda      test_cuda
+#   suite     every test executable that means something on a GPU, with KILN_TEST_DEVICE=cuda
+#             (the GPU as default device), then `kiln run --device cuda` on each example graph
+#   sanitize  compute-sanitizer: memcheck over test_cuda and the per-op suites (with
+#             KILN_TEST_DEVICE=cuda), racecheck over test_cuda; SAN_JOBS at once, all
+#             within SAN_BUDGET seconds (a job still running then is stopped and reported)
+# Output: one line per executable plus its failures; full logs under the log dir.
+# Knobs: SUITE, SAN_SUITES (lists), KILN_FUZZ_COUNT (test_fuzz, 60), SUITE_TIMEOUT (240 s
+# each), SAN_FUZZ (test_cuda's random graphs under the sanitizers, 8), SAN_JOBS (4),
+# SAN_BUDGET (330 s), SAN_FILTER (test_cuda filter there; the out-of-memory test is left out).
 set -uo pipefail
 B=${1:-/tmp/kb}; L=${2:-/tmp/kl}; shift 2 || true
 PHASES=${*:-build cuda suite}
 mkdir -p "$L"
 export KILN_CACHE_DIR=${KILN_CACHE_DIR:-/tmp/kiln-cache}
-SUITE="test_unary test_binary test_elementwise_misc test_creation test_layout test_views test_reduce test_matmul test_compile test_fusion test_fuzz"
+# name[:gtest filter]. Left out as CPU-only by nature: test_jit (the C++ JIT of CPU
+# kernels), test_fast_math (host calls of math.h), and in test_threads the two tests that
+# need the CPU path (a gate primitive that is a Copy on the GPU; the CPU JIT's kernel cache).
+SUITE=${SUITE:-"test_core test_dtype test_unary test_binary test_elementwise_misc test_creation test_layout
+  test_views test_reduce test_matmul test_compile test_fusion test_passes test_fuzz
+  test_threads:-Threads.EachThreadHasItsOwnStream:Threads.KernelCacheIsBounded test_memory_cycles
+  test_graph test_executable test_executable_cuda test_extent"}
+SAN_SUITES=${SAN_SUITES:-"test_unary test_binary test_elementwise_misc test_creation test_layout test_views test_reduce test_matmul"}
+SAN=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+
+targets() { for s in $SUITE $SAN_SUITES; do echo "${s%%:*}"; done | sort -u | tr '\n' ' '; }
+# "[  PASSED  ] N tests." and "[  FAILED  ] N tests," of a gtest log, on one line.
+verdict() { grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$1" | tr '\n' ' '; }
+
 for phase in $PHASES; do
   case $phase in
     build)
       cmake -S . -B "$B" -G Ninja -DKILN_BUILD_BENCH=OFF -DKILN_BUILD_EXAMPLES=OFF >"$L/cmake.log" 2>&1 || { tail -20 "$L/cmake.log"; exit 1; }
-      ninja -C "$B" -j16 test_cuda $SUITE >"$L/build.log" 2>&1 || { grep -E "error" -A5 "$L/build.log" | head -60; exit 1; }
+      ninja -C "$B" -j16 test_cuda kiln_cli $(targets) >"$L/build.log" 2>&1 || { grep -E "error" -A5 "$L/build.log" | head -60; exit 1; }
       echo "build ok";;
     cuda)
       nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
       "$B/tests/test_cuda" 2>&1 | tee "$L/test_cuda.log" | grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[ *OK|compared|async_eval|Failure|error|seed [0-9]+:|Actual|C\+\+ exception" | cut -c1-300 | awk '!seen[$0]++ && n++ < 150';;
     suite)
-      for t in $SUITE; do
-        KILN_TEST_DEVICE=cuda KILN_FUZZ_COUNT=${KILN_FUZZ_COUNT:-60} timeout 150 "$B/tests/$t" >/tmp/suite_$t.log 2>&1
-        echo "$t rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+ test' /tmp/suite_$t.log | tr '\n' ' ')"
-        grep -E "^\[  FAILED  \] [A-Z]" /tmp/suite_$t.log | head -20
-        { echo "===== $t"; cat /tmp/suite_$t.log; } >>"$L/suite.log"
-      done;;
+      : >"$L/suite.log"
+      phase_start=$SECONDS
+      for entry in $SUITE; do
+        t=${entry%%:*}; filter=()
+        [[ $entry == *:* ]] && filter=("--gtest_filter=${entry#*:}")
+        log="$L/suite_$t.log"; start=$SECONDS
+        KILN_TEST_DEVICE=cuda KILN_FUZZ_COUNT=${KILN_FUZZ_COUNT:-60} timeout -k 10 "${SUITE_TIMEOUT:-240}" \
+          "$B/tests/$t" "${filter[@]}" >"$log" 2>&1
+        rc=$?
+        echo "$t rc=$rc $((SECONDS - start))s $(verdict "$log")$([[ $rc == 124 ]] && echo "TIMED OUT")"
+        grep -E "^\[  FAILED  \] [A-Z]" "$log" | head -20
+        [[ $rc != 0 ]] && ! grep -qE "^\[  FAILED  \] [A-Z]" "$log" && tail -5 "$log" | cut -c1-300
+        { echo "===== $t ${filter[*]}"; cat "$log"; } >>"$L/suite.log"
+      done
+      # The kiln command on the GPU: every mode of every example graph, and how far they differ.
+      for g in examples/graphs/*.kgraph; do
+        log="$L/kiln_run_$(basename "$g" .kgraph).log"
+        timeout -k 10 120 "$B/tools/kiln/kiln" run "$g" --device cuda --bench 3 >"$log" 2>&1
+        rc=$?
+        echo "kiln run $(basename "$g") --device cuda rc=$rc $(grep -E "nodes, device|largest difference between" "$log" | sed "s/.*nodes, //" | tr '\n' ' ')"
+        [[ $rc != 0 ]] && tail -3 "$log" | cut -c1-300
+      done
+      echo "suite: $((SECONDS - phase_start))s";;
     sanitize)
-      for tool in memcheck racecheck; do
-        KILN_CUDA_FUZZ_COUNT=20 timeout 500 compute-sanitizer --tool $tool --error-exitcode 9 \
-          "$B/tests/test_cuda" --gtest_filter=${SAN_FILTER:-'-Cuda.OutOfMemory*'} >"$L/sanitize_$tool.log" 2>&1
-        echo "compute-sanitizer $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/sanitize_$tool.log" | tr '\n' ' ')"
-      done;;
+      [[ -x $SAN ]] || { echo "compute-sanitizer not found (set COMPUTE_SANITIZER)"; exit 1; }
+      # tool|executable|gtest filter|environment; racecheck first, the slowest.
+      jobs_list=("racecheck|test_cuda|${SAN_FILTER:--Cuda.OutOfMemory*}|KILN_CUDA_FUZZ_COUNT=${SAN_FUZZ:-8}"
+                 "memcheck|test_cuda|${SAN_FILTER:--Cuda.OutOfMemory*}|KILN_CUDA_FUZZ_COUNT=${SAN_FUZZ:-8}")
+      for t in $SAN_SUITES; do jobs_list+=("memcheck|$t||KILN_TEST_DEVICE=cuda"); done
+      phase_start=$SECONDS
+      budget=${SAN_BUDGET:-330}
+      running=0
+      for job in "${jobs_list[@]}"; do
+        IFS='|' read -r tool t filter envs <<<"$job"
+        while ((running >= ${SAN_JOBS:-4})); do wait -n; running=$((running - 1)); done
+        left=$((budget - (SECONDS - phase_start)))
+        ((left < 20)) && left=20
+        log="$L/sanitize_${tool}_$t.log"
+        args=()
+        [[ -n $filter ]] && args=("--gtest_filter=$filter")
+        (
+          start=$SECONDS
+          env $envs timeout -k 10 "$left" "$SAN" --tool "$tool" --error-exitcode 9 \
+            "$B/tests/$t" "${args[@]}" >"$log" 2>&1
+          echo "$? $((SECONDS - start))" >"$log.status"
+        ) &
+        running=$((running + 1))
+      done
+      wait
+      for job in "${jobs_list[@]}"; do
+        IFS='|' read -r tool t filter envs <<<"$job"
+        log="$L/sanitize_${tool}_$t.log"
+        read -r rc secs <"$log.status"
+        summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
+        reports=$(grep -cE "^========= +(Invalid|Program hit|Error|Race|Warning|Uninitialized|Barrier|Malloc|Leaked)" "$log")
+        if [[ $rc == 124 || $rc == 137 ]]; then
+          summary="TIMED OUT (partial: $(grep -c '^\[       OK \]' "$log") tests finished, $reports sanitizer reports so far)"
+        fi
+        echo "$tool $t rc=$rc ${secs}s ${summary:-no summary} $(verdict "$log")"
+        grep -E "^========= +(Invalid|Program hit|Error|Race|Warning|Uninitialized|Barrier|Malloc|Leaked)" "$log" | sort | uniq -c | sort -rn | head -5 | cut -c1-250
+        grep -E "^\[  FAILED  \] [A-Z]" "$log" | head -10
+      done
+      echo "sanitize: $((SECONDS - phase_start))s";;
   esac
 done
