@@ -1,5 +1,6 @@
 // Front end of matmul: numpy.matmul's 1-D promotion, batch broadcasting, dtypes.
 #include "kiln/ops.h"
+#include "ops/elementwise.h"
 #include "ops/linalg.h"
 
 namespace kiln {
@@ -27,6 +28,16 @@ std::vector<Shape> Matmul::output_shapes(const std::vector<Shape>& in) const {
   out[nd - 2] = a[a.size() - 2];
   out[nd - 1] = b[b.size() - 1];
   return {out};
+}
+
+std::vector<Shape> MatmulEpilogue::output_shapes(const std::vector<Shape>& in) const {
+  Shape product = Matmul().output_shapes({in[0], in[1]})[0];
+  return {broadcast_shapes("matmul_epilogue", {product, in[2]})};
+}
+
+void MatmulEpilogue::print(std::ostream& os) const {
+  os << name() << "(bias" << (act_ == Activation::gelu ? ",gelu" : act_ == Activation::gelu_tanh ? ",gelu_tanh" : "")
+     << ")";
 }
 
 Array matmul(const Array& a, const Array& b) {

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <sstream>
 
 #include "backend/cpu/jit.h"
 #include "reference.h"
@@ -215,4 +217,100 @@ TEST(RowFusion, FallbackWithoutCompilerMatchesEager) {
   auto f = compile(std::function<Array(const Array&, const Array&)>(rmsnorm));
   expect_bits_equal(f(x, w), rmsnorm(x, w), "unfused row region");
   cpu::reset_jit_for_tests("");
+}
+
+namespace {
+
+// The patterns of the fuse_matmul_epilogue pass, by activation (0: none, 1: gelu, 2: gelu_tanh).
+Array linear(const Array& x, const Array& w, const Array& b, int act) {
+  Array s = matmul(x, w) + b;
+  return act == 0 ? s : act == 1 ? gelu(s) : gelu_tanh(s);
+}
+
+std::string dot_of(const CompiledFunction& f, const std::vector<Array>& in) {
+  std::ostringstream os;
+  export_to_dot(os, f, in);
+  return os.str();
+}
+
+}  // namespace
+
+TEST(MatmulEpilogue, CompiledEqualsEagerBitForBit) {
+  struct Case {
+    Shape x, w, b;
+    kt::Layout layout;
+  };
+  const Case cases[] = {
+      {{7, 5}, {5, 9}, {9}, kt::Layout::contiguous},
+      {{2, 3, 4}, {4, 6}, {1, 6}, kt::Layout::transposed},  // x a transposed view, w shared by the batch
+      {{3, 4, 5}, {3, 5, 6}, {6}, kt::Layout::strided},     // batched w
+      {{1, 8}, {8, 1}, {1}, kt::Layout::contiguous},
+      {{40, 64}, {64, 300}, {300}, kt::Layout::contiguous},  // above the thread-pool threshold
+      {{0, 4}, {4, 3}, {3}, kt::Layout::contiguous},
+  };
+  uint64_t seed = 40;
+  for (Dtype d : {float16, bfloat16, float32, float64}) {
+    for (auto& c : cases) {
+      Array x = kt::with_layout(kt::random_values(kt::numel(c.x), d, ++seed, -2, 2), c.x, d, c.layout);
+      Array w = rand_of(c.w, d, ++seed), b = rand_of(c.b, d, ++seed);
+      for (int act = 0; act < 3; ++act) {
+        auto fn = [act](const std::vector<Array>& in) { return std::vector<Array>{linear(in[0], in[1], in[2], act)}; };
+        CompiledFunction f = compile(fn);
+        std::string ctx = std::string(dtype_name(d)) + " " + kt::layout_name(c.layout) + " x" +
+                          std::to_string(c.x.size()) + "-d act " + std::to_string(act);
+        EXPECT_NE(dot_of(f, {x, w, b}).find("matmul_epilogue"), std::string::npos) << ctx;
+        expect_bits_equal(f({x, w, b})[0], linear(x, w, b, act), ctx);
+        if (c.x[0] > 0) EXPECT_EQ(kernels_for([&] { f({x, w, b})[0].eval(); }), 1u) << ctx;
+      }
+    }
+  }
+}
+
+TEST(MatmulEpilogue, NaNInfinitiesAndUsesOutsideTheEpilogue) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  Array x = kt::from_values({1, -2, inf, 0.5, nan, 3, -inf, 1e30, -1e30, 2, 0, -1}, {4, 3}, float32);
+  Array w = rand_of({3, 5}, float32, 60);
+  Array b = kt::from_values({0, -inf, 1, nan, 2}, {5}, float32);
+  for (int act = 0; act < 3; ++act) {
+    auto f = compile([act](const std::vector<Array>& in) { return std::vector<Array>{linear(in[0], in[1], in[2], act)}; });
+    expect_bits_equal(f({x, w, b})[0], linear(x, w, b, act), "specials act " + std::to_string(act));
+  }
+  // The product also returned: no epilogue, and the same values.
+  auto g = compile([](const std::vector<Array>& in) {
+    Array p = matmul(in[0], in[1]);
+    return std::vector<Array>{gelu_tanh(p + in[2]), p * 2.0f};
+  });
+  Array y = rand_of({6, 3}, float32, 61);
+  EXPECT_EQ(dot_of(g, {y, w, rand_of({5}, float32, 62)}).find("matmul_epilogue"), std::string::npos);
+  Array c = rand_of({5}, float32, 63);
+  auto r = g({y, w, c});
+  expect_bits_equal(r[0], gelu_tanh(matmul(y, w) + c), "product used twice");
+  expect_bits_equal(r[1], matmul(y, w) * 2.0f, "product used twice, second output");
+}
+
+TEST(MatmulEpilogue, ShapelessReplaysIncludingABiasThatBroadcastsTheProduct) {
+  auto fn = [](const std::vector<Array>& in) { return std::vector<Array>{linear(in[0], in[1], in[2], 2)}; };
+  CompiledFunction f = compile(fn, {.shapeless = true});
+  Array x = rand_of({5, 3}, bfloat16, 70), w = rand_of({3, 4}, bfloat16, 71), b = rand_of({4}, bfloat16, 72);
+  EXPECT_NE(dot_of(f, {x, w, b}).find("matmul_epilogue"), std::string::npos);
+  expect_bits_equal(f({x, w, b})[0], linear(x, w, b, 2), "traced shapes");
+  Array x2 = rand_of({9, 7}, bfloat16, 73), w2 = rand_of({7, 2}, bfloat16, 74), b2 = rand_of({2}, bfloat16, 75);
+  expect_bits_equal(f({x2, w2, b2})[0], linear(x2, w2, b2, 2), "other shapes");
+  // Here the product is (9, 1) and the bias (4,): the result is (9, 4), as eagerly.
+  Array w3 = rand_of({7, 1}, bfloat16, 76);
+  expect_bits_equal(f({x2, w3, b})[0], linear(x2, w3, b, 2), "bias broadcasts the product");
+}
+
+TEST(Fusion, GeluRegionsEqualEagerBitForBit) {
+  auto fn = [](const std::vector<Array>& in) {
+    Array a = in[0];
+    return std::vector<Array>{gelu(a * 2.0f + 1.0f) - gelu_tanh(a), gelu_tanh(exp(a) - 3.0f) * a};
+  };
+  for (Dtype d : {float16, bfloat16, float32, float64}) {
+    auto f = compile(fn);
+    Array a = kt::from_values(kt::random_values(5000, d, 80, -9, 9), {50, 100}, d);
+    auto got = f({a});
+    auto want = fn({a});
+    for (size_t i = 0; i < got.size(); ++i) expect_bits_equal(got[i], want[i], std::string(dtype_name(d)) + " out " + std::to_string(i));
+  }
 }

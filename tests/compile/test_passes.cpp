@@ -1,9 +1,12 @@
 // Each graph pass on a small traced graph: what it changes and what it must leave.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "compile/fused.h"
 #include "compile/row_fused.h"
 #include "compile/trace.h"
+#include "ops/linalg.h"
 #include "passes/pass.h"
 #include "reference.h"
 
@@ -160,6 +163,82 @@ TEST(Passes, ReductionFusionSkipsLeadingAxesAndSizeOneAxes) {
   EXPECT_FALSE(run_pass(g, make_fuse_reductions()));
 }
 
+namespace {
+
+Array rnd(const Shape& s, Dtype d, uint64_t seed) { return kt::from_values(kt::random_values(kt::numel(s), d, seed), s, d); }
+
+std::vector<MatmulEpilogue::Activation> epilogue_activations(const compiler::Graph& g) {
+  std::vector<MatmulEpilogue::Activation> acts;
+  for (auto& n : g.nodes) {
+    if (n.prim->kind() == OpKind::MatmulEpilogue) acts.push_back(static_cast<const MatmulEpilogue&>(*n.prim).activation());
+  }
+  return acts;
+}
+
+}  // namespace
+
+TEST(Passes, MatmulEpilogueTakesBiasAndGelu) {
+  using Act = MatmulEpilogue::Activation;
+  compiler::Graph g = traced(
+      [](const std::vector<Array>& in) {
+        Array x = in[0], w = in[1], b = in[2], b2 = in[3];
+        return std::vector<Array>{matmul(x, w) + b, gelu_tanh(matmul(x, w) * 1.0f + b),  // the multiply stays
+                                  gelu(b2 + matmul(transpose(x, {0, 2, 1}), w)), gelu_tanh(matmul(x, w) + b2)};
+      },
+      {rnd({2, 3, 3}, float32, 1), rnd({3, 5}, float32, 2), rnd({5}, float32, 3), rnd({1, 5}, float32, 4)});
+  EXPECT_TRUE(run_pass(g, make_fuse_matmul_epilogue()));
+  // CSE has not run: each matmul is its own node. The second one feeds a multiply.
+  EXPECT_EQ(count_kind(g, OpKind::MatmulEpilogue), 3u);
+  EXPECT_EQ(count_kind(g, OpKind::Matmul), 1u);
+  EXPECT_EQ(count_kind(g, OpKind::Add), 1u);
+  EXPECT_EQ(count_kind(g, OpKind::GeluTanh), 1u);
+  EXPECT_EQ(count_kind(g, OpKind::Gelu), 0u);
+  auto acts = epilogue_activations(g);
+  std::sort(acts.begin(), acts.end());
+  EXPECT_EQ(acts, (std::vector<Act>{Act::none, Act::gelu, Act::gelu_tanh}));
+  for (auto& n : g.nodes) {
+    if (n.prim->kind() == OpKind::MatmulEpilogue) EXPECT_EQ(n.inputs.size(), 3u);
+  }
+}
+
+TEST(Passes, MatmulEpilogueLeavesOtherShapesUsesAndDtypes) {
+  using Act = MatmulEpilogue::Activation;
+  Array x = rnd({4, 3}, float32, 5), w = rnd({3, 6}, float32, 6);
+  auto untouched = [&](const Function& fn, const std::vector<Array>& extra, const char* what) {
+    std::vector<Array> in = {x, w};
+    in.insert(in.end(), extra.begin(), extra.end());
+    compiler::Graph g = traced(fn, in);
+    EXPECT_FALSE(run_pass(g, make_fuse_matmul_epilogue())) << what;
+    EXPECT_EQ(count_kind(g, OpKind::MatmulEpilogue), 0u) << what;
+  };
+  // The product is also returned, or read by another op.
+  untouched([](auto& in) { Array p = matmul(in[0], in[1]); return std::vector<Array>{p + in[2], p}; },
+            {rnd({6}, float32, 7)}, "product returned");
+  untouched([](auto& in) { Array p = matmul(in[0], in[1]); return std::vector<Array>{gelu(p + in[2]) * sum(p)}; },
+            {rnd({6}, float32, 8)}, "product read twice");
+  // Biases that are not a vector along the last axis.
+  untouched([](auto& in) { return std::vector<Array>{matmul(in[0], in[1]) + in[2]}; }, {rnd({4, 1}, float32, 9)}, "column");
+  untouched([](auto& in) { return std::vector<Array>{matmul(in[0], in[1]) + in[2]}; }, {rnd({4, 6}, float32, 10)}, "full");
+  untouched([](auto& in) { return std::vector<Array>{matmul(in[0], in[1]) + in[2]}; }, {rnd({}, float32, 11)}, "scalar");
+  untouched([](auto& in) { return std::vector<Array>{matmul(in[0], in[1]) + in[2]}; }, {rnd({2, 1, 6}, float32, 12)},
+            "bias that broadcasts the product");
+  // A bias of another dtype (the add casts the product), and integer products.
+  untouched([](auto& in) { return std::vector<Array>{matmul(in[0], in[1]) + in[2]}; }, {rnd({6}, float64, 13)}, "float64 bias");
+  compiler::Graph gi = traced([](auto& in) { return std::vector<Array>{matmul(in[0], in[1]) + in[2]}; },
+                              {rnd({4, 3}, int32, 14), rnd({3, 6}, int32, 15), rnd({6}, int32, 16)});
+  EXPECT_FALSE(run_pass(gi, make_fuse_matmul_epilogue()));
+  // A sum read elsewhere keeps its gelu outside: the epilogue takes the bias only.
+  compiler::Graph g = traced(
+      [](auto& in) {
+        Array s = matmul(in[0], in[1]) + in[2];
+        return std::vector<Array>{gelu_tanh(s), s};
+      },
+      {x, w, rnd({6}, float32, 17)});
+  EXPECT_TRUE(run_pass(g, make_fuse_matmul_epilogue()));
+  EXPECT_EQ(epilogue_activations(g), (std::vector<Act>{Act::none}));
+  EXPECT_EQ(count_kind(g, OpKind::GeluTanh), 1u);
+}
+
 TEST(Passes, PipelineForEachMode) {
   EXPECT_TRUE(make_pipeline(CompileMode::disabled, {}).empty());
   EXPECT_TRUE(make_pipeline(CompileMode::no_simplify, {}).empty());
@@ -168,7 +247,7 @@ TEST(Passes, PipelineForEachMode) {
   for (auto& p : make_pipeline(CompileMode::enabled, {})) all.push_back(p->name());
   EXPECT_EQ(no_fuse, (std::vector<std::string>{"remove_noops", "fold_shapes", "merge_constants", "cse", "dce"}));
   EXPECT_EQ(all, (std::vector<std::string>{"remove_noops", "fold_shapes", "merge_constants", "cse", "dce",
-                                           "fuse_reductions", "fuse_elementwise", "dce"}));
+                                           "fuse_matmul_epilogue", "fuse_reductions", "fuse_elementwise", "dce"}));
 }
 
 TEST(Passes, VerifierNamesThePass) {

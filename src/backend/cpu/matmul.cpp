@@ -1,7 +1,8 @@
 // CPU kernel for matmul: float32/float64 through OpenBLAS (strided operands passed
 // with transpose flags and leading dimensions, not copied, where BLAS can read
 // them), float16/bfloat16 through sgemm in float32, integers and bool through a
-// blocked kernel with wrapping arithmetic.
+// blocked kernel with wrapping arithmetic. MatmulEpilogue: the product, then bias and
+// activation in place, rounded as the separate kernels would.
 #include <cblas.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "backend/common/dispatch.h"
 #include "backend/common/math.h"
+#include "backend/cpu/strided.h"
 #include "core/thread_pool.h"
 #include "ops/linalg.h"
 
@@ -184,12 +186,8 @@ int64_t stacked_row_stride(const Shape& batch, const Strides& sa, const Strides&
   return size == 1 ? 1 : stride;
 }
 
-}  // namespace
-
-void Matmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  const Tensor& a = in[0];
-  const Tensor& b = in[1];
-  Tensor& y = out[0];
+/* y = a @ b, y allocated here (row-major). */
+void product(const Tensor& a, const Tensor& b, Tensor& y) {
   y.allocate();
   if (y.size() == 0) return;
   const size_t ra = a.shape.size(), rb = b.shape.size();
@@ -232,6 +230,65 @@ void Matmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
         matmul_one<T>(ma, mb, y.data<T>() + i * M * N);
       }
     });
+  });
+}
+
+/* y = act(p + bias) elementwise (p and bias broadcast to y; p may be y itself), each step
+   rounded to T as the separate add and activation kernels round. */
+template <class T, class Act>
+void bias_activation(const Tensor& p, const Tensor& bias, Tensor& y, Act act, int64_t cost) {
+  using C = math::compute_t<T>;
+  Strides ps = detail::broadcast_strides(p, y.shape), bs = detail::broadcast_strides(bias, y.shape);
+  auto L = detail::merge_axes<3>(y.shape, {&y.strides, &ps, &bs});
+  const T* pp = p.data<T>();
+  const T* bp = bias.data<T>();
+  T* yp = y.data<T>();
+  detail::parallel_rows<3>(L, cost, [&](auto off, int64_t n, auto st) {
+    const T* x = pp + off[1];
+    const T* c = bp + off[2];
+    T* o = yp + off[0];
+    auto one = [&](T xv, T cv) {
+      T sum = static_cast<T>(math::Add{}(static_cast<C>(xv), static_cast<C>(cv)));
+      return static_cast<T>(act(static_cast<C>(sum)));
+    };
+    if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+      for (int64_t i = 0; i < n; ++i) o[i] = one(x[i], c[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i * st[0]] = one(x[i * st[1]], c[i * st[2]]);
+    }
+  });
+}
+
+}  // namespace
+
+void Matmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) { product(in[0], in[1], out[0]); }
+
+void MatmulEpilogue::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Tensor& bias = in[2];
+  Tensor& y = out[0];
+  if (!is_floating(y.dtype) || in[0].dtype != y.dtype || in[1].dtype != y.dtype || bias.dtype != y.dtype) {
+    fail("matmul_epilogue", "operands must share one floating dtype");
+  }
+  Shape ps = Matmul().output_shapes({in[0].shape, in[1].shape})[0];
+  Tensor p;
+  if (ps == y.shape) {
+    product(in[0], in[1], y);  // then the epilogue runs in place
+    p = y;
+  } else {
+    p = Tensor(ps, y.dtype);  // the bias broadcasts the product (a shapeless replay)
+    product(in[0], in[1], p);
+    y.allocate();
+  }
+  if (y.size() == 0) return;
+  detail::dispatch_dtype(y.dtype, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (math::is_float_v<math::compute_t<T>>) {
+      switch (act_) {
+        case Activation::none: bias_activation<T>(p, bias, y, [](auto v) { return v; }, 1); break;
+        case Activation::gelu: bias_activation<T>(p, bias, y, math::Gelu{}, 8); break;
+        case Activation::gelu_tanh: bias_activation<T>(p, bias, y, math::GeluTanh{}, 8); break;
+      }
+    }
   });
 }
 

@@ -187,22 +187,30 @@ void naive_matmul(int device, const Tensor& a, const Tensor& b, Tensor& y, const
   launch(device, f, grid_for(device, y.size(), 128), 128, args);
 }
 
-}  // namespace
+std::atomic<uint64_t> g_in_cublaslt{0}, g_declined{0};  // atomic: counted from any thread
 
-void matmul(int device, const Tensor& a, const Tensor& b, Tensor& y) {
-  if (y.size() == 0) return;
+// y = a @ b; with `bias` (packed, y's dtype, on the device) cuBLASLt's epilogue adds it to
+// each column of y and, with `gelu`, applies GELU. False (nothing done) when an epilogue was
+// asked for and cuBLASLt cannot run it.
+bool product(int device, const Tensor& a, const Tensor& b, Tensor& y, const Tensor* bias, bool gelu) {
+  if (y.size() == 0) return true;
   const size_t ra = a.shape.size(), rb = b.shape.size();
   const int64_t M = a.shape[ra - 2], K = a.shape[ra - 1], N = b.shape[rb - 1];
   Shape batch(y.shape.begin(), y.shape.end() - 2);
   const int64_t batches = detail::shape_size(batch);
   CUstream st = stream(device);
+  Dtype d = y.dtype;
+  const bool lt_type = d == float16 || d == bfloat16 || d == float32 || d == float64;
+  if (bias && (K == 0 || !lt_type)) return false;
   if (K == 0) {
     check(drv().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(y.raw()), 0, static_cast<size_t>(y.size()) * y.itemsize(), st),
           "cuMemsetD8Async");
-    return;
+    return true;
   }
-  Dtype d = y.dtype;
-  if (d != float16 && d != bfloat16 && d != float32 && d != float64) return naive_matmul(device, a, b, y, batch);
+  if (!lt_type) {
+    naive_matmul(device, a, b, y, batch);
+    return true;
+  }
   const Lt& L = lt();
   if (!L.ok) fail("matmul", L.why);
   Operand A = prepare(device, a, batch), B = prepare(device, b, batch);
@@ -237,6 +245,20 @@ void matmul(int device, const Tensor& a, const Tensor& b, Tensor& y) {
   cublasOperation_t tb = A.col_major ? CUBLAS_OP_T : CUBLAS_OP_N;
   lt_check(L.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
   lt_check(L.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
+  if (bias) {
+    // cuBLASLt's D is our Y^T (N x M, column-major): its rows are Y's columns, so the bias
+    // vector (one value per row of D) is indexed by Y's last axis. Its dtype defaults to
+    // D's (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE unset), its batch stride to 0 (one vector
+    // for every batch). The pointer is set before the heuristic, which checks its alignment.
+    uint32_t epilogue = gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    const void* bias_ptr = bias->raw();
+    if (L.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue) !=
+            CUBLAS_STATUS_SUCCESS ||
+        L.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr) !=
+            CUBLAS_STATUS_SUCCESS) {
+      return false;
+    }
+  }
   // Stored shapes, column-major: our B is (N x K) when row-major, else (K x N) transposed.
   auto layout = [&](cublasLtMatrixLayout_t& l, uint64_t rows, uint64_t cols, int64_t ld, int64_t bstride) {
     lt_check(L.cublasLtMatrixLayoutCreate(&l, dt, rows, cols, ld), "layout");
@@ -258,7 +280,9 @@ void matmul(int device, const Tensor& a, const Tensor& b, Tensor& y) {
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   cublasLtHandle_t h = handle(device);
-  lt_check(L.cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &result, &found), "heuristic");
+  cublasStatus_t hs = L.cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &result, &found);
+  if (bias && (hs != CUBLAS_STATUS_SUCCESS || found == 0)) return false;
+  lt_check(hs, "heuristic");
   if (found == 0) fail("matmul", "cuBLASLt has no algorithm for this product");
   auto workspace = allocate(device, std::max<size_t>(result.workspaceSize, 1));
   float alpha32 = 1, beta32 = 0;
@@ -269,6 +293,34 @@ void matmul(int device, const Tensor& a, const Tensor& b, Tensor& y) {
                             workspace->data(), result.workspaceSize, st),
            "matmul");
   // The workspace returns to this stream's pool; later work on the stream runs after this product.
+  return true;
 }
+
+}  // namespace
+
+void matmul(int device, const Tensor& a, const Tensor& b, Tensor& y) { product(device, a, b, y, nullptr, false); }
+
+bool matmul_bias(int device, const Tensor& a, const Tensor& b, const Tensor& bias, bool gelu, Tensor& y) {
+  const int64_t n = y.shape.empty() ? 1 : y.shape.back();
+  if (bias.dtype != y.dtype || bias.size() != n || (n > 1 && bias.shape.back() != n)) {
+    fail("matmul", "epilogue bias must hold one value per column");
+  }
+  // cuBLASLt reads the bias packed; a strided, broadcast or oddly aligned one is copied (n values).
+  Tensor packed = bias;
+  int64_t step = 1;
+  for (size_t i = 0; i < bias.shape.size(); ++i) {
+    if (bias.shape[i] != 1) step = bias.strides[i];
+  }
+  if ((n > 1 && step != 1) || reinterpret_cast<uintptr_t>(bias.raw()) % 16 != 0) {
+    packed = Tensor(bias.shape, bias.dtype);
+    allocate_output(device, packed);
+    copy_into(device, bias, packed);
+  }
+  bool done = product(device, a, b, y, &packed, gelu);
+  (done ? g_in_cublaslt : g_declined).fetch_add(1, std::memory_order_relaxed);
+  return done;
+}
+
+EpilogueStats matmul_epilogue_stats() { return {g_in_cublaslt.load(), g_declined.load()}; }
 
 }  // namespace kiln::cuda
