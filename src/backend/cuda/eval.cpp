@@ -11,6 +11,7 @@
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/plan_graph.h"
 #include "backend/cuda/runtime.h"
+#include "backend/cuda/tuning.h"
 #include "compile/codegen_util.h"
 #include "compile/plan.h"
 #include "ops/creation.h"
@@ -76,7 +77,7 @@ CUfunction program_kernel(int dev, const compiler::KernelSlots* slots, uint64_t 
 int flat_vector_width(const std::vector<const Tensor*>& dense) {
   int widest = 1;
   for (auto* t : dense) widest = std::max(widest, static_cast<int>(t->itemsize()));
-  int vec = 16 / widest;
+  int vec = std::max(tuning().vector_bytes / widest, 1);
   for (auto* t : dense) {
     if (ptr_bits(*t) % (vec * static_cast<long>(t->itemsize())) != 0) return 1;
   }
@@ -219,7 +220,7 @@ void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tenso
   for (size_t o = 0; o < outs.size(); ++o) meta[2 + 3 * nin + o] = ptr_bits(outs[o]);
   RowVariant var;
   var.threads = 32;
-  while (var.threads < 512 && var.threads * 8 < n) var.threads *= 2;
+  while (var.threads < tuning().row_threads && var.threads * 8 < n) var.threads *= 2;
   // Rows read in more than one pass are staged in shared memory when they fit, so
   // global memory is read once.
   size_t smem = 0;
@@ -240,7 +241,7 @@ void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tenso
   for (size_t o = 0; o < outs.size(); ++o) {
     if (!p.ops[static_cast<size_t>(p.outputs[o])].per_row) widest = std::max(widest, static_cast<int>(outs[o].itemsize()));
   }
-  var.vector_out = 16 / widest;
+  var.vector_out = std::max(tuning().vector_bytes / widest, 1);
   for (size_t o = 0; o < outs.size(); ++o) {
     if (p.ops[static_cast<size_t>(p.outputs[o])].per_row) continue;
     const long bytes = var.vector_out * static_cast<long>(outs[o].itemsize());

@@ -17,6 +17,7 @@
 #include "backend/cuda/codegen.h"
 #include "backend/cuda/prelude.h"
 #include "backend/cuda/runtime.h"
+#include "backend/cuda/tuning.h"
 #include "kiln/error.h"
 
 #ifndef KILN_CUDA_LIBDIR
@@ -114,7 +115,8 @@ const Headers& headers() {
 
 std::vector<std::string> options(const DeviceInfo& info) {
   // No contraction into FMAs, as on the CPU, so results stay within rounding of the CPU's.
-  return {"--gpu-architecture=" + info.arch(), "-std=c++20", "-default-device", "--fmad=false",
+  return {"--gpu-architecture=" + info.arch(), "-std=c++20", "-default-device",
+          tuning().fmad ? "--fmad=true" : "--fmad=false",
           "-DKILN_HD=__device__", "-DKILN_CUDA_DEVICE=1"};
 }
 

@@ -233,7 +233,9 @@ uint64_t graph_replays() { return g_replays.load(std::memory_order_relaxed); }
 void run_compiled(int device, const compiler::CompiledCall& call, const std::vector<Tensor>& in,
                   std::vector<Tensor>& out) {
   auto& prim = const_cast<compiler::CompiledCall&>(call);
-  bool eligible = graphs_enabled();
+  int kernels = 0;
+  for (auto& step : call.plan().steps) kernels += step.prim->is_view() ? 0 : 1;
+  bool eligible = graphs_enabled() && kernels >= 2;  // one kernel launches as cheaply alone
   for (auto& t : in) eligible = eligible && !t.donated && (!t.buffer || on_device(t));
   std::shared_ptr<Layout> l = eligible ? find_layout(call.plan(), layout_key(device, in)) : nullptr;
   if (!l) {
@@ -260,8 +262,7 @@ void run_compiled(int device, const compiler::CompiledCall& call, const std::vec
     throw;
   }
   recording() = nullptr;
-  l->kernels = 0;
-  for (auto& step : call.plan().steps) l->kernels += step.prim->is_view() ? 0 : 1;
+  l->kernels = static_cast<uint64_t>(kernels);
   if (build(device, *l, rec, in, out)) {
     l->ready = true;
   } else if (++l->attempts >= kMaxAttempts || (rec.replayable && rec.launches.size() < 2)) {

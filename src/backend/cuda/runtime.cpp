@@ -279,7 +279,7 @@ std::shared_ptr<Buffer> allocate(int device, size_t bytes) {
   }
   {
     std::lock_guard<std::mutex> lock(b->mu);
-    b->ready_recorded = false;
+    b->written = false;
   }
   auto buf = Buffer::device_memory(reinterpret_cast<void*>(b->ptr), b->size, Device::cuda(device), b, release_block);
   if (Recording* r = recording()) r->buffers.push_back(buf);
@@ -310,7 +310,12 @@ void prepare_inputs(int device, std::vector<Tensor>& in) {
     Block* b = block_of(t);
     if (!b || b->stream == st) continue;
     std::lock_guard<std::mutex> lock(b->mu);
-    if (b->ready_recorded) check(d.cuStreamWaitEvent(st, b->ready, 0), "cuStreamWaitEvent");
+    if (b->written) {
+      // Marks the owning stream now: everything queued there so far includes the write.
+      if (!b->ready) check(d.cuEventCreate(&b->ready, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+      check(d.cuEventRecord(b->ready, b->stream), "cuEventRecord");
+      check(d.cuStreamWaitEvent(st, b->ready, 0), "cuStreamWaitEvent");
+    }
     bool known = false;
     for (CUstream u : b->users) known = known || u == st;
     if (!known) b->users.push_back(st);
@@ -319,14 +324,11 @@ void prepare_inputs(int device, std::vector<Tensor>& in) {
 
 void finish_outputs(int device, const std::vector<Tensor>& out) {
   CUstream st = stream(device);
-  const Driver& d = state().driver;
   for (auto& t : out) {
     Block* b = block_of(t);
     if (!b || b->stream != st) continue;
     std::lock_guard<std::mutex> lock(b->mu);
-    if (!b->ready) check(d.cuEventCreate(&b->ready, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-    check(d.cuEventRecord(b->ready, st), "cuEventRecord");
-    b->ready_recorded = true;
+    b->written = true;  // the event is recorded when another stream first needs it
   }
 }
 

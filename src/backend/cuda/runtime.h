@@ -50,9 +50,9 @@ struct Block {
   size_t size = 0;
   int device = 0;
   CUstream stream = nullptr;      // the stream that allocates, writes and reuses it
-  std::mutex mu;                  // guards ready_recorded and users
-  CUevent ready = nullptr;        // recorded on `stream` after the latest write
-  bool ready_recorded = false;
+  std::mutex mu;                  // guards written, ready and users
+  CUevent ready = nullptr;        // recorded on `stream` when another stream must wait for it
+  bool written = false;           // written on `stream` since it was allocated
   std::vector<CUstream> users;    // other streams that read it since it was allocated
 };
 
