@@ -174,8 +174,6 @@ int flat_meta_len(int operands) { return 1 + operands; }
 
 namespace {
 
-const char* unroll_pragma() { return tuning().unroll ? "#pragma unroll\n" : "#pragma unroll 1\n"; }
-
 // Pointers to every operand: outputs out<o> from v[ptr0], inputs in<k> after them.
 void emit_pointers(std::ostringstream& s, const compiler::FusedProgram& p, int ptr0) {
   const int nout = static_cast<int>(p.outputs.size());
@@ -274,11 +272,14 @@ std::string elementwise_flat_source(const compiler::FusedProgram& p, uint64_t sc
     s << "    kiln_vec<" << cpp_type(p.ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])].dtype) << ", " << v
       << "> r" << o << ";\n";
   }
-  s << unroll_pragma() << "    for (int e = 0; e < " << v << "; ++e) {\n";
-  emit_element(
-      s, p, "      ", [&](int k) { return scalar(k) ? "s" + std::to_string(k) : "a" + std::to_string(k) + ".v[e]"; },
-      [](int o, const std::string& val) { return "r" + std::to_string(o) + ".v[e] = " + val; });
-  s << "    }\n";
+  // Unrolled by the generator: constant indices keep the vectors in registers.
+  for (int e = 0; e < vec; ++e) {
+    s << "    {\n      constexpr int e = " << e << ";\n";
+    emit_element(
+        s, p, "      ", [&](int k) { return scalar(k) ? "s" + std::to_string(k) : "a" + std::to_string(k) + ".v[e]"; },
+        [](int o, const std::string& val) { return "r" + std::to_string(o) + ".v[e] = " + val; });
+    s << "    }\n";
+  }
   for (int o = 0; o < nout; ++o) {
     s << "    reinterpret_cast<decltype(r" << o << ")*>(out" << o << ")[b] = r" << o << ";\n";
   }
@@ -432,15 +433,18 @@ std::string row_source(const compiler::RowProgram& p, const RowVariant& var) {
       const compiler::RowOp& op = ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])];
       if (!op.per_row) s << "      kiln_vec<" << cpp_type(op.dtype) << ", " << v << "> r" << o << ";\n";
     }
-    s << unroll_pragma() << "      for (int e = 0; e < " << v << "; ++e) {\n        const long j = jv * " << v << " + e;\n";
-    for (size_t i : element_closure(elem_outputs)) emit_op(s, i, "        ");
-    for (int o = 0; o < nout; ++o) {
-      const compiler::RowOp& op = ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])];
-      if (op.per_row) continue;
-      s << "        r" << o << ".v[e] = static_cast<" << cpp_type(op.dtype) << ">(t" << p.outputs[static_cast<size_t>(o)]
-        << ");\n";
+    const std::set<size_t> closure = element_closure(elem_outputs);
+    for (int e = 0; e < v; ++e) {  // unrolled here: constant indices keep the vector in registers
+      s << "      {\n        constexpr int e = " << e << ";\n        const long j = jv * " << v << " + e;\n";
+      for (size_t i : closure) emit_op(s, i, "        ");
+      for (int o = 0; o < nout; ++o) {
+        const compiler::RowOp& op = ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])];
+        if (op.per_row) continue;
+        s << "        r" << o << ".v[e] = static_cast<" << cpp_type(op.dtype) << ">(t" << p.outputs[static_cast<size_t>(o)]
+          << ");\n";
+      }
+      s << "      }\n";
     }
-    s << "      }\n";
     for (int o = 0; o < nout; ++o) {
       if (ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])].per_row) continue;
       s << "      reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + r * n)[jv] = r" << o << ";\n";

@@ -10,7 +10,6 @@ namespace kiln::cuda {
 struct Tuning {
   int vector_bytes = 16;   // KILN_CUDA_VECTOR_BYTES: widest load or store per thread (4, 8 or 16)
   int row_threads = 256;   // KILN_CUDA_ROW_THREADS: most threads per row of a row kernel (32 to 1024)
-  bool unroll = true;      // KILN_CUDA_UNROLL=0: keep the per-vector element loop rolled
   bool fmad = false;       // KILN_CUDA_FMAD=1: let NVRTC contract a*b+c (results then differ from the CPU's)
 };
 
@@ -25,8 +24,6 @@ inline const Tuning& tuning() {
     };
     r.vector_bytes = number("KILN_CUDA_VECTOR_BYTES", 1, 16, r.vector_bytes);
     r.row_threads = number("KILN_CUDA_ROW_THREADS", 32, 1024, r.row_threads);
-    const char* u = std::getenv("KILN_CUDA_UNROLL");
-    r.unroll = !(u && u[0] == '0');
     const char* f = std::getenv("KILN_CUDA_FMAD");
     r.fmad = f && f[0] == '1';
     return r;
