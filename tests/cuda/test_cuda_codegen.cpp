@@ -123,3 +123,16 @@ TEST_F(CudaCodegen, BadSourceIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("NVRTC rejected"), std::string::npos) << e.what();
   }
 }
+
+// The GELUs (math.h's double paths under NVRTC) and the program the matmul epilogue falls
+// back to: product + bias, then the activation, rounded to the dtype.
+TEST_F(CudaCodegen, GeluAndEpilogueFallbackCompile) {
+  for (Dtype d : {bfloat16, float16, float32, float64}) {
+    FusedProgram p;
+    p.ops = {input(0, d), input(1, d), op(std::make_shared<Binary<math::Add>>(), {0, 1}, d),
+             op(std::make_shared<Unary<math::Gelu>>(), {2}, d), op(std::make_shared<Unary<math::GeluTanh>>(), {2}, d)};
+    p.outputs = {3, 4};
+    compiles(cuda::elementwise_source(p));
+    compiles(cuda::elementwise_flat_source(p, 0b10, 1));  // the bias broadcast
+  }
+}
