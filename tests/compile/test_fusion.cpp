@@ -233,6 +233,19 @@ std::string dot_of(const CompiledFunction& f, const std::vector<Array>& in) {
   return os.str();
 }
 
+bool on_gpu() { return default_device().type != Device::Type::cpu; }
+
+// Compiled against eager: bit for bit on the CPU. On a GPU (KILN_TEST_DEVICE=cuda)
+// cuBLASLt's epilogue rounds once, after bias and its own tanh GELU, so within rounding
+// there (test_cuda checks the GPU against float64 more tightly).
+void expect_epilogue_equal(const Array& got, const Array& want, int act, const std::string& ctx) {
+  if (!on_gpu()) return expect_bits_equal(got, want, ctx);
+  ASSERT_EQ(got.shape(), want.shape()) << ctx;
+  ASSERT_EQ(got.dtype(), want.dtype()) << ctx;
+  double scale = act == 2 ? std::max(4.0, 2e-3 / kt::rel_tol(want.dtype())) : 4.0;
+  kt::expect_close(got, want.to_vector<double>(), ctx, scale, 1.0);
+}
+
 }  // namespace
 
 TEST(MatmulEpilogue, CompiledEqualsEagerBitForBit) {
@@ -259,7 +272,7 @@ TEST(MatmulEpilogue, CompiledEqualsEagerBitForBit) {
         std::string ctx = std::string(dtype_name(d)) + " " + kt::layout_name(c.layout) + " x" +
                           std::to_string(c.x.size()) + "-d act " + std::to_string(act);
         EXPECT_NE(dot_of(f, {x, w, b}).find("matmul_epilogue"), std::string::npos) << ctx;
-        expect_bits_equal(f({x, w, b})[0], linear(x, w, b, act), ctx);
+        expect_epilogue_equal(f({x, w, b})[0], linear(x, w, b, act), act, ctx);
         if (c.x[0] > 0) EXPECT_EQ(kernels_for([&] { f({x, w, b})[0].eval(); }), 1u) << ctx;
       }
     }
@@ -272,8 +285,9 @@ TEST(MatmulEpilogue, NaNInfinitiesAndUsesOutsideTheEpilogue) {
   Array w = rand_of({3, 5}, float32, 60);
   Array b = kt::from_values({0, -inf, 1, nan, 2}, {5}, float32);
   for (int act = 0; act < 3; ++act) {
+    if (act == 2 && on_gpu()) continue;  // cuBLASLt's own GELU decides its infinities and NaNs
     auto f = compile([act](const std::vector<Array>& in) { return std::vector<Array>{linear(in[0], in[1], in[2], act)}; });
-    expect_bits_equal(f({x, w, b})[0], linear(x, w, b, act), "specials act " + std::to_string(act));
+    expect_epilogue_equal(f({x, w, b})[0], linear(x, w, b, act), act, "specials act " + std::to_string(act));
   }
   // The product also returned: no epilogue, and the same values.
   auto g = compile([](const std::vector<Array>& in) {
@@ -293,12 +307,12 @@ TEST(MatmulEpilogue, ShapelessReplaysIncludingABiasThatBroadcastsTheProduct) {
   CompiledFunction f = compile(fn, {.shapeless = true});
   Array x = rand_of({5, 3}, bfloat16, 70), w = rand_of({3, 4}, bfloat16, 71), b = rand_of({4}, bfloat16, 72);
   EXPECT_NE(dot_of(f, {x, w, b}).find("matmul_epilogue"), std::string::npos);
-  expect_bits_equal(f({x, w, b})[0], linear(x, w, b, 2), "traced shapes");
+  expect_epilogue_equal(f({x, w, b})[0], linear(x, w, b, 2), 2, "traced shapes");
   Array x2 = rand_of({9, 7}, bfloat16, 73), w2 = rand_of({7, 2}, bfloat16, 74), b2 = rand_of({2}, bfloat16, 75);
-  expect_bits_equal(f({x2, w2, b2})[0], linear(x2, w2, b2, 2), "other shapes");
+  expect_epilogue_equal(f({x2, w2, b2})[0], linear(x2, w2, b2, 2), 2, "other shapes");
   // Here the product is (9, 1) and the bias (4,): the result is (9, 4), as eagerly.
   Array w3 = rand_of({7, 1}, bfloat16, 76);
-  expect_bits_equal(f({x2, w3, b})[0], linear(x2, w3, b, 2), "bias broadcasts the product");
+  expect_epilogue_equal(f({x2, w3, b})[0], linear(x2, w3, b, 2), 2, "bias broadcasts the product");
 }
 
 TEST(Fusion, GeluRegionsEqualEagerBitForBit) {
