@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Derives the polynomial coefficients and split constants used by the float32
-exp/sin/cos/sigmoid functors in src/backend/common/math.h.
+exp/sin/cos/sigmoid/tanh functors in src/backend/common/math.h.
 
 Method: near-minimax fits of the relative error by Lawson's iteratively
 reweighted least squares on Chebyshev nodes, with the target functions
-evaluated in mpmath at 60 digits. The polynomials are evaluated in double, so
-coefficients only need to be good to ~1e-12; the printed max relative errors
-are those of the rounded (double) coefficients.
+evaluated in mpmath at 60 digits. The exp/sin/cos polynomials are evaluated in
+double, so coefficients only need to be good to ~1e-12; the printed max relative
+errors are those of the rounded (double) coefficients. tanh's are evaluated in
+float and are rounded to float before their error is measured.
 
     python3 -m venv /tmp/v && /tmp/v/bin/pip install numpy mpmath
     /tmp/v/bin/python bench/tools/fit_float_math.py
@@ -92,3 +93,25 @@ def split(v, bits, parts):
 print("pi/2 = C1 + C2 + C3 (C1, C2 23 bits: k * C1, k * C2 exact for |k| < 2^30):",
       [repr(c) for c in split(mp.pi / 2, 23, 3)])
 print("2/pi:", repr(float(2 / mp.pi)), " log2(e):", repr(float(1 / mp.log(2))), " ln2:", repr(float(mp.log(2))))
+
+
+# float tanh (tanh_f32), evaluated in float, so coefficients are rounded to float before the
+# error is measured. Small |x|: tanh(a) = a + a^3 * T(a^2) on [0, 0.66]; larger: e^-2a through
+# e^r - 1 = r + r^2 * E(r), |r| <= ln2/2, E of degree 4, with ln2 split so that k * hi is
+# exact in float for |k| <= 27.
+def f32(x):
+    return float(np.float32(x))
+
+
+c = 0.66
+xs = [x for x in cheb(0, c * 1.001, 300) if x > 1e-3]
+T = [f32(t) for t in lawson([lambda a, j=j: a**(2 * j) for j in range(6)], lambda a: (mp.tanh(a) - a) / a**3,
+                            lambda a: a**3 / mp.tanh(a), xs)]
+print("tanh  a^3..a^13 (float):", [repr(t) for t in T],
+      "max rel err %.3g" % max_rel(lambda a: a + a**3 * horner(T, a * a), mp.tanh, 1e-3, c))
+xs = [x for x in cheb(-h, h, 400) if x != 0]
+Ef = [f32(e) for e in lawson([lambda r, j=j: r**j for j in range(5)], lambda r: (mp.exp(r) - 1 - r) / r**2,
+                             lambda r: r**2 / mp.exp(r), xs)]
+print("tanh's e^r - 1, r^2..r^6 (float):", [repr(e) for e in Ef],
+      "max rel err of e^r %.3g" % max_rel(lambda r: 1 + r + r * r * horner(Ef, r), mp.exp, -h, h))
+print("ln2 = hi + lo (hi 16 bits), float:", [repr(f32(v)) for v in split(mp.log(2), 16, 2)])

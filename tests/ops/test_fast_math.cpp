@@ -96,6 +96,22 @@ TEST(FastMath, Tanh) {
   EXPECT_EQ(kiln::math::Tanh{}(kInf), 1.0f);
   EXPECT_EQ(kiln::math::Tanh{}(-kInf), -1.0f);
   EXPECT_TRUE(std::signbit(kiln::math::Tanh{}(-0.0f)));
+  EXPECT_TRUE(std::isnan(kiln::math::Tanh{}(std::numeric_limits<float>::quiet_NaN())));
+  // Tiny x (the polynomial path) is x itself, subnormals included.
+  for (float x : {1e-30f, -1e-30f, 0x1p-12f, std::numeric_limits<float>::denorm_min(), -0x1p-140f}) {
+    EXPECT_EQ(kiln::math::Tanh{}(x), x) << x;
+  }
+  EXPECT_EQ(kiln::math::Tanh{}(std::numeric_limits<float>::max()), 1.0f);
+  EXPECT_EQ(kiln::math::Tanh{}(-9.125f), -1.0f);
+  // Every float where the polynomial and the exponential paths meet (|x| = 0.66) and where
+  // the result reaches 1 (|x| ~ 9.01, clamped at 9.125).
+  Worst near;
+  for (float lo : {0.5f, 8.75f}) {
+    for (float x = lo; x < lo + 0.5f; x = std::nextafter(x, kInf)) {
+      near.add(ulp_error(kiln::math::Tanh{}(x), std::tanh(double(x))), x);
+    }
+  }
+  EXPECT_LE(near.err, 1.0) << "at x = " << near.at;
 }
 
 // Within 1 ulp (2 is the contract) while the Cody-Waite reduction is exact (|x| < 2^30);
