@@ -91,9 +91,16 @@ std::string FusedProgram::source(const std::string& symbol) const {
   for (auto& op : ops) {
     if (!op.prim && !op.uniform) s << "  unit = unit && s" << op.input << " == 1;\n";
   }
-  const char* tile = "    for (int64_t i0 = 0; i0 < n; i0 += B) {\n      const int64_t m = n - i0 < B ? n - i0 : B;\n";
-  s << "  if (unit) {\n" << tile << body(true) << "    }\n";
-  s << "  } else {\n" << tile << body(false) << "    }\n  }\n}\n";
+  // Full tiles run loops of the constant trip count B, which the compiler vectorizes
+  // without remainder code and merges across ops (the loops of variable length cost more
+  // than the arithmetic in cheap regions); the last, partial tile runs the same body.
+  auto tiles = [&](bool unit) {
+    std::string b = body(unit);
+    return "    int64_t i0 = 0;\n    for (; i0 + B <= n; i0 += B) {\n      constexpr int64_t m = B;\n" + b +
+           "    }\n    if (i0 < n) {\n      const int64_t m = n - i0;\n" + b + "    }\n";
+  };
+  s << "  if (unit) {\n" << tiles(true);
+  s << "  } else {\n" << tiles(false) << "  }\n}\n";
   return s.str();
 }
 
