@@ -9,14 +9,22 @@ namespace kiln {
 
 namespace half_detail {
 inline uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);  // NVRTC lowers memcpy here to byte shuffles
+#else
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
+#endif
 }
 inline float bits_float(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+#endif
 }
 // Narrowing to a 16-bit float in two steps rounds twice and can land on a tie that the
 // exact value was not on. Rounding the first step to odd (truncate, then set the last bit
@@ -64,6 +72,11 @@ struct float16_t {
 
   // Round to nearest even; overflow gives infinity, NaN stays NaN.
   static uint16_t from_float(float f) {
+#if defined(__CUDA_ARCH__)
+    uint16_t r;  // one instruction on the GPU, the same rounding
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
+    return r;
+#endif
     uint32_t x = half_detail::float_bits(f);
     uint32_t sign = (x >> 16) & 0x8000u;
     uint32_t abs = x & 0x7fffffffu;
@@ -87,6 +100,11 @@ struct float16_t {
   static uint16_t from_uint(uint64_t v) { return from_float(half_detail::round_odd_float(v)); }
 
   static float to_float(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+    float r;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(h));
+    return r;
+#endif
     uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
     uint32_t mant = h & 0x3ffu;
@@ -121,6 +139,11 @@ struct bfloat16_t {
 
   // Round to nearest even; NaN stays a quiet NaN.
   static uint16_t from_float(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    uint16_t r;  // one instruction on the GPU, the same rounding
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
+    return r;
+#endif
     uint32_t x = half_detail::float_bits(f);
     if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
     x += 0x7fffu + ((x >> 16) & 1u);
