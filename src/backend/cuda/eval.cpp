@@ -407,10 +407,13 @@ void matmul_epilogue(int dev, const MatmulEpilogue& prim, const std::vector<Tens
   std::shared_ptr<Primitive> act;
   if (prim.activation() == Act::gelu) act = std::make_shared<Unary<math::Gelu>>();
   if (prim.activation() == Act::gelu_tanh) act = std::make_shared<Unary<math::GeluTanh>>();
-  if (vector_bias && prim.activation() != Act::gelu && matmul_bias(dev, in[0], in[1], bias, act != nullptr, y)) return;
+  // cuBLASLt's own GELU is an approximation good to float32, not float64: there the
+  // activation runs as a kernel after the biased product, as for the exact GELU.
+  const bool kernel_act = prim.activation() == Act::gelu || (act && y.dtype == float64);
+  if (vector_bias && !kernel_act && matmul_bias(dev, in[0], in[1], bias, act != nullptr, y)) return;
   Tensor t(ps, y.dtype);
   allocate_output(dev, t);
-  if (vector_bias && prim.activation() == Act::gelu && matmul_bias(dev, in[0], in[1], bias, false, t)) {
+  if (vector_bias && kernel_act && matmul_bias(dev, in[0], in[1], bias, false, t)) {
     run_single(dev, *act, {t}, y);
     return;
   }
