@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs bench_compile (5 repetitions) and compile_latency (3 cold + 3 warm-disk runs, each
 # in a new process) and writes both into bench/results/compile_<date>.json, then prints
-# the ratios against the targets.
+# the ratios against the targets (KILN_BENCH_OUT=<path> writes the JSON there instead).
 #   bench/run_compile.sh [build dir, default build/] [extra benchmark flags...]
 set -euo pipefail
 
@@ -33,7 +33,7 @@ done
 KILN_CACHE_DIR="$tmp/bench-cache" "$bench" --benchmark_format=json --benchmark_repetitions=5 \
   --benchmark_out="$tmp/bench.json" --benchmark_out_format=json "$@" >/dev/null
 
-out="$root/bench/results/compile_$(date +%Y-%m-%d).json"
+out="${KILN_BENCH_OUT:-$root/bench/results/compile_$(date +%Y-%m-%d).json}"
 mkdir -p "$(dirname "$out")"
 python3 - "$tmp/bench.json" "$tmp/latency.jsonl" "$out" <<'PY'
 import json, sys
