@@ -69,8 +69,8 @@ struct Sign {
   }
 };
 #if !defined(__CUDACC__)
-// float exp, sigmoid, sin and cos without libm, in the style of tanh_f32 below: computed
-// in double with branch-free code (selects, integer bit tricks), so GCC if-converts and
+// float exp, sigmoid, sin and cos without libm, like tanh_f32 below (which works in float):
+// computed in double with branch-free code (selects, integer bit tricks), so GCC if-converts and
 // vectorizes the eager and fused loops instead of calling scalar expf/sinf per element.
 // Polynomials are near-minimax fits of the relative error, derived by
 // bench/tools/fit_float_math.py (Lawson's weighted least squares, mpmath reference).
