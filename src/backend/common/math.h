@@ -293,26 +293,9 @@ KILN_HD inline float gelu_tanh_f32(float xf) {
   return static_cast<float>(x / (1.0 + exp_f64_core(z)));
 }
 #endif
-#if defined(__CUDACC__)
-// The GELUs in float on the GPU, where double costs many instructions: erfcf for the
-// exact form, and the tanh form as x * sigmoid(2u) = x / (1 + e^(-2u)), which keeps both
-// tails accurate (1 + tanh(u) cancels for negative u). Within a few ulp of the double forms.
-KILN_HD inline float gelu_gpu_f32(float x) {
-  x = x < -40.0f ? -40.0f : x;  // gelu(-inf) = -0, as in double
-  return 0.5f * x * erfcf(x * -0.70710678f);
-}
-KILN_HD inline float gelu_tanh_gpu_f32(float x) {
-  x = x < -40.0f ? -40.0f : x;
-  const float u = 0.7978845608f * (x + 0.044715f * (x * x * x));
-  return x / (1.0f + expf(-2.0f * u));
-}
-#endif
 struct Gelu {
   KILN_FLOATS_ONLY
   template <class T> KILN_HD T operator()(T x) const {
-#if defined(__CUDACC__)
-    if constexpr (std::is_same_v<T, float>) return gelu_gpu_f32(x);
-#endif
     return static_cast<T>(gelu_f64(static_cast<double>(x)));
   }
 };
@@ -321,8 +304,6 @@ struct GeluTanh {
   template <class T> KILN_HD T operator()(T x) const {
 #if !defined(__CUDACC__)
     if constexpr (std::is_same_v<T, float>) return gelu_tanh_f32(x);
-#else
-    if constexpr (std::is_same_v<T, float>) return gelu_tanh_gpu_f32(x);
 #endif
     return static_cast<T>(gelu_tanh_f64(static_cast<double>(x)));
   }

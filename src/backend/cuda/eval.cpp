@@ -208,7 +208,12 @@ void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tenso
   for (size_t k = 0; k < nin; ++k) {
     int64_t rs = 0, cs = 0;
     if (!row_col_strides(detail::broadcast_strides(ins[k], full), full, lead, rs, cs)) {
-      ins[k] = contiguous_on_device(ins[k], dev);  // a view whose axes do not collapse
+      // A view, or a broadcast over some leading axes, whose axes do not collapse: read a
+      // row-major copy broadcast to the full shape instead.
+      Tensor dense(full, ins[k].dtype);
+      allocate_output(dev, dense);
+      copy_into(dev, ins[k], dense);
+      ins[k] = dense;
       if (!row_col_strides(detail::broadcast_strides(ins[k], full), full, lead, rs, cs)) {
         fail("cuda", "row kernel input layout does not collapse");
       }
