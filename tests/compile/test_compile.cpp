@@ -297,8 +297,9 @@ TEST(Compile, OutputTakesOverADonatedInputBuffer) {
   // cumsum is not fused, so the multiply is a later step that may take x's buffer.
   auto f = compile([](const std::vector<Array>& in) { return std::vector<Array>{cumsum(in[0], 0) * 2.0f}; });
   auto make = [] {
-    // On the default device: a host array given to a GPU call is uploaded, and only the copy could be taken over.
-    Array x = to(kt::from_values(kt::random_values(4096, float32, 5), {4096}, float32), default_device());
+    // Computed on the default device, so nothing else holds its buffer (an upload is also
+    // kept as the host buffer's device mirror, and is never taken over).
+    Array x = to(kt::from_values(kt::random_values(4096, float32, 5), {4096}, float32), default_device()) * 1.0f;
     x.eval();
     return x;
   };
