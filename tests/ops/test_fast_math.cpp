@@ -114,6 +114,31 @@ TEST(FastMath, Tanh) {
   EXPECT_LE(near.err, 1.0) << "at x = " << near.at;
 }
 
+// The GPU's float gelu_tanh (gelu_tanh_split_f32, checked here with the host's expf; CUDA's
+// expf may add up to 2 ulp, still far inside the per-op suites' 2e-6 relative) against the
+// double form: within 5 ulp wherever the result is a normal float, every 97th float of
+// [-11, 11] plus the sweep.
+TEST(FastMath, GeluTanhGpuForm) {
+  auto ref = [](double x) { return kiln::math::gelu_tanh_f64(x); };
+  Worst w;
+  auto add = [&](float x) {
+    double r = ref(double(x));
+    if (std::fabs(r) < double(std::numeric_limits<float>::min()) && r != 0) return;  // subnormal results
+    w.add(ulp_error(kiln::math::gelu_tanh_split_f32(x), r), x);
+  };
+  for (uint32_t b = 0; b < 0x41300000u; b += 97) {  // |x| < 11, both signs
+    add(std::bit_cast<float>(b));
+    add(-std::bit_cast<float>(b));
+  }
+  for (float x : sweep()) add(x);
+  EXPECT_LE(w.err, 5.0) << "at x = " << w.at;
+  EXPECT_EQ(kiln::math::gelu_tanh_split_f32(kInf), kInf);
+  float m = kiln::math::gelu_tanh_split_f32(-kInf);
+  EXPECT_TRUE(m == 0.0f && std::signbit(m));
+  EXPECT_TRUE(std::isnan(kiln::math::gelu_tanh_split_f32(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(kiln::math::gelu_tanh_split_f32(1e30f), 1e30f);
+}
+
 // Within 1 ulp (2 is the contract) while the Cody-Waite reduction is exact (|x| < 2^30);
 // beyond, only |sin| <= 1 is promised (the reduction error grows with |x|).
 template <class F, class Ref>
