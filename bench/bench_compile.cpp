@@ -18,6 +18,8 @@
 
 #include <kiln/kiln.h>
 
+#include "workloads.h"
+
 namespace {
 
 using kiln::Array;
@@ -40,34 +42,12 @@ Array random_array(kiln::Shape shape, uint32_t seed, float lo = -3.0f, float hi 
 }
 
 // ---- workloads ------------------------------------------------------------------
-// Written out in elementwise ops (not kiln::gelu_tanh), as the workload was first measured.
-Array gelu_ops(const Array& x) {
-  constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
-  return 0.5f * x * (1.0f + kiln::tanh(k * (x + 0.044715f * x * x * x)));
-}
-Array swiglu(const Array& a, const Array& b) { return a * kiln::sigmoid(a) * b; }
-Array rmsnorm(const Array& x, const Array& w) {
-  return x * kiln::rsqrt(kiln::mean(x * x, {-1}, true) + 1e-5f) * w;
-}
-Array softmax_rows(const Array& x) { return kiln::softmax(x, {-1}); }
-Array layernorm(const Array& x, const Array& w, const Array& b) {
-  Array m = kiln::mean(x, {-1}, true);
-  Array d = x - m;
-  return d * kiln::rsqrt(kiln::mean(d * d, {-1}, true) + 1e-5f) * w + b;
-}
-// Ten ops: four sin, three multiply, three add.
-Array chain10(const Array& x) {
-  Array y = kiln::sin(x);
-  y = y * 1.5f;
-  y = y + x;
-  y = kiln::sin(y);
-  y = y * x;
-  y = y + 0.25f;
-  y = kiln::sin(y);
-  y = y * 2.0f;
-  y = y + x;
-  return kiln::sin(y);
-}
+using bench::chain10;
+using bench::gelu_ops;
+using bench::layernorm;
+using bench::softmax_rows;
+using bench::swiglu;
+Array rmsnorm(const Array& x, const Array& w) { return bench::rmsnorm(x, w, 1e-5f); }
 
 struct Workload {
   const char* name;

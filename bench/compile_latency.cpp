@@ -12,22 +12,13 @@
 
 #include <kiln/kiln.h>
 
+#include "workloads.h"
+
 namespace {
 
 using kiln::Array;
 
-Array chain10(const Array& x) {
-  Array y = kiln::sin(x);
-  y = y * 1.5f;
-  y = y + x;
-  y = kiln::sin(y);
-  y = y * x;
-  y = y + 0.25f;
-  y = kiln::sin(y);
-  y = y * 2.0f;
-  y = y + x;
-  return kiln::sin(y);
-}
+using bench::chain10;
 
 }  // namespace
 

@@ -74,6 +74,8 @@
 
 #include <kiln/kiln.h>
 
+#include "workloads.h"
+
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/runtime.h"
 #include "core/node.h"
@@ -188,10 +190,7 @@ std::string today() {
 }
 
 // ---- workloads (mirrored in bench/gpu_peers.py) --------------------------------------
-Array gelu_composed(const Array& x) {
-  constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
-  return 0.5f * x * (1.0f + kiln::tanh(k * (x + 0.044715f * x * x * x)));
-}
+using bench::gelu_ops;
 // kiln has no GELU op today; if one named gelu_tanh appears in kiln (found by argument-
 // dependent lookup), it is used instead, here and in the matmul epilogue.
 template <class A>
@@ -199,28 +198,13 @@ constexpr bool kHasGeluOp = requires(const A& a) { gelu_tanh(a); };
 template <class A>
 Array bench_gelu(const A& x) {
   if constexpr (kHasGeluOp<A>) return gelu_tanh(x);
-  else return gelu_composed(x);
+  else return gelu_ops(x);
 }
-Array swiglu(const Array& a, const Array& b) { return a * kiln::sigmoid(a) * b; }
-Array rmsnorm(const Array& x, const Array& w) { return x * kiln::rsqrt(kiln::mean(x * x, {-1}, true) + 1e-6f) * w; }
-Array softmax_rows(const Array& x) { return kiln::softmax(x, {-1}); }
-Array layernorm(const Array& x, const Array& g, const Array& b) {
-  Array m = kiln::mean(x, {-1}, true);
-  Array d = x - m;
-  return d * kiln::rsqrt(kiln::mean(d * d, {-1}, true) + 1e-5f) * g + b;
-}
-Array chain10(const Array& x) {
-  Array y = kiln::sin(x);
-  y = y * 1.5f;
-  y = y + x;
-  y = kiln::sin(y);
-  y = y * x;
-  y = y + 0.25f;
-  y = kiln::sin(y);
-  y = y * 2.0f;
-  y = y + x;
-  return kiln::sin(y);
-}
+using bench::chain10;
+using bench::layernorm;
+using bench::softmax_rows;
+using bench::swiglu;
+Array rmsnorm(const Array& x, const Array& w) { return bench::rmsnorm(x, w, 1e-6f); }
 // 32 cheap elementwise ops over two inputs (the host-call workload).
 Array graph32(const Array& x, const Array& y) {
   Array a = x + y, b = x * y;  // 2

@@ -108,6 +108,19 @@ bool within(long word, const Buffer& b) {
   return word >= base && word < base + static_cast<long>(b.bytes());
 }
 
+// A kernel node for a recorded launch; args holds the address of its parameter.
+CUDA_KERNEL_NODE_PARAMS node_params(const LaunchRecord& r, void** args) {
+  CUDA_KERNEL_NODE_PARAMS p{};
+  p.func = r.f;
+  p.gridDimX = r.grid;
+  p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = r.block;
+  p.blockDimY = p.blockDimZ = 1;
+  p.sharedMemBytes = r.shared;
+  p.kernelParams = args;
+  return p;
+}
+
 // Turns a recorded run into a graph; false when the run cannot be replayed that way.
 bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
   if (!rec.replayable || rec.launches.size() < 2) return false;  // one kernel launches as cheaply alone
@@ -156,14 +169,7 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
   CUgraphNode previous = nullptr;
   for (auto& r : l.launches) {
     void* args[] = {r.meta.data()};
-    CUDA_KERNEL_NODE_PARAMS p{};
-    p.func = r.f;
-    p.gridDimX = r.grid;
-    p.gridDimY = p.gridDimZ = 1;
-    p.blockDimX = r.block;
-    p.blockDimY = p.blockDimZ = 1;
-    p.sharedMemBytes = r.shared;
-    p.kernelParams = args;
+    const CUDA_KERNEL_NODE_PARAMS p = node_params(r, args);
     CUgraphNode node = nullptr;
     check(d.cuGraphAddKernelNode(&node, l.graph, previous ? &previous : nullptr, previous ? 1 : 0, &p),
           "cuGraphAddKernelNode");
@@ -189,16 +195,8 @@ void replay(int device, Layout& l, const std::vector<Tensor>& in, std::vector<Te
   const Driver& d = drv();
   for (size_t i = 0; i < l.launches.size(); ++i) {
     if (!changed[i]) continue;
-    LaunchRecord& r = l.launches[i];
-    void* args[] = {r.meta.data()};
-    CUDA_KERNEL_NODE_PARAMS p{};
-    p.func = r.f;
-    p.gridDimX = r.grid;
-    p.gridDimY = p.gridDimZ = 1;
-    p.blockDimX = r.block;
-    p.blockDimY = p.blockDimZ = 1;
-    p.sharedMemBytes = r.shared;
-    p.kernelParams = args;
+    void* args[] = {l.launches[i].meta.data()};
+    const CUDA_KERNEL_NODE_PARAMS p = node_params(l.launches[i], args);
     check(d.cuGraphExecKernelNodeSetParams(l.exec, l.nodes[i], &p), "cuGraphExecKernelNodeSetParams");
   }
   CUstream st = stream(device);
