@@ -41,8 +41,10 @@ void Producer::run(Device device) {
     // Only this producer holds the input node, and only the node holds its buffer
     // (besides the copy just made): nobody can observe the buffer being reused.
     const auto& buf = in.back().buffer;
-    if (prim->kind() == OpKind::CompiledCall && a.node().use_count() == 1 && buf && buf->owned() &&
-        buf->on_host() && buf.use_count() == 2) {
+    // Host memory kiln allocated, or device memory from a backend's allocator (an upload
+    // is also held as its host buffer's mirror, so it never gets here).
+    const bool ours = buf && (buf->on_host() ? buf->owned() : buf->block() != nullptr);
+    if (prim->kind() == OpKind::CompiledCall && a.node().use_count() == 1 && ours && buf.use_count() == 2) {
       in.back().donated = donated = true;
     }
   }

@@ -318,8 +318,6 @@ TEST(Compile, OutputTakesOverADonatedInputBuffer) {
   Array z = f(args)[0];
   args.clear();  // the call's node now holds the only reference
   z.eval();
-  // On a GPU the buffer was not taken over in the H100 runs (cause not found yet; see
-  // docs/cuda.md): there only the values are checked.
-  if (default_device() == Device::cpu()) EXPECT_EQ(z.tensor().raw(), given_data);
+  EXPECT_EQ(z.tensor().raw(), given_data);
   expect_same(z, want, "donated input");
 }

@@ -289,8 +289,13 @@ std::shared_ptr<Buffer> allocate(int device, size_t bytes) {
 void allocate_output(int device, Tensor& t) {
   size_t need = static_cast<size_t>(t.size()) * t.itemsize();
   if (Block* b = block_of(t)) {
-    if (b->device == device && b->stream == stream(device) && t.buffer->bytes() >= need &&
-        t.buffer.use_count() == 1) {
+    bool reuse = b->device == device && b->stream == stream(device) && t.buffer->bytes() >= need &&
+                 t.buffer.use_count() == 1;
+    if (reuse) {
+      std::lock_guard<std::mutex> lock(b->mu);
+      reuse = b->users.empty();  // another stream may still read a donated input
+    }
+    if (reuse) {
       t.strides = detail::row_major_strides(t.shape);
       t.offset = 0;
       return;
