@@ -70,8 +70,8 @@ for phase in $PHASES; do
     sanitize)
       [[ -x $SAN ]] || { echo "compute-sanitizer not found (set COMPUTE_SANITIZER)"; exit 1; }
       # tool|executable|gtest filter|environment; racecheck first, the slowest.
-      jobs_list=("racecheck|test_cuda|${SAN_FILTER:--Cuda.OutOfMemory*:Cuda.MatmulEpilogueTimeAgainstBareMatmul}|KILN_CUDA_FUZZ_COUNT=${SAN_FUZZ:-8}"
-                 "memcheck|test_cuda|${SAN_FILTER:--Cuda.OutOfMemory*:Cuda.MatmulEpilogueTimeAgainstBareMatmul}|KILN_CUDA_FUZZ_COUNT=${SAN_FUZZ:-8}")
+      jobs_list=("racecheck|test_cuda|${SAN_FILTER:--Cuda.OutOfMemory*:Cuda.MatmulEpilogueAtScaleRunsInCublasLt}|KILN_CUDA_FUZZ_COUNT=${SAN_FUZZ:-8}"
+                 "memcheck|test_cuda|${SAN_FILTER:--Cuda.OutOfMemory*:Cuda.MatmulEpilogueAtScaleRunsInCublasLt}|KILN_CUDA_FUZZ_COUNT=${SAN_FUZZ:-8}")
       for t in $SAN_SUITES; do jobs_list+=("memcheck|$t||KILN_TEST_DEVICE=cuda"); done
       phase_start=$SECONDS
       budget=${SAN_BUDGET:-330}
