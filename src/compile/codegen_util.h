@@ -22,6 +22,19 @@ const char* wide_type(OpKind k, Dtype d);
 std::string rounded_expr(OpKind k, const Primitive& prim, Dtype out, const std::vector<std::string>& args,
                          const std::vector<Dtype>& arg_dtypes);
 
+/* rounded_expr for member i of a region program (FusedProgram or RowProgram ops), its
+   arguments spelled t<a>. */
+template <class Ops>
+std::string member_expr(const Ops& ops, size_t i) {
+  std::vector<std::string> args;
+  std::vector<Dtype> arg_dtypes;
+  for (int a : ops[i].args) {
+    args.push_back("t" + std::to_string(a));
+    arg_dtypes.push_back(ops[static_cast<size_t>(a)].dtype);
+  }
+  return rounded_expr(ops[i].prim->kind(), *ops[i].prim, ops[i].dtype, args, arg_dtypes);
+}
+
 /* "name[exp,multiply,...]": a fused region's primitive and the members it replaced. */
 template <class Ops>
 void print_region(std::ostream& os, const char* name, const Ops& ops) {

@@ -4,6 +4,7 @@
 // Each reduction is one pass over the row (8 accumulator lanes, folded every
 // block into a wider total); elementwise work is recomputed in each pass that
 // needs it rather than stored.
+#include <algorithm>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -27,23 +28,34 @@ std::string RowProgram::signature() const {
   return os.str();
 }
 
-namespace {
+bool is_row_reduce(const RowOp& op) { return op.prim && op_category(op.prim->kind()) == OpCategory::reduce; }
 
-bool is_reduce(const RowOp& op) { return op.prim && op_category(op.prim->kind()) == OpCategory::reduce; }
+std::vector<int> row_pass_levels(const RowProgram& p) {
+  std::vector<int> level(p.ops.size(), 0);
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    int l = 0;
+    for (int a : p.ops[i].args) l = std::max(l, level[static_cast<size_t>(a)]);
+    level[i] = is_row_reduce(p.ops[i]) ? l + 1 : l;
+  }
+  return level;
+}
 
-}  // namespace
+std::set<size_t> row_element_closure(const RowProgram& p, const std::vector<size_t>& roots) {
+  std::set<size_t> need;
+  std::function<void(size_t)> visit = [&](size_t i) {
+    if (p.ops[i].per_row || need.count(i)) return;
+    need.insert(i);
+    for (int a : p.ops[i].args) visit(static_cast<size_t>(a));
+  };
+  for (size_t r : roots) visit(r);
+  return need;
+}
 
 std::string RowProgram::source(const std::string& symbol) const {
   size_t n_ops = ops.size();
   // Pass in which each per-row value becomes available (0: before the first pass).
-  std::vector<int> level(n_ops, 0);
-  int passes = 0;
-  for (size_t i = 0; i < n_ops; ++i) {
-    int l = 0;
-    for (int a : ops[i].args) l = std::max(l, level[static_cast<size_t>(a)]);
-    level[i] = is_reduce(ops[i]) ? l + 1 : l;
-    passes = std::max(passes, level[i]);
-  }
+  const std::vector<int> level = row_pass_levels(*this);
+  const int passes = level.empty() ? 0 : *std::max_element(level.begin(), level.end());
   std::ostringstream s;
   s << "#include <cstdint>\n#include \"kiln/half.h\"\n#include \"backend/common/math.h\"\n\n";
   s << "extern \"C\" void " << symbol
@@ -71,35 +83,19 @@ std::string RowProgram::source(const std::string& symbol) const {
       else b << "static_cast<" << ct << ">(in" << k << "[r * rs[" << k << "] + " << j << " * cs[" << k << "]]);\n";
       return;
     }
-    std::vector<std::string> args;
-    std::vector<Dtype> arg_dtypes;
-    for (int a : op.args) {
-      args.push_back("t" + std::to_string(a));
-      arg_dtypes.push_back(ops[static_cast<size_t>(a)].dtype);
-    }
-    b << rounded_expr(op.prim->kind(), *op.prim, op.dtype, args, arg_dtypes) << ";\n";
+    b << member_expr(ops, i) << ";\n";
   };
-  // Per-element ops op i depends on within the current pass, in order.
-  auto element_closure = [&](const std::vector<size_t>& roots) {
-    std::set<size_t> need;
-    std::function<void(size_t)> visit = [&](size_t i) {
-      if (ops[i].per_row || need.count(i)) return;
-      need.insert(i);
-      for (int a : ops[i].args) visit(static_cast<size_t>(a));
-    };
-    for (size_t r : roots) visit(r);
-    return need;
-  };
+  auto element_closure = [&](const std::vector<size_t>& roots) { return row_element_closure(*this, roots); };
   auto emit_row_ops = [&](int lvl) {
     for (size_t i = 0; i < n_ops; ++i) {
-      if (ops[i].per_row && !is_reduce(ops[i]) && level[i] == lvl) emit_op(s, i, "0", "    ");
+      if (ops[i].per_row && !is_row_reduce(ops[i]) && level[i] == lvl) emit_op(s, i, "0", "    ");
     }
   };
   emit_row_ops(0);
   for (int p = 1; p <= passes; ++p) {
     std::vector<size_t> reductions;
     for (size_t i = 0; i < n_ops; ++i) {
-      if (is_reduce(ops[i]) && level[i] == p) reductions.push_back(i);
+      if (is_row_reduce(ops[i]) && level[i] == p) reductions.push_back(i);
     }
     std::vector<size_t> roots;
     for (size_t i : reductions) roots.push_back(static_cast<size_t>(ops[i].args[0]));

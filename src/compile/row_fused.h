@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,14 @@ struct RowProgram {
   std::string source(const std::string& symbol) const;
   std::string signature() const;
 };
+
+/* Whether op is one of the region's reductions. */
+bool is_row_reduce(const RowOp& op);
+/* The pass after which each op's value is known (0: before the first pass; a reduction
+   ends the pass after its argument's); the largest is the number of passes. */
+std::vector<int> row_pass_levels(const RowProgram& p);
+/* The per-element ops that the roots need (themselves included), in op order. */
+std::set<size_t> row_element_closure(const RowProgram& p, const std::vector<size_t>& roots);
 
 /* Collapses strides (of an input broadcast to `full`) into one stride over the leading
    `lead` axes and one over the rest; false when the axes do not collapse that way. */

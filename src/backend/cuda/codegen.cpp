@@ -1,5 +1,6 @@
 #include "backend/cuda/codegen.h"
 
+#include <algorithm>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -12,7 +13,6 @@ namespace kiln::cuda {
 using compiler::compute_type;
 using compiler::cpp_type;
 using compiler::functor;
-using compiler::rounded_expr;
 using compiler::wide_type;
 
 const char* support_header() {
@@ -202,13 +202,7 @@ void emit_element(std::ostringstream& s, const compiler::FusedProgram& p, const 
       s << "static_cast<" << ct << ">(" << load(op.input) << ");\n";
       continue;
     }
-    std::vector<std::string> args;
-    std::vector<Dtype> arg_dtypes;
-    for (int a : op.args) {
-      args.push_back("t" + std::to_string(a));
-      arg_dtypes.push_back(p.ops[static_cast<size_t>(a)].dtype);
-    }
-    s << rounded_expr(op.prim->kind(), *op.prim, op.dtype, args, arg_dtypes) << ";\n";
+    s << compiler::member_expr(p.ops, i) << ";\n";
   }
   for (size_t o = 0; o < p.outputs.size(); ++o) {
     int v = p.outputs[o];
@@ -293,11 +287,6 @@ std::string elementwise_flat_source(const compiler::FusedProgram& p, uint64_t sc
 
 int row_meta_len(int inputs, int outputs) { return 2 + 3 * inputs + outputs; }
 
-namespace {
-bool is_reduce(const compiler::RowOp& op) {
-  return op.prim && op_category(op.prim->kind()) == OpCategory::reduce;
-}
-}  // namespace
 
 std::string row_source(const compiler::RowProgram& p, const RowVariant& var) {
   const auto& ops = p.ops;
@@ -309,14 +298,8 @@ std::string row_source(const compiler::RowProgram& p, const RowVariant& var) {
   const int rs0 = 2, cs0 = 2 + nin, in0 = 2 + 2 * nin, out0 = 2 + 3 * nin;
   auto cached = [&](int k) { return ((var.cached_inputs >> k) & 1) != 0; };
   // Pass after which each per-row value is known (0: before the first pass).
-  std::vector<int> level(n_ops, 0);
-  int passes = 0;
-  for (size_t i = 0; i < n_ops; ++i) {
-    int l = 0;
-    for (int a : ops[i].args) l = std::max(l, level[static_cast<size_t>(a)]);
-    level[i] = is_reduce(ops[i]) ? l + 1 : l;
-    passes = std::max(passes, level[i]);
-  }
+  const std::vector<int> level = compiler::row_pass_levels(p);
+  const int passes = level.empty() ? 0 : *std::max_element(level.begin(), level.end());
   std::ostringstream s;
   s << "#include \"kiln/cuda_support.h\"\n\n";
   s << "extern \"C\" __global__ void __launch_bounds__(" << var.threads << ") kiln_kernel(const KilnMeta<" << len
@@ -340,7 +323,7 @@ std::string row_source(const compiler::RowProgram& p, const RowVariant& var) {
     s << "  " << t << "* __restrict__ out" << o << " = reinterpret_cast<" << t << "*>(m.v[" << out0 + o << "]);\n";
   }
   for (size_t i = 0; i < n_ops; ++i) {
-    if (is_reduce(ops[i])) s << "  __shared__ " << wide_type(ops[i].prim->kind(), ops[i].dtype) << " sh" << i << "[32];\n";
+    if (compiler::is_row_reduce(ops[i])) s << "  __shared__ " << wide_type(ops[i].prim->kind(), ops[i].dtype) << " sh" << i << "[32];\n";
   }
   s << "  for (long r = blockIdx.x; r < rows; r += gridDim.x) {\n";
   for (auto& op : ops) {
@@ -366,34 +349,19 @@ std::string row_source(const compiler::RowProgram& p, const RowVariant& var) {
       else b << "static_cast<" << ct << ">(in" << k << "[r * rs" << k << " + j * cs" << k << "]);\n";
       return;
     }
-    std::vector<std::string> args;
-    std::vector<Dtype> arg_dtypes;
-    for (int a : op.args) {
-      args.push_back("t" + std::to_string(a));
-      arg_dtypes.push_back(ops[static_cast<size_t>(a)].dtype);
-    }
-    b << rounded_expr(op.prim->kind(), *op.prim, op.dtype, args, arg_dtypes) << ";\n";
+    b << compiler::member_expr(ops, i) << ";\n";
   };
-  auto element_closure = [&](const std::vector<size_t>& roots) {
-    std::set<size_t> need;
-    std::function<void(size_t)> visit = [&](size_t i) {
-      if (ops[i].per_row || need.count(i)) return;
-      need.insert(i);
-      for (int a : ops[i].args) visit(static_cast<size_t>(a));
-    };
-    for (size_t r : roots) visit(r);
-    return need;
-  };
+  auto element_closure = [&](const std::vector<size_t>& roots) { return compiler::row_element_closure(p, roots); };
   auto emit_row_ops = [&](int lvl) {
     for (size_t i = 0; i < n_ops; ++i) {
-      if (ops[i].per_row && !is_reduce(ops[i]) && level[i] == lvl) emit_op(s, i, "    ");
+      if (ops[i].per_row && !compiler::is_row_reduce(ops[i]) && level[i] == lvl) emit_op(s, i, "    ");
     }
   };
   emit_row_ops(0);
   for (int pass = 1; pass <= passes; ++pass) {
     std::vector<size_t> reductions, roots;
     for (size_t i = 0; i < n_ops; ++i) {
-      if (is_reduce(ops[i]) && level[i] == pass) {
+      if (compiler::is_row_reduce(ops[i]) && level[i] == pass) {
         reductions.push_back(i);
         roots.push_back(static_cast<size_t>(ops[i].args[0]));
       }
