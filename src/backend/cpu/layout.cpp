@@ -113,6 +113,28 @@ void gather(const Tensor& a, const Strides& a_strides, int64_t axis_stride, cons
 
 namespace detail {
 
+GatherStrides take_strides(const Tensor& a, const Tensor& ind, const Tensor& y, size_t axis) {
+  const size_t r = ind.shape.size();
+  GatherStrides g{Strides(y.shape.size(), 0), Strides(y.shape.size(), 0)};
+  Strides dense = row_major_strides(ind.shape);
+  for (size_t d = 0; d < axis; ++d) g.a[d] = a.strides[d];
+  for (size_t j = 0; j < r; ++j) g.idx[axis + j] = dense[j];
+  for (size_t d = axis + 1; d < a.shape.size(); ++d) g.a[d - 1 + r] = a.strides[d];
+  return g;
+}
+
+GatherStrides take_along_axis_strides(const Tensor& a, const Tensor& ind, const Tensor& y, size_t axis) {
+  GatherStrides g{Strides(y.shape.size()), Strides(y.shape.size())};
+  Strides dense = row_major_strides(ind.shape);
+  for (size_t d = 0; d < y.shape.size(); ++d) {
+    bool a_bcast = a.shape[d] == 1 && y.shape[d] != 1;
+    bool i_bcast = ind.shape[d] == 1 && y.shape[d] != 1;
+    g.a[d] = (d == axis || a_bcast) ? 0 : a.strides[d];
+    g.idx[d] = i_bcast ? 0 : dense[d];
+  }
+  return g;
+}
+
 /* The indices as int64 in row-major order of their shape, negative ones counted from the
    end. Checked before any gathering, so the first bad index (row-major) is reported. */
 std::vector<int64_t> normalized_indices(const char* op, const Tensor& idx, int64_t size, int axis) {
@@ -223,14 +245,8 @@ void Take::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const size_t ax = static_cast<size_t>(axis_);
   std::vector<int64_t> idx = normalized_indices("take", ind, a.shape[ax], axis_);
   if (y.size() == 0) return;
-  // Output axes: a's leading axes, then the indices' axes, then a's trailing axes.
-  const size_t r = ind.shape.size();
-  Strides as(y.shape.size(), 0), is(y.shape.size(), 0);
-  Strides dense = detail::row_major_strides(ind.shape);
-  for (size_t d = 0; d < ax; ++d) as[d] = a.strides[d];
-  for (size_t j = 0; j < r; ++j) is[ax + j] = dense[j];
-  for (size_t d = ax + 1; d < a.shape.size(); ++d) as[d - 1 + r] = a.strides[d];
-  gather(a, as, a.strides[ax], idx, is, y);
+  const detail::GatherStrides g = detail::take_strides(a, ind, y, ax);
+  gather(a, g.a, a.strides[ax], idx, g.idx, y);
 }
 
 void TakeAlongAxis::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
@@ -241,15 +257,8 @@ void TakeAlongAxis::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>&
   const size_t ax = static_cast<size_t>(axis_);
   std::vector<int64_t> idx = normalized_indices("take_along_axis", ind, a.shape[ax], axis_);
   if (y.size() == 0) return;
-  Strides as(y.shape.size()), is(y.shape.size());
-  Strides dense = detail::row_major_strides(ind.shape);
-  for (size_t d = 0; d < y.shape.size(); ++d) {
-    bool a_bcast = a.shape[d] == 1 && y.shape[d] != 1;
-    bool i_bcast = ind.shape[d] == 1 && y.shape[d] != 1;
-    as[d] = (d == ax || a_bcast) ? 0 : a.strides[d];
-    is[d] = i_bcast ? 0 : dense[d];
-  }
-  gather(a, as, a.strides[ax], idx, is, y);
+  const detail::GatherStrides g = detail::take_along_axis_strides(a, ind, y, ax);
+  gather(a, g.a, a.strides[ax], idx, g.idx, y);
 }
 
 }  // namespace kiln

@@ -544,25 +544,13 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
       if (k == OpKind::Take) {
         size_t ax = static_cast<size_t>(static_cast<const Take&>(prim).axis());
         Tensor idx = normalized_indices(dev, "take", ind, a.shape[ax], static_cast<int>(ax));
-        const size_t r = ind.shape.size();
-        Strides as(y.shape.size(), 0), is(y.shape.size(), 0);
-        Strides dense = detail::row_major_strides(ind.shape);
-        for (size_t d = 0; d < ax; ++d) as[d] = a.strides[d];
-        for (size_t j = 0; j < r; ++j) is[ax + j] = dense[j];
-        for (size_t d = ax + 1; d < a.shape.size(); ++d) as[d - 1 + r] = a.strides[d];
-        gather(dev, a, as, a.strides[ax], idx, is, y);
+        const detail::GatherStrides g = detail::take_strides(a, ind, y, ax);
+        gather(dev, a, g.a, a.strides[ax], idx, g.idx, y);
       } else {
         size_t ax = static_cast<size_t>(static_cast<const TakeAlongAxis&>(prim).axis());
         Tensor idx = normalized_indices(dev, "take_along_axis", ind, a.shape[ax], static_cast<int>(ax));
-        Strides as(y.shape.size()), is(y.shape.size());
-        Strides dense = detail::row_major_strides(ind.shape);
-        for (size_t d = 0; d < y.shape.size(); ++d) {
-          bool a_bcast = a.shape[d] == 1 && y.shape[d] != 1;
-          bool i_bcast = ind.shape[d] == 1 && y.shape[d] != 1;
-          as[d] = (d == ax || a_bcast) ? 0 : a.strides[d];
-          is[d] = i_bcast ? 0 : dense[d];
-        }
-        gather(dev, a, as, a.strides[ax], idx, is, y);
+        const detail::GatherStrides g = detail::take_along_axis_strides(a, ind, y, ax);
+        gather(dev, a, g.a, a.strides[ax], idx, g.idx, y);
       }
       break;
     }
