@@ -18,6 +18,7 @@
 
 #include <kiln/kiln.h>
 
+#include "memcpy_baseline.h"
 #include "workloads.h"
 
 namespace {
@@ -106,29 +107,11 @@ BENCHMARK(BM_Workload)->Apply(workload_args)->Unit(benchmark::kMillisecond)->Use
 
 // The bandwidth baseline: memcpy of 64 MiB between warmed buffers; bytes: read + write.
 void BM_Memcpy(benchmark::State& state) {
-  const size_t bytes = static_cast<size_t>(kElems * kF);
-  std::unique_ptr<char[]> src(new char[bytes]), dst(new char[bytes]);
-  std::memset(src.get(), 1, bytes);
-  std::memset(dst.get(), 2, bytes);
-  for (auto _ : state) {
-    std::memcpy(dst.get(), src.get(), bytes);
-    benchmark::DoNotOptimize(dst.get());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(state.iterations() * 2 * static_cast<int64_t>(bytes));
+  bench::time_memcpy(state, static_cast<size_t>(kElems * kF));
 }
 BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// 32 cheap elementwise ops over two inputs, so the kernel is short and the host path dominates.
-Array graph32(const Array& x, const Array& y) {
-  Array a = x + y, b = x * y;  // 2
-  for (int i = 0; i < 5; ++i) {
-    a = a * b + 0.5f;                     // 2
-    b = kiln::maximum(b - a, x);          // 2
-    a = kiln::minimum(a, y) - b;          // 2
-  }
-  return a;  // 2 + 5 * 6 = 32 ops
-}
+using bench::graph32;
 
 // Host time of one compiled call on 1k elements, evaluated: call, then eval of the output.
 // Each call is timed on its own; the median is reported as the counter median_ns.

@@ -13,6 +13,8 @@
 
 #include <kiln/kiln.h>
 
+#include "memcpy_baseline.h"
+
 namespace {
 
 using kiln::Array;
@@ -52,16 +54,7 @@ BENCHMARK(BM_Add)->Unit(benchmark::kMillisecond)->UseRealTime();
 // The bandwidth baseline: one memcpy of one array's bytes between warmed buffers.
 // Bytes: read the source, write the destination.
 void BM_Memcpy(benchmark::State& state) {
-  const size_t bytes = static_cast<size_t>(kElems) * sizeof(float);
-  std::unique_ptr<char[]> src(new char[bytes]), dst(new char[bytes]);
-  std::memset(src.get(), 1, bytes);  // touch every page before timing
-  std::memset(dst.get(), 2, bytes);
-  for (auto _ : state) {
-    std::memcpy(dst.get(), src.get(), bytes);
-    benchmark::DoNotOptimize(dst.get());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(state.iterations() * 2 * static_cast<int64_t>(bytes));
+  bench::time_memcpy(state, static_cast<size_t>(kElems) * sizeof(float));
   state.SetItemsProcessed(state.iterations() * kElems);
 }
 BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -205,16 +205,7 @@ using bench::layernorm;
 using bench::softmax_rows;
 using bench::swiglu;
 Array rmsnorm(const Array& x, const Array& w) { return bench::rmsnorm(x, w, 1e-6f); }
-// 32 cheap elementwise ops over two inputs (the host-call workload).
-Array graph32(const Array& x, const Array& y) {
-  Array a = x + y, b = x * y;  // 2
-  for (int i = 0; i < 5; ++i) {
-    a = a * b + 0.5f;             // 2
-    b = kiln::maximum(b - a, x);  // 2
-    a = kiln::minimum(a, y) - b;  // 2
-  }
-  return a;  // 2 + 5 * 6 = 32 ops
-}
+using bench::graph32;
 Array matmul_gelu(const Array& x, const Array& w, const Array& b) { return bench_gelu(kiln::matmul(x, w) + b); }
 
 struct Workload {

@@ -37,4 +37,16 @@ inline Array chain10(const Array& x) {
   return kiln::sin(y);
 }
 
+// 32 cheap elementwise ops over two inputs, so the kernel is short and the host path of a
+// compiled call dominates.
+inline Array graph32(const Array& x, const Array& y) {
+  Array a = x + y, b = x * y;  // 2
+  for (int i = 0; i < 5; ++i) {
+    a = a * b + 0.5f;             // 2
+    b = kiln::maximum(b - a, x);  // 2
+    a = kiln::minimum(a, y) - b;  // 2
+  }
+  return a;  // 2 + 5 * 6 = 32 ops
+}
+
 }  // namespace bench

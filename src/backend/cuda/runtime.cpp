@@ -423,25 +423,23 @@ void trim_memory_cache() {
   }
 }
 
-size_t cached_bytes() {
+namespace {
+
+// A byte count of the allocator summed over the devices.
+size_t sum_over_devices(size_t DeviceState::*field) {
   State& s = state();
   size_t n = 0;
   for (int i = 0; i < s.count; ++i) {
     std::lock_guard<std::mutex> lock(s.devices[i].mu);
-    n += s.devices[i].cached;
+    n += s.devices[i].*field;
   }
   return n;
 }
 
-size_t allocated_bytes() {
-  State& s = state();
-  size_t n = 0;
-  for (int i = 0; i < s.count; ++i) {
-    std::lock_guard<std::mutex> lock(s.devices[i].mu);
-    n += s.devices[i].in_use;
-  }
-  return n;
-}
+}  // namespace
+
+size_t cached_bytes() { return sum_over_devices(&DeviceState::cached); }
+size_t allocated_bytes() { return sum_over_devices(&DeviceState::in_use); }
 
 size_t device_mallocs() { return state().mallocs.load(); }
 
