@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 
 #include "core/buffer.h"
 #include "kiln/array.h"
@@ -50,5 +51,14 @@ struct Tensor {
   /* A view of `src`'s buffer with this tensor's shape and the given strides/offset. */
   void view_of(const Tensor& src, Strides s, int64_t off);
 };
+
+/* A view of base's buffer with the given shape, strides and offset. */
+inline Tensor view(const Tensor& base, Shape shape, Strides strides, int64_t offset) {
+  Tensor t = base;
+  t.shape = std::move(shape);
+  t.strides = std::move(strides);
+  t.offset = offset;
+  return t;
+}
 
 }  // namespace kiln::detail

@@ -16,6 +16,7 @@
 namespace kiln {
 
 using detail::Tensor;
+using detail::view;
 
 namespace {
 
@@ -31,14 +32,6 @@ void dispatch_width(size_t bytes, F&& f) {
   fail("layout", "unsupported element size ", bytes);
 }
 
-/* A view of base's buffer with the given shape, strides and offset. */
-Tensor view(const Tensor& base, Shape shape, Strides strides, int64_t offset) {
-  Tensor t = base;
-  t.shape = std::move(shape);
-  t.strides = std::move(strides);
-  t.offset = offset;
-  return t;
-}
 
 /* Copies src into dst elementwise (same shape, any strides on both). */
 void copy_elements(const Tensor& src, Tensor& dst) {

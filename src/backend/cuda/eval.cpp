@@ -24,6 +24,7 @@
 namespace kiln::cuda {
 
 using detail::Tensor;
+using detail::view;
 using compiler::FusedOp;
 using compiler::FusedProgram;
 using compiler::RowOp;
@@ -185,14 +186,6 @@ Tensor contiguous_on_device(const Tensor& t, int device) {
 }
 
 namespace {
-
-Tensor view(const Tensor& t, Shape shape, Strides strides, int64_t offset) {
-  Tensor v = t;
-  v.shape = std::move(shape);
-  v.strides = std::move(strides);
-  v.offset = offset;
-  return v;
-}
 
 // A row program over inputs broadcast to `full`, whose last `reduced` axes form the rows.
 void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tensor> ins, std::vector<Tensor>& outs,
