@@ -38,6 +38,20 @@ const char* wide_type(OpKind k, Dtype d) {
   return compute_type(d);
 }
 
+namespace {
+
+// Ops whose result is one of their arguments or another value of the arguments' type
+// (a sign flip, an integral value, a pick), so rounding it through that type again is a no-op.
+bool result_exact_in_type(OpKind k) {
+  switch (k) {
+    case OpKind::Abs: case OpKind::Negative: case OpKind::Sign: case OpKind::Floor: case OpKind::Ceil:
+    case OpKind::Round: case OpKind::Maximum: case OpKind::Minimum: case OpKind::Where: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
 std::string rounded_expr(OpKind k, const Primitive& prim, Dtype out, const std::vector<std::string>& args,
                          const std::vector<Dtype>& arg_dtypes) {
   std::string expr;
@@ -52,8 +66,11 @@ std::string rounded_expr(OpKind k, const Primitive& prim, Dtype out, const std::
     expr += ")";
   }
   std::string ct = compute_type(out);
+  bool args_in_out_type = true;
+  for (size_t i = (k == OpKind::Where ? 1 : 0); i < arg_dtypes.size(); ++i) args_in_out_type &= arg_dtypes[i] == out;
+  bool already_rounded = k != OpKind::AsType && result_exact_in_type(k) && args_in_out_type;
   // Round through the stored type where it is narrower than the compute type.
-  if (out == float16 || out == bfloat16 || k == OpKind::AsType) {
+  if (!already_rounded && (out == float16 || out == bfloat16 || k == OpKind::AsType)) {
     return "static_cast<" + ct + ">(static_cast<" + cpp_type(out) + ">(" + expr + "))";
   }
   return "static_cast<" + ct + ">(" + expr + ")";

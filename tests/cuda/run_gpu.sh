@@ -12,6 +12,7 @@
 # Output: one line per executable plus its failures; full logs under the log dir.
 # Knobs: SUITE, SAN_SUITES (lists), KILN_FUZZ_COUNT (test_fuzz, 60), SUITE_TIMEOUT (240 s
 # each), SAN_FUZZ (test_cuda's random graphs under the sanitizers, 8), SAN_JOBS (4),
+# SAN_SHARDS (1: each sanitizer job split into this many gtest shards run side by side),
 # SAN_BUDGET (330 s), SAN_FILTER (test_cuda filter there; left out by default: the out-of-memory
 # test, and the epilogue timing test, whose 4096^3 products take minutes under a sanitizer
 # and measure nothing there).
@@ -37,7 +38,7 @@ verdict() { grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$1" | tr '\n'
 for phase in $PHASES; do
   case $phase in
     build)
-      cmake -S . -B "$B" -G Ninja -DKILN_BUILD_BENCH=OFF -DKILN_BUILD_EXAMPLES=OFF >"$L/cmake.log" 2>&1 || { tail -20 "$L/cmake.log"; exit 1; }
+      cmake -S . -B "$B" -G Ninja -DKILN_BUILD_BENCH=${KILN_BUILD_BENCH:-OFF} -DKILN_BUILD_EXAMPLES=OFF >"$L/cmake.log" 2>&1 || { tail -20 "$L/cmake.log"; exit 1; }
       ninja -C "$B" -j16 test_cuda kiln_cli $(targets) >"$L/build.log" 2>&1 || { grep -E "error" -A5 "$L/build.log" | head -60; exit 1; }
       echo "build ok";;
     cuda)
@@ -73,15 +74,23 @@ for phase in $PHASES; do
       jobs_list=("racecheck|test_cuda|${SAN_FILTER:--Cuda.OutOfMemory*:Cuda.MatmulEpilogueAtScaleRunsInCublasLt}|KILN_CUDA_FUZZ_COUNT=${SAN_FUZZ:-8}"
                  "memcheck|test_cuda|${SAN_FILTER:--Cuda.OutOfMemory*:Cuda.MatmulEpilogueAtScaleRunsInCublasLt}|KILN_CUDA_FUZZ_COUNT=${SAN_FUZZ:-8}")
       for t in $SAN_SUITES; do jobs_list+=("memcheck|$t||KILN_TEST_DEVICE=cuda"); done
+      shards=${SAN_SHARDS:-1}
+      if ((shards > 1)); then  # tool|executable|filter|environment with a shard each
+        sharded=()
+        for job in "${jobs_list[@]}"; do
+          for ((i = 0; i < shards; ++i)); do sharded+=("$job GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i|.$i"); done
+        done
+        jobs_list=("${sharded[@]}")
+      fi
       phase_start=$SECONDS
       budget=${SAN_BUDGET:-330}
       running=0
       for job in "${jobs_list[@]}"; do
-        IFS='|' read -r tool t filter envs <<<"$job"
+        IFS='|' read -r tool t filter envs shard <<<"$job"
         while ((running >= ${SAN_JOBS:-4})); do wait -n; running=$((running - 1)); done
         left=$((budget - (SECONDS - phase_start)))
         ((left < 20)) && left=20
-        log="$L/sanitize_${tool}_$t.log"
+        log="$L/sanitize_${tool}_$t$shard.log"
         args=()
         [[ -n $filter ]] && args=("--gtest_filter=$filter")
         (
@@ -94,15 +103,15 @@ for phase in $PHASES; do
       done
       wait
       for job in "${jobs_list[@]}"; do
-        IFS='|' read -r tool t filter envs <<<"$job"
-        log="$L/sanitize_${tool}_$t.log"
+        IFS='|' read -r tool t filter envs shard <<<"$job"
+        log="$L/sanitize_${tool}_$t$shard.log"
         read -r rc secs <"$log.status"
         summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
         reports=$(grep -cE "^========= +(Invalid|Program hit|Error|Race|Warning|Uninitialized|Barrier|Malloc|Leaked)" "$log")
         if [[ $rc == 124 || $rc == 137 ]]; then
           summary="TIMED OUT (partial: $(grep -c '^\[       OK \]' "$log") tests finished, $reports sanitizer reports so far)"
         fi
-        echo "$tool $t rc=$rc ${secs}s ${summary:-no summary} $(verdict "$log")"
+        echo "$tool $t$shard rc=$rc ${secs}s ${summary:-no summary} $(verdict "$log")"
         grep -E "^========= +(Invalid|Program hit|Error|Race|Warning|Uninitialized|Barrier|Malloc|Leaked)" "$log" | sort | uniq -c | sort -rn | head -5 | cut -c1-250
         grep -E "^\[  FAILED  \] [A-Z]" "$log" | head -10
       done

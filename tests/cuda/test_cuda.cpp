@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -142,6 +143,37 @@ TEST_F(Cuda, Binary) {
       for (B f : {B(bitwise_and), B(bitwise_or), B(bitwise_xor), B(left_shift), B(right_shift)}) {
         EXPECT_TRUE(both({p, q}, [&](auto& v) { return f(v[0], v[1]); })) << dtype_name(d);
       }
+    }
+  }
+}
+
+// bfloat16 add, subtract and multiply run as native bf16 math on the GPU; they must round
+// exactly as the CPU does (float result, rounded once more) for every bfloat16 value, paired
+// with random values, with its neighbour (cancellation, ties) and with values of its exponent.
+TEST_F(Cuda, Bfloat16ArithmeticRoundsExactlyAsTheCpu) {
+  std::vector<float> all(65536), shuffled, neighbour(65536), same_exponent(65536);
+  for (uint32_t b = 0; b < 65536; ++b) all[b] = std::bit_cast<float>(b << 16);
+  shuffled = all;
+  std::mt19937 rng(5);
+  std::shuffle(shuffled.begin(), shuffled.end(), rng);
+  for (uint32_t b = 0; b < 65536; ++b) {
+    neighbour[b] = all[b ^ 1];
+    same_exponent[b] = std::bit_cast<float>(((b & 0xFF80u) | (static_cast<uint32_t>(rng()) & 0x7Fu)) << 16);
+  }
+  Array a = astype(array(all, {65536}), bfloat16);
+  for (auto* other : {&shuffled, &neighbour, &same_exponent}) {
+    Array b = astype(array(*other, {65536}), bfloat16);
+    for (auto f : {add, subtract, multiply}) {
+      auto cpu = f(a, b).to_vector<float>();
+      auto gpu_values = f(to(a, gpu), to(b, gpu)).to_vector<float>();
+      size_t wrong = 0, first = 0;
+      for (size_t i = 0; i < cpu.size(); ++i) {
+        bool same = std::bit_cast<uint32_t>(cpu[i]) == std::bit_cast<uint32_t>(gpu_values[i]) ||
+                    (std::isnan(cpu[i]) && std::isnan(gpu_values[i]));
+        if (!same && wrong++ == 0) first = i;
+      }
+      EXPECT_EQ(wrong, 0u) << "first at " << all[first] << " and " << (*other)[first] << ": cpu " << cpu[first]
+                           << " gpu " << gpu_values[first];
     }
   }
 }
