@@ -289,8 +289,11 @@ std::shared_ptr<Buffer> allocate(int device, size_t bytes) {
 void allocate_output(int device, Tensor& t) {
   size_t need = static_cast<size_t>(t.size()) * t.itemsize();
   if (Block* b = block_of(t)) {
+    // A buffer handed over by a compiled plan (donated) is still referenced by the dead
+    // input it came from, so its use count says nothing; the plan vouches for it instead.
     bool reuse = b->device == device && b->stream == stream(device) && t.buffer->bytes() >= need &&
-                 t.buffer.use_count() == 1;
+                 (t.buffer.use_count() == 1 || t.donated);
+    t.donated = false;
     if (reuse) {
       std::lock_guard<std::mutex> lock(b->mu);
       reuse = b->users.empty();  // another stream may still read a donated input
