@@ -67,6 +67,16 @@ __device__ inline float kiln_bf16_mul(float a, float b) {
   return kiln_bf16_fma(kiln_bf16_bits(a), kiln_bf16_bits(b), 0x8000 /* -0: keeps a zero product's sign */);
 }
 
+// gelu_tanh for a 16-bit float result, in float alone: x sigmoid(2u) with e^-|2u| <= 1, so the
+// denominator stays in [1, 2] and the fast division is safe. Its few-ulp float error vanishes
+// in the rounding to 8 or 11 bits (a float32 result needs the double form).
+__device__ inline float kiln_gelu_tanh_narrow(float x) {
+  x = x < -14.0f ? -14.0f : x;  // the result is -0 there; never -inf * 0
+  const float v = -1.5957691216057308f * (x + 0.044715f * (x * x * x));  // -2u
+  const float e = expf(v > 0.0f ? -v : v);
+  return __fdividef(v > 0.0f ? x * e : x, 1.0f + e);
+}
+
 // A value exchanged with lane (lane ^ mask) of the warp, for any type of 1 to 8 bytes.
 template <class W> __device__ inline W kiln_shfl_xor(W v, int mask) {
   if constexpr (sizeof(W) == 8) {
@@ -214,11 +224,17 @@ void emit_pointers(std::ostringstream& s, const compiler::FusedProgram& p, int p
 }
 
 // Member i's expression: bfloat16 add, subtract and multiply of bfloat16 values as native
-// bf16 math, every other op as the shared generators spell it.
+// bf16 math, gelu_tanh with a 16-bit result in float, every other op as the shared
+// generators spell it.
 template <class Ops>
 std::string cuda_member_expr(const Ops& ops, size_t i) {
   const auto& op = ops[i];
   const OpKind k = op.prim->kind();
+  if (k == OpKind::GeluTanh && (op.dtype == bfloat16 || op.dtype == float16) &&
+      ops[static_cast<size_t>(op.args[0])].dtype == op.dtype) {
+    const std::string t = compiler::cpp_type(op.dtype);
+    return "static_cast<float>(static_cast<" + t + ">(kiln_gelu_tanh_narrow(t" + std::to_string(op.args[0]) + ")))";
+  }
   const char* native = k == OpKind::Add ? "kiln_bf16_add" : k == OpKind::Subtract ? "kiln_bf16_sub"
                        : k == OpKind::Multiply ? "kiln_bf16_mul" : nullptr;
   bool bf16 = op.dtype == bfloat16 && op.args.size() == 2;
