@@ -51,6 +51,7 @@ struct Layout {
   ~Layout() {
     if (!driver()) return;
     if (exec) driver()->cuGraphExecDestroy(exec);  // freed once in-flight launches finish
+    if (launched) driver()->cuEventDestroy(launched);
     if (graph) driver()->cuGraphDestroy(graph);
   }
 
@@ -67,6 +68,8 @@ struct Layout {
   std::vector<OutputLayout> outputs;
   std::vector<std::shared_ptr<Buffer>> owned;  // intermediates, reused by every replay
   std::vector<CUstream> streams;               // that have launched the graph
+  CUstream last_stream = nullptr;              // of the latest run (the recording, then launches)
+  CUevent launched = nullptr;                  // marks last_stream for a launch from another stream
   uint64_t kernels = 0;
 };
 
@@ -211,6 +214,15 @@ void replay(int device, Layout& l, const std::vector<Tensor>& in, std::vector<Te
       if (blk->stream != st) blk->users.push_back(st);
     }
   }
+  // Runs of one layout share its intermediates. CUDA orders launches of one graph, but not
+  // after the recording run's own kernels, and tools that relaunch graphs may not: so a
+  // launch from another stream first waits for everything queued on the last one.
+  if (l.last_stream != st) {
+    if (!l.launched) check(d.cuEventCreate(&l.launched, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    check(d.cuEventRecord(l.launched, l.last_stream), "cuEventRecord");
+    check(d.cuStreamWaitEvent(st, l.launched, 0), "cuStreamWaitEvent");
+    l.last_stream = st;
+  }
   check(d.cuGraphLaunch(l.exec, st), "cuGraphLaunch");
   for (size_t i = 0; i < out.size(); ++i) {
     const OutputLayout& o = l.outputs[i];
@@ -263,6 +275,7 @@ void run_compiled(int device, const compiler::CompiledCall& call, const std::vec
   l->kernels = static_cast<uint64_t>(kernels);
   if (build(device, *l, rec, in, out)) {
     l->ready = true;
+    l->last_stream = stream(device);
   } else if (++l->attempts >= kMaxAttempts || (rec.replayable && rec.launches.size() < 2)) {
     l->failed = true;
   }
