@@ -358,10 +358,7 @@ std::string row_source(const compiler::RowProgram& p, const RowVariant& var) {
   s << "#include \"kiln/cuda_support.h\"\n\n";
   s << "extern \"C\" __global__ void __launch_bounds__(" << var.threads << ") kiln_kernel(const KilnMeta<" << len
     << "> m) {\n";
-  // Column indices in int unless a row is longer: half the integer work of every pass.
-  const std::string ix = var.wide_index ? "long" : "int";
-  s << "  const long rows = m.v[0];\n  const " << ix << " n = static_cast<" << ix << ">(m.v[1]);\n";
-  s << "  const int tid = threadIdx.x;\n";
+  s << "  const long rows = m.v[0], n = m.v[1];\n  const int tid = threadIdx.x;\n";
   if (var.cached_inputs) s << "  extern __shared__ __align__(16) unsigned char kiln_smem[];\n  long smem_at = 0;\n";
   for (auto& op : ops) {
     if (op.prim) continue;
@@ -388,10 +385,10 @@ std::string row_source(const compiler::RowProgram& p, const RowVariant& var) {
     std::string k = std::to_string(op.input), t = cpp_type(op.dtype);
     if (var.vector_in) {
       std::string vec = "kiln_vec<" + t + ", " + std::to_string(16 / size_of(op.dtype)) + ">";
-      s << "    for (" << ix << " j = tid; j < n / " << 16 / size_of(op.dtype) << "; j += blockDim.x) reinterpret_cast<" << vec
+      s << "    for (long j = tid; j < n / " << 16 / size_of(op.dtype) << "; j += blockDim.x) reinterpret_cast<" << vec
         << "*>(c" << k << ")[j] = reinterpret_cast<const " << vec << "*>(in" << k << " + r * rs" << k << ")[j];\n";
     } else {
-      s << "    for (" << ix << " j = tid; j < n; j += blockDim.x) c" << k << "[j] = in" << k << "[r * rs" << k << " + j];\n";
+      s << "    for (long j = tid; j < n; j += blockDim.x) c" << k << "[j] = in" << k << "[r * rs" << k << " + j];\n";
     }
   }
   if (var.cached_inputs) s << "    __syncthreads();\n";
@@ -428,7 +425,7 @@ std::string row_source(const compiler::RowProgram& p, const RowVariant& var) {
       s << "    " << w << " acc" << i << " = static_cast<" << w << ">(" << functor(ops[i].prim->kind()) << "::init<"
         << compute_type(ops[i].dtype) << ">());\n";
     }
-    s << "    for (" << ix << " j = tid; j < n; j += blockDim.x) {\n";
+    s << "    for (long j = tid; j < n; j += blockDim.x) {\n";
     for (size_t i : element_closure(roots)) emit_op(s, i, "      ");
     for (size_t i : reductions) {
       const char* w = wide_type(ops[i].prim->kind(), ops[i].dtype);
@@ -453,14 +450,14 @@ std::string row_source(const compiler::RowProgram& p, const RowVariant& var) {
   if (!elem_outputs.empty()) {
     // With vector stores each thread computes vector_out neighbouring elements.
     const int v = std::max(var.vector_out, 1);
-    s << "    for (" << ix << " jv = tid; jv < n / " << v << "; jv += blockDim.x) {\n";
+    s << "    for (long jv = tid; jv < n / " << v << "; jv += blockDim.x) {\n";
     for (int o = 0; o < nout; ++o) {
       const compiler::RowOp& op = ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])];
       if (!op.per_row) s << "      kiln_vec<" << cpp_type(op.dtype) << ", " << v << "> r" << o << ";\n";
     }
     const std::set<size_t> closure = element_closure(elem_outputs);
     for (int e = 0; e < v; ++e) {  // unrolled here: constant indices keep the vector in registers
-      s << "      {\n        constexpr int e = " << e << ";\n        const " << ix << " j = jv * " << v << " + e;\n";
+      s << "      {\n        constexpr int e = " << e << ";\n        const long j = jv * " << v << " + e;\n";
       for (size_t i : closure) emit_op(s, i, "        ");
       for (int o = 0; o < nout; ++o) {
         const compiler::RowOp& op = ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])];

@@ -39,7 +39,6 @@ struct RowVariant {
   uint64_t cached_inputs = 0;  // inputs (a bit each, cs == 1) staged a row at a time in shared memory
   bool vector_in = false;      // staged with 16-byte loads (every row start 16-byte aligned, n a multiple)
   int vector_out = 1;          // per-element outputs written this many at a time (aligned, n a multiple)
-  bool wide_index = false;     // rows longer than 2^31 - 1 elements: column indices in long
 };
 std::string row_source(const compiler::RowProgram& p, const RowVariant& variant);
 int row_meta_len(int inputs, int outputs);

@@ -1,7 +1,6 @@
 // Every primitive on a CUDA device: one switch on the op kind, so primitives need no
 // GPU methods and all CUDA code stays in this directory.
 #include <cstring>
-#include <limits>
 
 #include "backend/common/dispatch.h"
 #include "backend/cpu/indices.h"
@@ -246,10 +245,8 @@ void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tenso
     const long bytes = var.vector_out * static_cast<long>(outs[o].itemsize());
     if (ptr_bits(outs[o]) % bytes != 0 || n % var.vector_out != 0) var.vector_out = 1;
   }
-  var.wide_index = n > std::numeric_limits<int32_t>::max();
-  const uint64_t variant =
-      (((var.cached_inputs * 2 + (var.vector_in ? 1 : 0)) * 32 + static_cast<uint64_t>(var.vector_out)) * 2048 +
-       static_cast<uint64_t>(var.threads)) * 2 + (var.wide_index ? 1 : 0);
+  const uint64_t variant = ((var.cached_inputs * 2 + (var.vector_in ? 1 : 0)) * 32 + static_cast<uint64_t>(var.vector_out)) * 2048 +
+                           static_cast<uint64_t>(var.threads);
   CUfunction f = program_kernel(dev, slots, variant, [&] { return row_source(p, var); });
   unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{device_info(dev).sms} * 32));
   launch(dev, f, grid, static_cast<unsigned>(var.threads), meta, static_cast<unsigned>(smem));
