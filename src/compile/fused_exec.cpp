@@ -88,9 +88,12 @@ void Fused::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   int64_t inner = L.shape.back();
   int64_t rows = detail::shape_size(L.shape) / inner;
   size_t nin = in.size(), nout = out.size();
-  int64_t cost = static_cast<int64_t>(program_->ops.size());
-  // Work is split into chunks of rows, or of one long row.
-  int64_t chunk = std::max<int64_t>(1, detail::kParallelGrain / std::max<int64_t>(1, cost));
+  int64_t cost = 0;  // per element: the members that compute (inputs cost nothing)
+  for (auto& op : program_->ops) cost += op.prim ? 1 : 0;
+  // Work is split into chunks of rows, or of one long row. The generated code is vectorized,
+  // so a member costs a fraction of an eager kernel's element: a chunk holds 4 grains of work,
+  // or waking a pool thread (microseconds) would outweigh a small call's whole kernel.
+  int64_t chunk = std::max<int64_t>(1, 4 * detail::kParallelGrain / std::max<int64_t>(1, cost));
   int64_t pieces_per_row = std::max<int64_t>(1, (inner + chunk - 1) / chunk);
   if (rows > 1) pieces_per_row = 1;
   int64_t piece_len = (inner + pieces_per_row - 1) / pieces_per_row;
