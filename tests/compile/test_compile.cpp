@@ -198,6 +198,32 @@ TEST(Compile, NanAndInfConstantsInEveryFloatDtype) {
   }
 }
 
+// Ops whose result is already a value of a 16-bit type (abs, negative, sign, floor, ceil,
+// round, maximum, minimum, where) are not rounded again in generated code: compiled results
+// must still equal eager ones bit for bit, NaN and infinities included.
+TEST(Compile, SixteenBitExactOpsMatchEager) {
+  auto fn = [](const std::vector<Array>& in) {
+    Array x = in[0], y = in[1];
+    return std::vector<Array>{abs(x) * y,          -x + y,           sign(x) * y,
+                              floor(x * y),        ceil(x) - y,      round(x * 0.5f),
+                              maximum(x, y) * x,   minimum(x, y) - x, where(x > y, x, y) * y};
+  };
+  auto f = compile(fn);
+  for (Dtype d : {float16, bfloat16}) {
+    std::vector<double> xv = kt::random_values(64, d, 31, -40, 40), yv = kt::random_values(64, d, 32, -3, 3);
+    const double inf = std::numeric_limits<double>::infinity();
+    const std::vector<double> special = {std::nan(""), inf, -inf, 0.0, -0.0, 2.5, -2.5, 65504};
+    for (size_t i = 0; i < special.size(); ++i) {
+      xv[i] = special[i];
+      yv[i + 8] = special[i];
+    }
+    Array x = kt::from_values(xv, {64}, d), y = kt::from_values(yv, {64}, d);
+    auto got = f({x, y});
+    auto want = fn({x, y});
+    for (size_t o = 0; o < got.size(); ++o) expect_same(got[o], want[o], std::string(dtype_name(d)) + " output " + std::to_string(o));
+  }
+}
+
 TEST(Compile, IntegerAndBoolDtypes) {
   auto f = compile([](const std::vector<Array>& in) {
     Array a = in[0], b = in[1];
