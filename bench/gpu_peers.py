@@ -400,76 +400,71 @@ def selected(ctx):
             yield name, shapes, formula, builtin, elems, dt
 
 
-def peers_torch_eager(ctx):
+def each_peer_case(ctx, error_field, label, measure, budgeted=False, torch_memory=True):
+    """measure(r, name, shapes, formula, builtin, dt) for every selected workload and dtype, r
+    its record: a failure goes to r[error_field]; the results are written after each case."""
     for name, shapes, formula, builtin, elems, dt in selected(ctx):
         r = ctx.rec("peers", name, dt)
         r["bytes"] = elems * DTYPE_SIZE[dt]
+        what = f"{name} {dt} {label}"
+        if budgeted and ctx.over_budget():
+            ctx.fail(r, error_field, what, RuntimeError("skipped: --budget-s exceeded"))
+            continue
         try:
-            x = torch_inputs(ctx, shapes, dt)
-            ms, _ = time_torch(ctx, functools.partial(formula, TorchOps), x, ctx.args.reps)
-            r["torch_eager_ms"] = ms
-            r["torch_builtin_ms"] = None
-            if builtin is not None:
-                try:
-                    r["torch_builtin_ms"], _ = time_torch(ctx, builtin, x, ctx.args.reps)
-                except Exception as e:  # noqa: BLE001 (an older PyTorch may lack F.rms_norm)
-                    ctx.fail(r, "torch_builtin_error", f"{name} {dt} torch builtin", e)
-            print(f"{name:<10} {dt:<9} torch eager {ms:9.4f} ms  builtin {r['torch_builtin_ms'] or float('nan'):9.4f} ms",
-                  flush=True)
-            del x
+            measure(r, name, shapes, formula, builtin, dt)
         except Exception as e:  # noqa: BLE001
-            ctx.fail(r, "torch_eager_error", f"{name} {dt} torch eager", e)
+            ctx.fail(r, error_field, what, e)
         ctx.write()
         gc.collect()
-        if not ctx.cpu:
+        if torch_memory and not ctx.cpu:
             torch.cuda.empty_cache()
+
+
+def peers_torch_eager(ctx):
+    def measure(r, name, shapes, formula, builtin, dt):
+        x = torch_inputs(ctx, shapes, dt)
+        ms, _ = time_torch(ctx, functools.partial(formula, TorchOps), x, ctx.args.reps)
+        r["torch_eager_ms"] = ms
+        r["torch_builtin_ms"] = None
+        if builtin is not None:
+            try:
+                r["torch_builtin_ms"], _ = time_torch(ctx, builtin, x, ctx.args.reps)
+            except Exception as e:  # noqa: BLE001 (an older PyTorch may lack F.rms_norm)
+                ctx.fail(r, "torch_builtin_error", f"{name} {dt} torch builtin", e)
+        print(f"{name:<10} {dt:<9} torch eager {ms:9.4f} ms  builtin {r['torch_builtin_ms'] or float('nan'):9.4f} ms",
+              flush=True)
+
+    each_peer_case(ctx, "torch_eager_error", "torch eager", measure)
 
 
 def peers_torch_compile(ctx):
-    for name, shapes, formula, builtin, elems, dt in selected(ctx):
-        r = ctx.rec("peers", name, dt)
-        r["bytes"] = elems * DTYPE_SIZE[dt]
-        if ctx.over_budget():
-            ctx.fail(r, "torch_compile_error", f"{name} {dt} torch.compile", RuntimeError("skipped: --budget-s exceeded"))
-            continue
-        try:
-            x = torch_inputs(ctx, shapes, dt)
-            fn = torch_compiled(functools.partial(formula, TorchOps))
-            t0 = time.perf_counter()
-            fn(*x)
-            torch_sync()
-            r["torch_compile_first_call_s"] = time.perf_counter() - t0
-            ms, _ = time_torch(ctx, fn, x, ctx.args.reps)
-            r["torch_compile_ms"] = ms
-            print(f"{name:<10} {dt:<9} torch.compile {ms:9.4f} ms (first call {r['torch_compile_first_call_s']:.1f} s)",
-                  flush=True)
-            del x, fn
-        except Exception as e:  # noqa: BLE001
-            ctx.fail(r, "torch_compile_error", f"{name} {dt} torch.compile", e)
-        ctx.write()
-        gc.collect()
-        if not ctx.cpu:
-            torch.cuda.empty_cache()
+    def measure(r, name, shapes, formula, builtin, dt):
+        x = torch_inputs(ctx, shapes, dt)
+        fn = torch_compiled(functools.partial(formula, TorchOps))
+        t0 = time.perf_counter()
+        fn(*x)
+        torch_sync()
+        r["torch_compile_first_call_s"] = time.perf_counter() - t0
+        ms, _ = time_torch(ctx, fn, x, ctx.args.reps)
+        r["torch_compile_ms"] = ms
+        print(f"{name:<10} {dt:<9} torch.compile {ms:9.4f} ms (first call {r['torch_compile_first_call_s']:.1f} s)",
+              flush=True)
+
+    each_peer_case(ctx, "torch_compile_error", "torch.compile", measure, budgeted=True)
 
 
 def peers_jax(ctx):
-    for name, shapes, formula, builtin, elems, dt in selected(ctx):
-        r = ctx.rec("peers", name, dt)
-        r["bytes"] = elems * DTYPE_SIZE[dt]
-        try:
-            x = jax_inputs(shapes, dt)
-            fn = jax.jit(functools.partial(formula, JaxOps))
-            t0 = time.perf_counter()
-            fn(*x).block_until_ready()
-            r["jax_jit_first_call_s"] = time.perf_counter() - t0
-            ms, _ = time_jax(fn, x, ctx.args.reps, ctx.args.jax_inner)
-            r["jax_jit_ms"] = ms
-            print(f"{name:<10} {dt:<9} jax.jit {ms:9.4f} ms", flush=True)
-            del x, fn
-        except Exception as e:  # noqa: BLE001
-            ctx.fail(r, "jax_jit_error", f"{name} {dt} jax.jit", e)
-        ctx.write()
-        gc.collect()
+    def measure(r, name, shapes, formula, builtin, dt):
+        x = jax_inputs(shapes, dt)
+        fn = jax.jit(functools.partial(formula, JaxOps))
+        t0 = time.perf_counter()
+        fn(*x).block_until_ready()
+        r["jax_jit_first_call_s"] = time.perf_counter() - t0
+        ms, _ = time_jax(fn, x, ctx.args.reps, ctx.args.jax_inner)
+        r["jax_jit_ms"] = ms
+        print(f"{name:<10} {dt:<9} jax.jit {ms:9.4f} ms", flush=True)
+
+    each_peer_case(ctx, "jax_jit_error", "jax.jit", measure, torch_memory=False)
 
 
 def host_rec(ctx):
