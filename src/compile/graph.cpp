@@ -60,6 +60,15 @@ std::vector<GNode> topological_order(const Graph& g, std::vector<GNode> nodes) {
   return out;
 }
 
+void replace_nodes(Graph& g, const std::vector<bool>& removed, std::vector<GNode> added) {
+  std::vector<GNode> kept;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (!removed[n]) kept.push_back(std::move(g.nodes[n]));
+  }
+  for (auto& a : added) kept.push_back(std::move(a));
+  g.nodes = topological_order(g, std::move(kept));
+}
+
 void verify(const Graph& g, const char* after_pass) {
   auto bad = [&](const auto&... parts) { fail("compile", "graph invalid after pass '", after_pass, "': ", parts...); };
   std::vector<bool> defined(g.values.size(), false);

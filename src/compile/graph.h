@@ -43,6 +43,9 @@ struct Graph {
 /* `nodes` (whose values live in g) reordered so each comes after the producers of its
    inputs; throws when they form a cycle. */
 std::vector<GNode> topological_order(const Graph& g, std::vector<GNode> nodes);
+/* A fusion's result: g's nodes less those marked in `removed`, plus `added`, in
+   topological order. */
+void replace_nodes(Graph& g, const std::vector<bool>& removed, std::vector<GNode> added);
 
 /* Throws with the pass's name when the graph is malformed (reads before writes,
    dangling ids, shape mismatches between a node and its primitive). */

@@ -58,12 +58,7 @@ class FuseElementwise : public Pass {
       changed = true;
     }
     if (!changed) return false;
-    std::vector<GNode> all;
-    for (size_t n = 0; n < nn; ++n) {
-      if (!removed[n]) all.push_back(std::move(g.nodes[n]));
-    }
-    for (auto& a : added) all.push_back(std::move(a));
-    g.nodes = topological_order(g, std::move(all));
+    replace_nodes(g, removed, std::move(added));
     return true;
   }
 

@@ -60,12 +60,7 @@ class FuseMatmulEpilogue : public Pass {
       added.push_back(GNode{std::make_shared<MatmulEpilogue>(act), {mm.inputs[0], mm.inputs[1], bias}, {result}});
     }
     if (added.empty()) return false;
-    std::vector<GNode> kept;
-    for (size_t n = 0; n < nn; ++n) {
-      if (!removed[n]) kept.push_back(std::move(g.nodes[n]));
-    }
-    for (auto& a : added) kept.push_back(std::move(a));
-    g.nodes = topological_order(g, std::move(kept));
+    replace_nodes(g, removed, std::move(added));
     return true;
   }
 

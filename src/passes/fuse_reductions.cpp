@@ -46,12 +46,7 @@ class FuseReductions : public Pass {
       added.push_back(build(regions[r], spaces_[r]));
       for (size_t m : regions[r]) removed[m] = true;
     }
-    std::vector<GNode> kept;
-    for (size_t n = 0; n < g.nodes.size(); ++n) {
-      if (!removed[n]) kept.push_back(std::move(g.nodes[n]));
-    }
-    for (auto& a : added) kept.push_back(std::move(a));
-    g.nodes = topological_order(g, std::move(kept));
+    replace_nodes(g, removed, std::move(added));
     return true;
   }
 
