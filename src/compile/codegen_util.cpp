@@ -53,15 +53,18 @@ bool result_exact_in_type(OpKind k) {
 }  // namespace
 
 std::string rounded_expr(OpKind k, const Primitive& prim, Dtype out, const std::vector<std::string>& args,
-                         const std::vector<Dtype>& arg_dtypes) {
+                         const std::vector<Dtype>& arg_dtypes, const std::string& fn) {
   std::string expr;
   if (k == OpKind::AsType) {
-    expr = std::string("kiln::math::convert<") + cpp_type(out) + ">(static_cast<" + cpp_type(arg_dtypes[0]) + ">(" +
-           args[0] + "))";
+    // A 16-bit float argument is held exactly by its compute type, which converts the same.
+    const Dtype from = arg_dtypes[0];
+    const bool exact = from == float16 || from == bfloat16;
+    expr = std::string("kiln::math::convert<") + cpp_type(out) + ">(" +
+           (exact ? args[0] : std::string("static_cast<") + cpp_type(from) + ">(" + args[0] + ")") + ")";
   } else if (k == OpKind::Where) {
     expr = "(" + args[0] + " ? " + args[1] + " : " + args[2] + ")";
   } else {
-    expr = std::string(functor(k)) + "{}(";
+    expr = fn.empty() ? std::string(functor(k)) + "{}(" : fn + "(";
     for (size_t i = 0; i < args.size(); ++i) expr += (i ? ", " : "") + args[i];
     expr += ")";
   }

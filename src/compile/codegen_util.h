@@ -18,9 +18,10 @@ const char* functor(OpKind k);
 /* The accumulator a reduction's lanes are folded into: double for float sums. */
 const char* wide_type(OpKind k, Dtype d);
 /* Expression computing an elementwise op on argument variables (compute types),
-   rounded through the stored dtype so results equal the eager kernels'. */
+   rounded through the stored dtype so results equal the eager kernels'. `fn` replaces the
+   op's functor call by a function of the same arguments and result. */
 std::string rounded_expr(OpKind k, const Primitive& prim, Dtype out, const std::vector<std::string>& args,
-                         const std::vector<Dtype>& arg_dtypes);
+                         const std::vector<Dtype>& arg_dtypes, const std::string& fn = "");
 
 /* rounded_expr for member i of a region program (FusedProgram or RowProgram ops), its
    arguments spelled t<a>. */

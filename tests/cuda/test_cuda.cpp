@@ -442,6 +442,57 @@ TEST_F(Cuda, CompiledAgainstEager) {
   }
 }
 
+// Compiled row regions at every kind of row kernel: rows held in registers (whole or partial
+// last chunk, vector or strided loads) and staged rows (too long for registers). Rows hold
+// NaN and infinities, and values too small or too large for the one-reciprocal division, so
+// x / max|x| (an order-free reduction) must equal eager bit for bit.
+TEST_F(Cuda, RowRegionsMatchEagerAtEveryLengthLayoutAndValue) {
+  auto body = [](const std::vector<Array>& v) -> std::vector<Array> {
+    Array d = v[0] - mean(v[0], {-1}, true);
+    return {v[0] / max(abs(v[0]), {-1}, true), softmax(v[0]), d * rsqrt(mean(d * d, {-1}, true) + 1e-5f)};
+  };
+  auto fn = compile(body);
+  auto same_bits = [](const Array& a, const Array& b) {
+    auto x = a.to_vector<double>(), y = b.to_vector<double>();
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(x[i]) && std::isnan(y[i])) continue;
+      if (x[i] != y[i] || std::signbit(x[i]) != std::signbit(y[i])) {
+        return ::testing::AssertionFailure() << "element " << i << ": compiled " << x[i] << " eager " << y[i];
+      }
+    }
+    return ::testing::AssertionSuccess();
+  };
+  for (Dtype d : {float32, bfloat16, float16}) {
+    for (int64_t n : {1, 7, 300, 4096, 4100, 40000}) {
+      const int64_t rows = 5;
+      std::vector<double> v = kt::random_values(rows * n, d, 131 + static_cast<uint64_t>(n), -3, 3);
+      const double specials[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0};
+      for (int64_t j = 0; j < n && j < 5; ++j) v[static_cast<size_t>(n + j * 2 % n)] = specials[j];  // row 1
+      v[static_cast<size_t>(2 * n)] = -0.0;  // row 2: signed zeros among ordinary values
+      for (int64_t j = 0; j < n; ++j) {
+        v[static_cast<size_t>(3 * n + j)] *= 1e-25;  // row 3: below the fast division's range
+        v[static_cast<size_t>(4 * n + j)] *= 1e25;   // row 4: above it
+      }
+      Array x = kt::from_values(v, {rows, n}, d);
+      for (bool strided : {false, true}) {
+        // strided: the same values as a (rows, n) view of a contiguous (n, rows) array
+        Array xg = strided ? transpose(copy(transpose(to(x, gpu)))) : to(x, gpu);
+        xg.eval();
+        if (strided && n > 1 && xg.tensor().strides.back() == 1) ADD_FAILURE() << "expected a strided view";
+        auto compiled = fn({xg});
+        auto eager = body({xg});
+        auto cpu_out = body({x});
+        const std::string what = std::string(dtype_name(d)) + " n=" + std::to_string(n) + (strided ? " strided" : "");
+        EXPECT_TRUE(same_bits(compiled[0], eager[0])) << what;
+        for (size_t i = 0; i < eager.size(); ++i) {
+          EXPECT_TRUE(close(compiled[i], eager[i], 1.0)) << what << " output " << i;
+          EXPECT_TRUE(close(compiled[i], cpu_out[i], 1.0)) << what << " output " << i << " against the CPU";
+        }
+      }
+    }
+  }
+}
+
 // A plan of several kernels: softmax rows, a column sum and an elementwise region.
 std::vector<Array> several_kernels(const std::vector<Array>& v) {
   return {softmax(v[0]) * 2.0f, sum(exp(v[0] * 0.5f), {0}), v[0] * v[1] + 1.0f};

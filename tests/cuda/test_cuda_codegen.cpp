@@ -111,6 +111,15 @@ TEST_F(CudaCodegen, RowVariantsCompile) {
       staged.vector_in = true;
       staged.vector_out = 16 / size_of(d);
       compiles(cuda::row_source(p, staged));
+      for (int vec : {1, 16 / size_of(d)}) {
+        for (bool prefetch : {false, true}) {
+          cuda::RowVariant regs = plain;
+          regs.chunks = 2;
+          regs.vec = vec;
+          regs.prefetch = prefetch;
+          compiles(cuda::row_source(p, regs));
+        }
+      }
     }
   }
 }

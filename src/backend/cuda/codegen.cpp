@@ -67,6 +67,28 @@ __device__ inline float kiln_bf16_mul(float a, float b) {
   return kiln_bf16_fma(kiln_bf16_bits(a), kiln_bf16_bits(b), 0x8000 /* -0: keeps a zero product's sign */);
 }
 
+// x (a value of T held in its compute type) as T; a bfloat16 is its float's top half, no cvt.
+template <class T, class C> __device__ inline T kiln_narrow(C x) {
+  if constexpr (std::is_same_v<T, kiln::bfloat16_t> && std::is_same_v<C, float>) {
+    return kiln::bfloat16_t::from_bits(kiln_bf16_bits(x));
+  } else {
+    return static_cast<T>(x);
+  }
+}
+
+// a / b for the many a of a row and its one b. y = 1/b is rounded once per row; then
+// q = a y, r = a - q b (exact in an fma) and q + r y is the correctly rounded quotient
+// (Markstein), as the division instruction sequence computes it, when no step can under- or
+// overflow: |a| and |b| within [2^-60, 2^61). Elsewhere (zeros, NaN, ...) the plain division.
+struct KilnDivisor { float b, y; bool fast; };
+__device__ inline bool kiln_div_range(float x) { return fabsf(x) >= 0x1p-60f && fabsf(x) < 0x1p61f; }
+__device__ inline KilnDivisor kiln_divisor(float b) { return {b, 1.0f / b, kiln_div_range(b)}; }
+__device__ inline float kiln_div_by(float a, const KilnDivisor& d) {
+  if (!d.fast || !kiln_div_range(a)) return a / d.b;
+  const float q = a * d.y;
+  return fmaf(fmaf(-q, d.b, a), d.y, q);
+}
+
 // gelu_tanh for a 16-bit float result, in float alone: x sigmoid(2u) with e^-|2u| <= 1, so the
 // denominator stays in [1, 2] and the fast division is safe. Its few-ulp float error vanishes
 // in the rounding to 8 or 11 bits (a float32 result needs the double form).
@@ -260,7 +282,7 @@ void emit_element(std::ostringstream& s, const compiler::FusedProgram& p, const 
   }
   for (size_t o = 0; o < p.outputs.size(); ++o) {
     int v = p.outputs[o];
-    std::string value = "static_cast<" + std::string(cpp_type(p.ops[static_cast<size_t>(v)].dtype)) + ">(t" +
+    std::string value = "kiln_narrow<" + std::string(cpp_type(p.ops[static_cast<size_t>(v)].dtype)) + ">(t" +
                         std::to_string(v) + ")";
     s << indent << store(static_cast<int>(o), value) << ";\n";
   }
@@ -341,150 +363,7 @@ std::string elementwise_flat_source(const compiler::FusedProgram& p, uint64_t sc
 
 int row_meta_len(int inputs, int outputs) { return 2 + 3 * inputs + outputs; }
 
-
-std::string row_source(const compiler::RowProgram& p, const RowVariant& var) {
-  const auto& ops = p.ops;
-  const size_t n_ops = ops.size();
-  int nin = 0;
-  for (auto& op : ops) nin += op.prim ? 0 : 1;
-  const int nout = static_cast<int>(p.outputs.size());
-  const int len = row_meta_len(nin, nout);
-  const int rs0 = 2, cs0 = 2 + nin, in0 = 2 + 2 * nin, out0 = 2 + 3 * nin;
-  auto cached = [&](int k) { return ((var.cached_inputs >> k) & 1) != 0; };
-  // Pass after which each per-row value is known (0: before the first pass).
-  const std::vector<int> level = compiler::row_pass_levels(p);
-  const int passes = level.empty() ? 0 : *std::max_element(level.begin(), level.end());
-  std::ostringstream s;
-  s << "#include \"kiln/cuda_support.h\"\n\n";
-  s << "extern \"C\" __global__ void __launch_bounds__(" << var.threads << ") kiln_kernel(const KilnMeta<" << len
-    << "> m) {\n";
-  s << "  const long rows = m.v[0], n = m.v[1];\n  const int tid = threadIdx.x;\n";
-  if (var.cached_inputs) s << "  extern __shared__ __align__(16) unsigned char kiln_smem[];\n  long smem_at = 0;\n";
-  for (auto& op : ops) {
-    if (op.prim) continue;
-    const char* t = cpp_type(op.dtype);
-    std::string k = std::to_string(op.input);
-    s << "  const " << t << "* __restrict__ in" << k << " = reinterpret_cast<const " << t << "*>(m.v[" << in0 + op.input
-      << "]);\n";
-    s << "  const long rs" << k << " = m.v[" << rs0 + op.input << "], cs" << k << " = m.v[" << cs0 + op.input << "];\n";
-    if (cached(op.input)) {  // this row of the input, staged in shared memory (cs == 1)
-      s << "  " << t << "* c" << k << " = reinterpret_cast<" << t << "*>(kiln_smem + smem_at);\n";
-      s << "  smem_at += (n * static_cast<long>(sizeof(" << t << ")) + 15) / 16 * 16;\n";
-    }
-  }
-  for (int o = 0; o < nout; ++o) {
-    const char* t = cpp_type(ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])].dtype);
-    s << "  " << t << "* __restrict__ out" << o << " = reinterpret_cast<" << t << "*>(m.v[" << out0 + o << "]);\n";
-  }
-  for (size_t i = 0; i < n_ops; ++i) {
-    if (compiler::is_row_reduce(ops[i])) s << "  __shared__ " << wide_type(ops[i].prim->kind(), ops[i].dtype) << " sh" << i << "[32];\n";
-  }
-  s << "  for (long r = blockIdx.x; r < rows; r += gridDim.x) {\n";
-  for (auto& op : ops) {
-    if (op.prim || !cached(op.input)) continue;
-    std::string k = std::to_string(op.input), t = cpp_type(op.dtype);
-    if (var.vector_in) {
-      std::string vec = "kiln_vec<" + t + ", " + std::to_string(16 / size_of(op.dtype)) + ">";
-      s << "    for (long j = tid; j < n / " << 16 / size_of(op.dtype) << "; j += blockDim.x) reinterpret_cast<" << vec
-        << "*>(c" << k << ")[j] = reinterpret_cast<const " << vec << "*>(in" << k << " + r * rs" << k << ")[j];\n";
-    } else {
-      s << "    for (long j = tid; j < n; j += blockDim.x) c" << k << "[j] = in" << k << "[r * rs" << k << " + j];\n";
-    }
-  }
-  if (var.cached_inputs) s << "    __syncthreads();\n";
-  auto emit_op = [&](std::ostringstream& b, size_t i, const std::string& indent) {
-    const compiler::RowOp& op = ops[i];
-    const char* ct = compute_type(op.dtype);
-    b << indent << "const " << ct << " t" << i << " = ";
-    if (!op.prim) {
-      std::string k = std::to_string(op.input);
-      if (op.per_row || op.uniform) b << "static_cast<" << ct << ">(in" << k << "[r * rs" << k << "]);\n";
-      else if (cached(op.input)) b << "static_cast<" << ct << ">(c" << k << "[j]);\n";
-      else b << "static_cast<" << ct << ">(in" << k << "[r * rs" << k << " + j * cs" << k << "]);\n";
-      return;
-    }
-    b << cuda_member_expr(ops, i) << ";\n";
-  };
-  auto element_closure = [&](const std::vector<size_t>& roots) { return compiler::row_element_closure(p, roots); };
-  auto emit_row_ops = [&](int lvl) {
-    for (size_t i = 0; i < n_ops; ++i) {
-      if (ops[i].per_row && !compiler::is_row_reduce(ops[i]) && level[i] == lvl) emit_op(s, i, "    ");
-    }
-  };
-  emit_row_ops(0);
-  for (int pass = 1; pass <= passes; ++pass) {
-    std::vector<size_t> reductions, roots;
-    for (size_t i = 0; i < n_ops; ++i) {
-      if (compiler::is_row_reduce(ops[i]) && level[i] == pass) {
-        reductions.push_back(i);
-        roots.push_back(static_cast<size_t>(ops[i].args[0]));
-      }
-    }
-    for (size_t i : reductions) {
-      const char* w = wide_type(ops[i].prim->kind(), ops[i].dtype);
-      s << "    " << w << " acc" << i << " = static_cast<" << w << ">(" << functor(ops[i].prim->kind()) << "::init<"
-        << compute_type(ops[i].dtype) << ">());\n";
-    }
-    s << "    for (long j = tid; j < n; j += blockDim.x) {\n";
-    for (size_t i : element_closure(roots)) emit_op(s, i, "      ");
-    for (size_t i : reductions) {
-      const char* w = wide_type(ops[i].prim->kind(), ops[i].dtype);
-      s << "      acc" << i << " = " << functor(ops[i].prim->kind()) << "{}(acc" << i << ", static_cast<" << w
-        << ">(t" << ops[i].args[0] << "));\n";
-    }
-    s << "    }\n";
-    for (size_t i : reductions) {
-      const char* w = wide_type(ops[i].prim->kind(), ops[i].dtype);
-      const char* ct = compute_type(ops[i].dtype);
-      s << "    const " << ct << " t" << i << " = static_cast<" << ct << ">(static_cast<" << cpp_type(ops[i].dtype)
-        << ">(kiln_block_reduce<" << functor(ops[i].prim->kind()) << ">(acc" << i << ", static_cast<" << w << ">("
-        << functor(ops[i].prim->kind()) << "::init<" << ct << ">()), sh" << i << ")));\n";
-    }
-    s << "    __syncthreads();\n";  // sh is rewritten by the next pass or row
-    emit_row_ops(pass);
-  }
-  std::vector<size_t> elem_outputs;
-  for (int o : p.outputs) {
-    if (!ops[static_cast<size_t>(o)].per_row) elem_outputs.push_back(static_cast<size_t>(o));
-  }
-  if (!elem_outputs.empty()) {
-    // With vector stores each thread computes vector_out neighbouring elements.
-    const int v = std::max(var.vector_out, 1);
-    s << "    for (long jv = tid; jv < n / " << v << "; jv += blockDim.x) {\n";
-    for (int o = 0; o < nout; ++o) {
-      const compiler::RowOp& op = ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])];
-      if (!op.per_row) s << "      kiln_vec<" << cpp_type(op.dtype) << ", " << v << "> r" << o << ";\n";
-    }
-    const std::set<size_t> closure = element_closure(elem_outputs);
-    for (int e = 0; e < v; ++e) {  // unrolled here: constant indices keep the vector in registers
-      s << "      {\n        constexpr int e = " << e << ";\n        const long j = jv * " << v << " + e;\n";
-      for (size_t i : closure) emit_op(s, i, "        ");
-      for (int o = 0; o < nout; ++o) {
-        const compiler::RowOp& op = ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])];
-        if (op.per_row) continue;
-        s << "        r" << o << ".v[e] = static_cast<" << cpp_type(op.dtype) << ">(t" << p.outputs[static_cast<size_t>(o)]
-          << ");\n";
-      }
-      s << "      }\n";
-    }
-    for (int o = 0; o < nout; ++o) {
-      if (ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])].per_row) continue;
-      s << "      reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + r * n)[jv] = r" << o << ";\n";
-    }
-    s << "    }\n";
-  }
-  s << "    if (tid == 0) {\n";
-  for (int o = 0; o < nout; ++o) {
-    const compiler::RowOp& op = ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])];
-    if (!op.per_row) continue;
-    s << "      out" << o << "[r] = static_cast<" << cpp_type(op.dtype) << ">(t" << p.outputs[static_cast<size_t>(o)]
-      << ");\n";
-  }
-  s << "    }\n";
-  if (var.cached_inputs) s << "    __syncthreads();\n";  // the staged row is replaced by the next one
-  s << "  }\n}\n";
-  return s.str();
-}
+std::string row_member_expr(const std::vector<compiler::RowOp>& ops, size_t i) { return cuda_member_expr(ops, i); }
 
 std::string instantiate(const std::string& call, int meta_len) {
   std::ostringstream s;

@@ -36,12 +36,23 @@ int flat_meta_len(int operands);
    are contiguous (rows, n), per-row outputs (rows). */
 struct RowVariant {
   int threads = 256;           // per block, a power of two from 32
+  // Staged (chunks == 0): elementwise work is recomputed in each pass over the row.
   uint64_t cached_inputs = 0;  // inputs (a bit each, cs == 1) staged a row at a time in shared memory
   bool vector_in = false;      // staged with 16-byte loads (every row start 16-byte aligned, n a multiple)
   int vector_out = 1;          // per-element outputs written this many at a time (aligned, n a multiple)
+  // Registers (chunks > 0): each thread holds `chunks` runs of `vec` neighbouring elements
+  // (elements (c * threads + tid) * vec ...) from load to store; n <= chunks * threads * vec.
+  // vec > 1 needs cs == 1, n a multiple of vec and every row start and output aligned to it.
+  int chunks = 0;
+  int vec = 1;
+  bool prefetch = false;  // the next row's inputs are loaded while this one is computed
+  bool exact = false;     // n == chunks * threads * vec: no element lies past the row
+  uint64_t key() const;   // distinct for every variant that generates different source
 };
 std::string row_source(const compiler::RowProgram& p, const RowVariant& variant);
 int row_meta_len(int inputs, int outputs);
+/* Op i of a row program as a CUDA expression of t<args> (shared with the elementwise kernels). */
+std::string row_member_expr(const std::vector<compiler::RowOp>& ops, size_t i);
 
 /* A module whose kiln_kernel calls `call` (a helper of the support header) with the
    given template arguments: e.g. instantiate("kiln_argreduce<float, float, true>"). */

@@ -187,6 +187,79 @@ Tensor contiguous_on_device(const Tensor& t, int device) {
 
 namespace {
 
+// Register rows: each thread keeps its share of the row from load to store, so the row is
+// read once and every element op computed once. False when a row does not fit.
+bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
+                       const std::vector<long>& meta, int64_t n, RowVariant& var) {
+  if (!tuning().row_registers) return false;
+  constexpr int kMostElements = 32;  // per thread; more would spill
+  const size_t nin = ins.size();
+  int widest = 1;
+  for (auto& op : p.ops) {
+    if (!op.prim && !op.per_row && !op.uniform) widest = std::max(widest, static_cast<int>(ins[static_cast<size_t>(op.input)].itemsize()));
+  }
+  for (size_t o = 0; o < outs.size(); ++o) {
+    if (!p.ops[static_cast<size_t>(p.outputs[o])].per_row) widest = std::max(widest, static_cast<int>(outs[o].itemsize()));
+  }
+  int vec = std::max(tuning().vector_bytes / widest, 1);
+  bool aligned = n % vec == 0;
+  for (auto& op : p.ops) {
+    if (op.prim || op.per_row || op.uniform) continue;
+    const size_t k = static_cast<size_t>(op.input);
+    const long bytes = vec * static_cast<long>(ins[k].itemsize());
+    aligned = aligned && meta[2 + nin + k] == 1 && meta[2 + k] % vec == 0 && ptr_bits(ins[k]) % bytes == 0;
+  }
+  for (size_t o = 0; o < outs.size(); ++o) {
+    if (p.ops[static_cast<size_t>(p.outputs[o])].per_row) continue;
+    aligned = aligned && ptr_bits(outs[o]) % (vec * static_cast<long>(outs[o].itemsize())) == 0;
+  }
+  if (!aligned) vec = 1;
+  int threads = 32;
+  while (threads < 1024 && int64_t{threads} * tuning().row_elems < n) threads *= 2;
+  const int64_t chunks = (n + int64_t{threads} * vec - 1) / (int64_t{threads} * vec);
+  if (chunks * vec > kMostElements) return false;
+  var.threads = threads;
+  var.vec = vec;
+  var.chunks = static_cast<int>(std::max<int64_t>(chunks, 1));
+  var.prefetch = tuning().row_prefetch;
+  var.exact = n == int64_t{var.chunks} * threads * vec;
+  return true;
+}
+
+// Staged rows: inputs read in more than one pass are staged in shared memory when they fit,
+// so global memory is read once. Returns the shared memory bytes.
+size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
+                      const std::vector<long>& meta, int64_t n, RowVariant& var) {
+  const size_t nin = ins.size();
+  var.threads = 32;
+  while (var.threads < tuning().row_threads && var.threads * 8 < n) var.threads *= 2;
+  size_t smem = 0;
+  bool aligned_in = true;
+  for (auto& op : p.ops) {
+    if (op.prim || op.per_row || op.uniform || op.input >= 32) continue;  // a bit per input in the key
+    size_t k = static_cast<size_t>(op.input);
+    const long item = static_cast<long>(ins[k].itemsize());
+    if (meta[2 + nin + k] != 1 || meta[2 + k] == 0) continue;
+    size_t bytes = (static_cast<size_t>(n) * static_cast<size_t>(item) + 15) / 16 * 16;
+    if (smem + bytes > 48 * 1024) continue;
+    smem += bytes;
+    var.cached_inputs |= uint64_t{1} << k;
+    aligned_in = aligned_in && ptr_bits(ins[k]) % 16 == 0 && (meta[2 + k] * item) % 16 == 0 && (n * item) % 16 == 0;
+  }
+  var.vector_in = var.cached_inputs != 0 && aligned_in;
+  int widest = 1;
+  for (size_t o = 0; o < outs.size(); ++o) {
+    if (!p.ops[static_cast<size_t>(p.outputs[o])].per_row) widest = std::max(widest, static_cast<int>(outs[o].itemsize()));
+  }
+  var.vector_out = std::max(tuning().vector_bytes / widest, 1);
+  for (size_t o = 0; o < outs.size(); ++o) {
+    if (p.ops[static_cast<size_t>(p.outputs[o])].per_row) continue;
+    const long bytes = var.vector_out * static_cast<long>(outs[o].itemsize());
+    if (ptr_bits(outs[o]) % bytes != 0 || n % var.vector_out != 0) var.vector_out = 1;
+  }
+  return smem;
+}
+
 // A row program over inputs broadcast to `full`, whose last `reduced` axes form the rows.
 void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tensor> ins, std::vector<Tensor>& outs,
               const compiler::KernelSlots* slots = nullptr) {
@@ -217,38 +290,12 @@ void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tenso
   }
   for (size_t o = 0; o < outs.size(); ++o) meta[2 + 3 * nin + o] = ptr_bits(outs[o]);
   RowVariant var;
-  var.threads = 32;
-  while (var.threads < tuning().row_threads && var.threads * 8 < n) var.threads *= 2;
-  // Rows read in more than one pass are staged in shared memory when they fit, so
-  // global memory is read once.
   size_t smem = 0;
-  bool aligned_in = true;
-  for (auto& op : p.ops) {
-    if (op.prim || op.per_row || op.uniform || op.input >= 32) continue;  // a bit per input in the key
-    size_t k = static_cast<size_t>(op.input);
-    const long item = static_cast<long>(ins[k].itemsize());
-    if (meta[2 + nin + k] != 1 || meta[2 + k] == 0) continue;
-    size_t bytes = (static_cast<size_t>(n) * static_cast<size_t>(item) + 15) / 16 * 16;
-    if (smem + bytes > 48 * 1024) continue;
-    smem += bytes;
-    var.cached_inputs |= uint64_t{1} << k;
-    aligned_in = aligned_in && ptr_bits(ins[k]) % 16 == 0 && (meta[2 + k] * item) % 16 == 0 && (n * item) % 16 == 0;
-  }
-  var.vector_in = var.cached_inputs != 0 && aligned_in;
-  int widest = 1;
-  for (size_t o = 0; o < outs.size(); ++o) {
-    if (!p.ops[static_cast<size_t>(p.outputs[o])].per_row) widest = std::max(widest, static_cast<int>(outs[o].itemsize()));
-  }
-  var.vector_out = std::max(tuning().vector_bytes / widest, 1);
-  for (size_t o = 0; o < outs.size(); ++o) {
-    if (p.ops[static_cast<size_t>(p.outputs[o])].per_row) continue;
-    const long bytes = var.vector_out * static_cast<long>(outs[o].itemsize());
-    if (ptr_bits(outs[o]) % bytes != 0 || n % var.vector_out != 0) var.vector_out = 1;
-  }
-  const uint64_t variant = ((var.cached_inputs * 2 + (var.vector_in ? 1 : 0)) * 32 + static_cast<uint64_t>(var.vector_out)) * 2048 +
-                           static_cast<uint64_t>(var.threads);
-  CUfunction f = program_kernel(dev, slots, variant, [&] { return row_source(p, var); });
-  unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{device_info(dev).sms} * 32));
+  if (!registers_variant(p, ins, outs, meta, n, var)) smem = staged_variant(p, ins, outs, meta, n, var);
+  CUfunction f = program_kernel(dev, slots, var.key(), [&] { return row_source(p, var); });
+  // Register rows loop over rows with the next one in flight: one wave of resident blocks.
+  const int64_t per_sm = var.chunks > 0 ? resident_blocks(f, static_cast<unsigned>(var.threads), 0) : 32;
+  unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{device_info(dev).sms} * per_sm));
   launch(dev, f, grid, static_cast<unsigned>(var.threads), meta, static_cast<unsigned>(smem));
 }
 

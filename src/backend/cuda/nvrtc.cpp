@@ -4,10 +4,13 @@
 #include <nvrtc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -244,6 +247,20 @@ unsigned grid_for(int device, int64_t n, unsigned block) {
   int64_t g = (n + block - 1) / block;
   int64_t cap = static_cast<int64_t>(device_info(device).sms) * 32;
   return static_cast<unsigned>(std::min(g, std::max<int64_t>(cap, 1)));
+}
+
+int resident_blocks(CUfunction f, unsigned block, unsigned shared_bytes) {
+  static std::mutex mu;
+  static std::map<std::tuple<CUfunction, unsigned, unsigned>, int> known;  // guarded by mu
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, fresh] = known.try_emplace({f, block, shared_bytes}, 1);
+  if (fresh) {
+    int n = 0;
+    check(drv().cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, static_cast<int>(block), shared_bytes),
+          "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    it->second = std::max(n, 1);
+  }
+  return it->second;
 }
 
 NvrtcStats nvrtc_stats() { return {g_compiles.load(), g_disk.load(), g_hits.load()}; }

@@ -28,6 +28,9 @@ void launch(int device, CUfunction f, unsigned grid, unsigned block, void** args
 /* A grid for n independent items with `block` threads each, capped for grid-stride loops. */
 unsigned grid_for(int device, int64_t n, unsigned block);
 
+/* Blocks of f that fit on one SM at once (at least 1); cached per kernel and shape. */
+int resident_blocks(CUfunction f, unsigned block, unsigned shared_bytes);
+
 struct NvrtcStats {
   uint64_t compiles, disk_loads, memory_hits;
 };

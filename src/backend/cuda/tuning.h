@@ -11,6 +11,10 @@ struct Tuning {
   int vector_bytes = 16;   // KILN_CUDA_VECTOR_BYTES: widest load or store per thread (4, 8 or 16)
   int row_threads = 256;   // KILN_CUDA_ROW_THREADS: most threads per row of a row kernel (32 to 1024)
   bool fmad = false;       // KILN_CUDA_FMAD=1: let NVRTC contract a*b+c (results then differ from the CPU's)
+  // Row kernels that hold the row in registers (KILN_CUDA_ROW_REGISTERS=0: always staged).
+  bool row_registers = true;
+  int row_elems = 8;       // KILN_CUDA_ROW_ELEMS: elements per thread they aim for (threads grow first)
+  bool row_prefetch = true;  // KILN_CUDA_ROW_PREFETCH=0: no loading of the next row during this one
 };
 
 inline const Tuning& tuning() {
@@ -24,8 +28,14 @@ inline const Tuning& tuning() {
     };
     r.vector_bytes = number("KILN_CUDA_VECTOR_BYTES", 1, 16, r.vector_bytes);
     r.row_threads = number("KILN_CUDA_ROW_THREADS", 32, 1024, r.row_threads);
-    const char* f = std::getenv("KILN_CUDA_FMAD");
-    r.fmad = f && f[0] == '1';
+    r.row_elems = number("KILN_CUDA_ROW_ELEMS", 1, 32, r.row_elems);
+    auto flag = [](const char* name, bool fallback) {
+      const char* v = std::getenv(name);
+      return v && *v ? v[0] == '1' : fallback;
+    };
+    r.fmad = flag("KILN_CUDA_FMAD", r.fmad);
+    r.row_registers = flag("KILN_CUDA_ROW_REGISTERS", r.row_registers);
+    r.row_prefetch = flag("KILN_CUDA_ROW_PREFETCH", r.row_prefetch);
     return r;
   }();
   return t;

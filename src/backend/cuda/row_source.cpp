@@ -1,0 +1,366 @@
+// CUDA source of a row kernel: one block per row of a (rows, n) view, a few passes over the
+// row (one per level of reductions), then the per-element outputs. Two ways to hold the row:
+// staged (elementwise work recomputed in each pass, rows read from shared memory or global
+// memory) and register (each thread holds its elements from load to store and computes
+// every element op once).
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "backend/cuda/codegen.h"
+#include "compile/codegen_util.h"
+
+namespace kiln::cuda {
+
+using compiler::compute_type;
+using compiler::cpp_type;
+using compiler::functor;
+using compiler::RowOp;
+using compiler::wide_type;
+
+uint64_t RowVariant::key() const {
+  if (chunks > 0) {  // bit 60 apart from every staged key (those stay below 2^50)
+    return (uint64_t{1} << 60) |
+           (((((static_cast<uint64_t>(chunks) * 32 + static_cast<uint64_t>(vec)) * 2 + (prefetch ? 1 : 0)) * 2 +
+              (exact ? 1 : 0)) * 2048) +
+            static_cast<uint64_t>(threads));
+  }
+  return ((cached_inputs * 2 + (vector_in ? 1 : 0)) * 32 + static_cast<uint64_t>(vector_out)) * 2048 +
+         static_cast<uint64_t>(threads);
+}
+
+namespace {
+
+class RowSource {
+ public:
+  RowSource(const compiler::RowProgram& p, const RowVariant& var)
+      : p_(p), ops_(p.ops), var_(var), level_(compiler::row_pass_levels(p)) {
+    for (auto& op : ops_) nin_ += op.prim ? 0 : 1;
+    passes_ = level_.empty() ? 0 : *std::max_element(level_.begin(), level_.end());
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      if (divides_by_row_value(i)) divisors_.insert(static_cast<size_t>(ops_[i].args[1]));
+    }
+  }
+
+  std::string str() {
+    header();
+    s_ << "  for (long r = blockIdx.x; r < rows; r += gridDim.x) {\n";
+    if (registers()) load_row_registers();
+    else stage_row();
+    emit_row_ops(0);
+    for (int pass = 1; pass <= passes_; ++pass) {
+      std::vector<size_t> reductions, roots;
+      for (size_t i = 0; i < ops_.size(); ++i) {
+        if (compiler::is_row_reduce(ops_[i]) && level_[i] == pass) {
+          reductions.push_back(i);
+          roots.push_back(static_cast<size_t>(ops_[i].args[0]));
+        }
+      }
+      for (size_t i : reductions) {
+        s_ << "    " << wide(i) << " acc" << i << " = static_cast<" << wide(i) << ">(" << functor(kind(i)) << "::init<"
+           << compute_type(ops_[i].dtype) << ">());\n";
+      }
+      if (registers()) register_pass(reductions, roots);
+      else staged_pass(reductions, roots);
+      for (size_t i : reductions) {
+        const char* ct = compute_type(ops_[i].dtype);
+        s_ << "    const " << ct << " t" << i << " = static_cast<" << ct << ">(static_cast<" << cpp_type(ops_[i].dtype)
+           << ">(kiln_block_reduce<" << functor(kind(i)) << ">(acc" << i << ", static_cast<" << wide(i) << ">("
+           << functor(kind(i)) << "::init<" << ct << ">()), sh" << i << ")));\n";
+        row_value_defined(i, "    ");
+      }
+      s_ << "    __syncthreads();\n";  // sh is rewritten by the next pass or row
+      emit_row_ops(pass);
+    }
+    std::vector<size_t> elem_outputs;
+    for (int o : p_.outputs) {
+      if (!ops_[static_cast<size_t>(o)].per_row) elem_outputs.push_back(static_cast<size_t>(o));
+    }
+    if (!elem_outputs.empty()) {
+      if (registers()) register_outputs(elem_outputs);
+      else staged_outputs(elem_outputs);
+    }
+    s_ << "    if (tid == 0) {\n";
+    for (size_t o = 0; o < p_.outputs.size(); ++o) {
+      const RowOp& op = output_op(o);
+      if (!op.per_row) continue;
+      s_ << "      out" << o << "[r] = kiln_narrow<" << cpp_type(op.dtype) << ">(t" << p_.outputs[o] << ");\n";
+    }
+    s_ << "    }\n";
+    if (var_.cached_inputs && !registers()) s_ << "    __syncthreads();\n";  // the staged row is replaced next
+    if (registers() && var_.prefetch) {
+      for (auto& op : ops_) {
+        if (element_input(op)) s_ << "    for (int c = 0; c < " << var_.chunks << "; ++c) a" << op.input << "[c] = next" << op.input << "[c];\n";
+      }
+    }
+    s_ << "  }\n}\n";
+    return s_.str();
+  }
+
+ private:
+  bool registers() const { return var_.chunks > 0; }
+  OpKind kind(size_t i) const { return ops_[i].prim->kind(); }
+  const char* wide(size_t i) const { return wide_type(kind(i), ops_[i].dtype); }
+  const RowOp& output_op(size_t o) const { return ops_[static_cast<size_t>(p_.outputs[o])]; }
+  bool cached(int k) const { return ((var_.cached_inputs >> k) & 1) != 0; }
+  // An input read per element (not one value per row, not one constant).
+  static bool element_input(const RowOp& op) { return !op.prim && !op.per_row && !op.uniform; }
+  std::string vec_type(Dtype d, int v) const { return "kiln_vec<" + std::string(cpp_type(d)) + ", " + std::to_string(v) + ">"; }
+
+  // A float division of every element by one value of the row: one reciprocal per row.
+  bool divides_by_row_value(size_t i) const {
+    const RowOp& op = ops_[i];
+    if (!op.prim || op.per_row || op.prim->kind() != OpKind::Divide) return false;
+    const RowOp& b = ops_[static_cast<size_t>(op.args[1])];
+    const bool float_math = std::string(compute_type(op.dtype)) == "float";
+    return b.per_row && float_math && b.dtype == op.dtype && ops_[static_cast<size_t>(op.args[0])].dtype == op.dtype;
+  }
+
+  // After per-row value t<i> is defined: its divisor form when elements are divided by it.
+  void row_value_defined(size_t i, const std::string& indent) {
+    if (divisors_.count(i)) s_ << indent << "const KilnDivisor d" << i << " = kiln_divisor(t" << i << ");\n";
+  }
+
+  void header() {
+    const int nout = static_cast<int>(p_.outputs.size());
+    const int rs0 = 2, cs0 = 2 + nin_, in0 = 2 + 2 * nin_, out0 = 2 + 3 * nin_;
+    s_ << "#include \"kiln/cuda_support.h\"\n\n";
+    s_ << "extern \"C\" __global__ void __launch_bounds__(" << var_.threads << ") kiln_kernel(const KilnMeta<"
+       << row_meta_len(nin_, nout) << "> m) {\n";
+    s_ << "  const long rows = m.v[0], n = m.v[1];\n  const int tid = threadIdx.x;\n";
+    if (var_.cached_inputs && !registers()) {
+      s_ << "  extern __shared__ __align__(16) unsigned char kiln_smem[];\n  long smem_at = 0;\n";
+    }
+    for (auto& op : ops_) {
+      if (op.prim) continue;
+      const char* t = cpp_type(op.dtype);
+      std::string k = std::to_string(op.input);
+      s_ << "  const " << t << "* __restrict__ in" << k << " = reinterpret_cast<const " << t << "*>(m.v["
+         << in0 + op.input << "]);\n";
+      s_ << "  const long rs" << k << " = m.v[" << rs0 + op.input << "], cs" << k << " = m.v[" << cs0 + op.input
+         << "];\n";
+      if (cached(op.input) && !registers()) {  // this row of the input, staged in shared memory (cs == 1)
+        s_ << "  " << t << "* c" << k << " = reinterpret_cast<" << t << "*>(kiln_smem + smem_at);\n";
+        s_ << "  smem_at += (n * static_cast<long>(sizeof(" << t << ")) + 15) / 16 * 16;\n";
+      }
+    }
+    for (int o = 0; o < nout; ++o) {
+      const char* t = cpp_type(output_op(static_cast<size_t>(o)).dtype);
+      s_ << "  " << t << "* __restrict__ out" << o << " = reinterpret_cast<" << t << "*>(m.v[" << out0 + o << "]);\n";
+    }
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      if (compiler::is_row_reduce(ops_[i])) s_ << "  __shared__ " << wide(i) << " sh" << i << "[32];\n";
+    }
+    if (registers()) {
+      // Chunk c of a thread holds elements (c * threads + tid) * vec ...; only the last chunk
+      // can run past the row.
+      if (var_.exact) s_ << "  constexpr bool last_ok = true;\n";
+      else s_ << "  const bool last_ok = (" << (var_.chunks - 1) << "L * " << var_.threads << " + tid) * " << var_.vec << " < n;\n";
+      for (auto& op : ops_) {
+        if (!element_input(op)) continue;
+        s_ << "  " << vec_type(op.dtype, var_.vec) << " a" << op.input << "[" << var_.chunks << "];\n";
+      }
+      if (var_.prefetch) load_inputs("a", "static_cast<long>(blockIdx.x)", "  ");
+    }
+  }
+
+  // Loads row `row` of every per-element input into <prefix><k>[c].
+  void load_inputs(const std::string& prefix, const std::string& row, const std::string& indent) {
+    s_ << indent << "if (" << row << " < rows) {\n";
+    for (auto& op : ops_) {
+      if (!element_input(op)) continue;
+      std::string k = std::to_string(op.input);
+      for (int c = 0; c < var_.chunks; ++c) {
+        std::string at = "(" + std::to_string(c) + "L * " + std::to_string(var_.threads) + " + tid)";
+        std::string dst = prefix + k + "[" + std::to_string(c) + "]";
+        s_ << indent << "  " << dst << " = {};\n";
+        s_ << indent << "  " << (c == var_.chunks - 1 ? "if (last_ok) " : "");
+        if (var_.vec > 1) {  // cs == 1 and aligned rows: one vector access
+          s_ << dst << " = reinterpret_cast<const " << vec_type(op.dtype, var_.vec) << "*>(in" << k << " + " << row
+             << " * rs" << k << ")[" << at << "];\n";
+        } else {
+          s_ << dst << ".v[0] = in" << k << "[" << row << " * rs" << k << " + " << at << " * cs" << k << "];\n";
+        }
+      }
+    }
+    s_ << indent << "}\n";
+  }
+
+  void load_row_registers() {
+    if (var_.prefetch) {
+      for (auto& op : ops_) {
+        if (element_input(op)) s_ << "    " << vec_type(op.dtype, var_.vec) << " next" << op.input << "[" << var_.chunks << "];\n";
+      }
+      load_inputs("next", "(r + gridDim.x)", "    ");
+    } else {
+      load_inputs("a", "r", "    ");
+    }
+    // Every element op of the row, one slot per element of the thread.
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      if (ops_[i].per_row || !ops_[i].prim) continue;
+      s_ << "    " << compute_type(ops_[i].dtype) << " v" << i << "[" << var_.chunks * var_.vec << "];\n";
+    }
+  }
+
+  void stage_row() {
+    for (auto& op : ops_) {
+      if (op.prim || !cached(op.input)) continue;
+      std::string k = std::to_string(op.input);
+      if (var_.vector_in) {
+        const int v = 16 / size_of(op.dtype);
+        std::string vec = vec_type(op.dtype, v);
+        s_ << "    for (long j = tid; j < n / " << v << "; j += blockDim.x) reinterpret_cast<" << vec << "*>(c" << k
+           << ")[j] = reinterpret_cast<const " << vec << "*>(in" << k << " + r * rs" << k << ")[j];\n";
+      } else {
+        s_ << "    for (long j = tid; j < n; j += blockDim.x) c" << k << "[j] = in" << k << "[r * rs" << k << " + j];\n";
+      }
+    }
+    if (var_.cached_inputs) s_ << "    __syncthreads();\n";
+  }
+
+  // `const ct t<i> = ...;` for op i; element inputs read at `element` (staged: j; register: c, e).
+  void emit_op(size_t i, const std::string& indent, int c = 0, int e = 0) {
+    const RowOp& op = ops_[i];
+    const char* ct = compute_type(op.dtype);
+    s_ << indent << "const " << ct << " t" << i << " = ";
+    if (op.prim && divides_by_row_value(i)) {
+      const std::string a = std::to_string(op.args[0]), b = std::to_string(op.args[1]);
+      s_ << compiler::rounded_expr(OpKind::Divide, *op.prim, op.dtype, {"t" + a, "d" + b}, {op.dtype, op.dtype},
+                                   "kiln_div_by")
+         << ";\n";
+      return;
+    }
+    if (op.prim) {
+      s_ << row_member_expr(ops_, i) << ";\n";
+      if (op.per_row) row_value_defined(i, indent);
+      return;
+    }
+    std::string k = std::to_string(op.input);
+    if (op.per_row || op.uniform) {
+      s_ << "static_cast<" << ct << ">(in" << k << "[r * rs" << k << "]);\n";
+      row_value_defined(i, indent);
+    }
+    else if (registers()) s_ << "static_cast<" << ct << ">(a" << k << "[" << c << "].v[" << e << "]);\n";
+    else if (cached(op.input)) s_ << "static_cast<" << ct << ">(c" << k << "[j]);\n";
+    else s_ << "static_cast<" << ct << ">(in" << k << "[r * rs" << k << " + j * cs" << k << "]);\n";
+  }
+
+  void emit_row_ops(int lvl) {
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      if (ops_[i].per_row && !compiler::is_row_reduce(ops_[i]) && level_[i] == lvl) emit_op(i, "    ");
+    }
+  }
+
+  void fold(size_t i, const std::string& indent, const std::string& guard = "") {
+    s_ << indent << "acc" << i << " = " << guard << functor(kind(i)) << "{}(acc" << i << ", static_cast<" << wide(i)
+       << ">(t" << ops_[i].args[0] << "))" << (guard.empty() ? "" : " : acc" + std::to_string(i)) << ";\n";
+  }
+
+  void staged_pass(const std::vector<size_t>& reductions, const std::vector<size_t>& roots) {
+    s_ << "    for (long j = tid; j < n; j += blockDim.x) {\n";
+    for (size_t i : compiler::row_element_closure(p_, roots)) emit_op(i, "      ");
+    for (size_t i : reductions) fold(i, "      ");
+    s_ << "    }\n";
+  }
+
+  void staged_outputs(const std::vector<size_t>& elem_outputs) {
+    // With vector stores each thread computes vector_out neighbouring elements.
+    const int v = std::max(var_.vector_out, 1);
+    s_ << "    for (long jv = tid; jv < n / " << v << "; jv += blockDim.x) {\n";
+    for (size_t o = 0; o < p_.outputs.size(); ++o) {
+      if (!output_op(o).per_row) s_ << "      " << vec_type(output_op(o).dtype, v) << " r" << o << ";\n";
+    }
+    const std::set<size_t> closure = compiler::row_element_closure(p_, elem_outputs);
+    for (int e = 0; e < v; ++e) {  // unrolled here: constant indices keep the vector in registers
+      s_ << "      {\n        const long j = jv * " << v << " + " << e << ";\n";
+      for (size_t i : closure) emit_op(i, "        ");
+      store_element(e, "        ");
+      s_ << "      }\n";
+    }
+    for (size_t o = 0; o < p_.outputs.size(); ++o) {
+      if (!output_op(o).per_row) s_ << "      reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + r * n)[jv] = r" << o << ";\n";
+    }
+    s_ << "    }\n";
+  }
+
+  void store_element(int e, const std::string& indent) {
+    for (size_t o = 0; o < p_.outputs.size(); ++o) {
+      if (output_op(o).per_row) continue;
+      s_ << indent << "r" << o << ".v[" << e << "] = kiln_narrow<" << cpp_type(output_op(o).dtype) << ">(t"
+         << p_.outputs[o] << ");\n";
+    }
+  }
+
+  // One scope per element of the thread: earlier element values are read back from their
+  // slots v<i>[q], new ones computed once and kept there for later passes (constant indices
+  // keep the slots in registers).
+  void each_register_element(const std::vector<size_t>& roots, const std::function<void(int, int)>& body) {
+    const std::set<size_t> closure = compiler::row_element_closure(p_, roots);
+    for (int c = 0; c < var_.chunks; ++c) {
+      for (int e = 0; e < var_.vec; ++e) {
+        const int q = c * var_.vec + e;
+        s_ << "    {\n";
+        for (size_t i : closure) {
+          if (!ops_[i].prim) {
+            emit_op(i, "      ", c, e);  // a register of the loaded row
+          } else if (done_.count(i)) {
+            s_ << "      const " << compute_type(ops_[i].dtype) << " t" << i << " = v" << i << "[" << q << "];\n";
+          } else {
+            emit_op(i, "      ", c, e);
+            s_ << "      v" << i << "[" << q << "] = t" << i << ";\n";
+          }
+        }
+        body(c, e);
+        s_ << "    }\n";
+      }
+    }
+    done_.insert(closure.begin(), closure.end());
+  }
+
+  void register_pass(const std::vector<size_t>& reductions, const std::vector<size_t>& roots) {
+    each_register_element(roots, [&](int c, int) {
+      for (size_t i : reductions) fold(i, "      ", c == var_.chunks - 1 ? "last_ok ? " : "");
+    });
+  }
+
+  void register_outputs(const std::vector<size_t>& elem_outputs) {
+    for (size_t o = 0; o < p_.outputs.size(); ++o) {
+      if (!output_op(o).per_row) s_ << "    " << vec_type(output_op(o).dtype, var_.vec) << " r" << o << "[" << var_.chunks << "];\n";
+    }
+    each_register_element(elem_outputs, [&](int c, int e) {
+      for (size_t o = 0; o < p_.outputs.size(); ++o) {
+        if (output_op(o).per_row) continue;
+        s_ << "      r" << o << "[" << c << "].v[" << e << "] = kiln_narrow<" << cpp_type(output_op(o).dtype) << ">(t"
+           << p_.outputs[o] << ");\n";
+      }
+    });
+    for (int c = 0; c < var_.chunks; ++c) {
+      s_ << "    " << (c == var_.chunks - 1 ? "if (last_ok) {\n" : "{\n");
+      for (size_t o = 0; o < p_.outputs.size(); ++o) {
+        if (output_op(o).per_row) continue;
+        s_ << "      reinterpret_cast<" << vec_type(output_op(o).dtype, var_.vec) << "*>(out" << o << " + r * n)[" << c
+           << "L * " << var_.threads << " + tid] = r" << o << "[" << c << "];\n";
+      }
+      s_ << "    }\n";
+    }
+  }
+
+  const compiler::RowProgram& p_;
+  const std::vector<RowOp>& ops_;
+  const RowVariant& var_;
+  const std::vector<int> level_;
+  int nin_ = 0;
+  int passes_ = 0;
+  std::set<size_t> divisors_;  // per-row values that elements are divided by
+  std::set<size_t> done_;  // register mode: element ops already computed this row
+  std::ostringstream s_;
+};
+
+}  // namespace
+
+std::string row_source(const compiler::RowProgram& p, const RowVariant& variant) {
+  return RowSource(p, variant).str();
+}
+
+}  // namespace kiln::cuda
