@@ -112,11 +112,11 @@ TEST_F(CudaCodegen, RowVariantsCompile) {
       staged.vector_out = 16 / size_of(d);
       compiles(cuda::row_source(p, staged));
       for (int vec : {1, 16 / size_of(d)}) {
-        for (uint64_t prefetch : {0, 1}) {
+        for (bool prefetch : {false, true}) {
           cuda::RowVariant regs = plain;
           regs.chunks = 2;
           regs.vec = vec;
-          regs.prefetch_inputs = size_of(d) * vec >= 4 ? prefetch : 0;
+          regs.prefetch = prefetch;
           compiles(cuda::row_source(p, regs));
         }
       }

@@ -99,20 +99,6 @@ __device__ inline float kiln_gelu_tanh_narrow(float x) {
   return __fdividef(v > 0.0f ? x * e : x, 1.0f + e);
 }
 
-// Copies B bytes (4, 8 or 16) from global to shared memory without holding registers; zeros
-// when !ok (nothing is read then). kiln_cp_commit closes a group of copies;
-// kiln_cp_wait_all_but_one waits for every group of this thread but the newest.
-template <int B> __device__ inline void kiln_cp_async(void* dst, const void* src, bool ok) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  if constexpr (B == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0) : "memory");
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(d), "l"(src), "n"(B), "r"(ok ? B : 0) : "memory");
-  }
-}
-__device__ inline void kiln_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ inline void kiln_cp_wait_all_but_one() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
-
 // A value exchanged with lane (lane ^ mask) of the warp, for any type of 1 to 8 bytes.
 template <class W> __device__ inline W kiln_shfl_xor(W v, int mask) {
   if constexpr (sizeof(W) == 8) {

@@ -5,7 +5,6 @@
 // every op. Each generated module defines one kernel named kiln_kernel.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -46,15 +45,11 @@ struct RowVariant {
   // vec > 1 needs cs == 1, n a multiple of vec and every row start and output aligned to it.
   int chunks = 0;
   int vec = 1;
-  // Inputs (a bit each, below 32; vec * itemsize of 4, 8 or 16 bytes; sm_80 and later) whose
-  // next row is copied into shared memory (cp.async) while this one is computed.
-  uint64_t prefetch_inputs = 0;
+  bool prefetch = false;  // the next row's inputs are loaded while this one is computed
   bool exact = false;     // n == chunks * threads * vec: no element lies past the row
   uint64_t key() const;   // distinct for every variant that generates different source
 };
 std::string row_source(const compiler::RowProgram& p, const RowVariant& variant);
-/* Dynamic shared memory of a register row kernel (its prefetch buffers). */
-size_t row_shared_bytes(const compiler::RowProgram& p, const RowVariant& variant);
 int row_meta_len(int inputs, int outputs);
 /* Op i of a row program as a CUDA expression of t<args> (shared with the elementwise kernels). */
 std::string row_member_expr(const std::vector<compiler::RowOp>& ops, size_t i);

@@ -189,7 +189,7 @@ namespace {
 
 // Register rows: each thread keeps its share of the row from load to store, so the row is
 // read once and every element op computed once. False when a row does not fit.
-bool registers_variant(int dev, const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
+bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
                        const std::vector<long>& meta, int64_t n, RowVariant& var) {
   if (!tuning().row_registers) return false;
   constexpr int kMostElements = 32;  // per thread; more would spill
@@ -221,17 +221,8 @@ bool registers_variant(int dev, const RowProgram& p, const std::vector<Tensor>& 
   var.threads = threads;
   var.vec = vec;
   var.chunks = static_cast<int>(std::max<int64_t>(chunks, 1));
+  var.prefetch = tuning().row_prefetch;
   var.exact = n == int64_t{var.chunks} * threads * vec;
-  // Rows that change from row to row are prefetched; a row-invariant input (rs == 0) stays in L1.
-  const bool async_copies = tuning().row_prefetch && device_info(dev).major >= 8;
-  for (auto& op : p.ops) {
-    const size_t k = static_cast<size_t>(op.input);
-    const long bytes = vec * static_cast<long>(size_of(op.dtype));
-    if (!async_copies || op.prim || op.per_row || op.uniform || op.input >= 32 || meta[2 + k] == 0) continue;
-    if (bytes != 4 && bytes != 8 && bytes != 16) continue;
-    var.prefetch_inputs |= uint64_t{1} << k;
-    if (row_shared_bytes(p, var) > 48 * 1024) var.prefetch_inputs &= ~(uint64_t{1} << k);
-  }
   return true;
 }
 
@@ -300,12 +291,10 @@ void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tenso
   for (size_t o = 0; o < outs.size(); ++o) meta[2 + 3 * nin + o] = ptr_bits(outs[o]);
   RowVariant var;
   size_t smem = 0;
-  if (registers_variant(dev, p, ins, outs, meta, n, var)) smem = row_shared_bytes(p, var);
-  else smem = staged_variant(p, ins, outs, meta, n, var);
+  if (!registers_variant(p, ins, outs, meta, n, var)) smem = staged_variant(p, ins, outs, meta, n, var);
   CUfunction f = program_kernel(dev, slots, var.key(), [&] { return row_source(p, var); });
   // Register rows loop over rows with the next one in flight: one wave of resident blocks.
-  const int64_t per_sm =
-      var.chunks > 0 ? resident_blocks(f, static_cast<unsigned>(var.threads), static_cast<unsigned>(smem)) : 32;
+  const int64_t per_sm = var.chunks > 0 ? resident_blocks(f, static_cast<unsigned>(var.threads), 0) : 32;
   unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{device_info(dev).sms} * per_sm));
   launch(dev, f, grid, static_cast<unsigned>(var.threads), meta, static_cast<unsigned>(smem));
 }

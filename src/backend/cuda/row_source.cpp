@@ -20,23 +20,14 @@ using compiler::RowOp;
 using compiler::wide_type;
 
 uint64_t RowVariant::key() const {
-  if (chunks > 0) {  // bit 55 set: apart from every staged key (those stay below 2^49)
-    uint64_t k = (prefetch_inputs & 0xffffffffu) * 2 + (exact ? 1 : 0);
-    k = ((k * 32 + static_cast<uint64_t>(vec)) * 64 + static_cast<uint64_t>(chunks)) * 2048 + static_cast<uint64_t>(threads);
-    return (uint64_t{1} << 55) | k;
+  if (chunks > 0) {  // bit 60 apart from every staged key (those stay below 2^50)
+    return (uint64_t{1} << 60) |
+           (((((static_cast<uint64_t>(chunks) * 32 + static_cast<uint64_t>(vec)) * 2 + (prefetch ? 1 : 0)) * 2 +
+              (exact ? 1 : 0)) * 2048) +
+            static_cast<uint64_t>(threads));
   }
   return ((cached_inputs * 2 + (vector_in ? 1 : 0)) * 32 + static_cast<uint64_t>(vector_out)) * 2048 +
          static_cast<uint64_t>(threads);
-}
-
-size_t row_shared_bytes(const compiler::RowProgram& p, const RowVariant& var) {
-  size_t bytes = 0;
-  for (auto& op : p.ops) {
-    if (op.prim || op.input >= 32 || !((var.prefetch_inputs >> op.input) & 1)) continue;
-    bytes += 2 * static_cast<size_t>(var.chunks) * static_cast<size_t>(var.threads) * static_cast<size_t>(var.vec) *
-             static_cast<size_t>(size_of(op.dtype));
-  }
-  return bytes;
 }
 
 namespace {
@@ -54,7 +45,7 @@ class RowSource {
 
   std::string str() {
     header();
-    s_ << "  for (long r = blockIdx.x; r < rows; r += gridDim.x" << (prefetching() ? ", slot ^= 1" : "") << ") {\n";
+    s_ << "  for (long r = blockIdx.x; r < rows; r += gridDim.x) {\n";
     if (registers()) load_row_registers();
     else stage_row();
     emit_row_ops(0);
@@ -98,14 +89,17 @@ class RowSource {
     }
     s_ << "    }\n";
     if (var_.cached_inputs && !registers()) s_ << "    __syncthreads();\n";  // the staged row is replaced next
+    if (registers() && var_.prefetch) {
+      for (auto& op : ops_) {
+        if (element_input(op)) s_ << "    for (int c = 0; c < " << var_.chunks << "; ++c) a" << op.input << "[c] = next" << op.input << "[c];\n";
+      }
+    }
     s_ << "  }\n}\n";
     return s_.str();
   }
 
  private:
   bool registers() const { return var_.chunks > 0; }
-  bool prefetched(int k) const { return k < 32 && ((var_.prefetch_inputs >> k) & 1) != 0; }
-  bool prefetching() const { return registers() && var_.prefetch_inputs != 0; }
   OpKind kind(size_t i) const { return ops_[i].prim->kind(); }
   const char* wide(size_t i) const { return wide_type(kind(i), ops_[i].dtype); }
   const RowOp& output_op(size_t o) const { return ops_[static_cast<size_t>(p_.outputs[o])]; }
@@ -138,7 +132,6 @@ class RowSource {
     if (var_.cached_inputs && !registers()) {
       s_ << "  extern __shared__ __align__(16) unsigned char kiln_smem[];\n  long smem_at = 0;\n";
     }
-    if (prefetching()) s_ << "  extern __shared__ __align__(16) unsigned char kiln_smem[];\n";
     for (auto& op : ops_) {
       if (op.prim) continue;
       const char* t = cpp_type(op.dtype);
@@ -164,65 +157,44 @@ class RowSource {
       // can run past the row.
       if (var_.exact) s_ << "  constexpr bool last_ok = true;\n";
       else s_ << "  const bool last_ok = (" << (var_.chunks - 1) << "L * " << var_.threads << " + tid) * " << var_.vec << " < n;\n";
-      if (prefetching()) {  // the first row's copies; each row then starts the next one's
-        s_ << "  int slot = 0;\n";
-        copy_row("static_cast<long>(blockIdx.x)", "0", "  ");
+      for (auto& op : ops_) {
+        if (!element_input(op)) continue;
+        s_ << "  " << vec_type(op.dtype, var_.vec) << " a" << op.input << "[" << var_.chunks << "];\n";
       }
+      if (var_.prefetch) load_inputs("a", "static_cast<long>(blockIdx.x)", "  ");
     }
   }
 
-  // Starts the asynchronous copies of row `row` of the prefetched inputs into shared memory
-  // buffer `slot`. Each thread copies exactly the vectors it reads later, so it waits for its
-  // own copies alone (no barrier).
-  void copy_row(const std::string& row, const std::string& slot, const std::string& indent) {
+  // Loads row `row` of every per-element input into <prefix><k>[c].
+  void load_inputs(const std::string& prefix, const std::string& row, const std::string& indent) {
     s_ << indent << "if (" << row << " < rows) {\n";
-    size_t offset = 0;
-    for (auto& op : ops_) {
-      if (op.prim || !prefetched(op.input)) continue;
-      const std::string k = std::to_string(op.input);
-      const int bytes = var_.vec * size_of(op.dtype);
-      for (int c = 0; c < var_.chunks; ++c) {
-        s_ << indent << "  kiln_cp_async<" << bytes << ">(" << buffer(offset, slot, c, bytes) << ", in" << k << " + "
-           << row << " * rs" << k << " + " << at(c) << (var_.vec > 1 ? " * " + std::to_string(var_.vec) : " * cs" + k) << ", "
-           << (c == var_.chunks - 1 ? "last_ok" : "true") << ");\n";
-      }
-      offset += 2 * static_cast<size_t>(var_.chunks * var_.threads * bytes);
-    }
-    s_ << indent << "}\n" << indent << "kiln_cp_commit();\n";
-  }
-  std::string at(int c) const { return "(" + std::to_string(c) + "L * " + std::to_string(var_.threads) + " + tid)"; }
-  std::string buffer(size_t offset, const std::string& slot, int c, int bytes) const {
-    return "kiln_smem + " + std::to_string(offset) + " + ((" + slot + " * " + std::to_string(var_.chunks) + " + " +
-           std::to_string(c) + ") * " + std::to_string(var_.threads) + " + tid) * " + std::to_string(bytes);
-  }
-
-  // This row of every per-element input into registers a<k>[c]: prefetched ones from shared
-  // memory (after starting the next row's copies), the others from global memory.
-  void load_row_registers() {
-    if (prefetching()) {
-      copy_row("(r + gridDim.x)", "(slot ^ 1)", "    ");
-      s_ << "    kiln_cp_wait_all_but_one();\n";
-    }
-    size_t offset = 0;
     for (auto& op : ops_) {
       if (!element_input(op)) continue;
-      const std::string k = std::to_string(op.input), vt = vec_type(op.dtype, var_.vec);
-      const int bytes = var_.vec * size_of(op.dtype);
-      s_ << "    " << vt << " a" << k << "[" << var_.chunks << "];\n";
+      std::string k = std::to_string(op.input);
       for (int c = 0; c < var_.chunks; ++c) {
-        std::string dst = "a" + k + "[" + std::to_string(c) + "]";
-        if (prefetched(op.input)) {  // zeros past the row
-          s_ << "    " << dst << " = *reinterpret_cast<const " << vt << "*>(" << buffer(offset, "slot", c, bytes) << ");\n";
-          continue;
-        }
-        s_ << "    " << dst << " = {};\n    " << (c == var_.chunks - 1 ? "if (last_ok) " : "");
+        std::string at = "(" + std::to_string(c) + "L * " + std::to_string(var_.threads) + " + tid)";
+        std::string dst = prefix + k + "[" + std::to_string(c) + "]";
+        s_ << indent << "  " << dst << " = {};\n";
+        s_ << indent << "  " << (c == var_.chunks - 1 ? "if (last_ok) " : "");
         if (var_.vec > 1) {  // cs == 1 and aligned rows: one vector access
-          s_ << dst << " = reinterpret_cast<const " << vt << "*>(in" << k << " + r * rs" << k << ")[" << at(c) << "];\n";
+          s_ << dst << " = reinterpret_cast<const " << vec_type(op.dtype, var_.vec) << "*>(in" << k << " + " << row
+             << " * rs" << k << ")[" << at << "];\n";
         } else {
-          s_ << dst << ".v[0] = in" << k << "[r * rs" << k << " + " << at(c) << " * cs" << k << "];\n";
+          s_ << dst << ".v[0] = in" << k << "[" << row << " * rs" << k << " + " << at << " * cs" << k << "];\n";
         }
       }
-      if (prefetched(op.input)) offset += 2 * static_cast<size_t>(var_.chunks * var_.threads * bytes);
+    }
+    s_ << indent << "}\n";
+  }
+
+  void load_row_registers() {
+    if (var_.prefetch) {
+      for (auto& op : ops_) {
+        if (element_input(op)) s_ << "    " << vec_type(op.dtype, var_.vec) << " next" << op.input << "[" << var_.chunks << "];\n";
+      }
+      load_inputs("next", "(r + gridDim.x)", "    ");
+    } else {
+      load_inputs("a", "r", "    ");
     }
     // Every element op of the row, one slot per element of the thread.
     for (size_t i = 0; i < ops_.size(); ++i) {
