@@ -112,11 +112,11 @@ TEST_F(CudaCodegen, RowVariantsCompile) {
       staged.vector_out = 16 / size_of(d);
       compiles(cuda::row_source(p, staged));
       for (int vec : {1, 16 / size_of(d)}) {
-        for (bool prefetch : {false, true}) {
+        for (bool exact : {false, true}) {
           cuda::RowVariant regs = plain;
           regs.chunks = 2;
           regs.vec = vec;
-          regs.prefetch = prefetch;
+          regs.exact = exact;
           compiles(cuda::row_source(p, regs));
         }
       }

@@ -45,7 +45,7 @@ struct RowVariant {
   // vec > 1 needs cs == 1, n a multiple of vec and every row start and output aligned to it.
   int chunks = 0;
   int vec = 1;
-  bool prefetch = false;  // the next row's inputs are loaded while this one is computed
+  int min_blocks = 0;     // resident blocks per SM asked of the compiler (0: its choice)
   bool exact = false;     // n == chunks * threads * vec: no element lies past the row
   uint64_t key() const;   // distinct for every variant that generates different source
 };

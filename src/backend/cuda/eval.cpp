@@ -191,7 +191,7 @@ namespace {
 // read once and every element op computed once. False when a row does not fit.
 bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
                        const std::vector<long>& meta, int64_t n, RowVariant& var) {
-  if (!tuning().row_registers) return false;
+  if (tuning().row_registers == 0) return false;
   constexpr int kMostElements = 32;  // per thread; more would spill
   const size_t nin = ins.size();
   int widest = 1;
@@ -201,6 +201,8 @@ bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, cons
   for (size_t o = 0; o < outs.size(); ++o) {
     if (!p.ops[static_cast<size_t>(p.outputs[o])].per_row) widest = std::max(widest, static_cast<int>(outs[o].itemsize()));
   }
+  // Measured on an H100 (docs/benchmarks.md): float32 rows run as fast staged.
+  if (tuning().row_registers < 0 && widest > 2) return false;
   int vec = std::max(tuning().vector_bytes / widest, 1);
   bool aligned = n % vec == 0;
   for (auto& op : p.ops) {
@@ -221,7 +223,7 @@ bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, cons
   var.threads = threads;
   var.vec = vec;
   var.chunks = static_cast<int>(std::max<int64_t>(chunks, 1));
-  var.prefetch = tuning().row_prefetch;
+  var.min_blocks = tuning().row_min_blocks;
   var.exact = n == int64_t{var.chunks} * threads * vec;
   return true;
 }

@@ -20,11 +20,10 @@ using compiler::RowOp;
 using compiler::wide_type;
 
 uint64_t RowVariant::key() const {
-  if (chunks > 0) {  // bit 60 apart from every staged key (those stay below 2^50)
-    return (uint64_t{1} << 60) |
-           (((((static_cast<uint64_t>(chunks) * 32 + static_cast<uint64_t>(vec)) * 2 + (prefetch ? 1 : 0)) * 2 +
-              (exact ? 1 : 0)) * 2048) +
-            static_cast<uint64_t>(threads));
+  if (chunks > 0) {  // bit 55 set: apart from every staged key (those stay below 2^49)
+    uint64_t k = static_cast<uint64_t>(min_blocks) * 2 + (exact ? 1 : 0);
+    k = ((k * 32 + static_cast<uint64_t>(vec)) * 64 + static_cast<uint64_t>(chunks)) * 2048 + static_cast<uint64_t>(threads);
+    return (uint64_t{1} << 55) | k;
   }
   return ((cached_inputs * 2 + (vector_in ? 1 : 0)) * 32 + static_cast<uint64_t>(vector_out)) * 2048 +
          static_cast<uint64_t>(threads);
@@ -89,11 +88,6 @@ class RowSource {
     }
     s_ << "    }\n";
     if (var_.cached_inputs && !registers()) s_ << "    __syncthreads();\n";  // the staged row is replaced next
-    if (registers() && var_.prefetch) {
-      for (auto& op : ops_) {
-        if (element_input(op)) s_ << "    for (int c = 0; c < " << var_.chunks << "; ++c) a" << op.input << "[c] = next" << op.input << "[c];\n";
-      }
-    }
     s_ << "  }\n}\n";
     return s_.str();
   }
@@ -126,7 +120,8 @@ class RowSource {
     const int nout = static_cast<int>(p_.outputs.size());
     const int rs0 = 2, cs0 = 2 + nin_, in0 = 2 + 2 * nin_, out0 = 2 + 3 * nin_;
     s_ << "#include \"kiln/cuda_support.h\"\n\n";
-    s_ << "extern \"C\" __global__ void __launch_bounds__(" << var_.threads << ") kiln_kernel(const KilnMeta<"
+    s_ << "extern \"C\" __global__ void __launch_bounds__(" << var_.threads
+       << (registers() && var_.min_blocks > 0 ? ", " + std::to_string(var_.min_blocks) : "") << ") kiln_kernel(const KilnMeta<"
        << row_meta_len(nin_, nout) << "> m) {\n";
     s_ << "  const long rows = m.v[0], n = m.v[1];\n  const int tid = threadIdx.x;\n";
     if (var_.cached_inputs && !registers()) {
@@ -157,44 +152,25 @@ class RowSource {
       // can run past the row.
       if (var_.exact) s_ << "  constexpr bool last_ok = true;\n";
       else s_ << "  const bool last_ok = (" << (var_.chunks - 1) << "L * " << var_.threads << " + tid) * " << var_.vec << " < n;\n";
-      for (auto& op : ops_) {
-        if (!element_input(op)) continue;
-        s_ << "  " << vec_type(op.dtype, var_.vec) << " a" << op.input << "[" << var_.chunks << "];\n";
-      }
-      if (var_.prefetch) load_inputs("a", "static_cast<long>(blockIdx.x)", "  ");
     }
   }
 
-  // Loads row `row` of every per-element input into <prefix><k>[c].
-  void load_inputs(const std::string& prefix, const std::string& row, const std::string& indent) {
-    s_ << indent << "if (" << row << " < rows) {\n";
+  // This row of every per-element input into registers a<k>[c], all loads issued at once.
+  void load_row_registers() {
     for (auto& op : ops_) {
       if (!element_input(op)) continue;
-      std::string k = std::to_string(op.input);
+      const std::string k = std::to_string(op.input), vt = vec_type(op.dtype, var_.vec);
+      s_ << "    " << vt << " a" << k << "[" << var_.chunks << "];\n";
       for (int c = 0; c < var_.chunks; ++c) {
-        std::string at = "(" + std::to_string(c) + "L * " + std::to_string(var_.threads) + " + tid)";
-        std::string dst = prefix + k + "[" + std::to_string(c) + "]";
-        s_ << indent << "  " << dst << " = {};\n";
-        s_ << indent << "  " << (c == var_.chunks - 1 ? "if (last_ok) " : "");
+        const std::string dst = "a" + k + "[" + std::to_string(c) + "]";
+        const std::string at = "(" + std::to_string(c) + "L * " + std::to_string(var_.threads) + " + tid)";
+        s_ << "    " << dst << " = {};\n    " << (c == var_.chunks - 1 ? "if (last_ok) " : "");
         if (var_.vec > 1) {  // cs == 1 and aligned rows: one vector access
-          s_ << dst << " = reinterpret_cast<const " << vec_type(op.dtype, var_.vec) << "*>(in" << k << " + " << row
-             << " * rs" << k << ")[" << at << "];\n";
+          s_ << dst << " = reinterpret_cast<const " << vt << "*>(in" << k << " + r * rs" << k << ")[" << at << "];\n";
         } else {
-          s_ << dst << ".v[0] = in" << k << "[" << row << " * rs" << k << " + " << at << " * cs" << k << "];\n";
+          s_ << dst << ".v[0] = in" << k << "[r * rs" << k << " + " << at << " * cs" << k << "];\n";
         }
       }
-    }
-    s_ << indent << "}\n";
-  }
-
-  void load_row_registers() {
-    if (var_.prefetch) {
-      for (auto& op : ops_) {
-        if (element_input(op)) s_ << "    " << vec_type(op.dtype, var_.vec) << " next" << op.input << "[" << var_.chunks << "];\n";
-      }
-      load_inputs("next", "(r + gridDim.x)", "    ");
-    } else {
-      load_inputs("a", "r", "    ");
     }
     // Every element op of the row, one slot per element of the thread.
     for (size_t i = 0; i < ops_.size(); ++i) {

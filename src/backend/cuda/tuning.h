@@ -11,10 +11,11 @@ struct Tuning {
   int vector_bytes = 16;   // KILN_CUDA_VECTOR_BYTES: widest load or store per thread (4, 8 or 16)
   int row_threads = 256;   // KILN_CUDA_ROW_THREADS: most threads per row of a row kernel (32 to 1024)
   bool fmad = false;       // KILN_CUDA_FMAD=1: let NVRTC contract a*b+c (results then differ from the CPU's)
-  // Row kernels that hold the row in registers (KILN_CUDA_ROW_REGISTERS=0: always staged).
-  bool row_registers = true;
-  int row_elems = 8;       // KILN_CUDA_ROW_ELEMS: elements per thread they aim for (threads grow first)
-  bool row_prefetch = true;  // KILN_CUDA_ROW_PREFETCH=0: no loading of the next row during this one
+  // Row kernels that hold the row in registers: for rows of 16-bit elements (their staged
+  // kernels are bound by instructions); KILN_CUDA_ROW_REGISTERS=0 never, =1 for every row.
+  int row_registers = -1;
+  int row_elems = 16;      // KILN_CUDA_ROW_ELEMS: elements per thread they aim for (threads grow first)
+  int row_min_blocks = 0;  // KILN_CUDA_ROW_MIN_BLOCKS: resident blocks per SM to ask of the compiler
 };
 
 inline const Tuning& tuning() {
@@ -34,8 +35,8 @@ inline const Tuning& tuning() {
       return v && *v ? v[0] == '1' : fallback;
     };
     r.fmad = flag("KILN_CUDA_FMAD", r.fmad);
-    r.row_registers = flag("KILN_CUDA_ROW_REGISTERS", r.row_registers);
-    r.row_prefetch = flag("KILN_CUDA_ROW_PREFETCH", r.row_prefetch);
+    if (const char* v = std::getenv("KILN_CUDA_ROW_REGISTERS"); v && *v) r.row_registers = v[0] == '1';
+    r.row_min_blocks = number("KILN_CUDA_ROW_MIN_BLOCKS", 1, 32, r.row_min_blocks);
     return r;
   }();
   return t;
