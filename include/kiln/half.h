@@ -139,11 +139,7 @@ struct bfloat16_t {
 
   // Round to nearest even; NaN stays a quiet NaN.
   static uint16_t from_float(float f) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && defined(KILN_BF16_PACKED_CVT)
-    uint32_t r;  // the packed form (F2FP), which issues on another pipe than the single cvt (F2F)
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(0.0f), "f"(f));
-    return static_cast<uint16_t>(r);
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     uint16_t r;  // one instruction on the GPU, the same rounding
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
     return r;

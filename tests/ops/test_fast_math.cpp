@@ -163,18 +163,4 @@ TEST(FastMath, Cos) {
   EXPECT_EQ(kiln::math::Cos{}(0.0f), 1.0f);
 }
 
-// The GPU's sin and cos (float with fma, the shifter in place of float<->int conversions):
-// within 2 ulp (CUDA's sinf contract) where they reduce themselves, |x| < 105615.
-TEST(FastMath, SinCosGpuForm) {
-  for (unsigned quadrant : {0u, 1u}) {
-    auto f = [quadrant](float x) { return kiln::math::sincos_f32_gpu(x, quadrant); };
-    Worst w = check(f, [quadrant](double x) { return quadrant ? std::cos(x) : std::sin(x); }, 105614.0f);
-    EXPECT_LE(w.err, 2.0) << (quadrant ? "cos" : "sin") << " at x = " << w.at;
-  }
-  EXPECT_TRUE(std::signbit(kiln::math::sincos_f32_gpu(-0.0f, 0)));
-  EXPECT_EQ(kiln::math::sincos_f32_gpu(0x1p-149f, 0), 0x1p-149f);
-  EXPECT_EQ(kiln::math::sincos_f32_gpu(0.0f, 1), 1.0f);
-  EXPECT_TRUE(std::isnan(kiln::math::sincos_f32_gpu(kInf, 0)));
-}
-
 }  // namespace

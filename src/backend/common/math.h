@@ -159,37 +159,6 @@ KILN_HD inline float sincos_f32(float xf, unsigned quadrant) {
   return select_f32(y < -1.0f, -1.0f, y);
 }
 #endif
-// sin(x + quadrant * pi/2) in float with fma, for the GPU. CUDA's sinf rounds x * 2/pi
-// through two float<->int conversions, which issue at 16 a clock per SM and bound chains of
-// sin on an H100; here the 1.5 * 2^23 shifter rounds it on the FMA pipe. pi/2 = P1 + P2 + P3
-// in floats; with fma, k * P1 is subtracted exactly for |x| < 105615 (|k| < 2^17). Zeros,
-// larger |x|, infinities and NaN take the library's function. Error measured in
-// test_fast_math; coefficients from bench/tools/fit_float_math.py.
-KILN_HD inline float fma_f32(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-KILN_HD inline float sincos_f32_gpu(float x, unsigned quadrant) {
-  if (!(x > -105615.0f && x < 105615.0f) || x == 0.0f) return quadrant ? std::cos(x) : std::sin(x);
-  constexpr float shifter = 12582912.0f;  // 1.5 * 2^23: t's low bits hold round(x * 2/pi)
-  const float t = fma_f32(x, 0.6366197466850281f, shifter);
-  const float k = t - shifter;
-  float r = fma_f32(-k, 1.5707963705062866f, x);
-  r = fma_f32(-k, -4.371138828673793e-08f, r);
-  r = fma_f32(-k, -1.7151245100058819e-15f, r);
-  const float u = r * r;
-  const float sp = fma_f32(fma_f32(u, -0.0001951463200384751f, 0.008332155644893646f), u, -0.16666655242443085f);
-  const float cp = fma_f32(fma_f32(u, 2.443241282890085e-05f, -0.0013887309469282627f), u, 0.04166664555668831f);
-  const float sin_r = fma_f32(r * u, sp, r);
-  const float cos_r = fma_f32(u * u, cp, fma_f32(-0.5f, u, 1.0f));
-  const uint32_t q = std::bit_cast<uint32_t>(t) + quadrant;
-  const float v = (q & 1u) ? cos_r : sin_r;
-  return (q & 2u) ? -v : v;
-}
-
 struct Exp {
   KILN_FLOATS_ONLY
   template <class T> KILN_HD T operator()(T x) const {
@@ -218,8 +187,6 @@ struct Sin {
   template <class T> KILN_HD T operator()(T x) const {
 #if !defined(__CUDACC__)
     if constexpr (std::is_same_v<T, float>) return sincos_f32(x, 0u);
-#else
-    if constexpr (std::is_same_v<T, float>) return sincos_f32_gpu(x, 0u);
 #endif
     return std::sin(x);
   }
@@ -229,8 +196,6 @@ struct Cos {
   template <class T> KILN_HD T operator()(T x) const {
 #if !defined(__CUDACC__)
     if constexpr (std::is_same_v<T, float>) return sincos_f32(x, 1u);
-#else
-    if constexpr (std::is_same_v<T, float>) return sincos_f32_gpu(x, 1u);
 #endif
     return std::cos(x);
   }

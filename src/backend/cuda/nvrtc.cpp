@@ -118,11 +118,9 @@ const Headers& headers() {
 
 std::vector<std::string> options(const DeviceInfo& info) {
   // No contraction into FMAs, as on the CPU, so results stay within rounding of the CPU's.
-  std::vector<std::string> o = {"--gpu-architecture=" + info.arch(), "-std=c++20", "-default-device",
-                                 tuning().fmad ? "--fmad=true" : "--fmad=false", "-DKILN_HD=__device__",
-                                 "-DKILN_CUDA_DEVICE=1"};
-  if (tuning().bf16_packed_cvt) o.push_back("-DKILN_BF16_PACKED_CVT=1");
-  return o;
+  return {"--gpu-architecture=" + info.arch(), "-std=c++20", "-default-device",
+          tuning().fmad ? "--fmad=true" : "--fmad=false",
+          "-DKILN_HD=__device__", "-DKILN_CUDA_DEVICE=1"};
 }
 
 std::string compile_cubin(const std::string& source, const std::string& name, const DeviceInfo& info) {

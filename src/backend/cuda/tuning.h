@@ -11,7 +11,6 @@ struct Tuning {
   int vector_bytes = 16;   // KILN_CUDA_VECTOR_BYTES: widest load or store per thread (4, 8 or 16)
   int row_threads = 256;   // KILN_CUDA_ROW_THREADS: most threads per row of a row kernel (32 to 1024)
   bool fmad = false;       // KILN_CUDA_FMAD=1: let NVRTC contract a*b+c (results then differ from the CPU's)
-  bool bf16_packed_cvt = false;  // KILN_CUDA_BF16_PACKED_CVT=1: round to bfloat16 with the packed cvt
   // Row kernels that hold the row in registers: for rows of 16-bit elements (their staged
   // kernels are bound by instructions); KILN_CUDA_ROW_REGISTERS=0 never, =1 for every row.
   int row_registers = -1;
@@ -36,7 +35,6 @@ inline const Tuning& tuning() {
       return v && *v ? v[0] == '1' : fallback;
     };
     r.fmad = flag("KILN_CUDA_FMAD", r.fmad);
-    r.bf16_packed_cvt = flag("KILN_CUDA_BF16_PACKED_CVT", r.bf16_packed_cvt);
     if (const char* v = std::getenv("KILN_CUDA_ROW_REGISTERS"); v && *v) r.row_registers = v[0] == '1';
     r.row_min_blocks = number("KILN_CUDA_ROW_MIN_BLOCKS", 1, 32, r.row_min_blocks);
     return r;
