@@ -187,6 +187,21 @@ Tensor contiguous_on_device(const Tensor& t, int device) {
 
 namespace {
 
+// The widest itemsize of the per-element outputs, and of the per-element inputs when asked.
+int widest_element_item(const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
+                        bool with_inputs) {
+  int widest = 1;
+  for (auto& op : p.ops) {
+    if (with_inputs && !op.prim && !op.per_row && !op.uniform) {
+      widest = std::max(widest, static_cast<int>(ins[static_cast<size_t>(op.input)].itemsize()));
+    }
+  }
+  for (size_t o = 0; o < outs.size(); ++o) {
+    if (!p.ops[static_cast<size_t>(p.outputs[o])].per_row) widest = std::max(widest, static_cast<int>(outs[o].itemsize()));
+  }
+  return widest;
+}
+
 // Register rows: each thread keeps its share of the row from load to store, so the row is
 // read once and every element op computed once. False when a row does not fit.
 bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
@@ -194,13 +209,7 @@ bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, cons
   if (tuning().row_registers == 0) return false;
   constexpr int kMostElements = 32;  // per thread; more would spill
   const size_t nin = ins.size();
-  int widest = 1;
-  for (auto& op : p.ops) {
-    if (!op.prim && !op.per_row && !op.uniform) widest = std::max(widest, static_cast<int>(ins[static_cast<size_t>(op.input)].itemsize()));
-  }
-  for (size_t o = 0; o < outs.size(); ++o) {
-    if (!p.ops[static_cast<size_t>(p.outputs[o])].per_row) widest = std::max(widest, static_cast<int>(outs[o].itemsize()));
-  }
+  const int widest = widest_element_item(p, ins, outs, true);
   // Measured on an H100 (docs/benchmarks.md): float32 rows run as fast staged.
   if (tuning().row_registers < 0 && widest > 2) return false;
   int vec = std::max(tuning().vector_bytes / widest, 1);
@@ -249,11 +258,7 @@ size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const
     aligned_in = aligned_in && ptr_bits(ins[k]) % 16 == 0 && (meta[2 + k] * item) % 16 == 0 && (n * item) % 16 == 0;
   }
   var.vector_in = var.cached_inputs != 0 && aligned_in;
-  int widest = 1;
-  for (size_t o = 0; o < outs.size(); ++o) {
-    if (!p.ops[static_cast<size_t>(p.outputs[o])].per_row) widest = std::max(widest, static_cast<int>(outs[o].itemsize()));
-  }
-  var.vector_out = std::max(tuning().vector_bytes / widest, 1);
+  var.vector_out = std::max(tuning().vector_bytes / widest_element_item(p, ins, outs, false), 1);
   for (size_t o = 0; o < outs.size(); ++o) {
     if (p.ops[static_cast<size_t>(p.outputs[o])].per_row) continue;
     const long bytes = var.vector_out * static_cast<long>(outs[o].itemsize());
@@ -295,7 +300,7 @@ void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tenso
   size_t smem = 0;
   if (!registers_variant(p, ins, outs, meta, n, var)) smem = staged_variant(p, ins, outs, meta, n, var);
   CUfunction f = program_kernel(dev, slots, var.key(), [&] { return row_source(p, var); });
-  // Register rows loop over rows with the next one in flight: one wave of resident blocks.
+  // Register-row blocks loop over the rows: one wave of resident blocks (as measured).
   const int64_t per_sm = var.chunks > 0 ? resident_blocks(f, static_cast<unsigned>(var.threads), 0) : 32;
   unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{device_info(dev).sms} * per_sm));
   launch(dev, f, grid, static_cast<unsigned>(var.threads), meta, static_cast<unsigned>(smem));
