@@ -107,7 +107,7 @@ class RowSource {
     const RowOp& op = ops_[i];
     if (!op.prim || op.per_row || op.prim->kind() != OpKind::Divide) return false;
     const RowOp& b = ops_[static_cast<size_t>(op.args[1])];
-    const bool float_math = std::string(compute_type(op.dtype)) == "float";
+    const bool float_math = op.dtype == float32 || op.dtype == bfloat16 || op.dtype == float16;
     return b.per_row && float_math && b.dtype == op.dtype && ops_[static_cast<size_t>(op.args[0])].dtype == op.dtype;
   }
 
@@ -216,8 +216,7 @@ class RowSource {
     if (op.per_row || op.uniform) {
       s_ << "static_cast<" << ct << ">(in" << k << "[r * rs" << k << "]);\n";
       row_value_defined(i, indent);
-    }
-    else if (registers()) s_ << "static_cast<" << ct << ">(a" << k << "[" << c << "].v[" << e << "]);\n";
+    } else if (registers()) s_ << "static_cast<" << ct << ">(a" << k << "[" << c << "].v[" << e << "]);\n";
     else if (cached(op.input)) s_ << "static_cast<" << ct << ">(c" << k << "[j]);\n";
     else s_ << "static_cast<" << ct << ">(in" << k << "[r * rs" << k << " + j * cs" << k << "]);\n";
   }
@@ -251,7 +250,7 @@ class RowSource {
     for (int e = 0; e < v; ++e) {  // unrolled here: constant indices keep the vector in registers
       s_ << "      {\n        const long j = jv * " << v << " + " << e << ";\n";
       for (size_t i : closure) emit_op(i, "        ");
-      store_element(e, "        ");
+      store_element("", e, "        ");
       s_ << "      }\n";
     }
     for (size_t o = 0; o < p_.outputs.size(); ++o) {
@@ -260,10 +259,11 @@ class RowSource {
     s_ << "    }\n";
   }
 
-  void store_element(int e, const std::string& indent) {
+  // Element e of every per-element output into its vector r<o><chunk> ("" or "[c]").
+  void store_element(const std::string& chunk, int e, const std::string& indent) {
     for (size_t o = 0; o < p_.outputs.size(); ++o) {
       if (output_op(o).per_row) continue;
-      s_ << indent << "r" << o << ".v[" << e << "] = kiln_narrow<" << cpp_type(output_op(o).dtype) << ">(t"
+      s_ << indent << "r" << o << chunk << ".v[" << e << "] = kiln_narrow<" << cpp_type(output_op(o).dtype) << ">(t"
          << p_.outputs[o] << ");\n";
     }
   }
@@ -304,13 +304,8 @@ class RowSource {
     for (size_t o = 0; o < p_.outputs.size(); ++o) {
       if (!output_op(o).per_row) s_ << "    " << vec_type(output_op(o).dtype, var_.vec) << " r" << o << "[" << var_.chunks << "];\n";
     }
-    each_register_element(elem_outputs, [&](int c, int e) {
-      for (size_t o = 0; o < p_.outputs.size(); ++o) {
-        if (output_op(o).per_row) continue;
-        s_ << "      r" << o << "[" << c << "].v[" << e << "] = kiln_narrow<" << cpp_type(output_op(o).dtype) << ">(t"
-           << p_.outputs[o] << ");\n";
-      }
-    });
+    each_register_element(elem_outputs,
+                          [&](int c, int e) { store_element("[" + std::to_string(c) + "]", e, "      "); });
     for (int c = 0; c < var_.chunks; ++c) {
       s_ << "    " << (c == var_.chunks - 1 ? "if (last_ok) {\n" : "{\n");
       for (size_t o = 0; o < p_.outputs.size(); ++o) {

@@ -30,11 +30,8 @@ inline const Tuning& tuning() {
     r.vector_bytes = number("KILN_CUDA_VECTOR_BYTES", 1, 16, r.vector_bytes);
     r.row_threads = number("KILN_CUDA_ROW_THREADS", 32, 1024, r.row_threads);
     r.row_elems = number("KILN_CUDA_ROW_ELEMS", 1, 32, r.row_elems);
-    auto flag = [](const char* name, bool fallback) {
-      const char* v = std::getenv(name);
-      return v && *v ? v[0] == '1' : fallback;
-    };
-    r.fmad = flag("KILN_CUDA_FMAD", r.fmad);
+    const char* f = std::getenv("KILN_CUDA_FMAD");
+    r.fmad = f && f[0] == '1';
     if (const char* v = std::getenv("KILN_CUDA_ROW_REGISTERS"); v && *v) r.row_registers = v[0] == '1';
     r.row_min_blocks = number("KILN_CUDA_ROW_MIN_BLOCKS", 1, 32, r.row_min_blocks);
     return r;
