@@ -1,5 +1,6 @@
 #include "compile/plan.h"
 
+#include <algorithm>
 #include <map>
 
 #include "core/node.h"
@@ -11,14 +12,24 @@ using detail::Tensor;
 
 std::shared_ptr<const Plan> lower(const Graph& g, bool shapeless) {
   auto plan = std::make_shared<Plan>();
-  plan->num_values = g.values.size();
-  plan->inputs = g.inputs;
-  plan->outputs = g.outputs;
   plan->shapeless = shapeless;
-  for (auto& v : g.values) {
-    plan->shapes.push_back(v.shape);
-    plan->dtypes.push_back(v.dtype);
-  }
+  // Register slots only for the values the plan touches, numbered densely: fusion leaves
+  // most traced values unused, and every call allocates and clears its registers.
+  std::vector<int> slots(g.values.size(), -1);
+  auto slot = [&](int v) {
+    int& s = slots[static_cast<size_t>(v)];
+    if (s < 0) {
+      s = static_cast<int>(plan->shapes.size());
+      plan->shapes.push_back(g.values[static_cast<size_t>(v)].shape);
+      plan->dtypes.push_back(g.values[static_cast<size_t>(v)].dtype);
+    }
+    return s;
+  };
+  auto slots_of = [&](const std::vector<int>& values) {
+    std::vector<int> out;
+    for (int v : values) out.push_back(slot(v));
+    return out;
+  };
   std::vector<int> last_use(g.values.size(), -1);
   std::vector<bool> needed(g.values.size(), false);
   for (size_t n = 0; n < g.nodes.size(); ++n) {
@@ -29,17 +40,20 @@ std::shared_ptr<const Plan> lower(const Graph& g, bool shapeless) {
   }
   std::vector<bool> is_output(g.values.size(), false);
   for (int v : g.outputs) is_output[static_cast<size_t>(v)] = needed[static_cast<size_t>(v)] = true;
+  plan->inputs = slots_of(g.inputs);
   for (size_t v = 0; v < g.values.size(); ++v) {
-    if (g.values[v].is_constant() && needed[v]) plan->constants.emplace_back(static_cast<int>(v), *g.values[v].constant);
+    if (g.values[v].is_constant() && needed[v]) plan->constants.emplace_back(slot(static_cast<int>(v)), *g.values[v].constant);
   }
   for (size_t n = 0; n < g.nodes.size(); ++n) {
-    Step s{g.nodes[n].prim, g.nodes[n].inputs, g.nodes[n].outputs, {}};
+    Step s{g.nodes[n].prim, slots_of(g.nodes[n].inputs), slots_of(g.nodes[n].outputs), {}};
     plan->steps.push_back(std::move(s));
   }
   for (size_t v = 0; v < g.values.size(); ++v) {
-    if (last_use[v] >= 0 && !is_output[v]) plan->steps[static_cast<size_t>(last_use[v])].release.push_back(static_cast<int>(v));
+    if (last_use[v] >= 0 && !is_output[v]) plan->steps[static_cast<size_t>(last_use[v])].release.push_back(slot(static_cast<int>(v)));
   }
+  plan->outputs = slots_of(g.outputs);
   // Outputs never read by a step and not inputs or constants would be unwritten: the verifier forbids that.
+  plan->num_values = plan->shapes.size();
   return plan;
 }
 
@@ -108,7 +122,12 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& in) const {
     }
   }
   std::vector<Tensor> out;
-  for (int v : outputs) out.push_back(regs[static_cast<size_t>(v)]);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Tensor& t = regs[static_cast<size_t>(outputs[i])];
+    // Registers die here: the last mention of a slot moves it out instead of copying.
+    bool again = std::find(outputs.begin() + static_cast<long>(i) + 1, outputs.end(), outputs[i]) != outputs.end();
+    out.push_back(again ? t : std::move(t));
+  }
   return out;
 }
 

@@ -12,21 +12,21 @@ namespace kiln::compiler {
 
 struct Step {
   std::shared_ptr<Primitive> prim;
-  std::vector<int> inputs;   // value ids
-  std::vector<int> outputs;  // value ids
-  std::vector<int> release;  // values no longer needed after this step
+  std::vector<int> inputs;   // register slots
+  std::vector<int> outputs;  // register slots
+  std::vector<int> release;  // slots no longer needed after this step
 };
 
 // Immutable once lowered: one plan is replayed by many threads at once (run is const,
 // registers are per call), so its steps' primitives must not change in eval_cpu.
 struct Plan {
-  size_t num_values = 0;
-  std::vector<int> inputs;                                 // value id per function input
-  std::vector<std::pair<int, detail::Tensor>> constants;  // value id, frozen data
+  size_t num_values = 0;                                   // register slots: values the steps touch
+  std::vector<int> inputs;                                 // slot per function input
+  std::vector<std::pair<int, detail::Tensor>> constants;  // slot, frozen data
   std::vector<Step> steps;
-  std::vector<int> outputs;       // value id per function output
-  std::vector<Shape> shapes;      // every value's shape at trace time
-  std::vector<Dtype> dtypes;      // every value's dtype
+  std::vector<int> outputs;       // slot per function output
+  std::vector<Shape> shapes;      // each slot's shape at trace time
+  std::vector<Dtype> dtypes;      // each slot's dtype
   bool shapeless = false;
   // CUDA graphs of this plan by device and input layout (backend/cuda/plan_graph.cpp).
   mutable std::mutex gpu_graphs_mu;

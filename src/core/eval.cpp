@@ -129,10 +129,12 @@ std::vector<std::shared_ptr<Node>> post_order(const std::vector<Array>& roots) {
   };
   std::vector<Frame> stack;
   auto push = [&](const std::shared_ptr<Node>& n) {
-    if (!n || !seen.insert(n.get()).second) return;
+    if (!n) return;
     auto p = n->pending_producer();
+    if (!p && n->ready.load(std::memory_order_acquire)) return;  // evaluated: not even remembered
+    if (!seen.insert(n.get()).second) return;
     if (!p) {
-      if (!n->ready.load(std::memory_order_acquire)) order.push_back(n);  // a trace placeholder: fails below
+      order.push_back(n);  // a trace placeholder: fails below
       return;
     }
     stack.push_back({n, std::move(p), 0});

@@ -38,9 +38,18 @@ bool Tensor::row_contiguous() const {
   return true;
 }
 
-void Tensor::allocate() {
-  strides = row_major_strides(shape);
+void Tensor::reset_layout() {
+  strides.resize(shape.size());
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
   offset = 0;
+}
+
+void Tensor::allocate() {
+  reset_layout();
   size_t need = static_cast<size_t>(size()) * itemsize();
   // A buffer handed over by a compiled plan (a dead intermediate or donated input
   // nobody else can observe) is reused.

@@ -46,6 +46,9 @@ struct Tensor {
     return static_cast<T*>(raw());
   }
 
+  /* Row-major strides and offset 0, in place: no allocation when the rank is unchanged
+     (replayed calls reset every output). */
+  void reset_layout();
   /* Gives this tensor a fresh row-major buffer for its shape. */
   void allocate();
   /* A view of `src`'s buffer with this tensor's shape and the given strides/offset. */

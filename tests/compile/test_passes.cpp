@@ -4,8 +4,10 @@
 #include <algorithm>
 
 #include "compile/fused.h"
+#include "compile/plan.h"
 #include "compile/row_fused.h"
 #include "compile/trace.h"
+#include "core/node.h"
 #include "ops/linalg.h"
 #include "passes/pass.h"
 #include "reference.h"
@@ -258,5 +260,35 @@ TEST(Passes, VerifierNamesThePass) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("after pass 'broken_pass'"), std::string::npos) << e.what();
+  }
+}
+
+// A fused plan keeps registers only for what its steps touch (every call allocates and
+// clears them), and outputs named twice or passed through still come back whole.
+TEST(Passes, LoweredPlanNumbersOnlyTheValuesItsStepsTouch) {
+  Array x = rnd({5, 3}, float32, 31), y = rnd({5, 3}, float32, 32);
+  auto fn = [](const std::vector<Array>& in) {
+    Array a = in[0] + in[1], b = in[0] * in[1];
+    for (int i = 0; i < 4; ++i) a = maximum(a * b + 0.5f, in[0]) - b;
+    return std::vector<Array>{a, in[1], a};
+  };
+  compiler::Graph g = traced(fn, {x, y});
+  const size_t traced_values = g.values.size();
+  run_pipeline(g, CompileMode::enabled, {});
+  auto plan = lower(g, false);
+  ASSERT_EQ(plan->steps.size(), 1u);  // one fused kernel
+  // x, y, the scalar constants and the fused result.
+  EXPECT_EQ(plan->num_values, 2 + plan->constants.size() + plan->steps[0].outputs.size());
+  EXPECT_GT(traced_values, 20u);
+  for (auto& step : plan->steps) {
+    for (int v : step.inputs) EXPECT_LT(static_cast<size_t>(v), plan->num_values);
+  }
+  eval({x, y});
+  auto out = plan->run({x.node()->tensor, y.node()->tensor});
+  auto want = fn({x, y});
+  ASSERT_EQ(out.size(), 3u);
+  for (size_t i = 0; i < out.size(); ++i) {
+    Array got = Array::from_tensor(out[i], Device::cpu());
+    EXPECT_EQ(got.to_vector<float>(), want[i].to_vector<float>()) << "output " << i;
   }
 }

@@ -60,9 +60,10 @@ void merge_axes(Shape& shape, std::vector<Strides>& strides) {
 long ptr_bits(const Tensor& t) { return static_cast<long>(reinterpret_cast<uintptr_t>(t.buffer ? t.raw() : nullptr)); }
 
 // The kernel for a program variant: from the program's own slots when it has them (a
-// replayed compiled call), else from the source-keyed cache (eager ops).
-CUfunction program_kernel(int dev, const compiler::KernelSlots* slots, uint64_t variant,
-                          const std::function<std::string()>& make_source) {
+// replayed compiled call), else from the source-keyed cache (eager ops). A template, so a
+// replay's call passes its source maker without allocating.
+template <class MakeSource>
+CUfunction program_kernel(int dev, const compiler::KernelSlots* slots, uint64_t variant, const MakeSource& make_source) {
   const uint64_t key = variant * 16 + static_cast<uint64_t>(dev);
   if (slots) {
     if (void* f = slots->find(key)) return static_cast<CUfunction>(f);
@@ -73,16 +74,45 @@ CUfunction program_kernel(int dev, const compiler::KernelSlots* slots, uint64_t 
   return f;
 }
 
-// Elements per aligned vector access for contiguous operands (16 bytes of the widest
-// dtype), or 1 when some pointer is not aligned to it.
-int flat_vector_width(const std::vector<const Tensor*>& dense) {
+// Runs the flat kernel: every output and every input outside the `scalars` mask is
+// contiguous over the n elements. Accesses are 16 bytes of the widest dtype when every
+// dense pointer is aligned to that, else one element.
+void run_flat(int dev, const FusedProgram& p, int64_t n, const std::vector<Tensor>& ins,
+              const std::vector<Tensor>& outs, uint64_t scalars, const compiler::KernelSlots* slots) {
+  auto dense = [&](size_t i) { return i < outs.size() || !(scalars >> (i - outs.size()) & 1); };
+  auto operand = [&](size_t i) -> const Tensor& { return i < outs.size() ? outs[i] : ins[i - outs.size()]; };
+  const size_t nops = outs.size() + ins.size();
   int widest = 1;
-  for (auto* t : dense) widest = std::max(widest, static_cast<int>(t->itemsize()));
-  int vec = std::max(tuning().vector_bytes / widest, 1);
-  for (auto* t : dense) {
-    if (ptr_bits(*t) % (vec * static_cast<long>(t->itemsize())) != 0) return 1;
+  for (size_t i = 0; i < nops; ++i) {
+    if (dense(i)) widest = std::max(widest, static_cast<int>(operand(i).itemsize()));
   }
-  return vec;
+  int vec = std::max(tuning().vector_bytes / widest, 1);
+  for (size_t i = 0; i < nops && vec > 1; ++i) {
+    if (dense(i) && ptr_bits(operand(i)) % (vec * static_cast<long>(operand(i).itemsize())) != 0) vec = 1;
+  }
+  std::vector<long> meta(static_cast<size_t>(flat_meta_len(static_cast<int>(nops))));
+  meta[0] = n;
+  for (size_t i = 0; i < nops; ++i) meta[1 + i] = ptr_bits(operand(i));
+  CUfunction f = program_kernel(dev, slots, (scalars * 32 + static_cast<uint64_t>(vec)) * 2 + 1,
+                                [&] { return elementwise_flat_source(p, scalars, vec); });
+  launch(dev, f, grid_for(dev, (n + vec - 1) / vec, 256), 256, meta);
+}
+
+// Whether the flat kernel applies without merging axes, the common case of a compiled
+// call: outputs and inputs dense over `shape`, or inputs of one element (broadcast
+// scalars, marked in `scalars`).
+bool plainly_flat(const Shape& shape, int64_t n, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
+                  uint64_t& scalars) {
+  if (n < 2 || ins.size() > 48) return false;
+  for (auto& o : outs) {
+    if (o.shape != shape || !o.row_contiguous()) return false;
+  }
+  scalars = 0;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (ins[i].size() == 1) scalars |= uint64_t{1} << i;
+    else if (ins[i].shape != shape || !ins[i].row_contiguous()) return false;
+  }
+  return true;
 }
 
 // Runs an elementwise program: outputs (any strides, exactly `shape`) then inputs
@@ -91,6 +121,8 @@ void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::
                  const std::vector<Tensor>& outs, const compiler::KernelSlots* slots = nullptr) {
   int64_t n = detail::shape_size(shape);
   if (n == 0) return;
+  uint64_t scalars = 0;
+  if (plainly_flat(shape, n, ins, outs, scalars)) return run_flat(dev, p, n, ins, outs, scalars, slots);
   std::vector<Strides> strides;
   for (auto& o : outs) strides.push_back(o.strides);
   for (auto& t : ins) strides.push_back(detail::broadcast_strides(t, shape));
@@ -98,27 +130,14 @@ void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::
   merge_axes(ms, strides);
   const int nops = static_cast<int>(strides.size());
   bool flat = ms.size() <= 1 && ins.size() <= 48;  // a bit per input in the variant key
-  uint64_t scalars = 0;
-  std::vector<const Tensor*> dense;
+  scalars = 0;
   for (int k = 0; k < nops && flat; ++k) {
     int64_t st = ms.empty() ? 1 : strides[static_cast<size_t>(k)][0];
     bool is_out = k < static_cast<int>(outs.size());
-    const Tensor& t = is_out ? outs[static_cast<size_t>(k)] : ins[static_cast<size_t>(k) - outs.size()];
     if (st == 0 && !is_out) scalars |= uint64_t{1} << (k - static_cast<int>(outs.size()));
-    else if (st == 1) dense.push_back(&t);
-    else flat = false;
+    else if (st != 1) flat = false;
   }
-  if (flat) {
-    const int vec = flat_vector_width(dense);
-    std::vector<long> meta(static_cast<size_t>(flat_meta_len(nops)));
-    meta[0] = n;
-    for (size_t o = 0; o < outs.size(); ++o) meta[1 + o] = ptr_bits(outs[o]);
-    for (size_t i = 0; i < ins.size(); ++i) meta[1 + outs.size() + i] = ptr_bits(ins[i]);
-    CUfunction f = program_kernel(dev, slots, (scalars * 32 + static_cast<uint64_t>(vec)) * 2 + 1,
-                                  [&] { return elementwise_flat_source(p, scalars, vec); });
-    launch(dev, f, grid_for(dev, (n + vec - 1) / vec, 256), 256, meta);
-    return;
-  }
+  if (flat) return run_flat(dev, p, n, ins, outs, scalars, slots);
   if (static_cast<int>(ms.size()) > kMaxDims) {
     fail("cuda", "elementwise kernel over ", ms.size(), " axes that do not merge (at most ", kMaxDims, ")");
   }

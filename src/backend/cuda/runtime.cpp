@@ -299,14 +299,12 @@ void allocate_output(int device, Tensor& t) {
       reuse = b->users.empty();  // another stream may still read a donated input
     }
     if (reuse) {
-      t.strides = detail::row_major_strides(t.shape);
-      t.offset = 0;
+      t.reset_layout();
       return;
     }
   }
   t.buffer = allocate(device, need);
-  t.strides = detail::row_major_strides(t.shape);
-  t.offset = 0;
+  t.reset_layout();
 }
 
 void prepare_inputs(int device, std::vector<Tensor>& in) {

@@ -1,0 +1,135 @@
+// A stand-in for libcuda.so.1 that runs no kernels: one "device" (sm_90, 132 SMs) whose
+// memory is host memory. With it on LD_LIBRARY_PATH, kiln's own share of a GPU call's
+// host time (tracing, caches, allocation, argument packing) can be profiled on a machine
+// without a GPU. Results computed through it are meaningless; only timings are of use.
+#include <cuda.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+namespace {
+
+int g_handle;  // every opaque handle points here
+
+template <class T>
+T handle() {
+  return reinterpret_cast<T>(&g_handle);
+}
+
+CUresult init(unsigned) { return CUDA_SUCCESS; }
+CUresult driver_version(int* v) { return *v = 13000, CUDA_SUCCESS; }
+CUresult device_count(int* n) { return *n = 1, CUDA_SUCCESS; }
+CUresult device_get(CUdevice* d, int) { return *d = 0, CUDA_SUCCESS; }
+CUresult device_attribute(int* v, CUdevice_attribute a, CUdevice) {
+  *v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR   ? 9
+       : a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? 0
+       : a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT     ? 132
+                                                           : 0;
+  return CUDA_SUCCESS;
+}
+CUresult device_name(char* name, int len, CUdevice) {
+  std::strncpy(name, "null device (no kernels run)", static_cast<size_t>(len));
+  return CUDA_SUCCESS;
+}
+CUresult ctx_retain(CUcontext* c, CUdevice) { return *c = handle<CUcontext>(), CUDA_SUCCESS; }
+CUresult ctx_set(CUcontext) { return CUDA_SUCCESS; }
+CUresult no_op() { return CUDA_SUCCESS; }
+CUresult error_string(CUresult, const char** s) { return *s = "null driver", CUDA_SUCCESS; }
+CUresult mem_alloc(CUdeviceptr* p, size_t bytes) {
+  void* m = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+  *p = reinterpret_cast<CUdeviceptr>(m);
+  return CUDA_SUCCESS;
+}
+CUresult mem_free(CUdeviceptr p) { return std::free(reinterpret_cast<void*>(p)), CUDA_SUCCESS; }
+CUresult mem_info(size_t* free_bytes, size_t* total) {
+  *free_bytes = *total = size_t{80} << 30;
+  return CUDA_SUCCESS;
+}
+CUresult htod(CUdeviceptr d, const void* h, size_t n, CUstream) {
+  return std::memcpy(reinterpret_cast<void*>(d), h, n), CUDA_SUCCESS;
+}
+CUresult dtoh(void* h, CUdeviceptr d, size_t n, CUstream) {
+  return std::memcpy(h, reinterpret_cast<void*>(d), n), CUDA_SUCCESS;
+}
+CUresult dtod(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream) {
+  return std::memmove(reinterpret_cast<void*>(d), reinterpret_cast<void*>(s), n), CUDA_SUCCESS;
+}
+CUresult memset8(CUdeviceptr d, unsigned char v, size_t n, CUstream) {
+  return std::memset(reinterpret_cast<void*>(d), v, n), CUDA_SUCCESS;
+}
+CUresult stream_create(CUstream* s, unsigned) { return *s = handle<CUstream>(), CUDA_SUCCESS; }
+CUresult event_create(CUevent* e, unsigned) { return *e = handle<CUevent>(), CUDA_SUCCESS; }
+CUresult elapsed(float* ms, CUevent, CUevent) { return *ms = 0.0f, CUDA_SUCCESS; }
+CUresult module_load(CUmodule* m, const void*) { return *m = handle<CUmodule>(), CUDA_SUCCESS; }
+CUresult module_function(CUfunction* f, CUmodule, const char*) { return *f = handle<CUfunction>(), CUDA_SUCCESS; }
+CUresult occupancy(int* blocks, CUfunction, int, size_t) { return *blocks = 4, CUDA_SUCCESS; }
+CUresult graph_create(CUgraph* g, unsigned) { return *g = handle<CUgraph>(), CUDA_SUCCESS; }
+CUresult graph_add_kernel(CUgraphNode* n, CUgraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS*) {
+  return *n = handle<CUgraphNode>(), CUDA_SUCCESS;
+}
+CUresult graph_instantiate(CUgraphExec* e, CUgraph, unsigned long long) {
+  return *e = handle<CUgraphExec>(), CUDA_SUCCESS;
+}
+
+struct Entry {
+  std::string_view name;
+  void* fn;
+};
+#define KILN_NULL(name, fn) Entry{#name, reinterpret_cast<void*>(&fn)}
+const Entry kEntries[] = {
+    KILN_NULL(cuInit, init),
+    KILN_NULL(cuDriverGetVersion, driver_version),
+    KILN_NULL(cuDeviceGetCount, device_count),
+    KILN_NULL(cuDeviceGet, device_get),
+    KILN_NULL(cuDeviceGetAttribute, device_attribute),
+    KILN_NULL(cuDeviceGetName, device_name),
+    KILN_NULL(cuDevicePrimaryCtxRetain, ctx_retain),
+    KILN_NULL(cuCtxSetCurrent, ctx_set),
+    KILN_NULL(cuCtxSynchronize, no_op),
+    KILN_NULL(cuGetErrorString, error_string),
+    KILN_NULL(cuMemAlloc, mem_alloc),
+    KILN_NULL(cuMemFree, mem_free),
+    KILN_NULL(cuMemGetInfo, mem_info),
+    KILN_NULL(cuMemcpyHtoDAsync, htod),
+    KILN_NULL(cuMemcpyDtoHAsync, dtoh),
+    KILN_NULL(cuMemcpyDtoDAsync, dtod),
+    KILN_NULL(cuMemsetD8Async, memset8),
+    KILN_NULL(cuStreamCreate, stream_create),
+    KILN_NULL(cuStreamSynchronize, no_op),
+    KILN_NULL(cuStreamWaitEvent, no_op),
+    KILN_NULL(cuEventCreate, event_create),
+    KILN_NULL(cuEventRecord, no_op),
+    KILN_NULL(cuEventDestroy, no_op),
+    KILN_NULL(cuEventElapsedTime, elapsed),
+    KILN_NULL(cuModuleLoadData, module_load),
+    KILN_NULL(cuModuleGetFunction, module_function),
+    KILN_NULL(cuLaunchKernel, no_op),
+    KILN_NULL(cuOccupancyMaxActiveBlocksPerMultiprocessor, occupancy),
+    KILN_NULL(cuGraphCreate, graph_create),
+    KILN_NULL(cuGraphAddKernelNode, graph_add_kernel),
+    KILN_NULL(cuGraphInstantiateWithFlags, graph_instantiate),
+    KILN_NULL(cuGraphExecKernelNodeSetParams, no_op),
+    KILN_NULL(cuGraphLaunch, no_op),
+    KILN_NULL(cuGraphExecDestroy, no_op),
+    KILN_NULL(cuGraphDestroy, no_op),
+};
+
+}  // namespace
+
+// Functions that take arguments are called through a no_op taking none: the x86-64 and
+// AArch64 calling conventions leave unread arguments harmless.
+extern "C" CUresult cuGetProcAddress_v2(const char* symbol, void** fn, int, cuuint64_t,
+                                        CUdriverProcAddressQueryResult* status) {
+  for (const Entry& e : kEntries) {
+    if (e.name == symbol) {
+      *fn = e.fn;
+      if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+      return CUDA_SUCCESS;
+    }
+  }
+  *fn = nullptr;
+  if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return CUDA_ERROR_NOT_FOUND;
+}
