@@ -1,11 +1,16 @@
 // A stand-in for libcuda.so.1 that runs no kernels: one "device" (sm_90, 132 SMs) whose
 // memory is host memory. With it on LD_LIBRARY_PATH, kiln's own share of a GPU call's
 // host time (tracing, caches, allocation, argument packing) can be profiled on a machine
-// without a GPU. Results computed through it are meaningless; only timings are of use.
+// without a GPU. Results computed through it are meaningless; only timings are of use,
+// and, with KILN_NULL_CUDA_LOG=<file>, the list of launches (a hash of the module's image,
+// grid, block, shared bytes and the parameter's first word), to compare two builds.
 #include <cuda.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <string_view>
 
 namespace {
@@ -39,6 +44,7 @@ CUresult error_string(CUresult, const char** s) { return *s = "null driver", CUD
 CUresult mem_alloc(CUdeviceptr* p, size_t bytes) {
   void* m = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::memset(m, 0, bytes);  // what "kernels" leave is then the same from run to run
   *p = reinterpret_cast<CUdeviceptr>(m);
   return CUDA_SUCCESS;
 }
@@ -62,8 +68,48 @@ CUresult memset8(CUdeviceptr d, unsigned char v, size_t n, CUstream) {
 CUresult stream_create(CUstream* s, unsigned) { return *s = handle<CUstream>(), CUDA_SUCCESS; }
 CUresult event_create(CUevent* e, unsigned) { return *e = handle<CUevent>(), CUDA_SUCCESS; }
 CUresult elapsed(float* ms, CUevent, CUevent) { return *ms = 0.0f, CUDA_SUCCESS; }
-CUresult module_load(CUmodule* m, const void*) { return *m = handle<CUmodule>(), CUDA_SUCCESS; }
-CUresult module_function(CUfunction* f, CUmodule, const char*) { return *f = handle<CUfunction>(), CUDA_SUCCESS; }
+std::mutex g_mu;  // serializes the launch log
+
+// The image's length: a cubin (ELF) ends with its section header table, PTX with a NUL.
+size_t image_bytes(const void* image) {
+  const auto* p = static_cast<const unsigned char*>(image);
+  if (std::memcmp(p, "\x7f" "ELF", 4) != 0) return std::strlen(static_cast<const char*>(image));
+  uint64_t shoff = 0;
+  uint16_t shentsize = 0, shnum = 0;
+  std::memcpy(&shoff, p + 0x28, 8);
+  std::memcpy(&shentsize, p + 0x3a, 2);
+  std::memcpy(&shnum, p + 0x3c, 2);
+  return static_cast<size_t>(shoff) + size_t{shentsize} * shnum;
+}
+
+// A module is named by a hash of its image, and so is its function, so a log of launches
+// says which kernel ran.
+CUresult module_load(CUmodule* m, const void* image) {
+  const size_t h = std::hash<std::string_view>{}(std::string_view(static_cast<const char*>(image), image_bytes(image)));
+  *m = reinterpret_cast<CUmodule>(h | 1);  // never null
+  return CUDA_SUCCESS;
+}
+CUresult module_function(CUfunction* f, CUmodule m, const char*) {
+  return *f = reinterpret_cast<CUfunction>(m), CUDA_SUCCESS;
+}
+
+FILE* launch_log() {
+  static FILE* f = [] {
+    const char* path = std::getenv("KILN_NULL_CUDA_LOG");
+    return path ? std::fopen(path, "w") : nullptr;
+  }();
+  return f;
+}
+CUresult launch(CUfunction f, unsigned gx, unsigned, unsigned, unsigned bx, unsigned, unsigned, unsigned shared,
+                CUstream, void** params, void**) {
+  if (FILE* log = launch_log()) {
+    long first = 0;
+    if (params && params[0]) std::memcpy(&first, params[0], sizeof first);
+    std::lock_guard<std::mutex> lock(g_mu);
+    std::fprintf(log, "%zx %u %u %u %ld\n", reinterpret_cast<size_t>(f), gx, bx, shared, first);
+  }
+  return CUDA_SUCCESS;
+}
 CUresult occupancy(int* blocks, CUfunction, int, size_t) { return *blocks = 4, CUDA_SUCCESS; }
 CUresult graph_create(CUgraph* g, unsigned) { return *g = handle<CUgraph>(), CUDA_SUCCESS; }
 CUresult graph_add_kernel(CUgraphNode* n, CUgraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS*) {
@@ -105,7 +151,7 @@ const Entry kEntries[] = {
     KILN_NULL(cuEventElapsedTime, elapsed),
     KILN_NULL(cuModuleLoadData, module_load),
     KILN_NULL(cuModuleGetFunction, module_function),
-    KILN_NULL(cuLaunchKernel, no_op),
+    KILN_NULL(cuLaunchKernel, launch),
     KILN_NULL(cuOccupancyMaxActiveBlocksPerMultiprocessor, occupancy),
     KILN_NULL(cuGraphCreate, graph_create),
     KILN_NULL(cuGraphAddKernelNode, graph_add_kernel),
