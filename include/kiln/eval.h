@@ -11,8 +11,10 @@ namespace kiln {
 /* Computes the given arrays and everything they depend on, once per node even when
    other threads evaluate overlapping graphs at the same time. */
 void eval(const std::vector<Array>& arrays);
-/* Starts evaluation on the calling thread's default stream and returns at once;
-   a later eval, item or to_vector waits for it. Errors surface on that later call. */
+/* Starts evaluation and returns without waiting for the results: GPU work is launched
+   on the calling thread's CUDA stream (as eval does, minus the final wait); work with
+   any CPU part goes to the calling thread's default CPU stream, a worker thread. A
+   later eval, item or to_vector waits for it. Errors surface on that later call. */
 void async_eval(const std::vector<Array>& arrays);
 
 /* Evaluate every op as it is built (debugging). Also set by KILN_EAGER=1. */

@@ -222,6 +222,22 @@ void eval(const std::vector<Array>& arrays) {
 }
 
 void async_eval(const std::vector<Array>& arrays) {
+#ifdef KILN_WITH_CUDA
+  // GPU work only enqueues kernels on this thread's CUDA stream, which runs on its own:
+  // launched here, as eval does but without the final wait (no hand-over to a worker,
+  // and the next call's launches overlap this one's kernels).
+  auto order = detail::post_order(arrays);
+  bool on_gpus = true;
+  for (auto& n : order) on_gpus = on_gpus && n->device.type == Device::Type::cuda;
+  if (on_gpus) {
+    try {
+      for (auto& n : order) n->materialize();
+    } catch (...) {
+      // As on the worker: the nodes stay unevaluated and the next synchronous eval raises.
+    }
+    return;
+  }
+#endif
   // Per thread, so no lock is shared between threads' streams; its destructor drains the queue.
   thread_local detail::Stream stream;
   stream.enqueue(arrays);

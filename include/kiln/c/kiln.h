@@ -179,7 +179,8 @@ int kiln_vector_array_clear(kiln_vector_array v);
 /* Computes the given arrays and what they depend on; each node once, even when
    other threads evaluate overlapping graphs. */
 int kiln_eval(const kiln_vector_array arrays);
-/* Starts evaluation on the calling thread's default stream and returns at once.
+/* Starts evaluation on the calling thread's default stream and returns at once
+   (GPU work is launched by the calling thread on its CUDA stream, without waiting).
    A later eval, copy or item waits for it; errors surface there (or in
    kiln_synchronize). */
 int kiln_async_eval(const kiln_vector_array arrays);
