@@ -226,8 +226,10 @@ void async_eval(const std::vector<Array>& arrays) {
   // GPU work only enqueues kernels on this thread's CUDA stream, which runs on its own:
   // launched here, as eval does but without the final wait (no hand-over to a worker,
   // and the next call's launches overlap this one's kernels).
-  auto order = detail::post_order(arrays);
   bool on_gpus = true;
+  for (auto& a : arrays) on_gpus = on_gpus && a.valid() && a.device().type == Device::Type::cuda;
+  std::vector<std::shared_ptr<detail::Node>> order;
+  if (on_gpus) order = detail::post_order(arrays);  // CPU roots skip the walk: the worker does it
   for (auto& n : order) on_gpus = on_gpus && n->device.type == Device::Type::cuda;
   if (on_gpus) {
     try {
