@@ -635,6 +635,30 @@ TEST_F(Cuda, AsyncEvalReturnsWithoutWaiting) {
   EXPECT_TRUE(y.is_evaluated());
 }
 
+// Work that is all on the GPU is launched by the calling thread (its nodes are evaluated
+// when async_eval returns, the kernels still queued); a graph with a CPU part goes to the
+// worker. Both give the same values as the CPU.
+TEST_F(Cuda, AsyncEvalLaunchesGpuWorkOnTheCallingThread) {
+  Array x = input({1 << 16}, float32, 111);
+  auto f = [](const Array& a) { return exp(a * 0.5f) + 1.0f; };
+  Array want = f(x);
+  Array on_gpu = f(to(x, gpu));
+  async_eval({on_gpu});
+  EXPECT_TRUE(on_gpu.is_evaluated());
+  EXPECT_TRUE(close(on_gpu, want));
+
+  Array mixed = f(to(x, gpu)) + x * 2.0f;  // x * 2 is pending CPU work
+  async_eval({mixed});
+  EXPECT_TRUE(close(mixed, want + x * 2.0f));
+  std::vector<Array> many;
+  for (int i = 0; i < 100; ++i) {
+    many.push_back(f(to(x, gpu)) * float(i));
+    async_eval({many.back()});
+  }
+  eval(many);
+  EXPECT_TRUE(close(many[99], want * 99.0f));
+}
+
 TEST_F(Cuda, ThreadsShareArraysAcrossStreams) {
   Array x = to(input({256, 256}, float32, 101), gpu);
   Array shared = exp(x * 0.01f);  // evaluated by whichever thread gets there first
