@@ -3,7 +3,8 @@
 // host time (tracing, caches, allocation, argument packing) can be profiled on a machine
 // without a GPU. Results computed through it are meaningless; only timings are of use,
 // and, with KILN_NULL_CUDA_LOG=<file>, the list of launches (a hash of the module's image,
-// grid, block, shared bytes and the parameter's first word), to compare two builds.
+// grid, block, shared bytes and the parameter's first word) and of cross-stream waits
+// ("wait"), to compare two builds.
 #include <cuda.h>
 
 #include <cstdio>
@@ -65,7 +66,8 @@ CUresult dtod(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream) {
 CUresult memset8(CUdeviceptr d, unsigned char v, size_t n, CUstream) {
   return std::memset(reinterpret_cast<void*>(d), v, n), CUDA_SUCCESS;
 }
-CUresult stream_create(CUstream* s, unsigned) { return *s = handle<CUstream>(), CUDA_SUCCESS; }
+// Streams must differ: kiln orders work across them by their handles.
+CUresult stream_create(CUstream* s, unsigned) { return *s = reinterpret_cast<CUstream>(new int), CUDA_SUCCESS; }
 CUresult event_create(CUevent* e, unsigned) { return *e = handle<CUevent>(), CUDA_SUCCESS; }
 CUresult elapsed(float* ms, CUevent, CUevent) { return *ms = 0.0f, CUDA_SUCCESS; }
 std::mutex g_mu;  // serializes the launch log
@@ -110,6 +112,13 @@ CUresult launch(CUfunction f, unsigned gx, unsigned, unsigned, unsigned bx, unsi
   }
   return CUDA_SUCCESS;
 }
+CUresult stream_wait(CUstream, CUevent, unsigned) {
+  if (FILE* log = launch_log()) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    std::fprintf(log, "wait\n");
+  }
+  return CUDA_SUCCESS;
+}
 CUresult occupancy(int* blocks, CUfunction, int, size_t) { return *blocks = 4, CUDA_SUCCESS; }
 CUresult graph_create(CUgraph* g, unsigned) { return *g = handle<CUgraph>(), CUDA_SUCCESS; }
 CUresult graph_add_kernel(CUgraphNode* n, CUgraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS*) {
@@ -144,7 +153,7 @@ const Entry kEntries[] = {
     KILN_NULL(cuMemsetD8Async, memset8),
     KILN_NULL(cuStreamCreate, stream_create),
     KILN_NULL(cuStreamSynchronize, no_op),
-    KILN_NULL(cuStreamWaitEvent, no_op),
+    KILN_NULL(cuStreamWaitEvent, stream_wait),
     KILN_NULL(cuEventCreate, event_create),
     KILN_NULL(cuEventRecord, no_op),
     KILN_NULL(cuEventDestroy, no_op),

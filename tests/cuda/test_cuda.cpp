@@ -659,6 +659,23 @@ TEST_F(Cuda, AsyncEvalLaunchesGpuWorkOnTheCallingThread) {
   EXPECT_TRUE(close(many[99], want * 99.0f));
 }
 
+// Weights uploaded by one thread and read by another thread's calls: the reader's stream
+// waits for the upload once, not on every call (each wait would also queue the reader
+// behind everything the uploading thread launched since).
+TEST_F(Cuda, SharedInputsAreWaitedForOncePerStream) {
+  Array w = to(input({4096}, float32, 121), gpu);
+  w.eval();
+  const size_t before = cuda::input_stream_waits();
+  std::vector<Array> got;
+  std::thread reader([&] {
+    for (int i = 0; i < 50; ++i) got.push_back(w * float(i) + 1.0f);
+    eval(got);
+  });
+  reader.join();
+  EXPECT_EQ(cuda::input_stream_waits() - before, 1u);
+  EXPECT_TRUE(close(got[49], input({4096}, float32, 121) * 49.0f + 1.0f));
+}
+
 TEST_F(Cuda, ThreadsShareArraysAcrossStreams) {
   Array x = to(input({256, 256}, float32, 101), gpu);
   Array shared = exp(x * 0.01f);  // evaluated by whichever thread gets there first

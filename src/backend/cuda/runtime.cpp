@@ -36,6 +36,7 @@ struct State {
   int count = 0;
   DeviceState devices[kMaxDevices];
   std::atomic<size_t> mallocs{0};
+  std::atomic<size_t> stream_waits{0};
 };
 
 State* load() {
@@ -316,15 +317,20 @@ void prepare_inputs(int device, std::vector<Tensor>& in) {
     Block* b = block_of(t);
     if (!b || b->stream == st) continue;
     std::lock_guard<std::mutex> lock(b->mu);
+    // A block is written once while allocated (reuse needs no other readers), so a stream
+    // that waited for it once never waits again: shared weights or constants read by many
+    // threads would otherwise chain every call to the uploading thread's queue.
+    bool known = false;
+    for (CUstream u : b->users) known = known || u == st;
+    if (known) continue;
     if (b->written) {
       // Marks the owning stream now: everything queued there so far includes the write.
       if (!b->ready) check(d.cuEventCreate(&b->ready, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
       check(d.cuEventRecord(b->ready, b->stream), "cuEventRecord");
       check(d.cuStreamWaitEvent(st, b->ready, 0), "cuStreamWaitEvent");
+      state().stream_waits.fetch_add(1, std::memory_order_relaxed);
     }
-    bool known = false;
-    for (CUstream u : b->users) known = known || u == st;
-    if (!known) b->users.push_back(st);
+    b->users.push_back(st);
   }
 }
 
@@ -443,5 +449,6 @@ size_t cached_bytes() { return sum_over_devices(&DeviceState::cached); }
 size_t allocated_bytes() { return sum_over_devices(&DeviceState::in_use); }
 
 size_t device_mallocs() { return state().mallocs.load(); }
+size_t input_stream_waits() { return state().stream_waits.load(); }
 
 }  // namespace kiln::cuda

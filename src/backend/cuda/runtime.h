@@ -110,5 +110,8 @@ size_t cached_bytes();
 size_t allocated_bytes();
 /* Number of cuMemAlloc calls made so far (tests check that the cache avoids them). */
 size_t device_mallocs();
+/* Times a stream was made to wait for an input written on another stream (tests check
+   that each stream waits for a block once). */
+size_t input_stream_waits();
 
 }  // namespace kiln::cuda
