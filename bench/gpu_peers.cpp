@@ -32,7 +32,9 @@
 // Also measured (separate records):
 //   host_call    host time of one compiled call of a 32-op elementwise function on 1k
 //                float32 elements plus the launch of its kernels, calls back to back with a
-//                device synchronization every 64 calls (not timed); median per call.
+//                device synchronization every 64 calls (not timed); median per call. Also
+//                with eval, with async_eval, and calls per second from 1 and 2 threads
+//                that share one input (with the cross-stream waits that took).
 //   compile_latency  first call (compiled call + eval) of a fresh 10-op function (chain10
 //                on 1k float32) in a new process of this executable (--latency-child):
 //                with an empty KILN_CACHE_DIR (cold) and again with the same directory
@@ -69,6 +71,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -562,6 +565,25 @@ void run_host_call(const Timer& timer, Device dev, Report& rep) {
     std::printf("host call, 32 ops on 1k float32: %.2f us per call (target 5; p90 %.2f); with eval %.2f us; "
                 "async_eval %.2f us (p90 %.2f), %.2f us a call over the loop\n",
                 med, quantile(us, 0.9), median(ev), median(as), quantile(as, 0.9), loop_us);
+    // One and two threads calling with eval, every call reading x, uploaded by this thread.
+    for (int threads : {1, 2}) {
+      const size_t waits0 = timer.gpu ? kiln::cuda::input_stream_waits() : 0;
+      auto t0 = Clock::now();
+      std::vector<std::thread> pool;
+      for (int t = 0; t < threads; ++t) {
+        pool.emplace_back([&, values = host_uniform(1000, g_seed++, -3.0f, 3.0f)] {
+          Array mine = kiln::array(values, {1000});
+          if (dev.type == Device::Type::cuda) mine = kiln::to(mine, dev);  // on this thread's stream
+          for (int i = 0; i < calls; ++i) kiln::eval(f({x, mine}));
+        });
+      }
+      for (auto& th : pool) th.join();
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      const std::string k = "kiln_threads" + std::to_string(threads);
+      r.num(k + "_calls_per_s", threads * calls / s);
+      if (timer.gpu) r.num(k + "_input_stream_waits", static_cast<double>(kiln::cuda::input_stream_waits() - waits0));
+      std::printf("  %d thread(s) with eval, a shared input: %.0f calls/s\n", threads, threads * calls / s);
+    }
   } catch (const std::exception& e) {
     rep.fail(r, "host_call", e.what());
   }
