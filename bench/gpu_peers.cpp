@@ -33,8 +33,9 @@
 //   host_call    host time of one compiled call of a 32-op elementwise function on 1k
 //                float32 elements plus the launch of its kernels, calls back to back with a
 //                device synchronization every 64 calls (not timed); median per call. Also
-//                with eval, with async_eval, and calls per second from 1 and 2 threads
-//                that share one input (with the cross-stream waits that took).
+//                with eval, with async_eval, a two-kernel plan replayed as a CUDA graph,
+//                and calls per second from 1 and 2 threads that share one input (with
+//                the cross-stream waits that took).
 //   compile_latency  first call (compiled call + eval) of a fresh 10-op function (chain10
 //                on 1k float32) in a new process of this executable (--latency-child):
 //                with an empty KILN_CACHE_DIR (cold) and again with the same directory
@@ -565,6 +566,23 @@ void run_host_call(const Timer& timer, Device dev, Report& rep) {
     std::printf("host call, 32 ops on 1k float32: %.2f us per call (target 5; p90 %.2f); with eval %.2f us; "
                 "async_eval %.2f us (p90 %.2f), %.2f us a call over the loop\n",
                 med, quantile(us, 0.9), median(ev), median(as), quantile(as, 0.9), loop_us);
+    // A plan of two kernels (the 32 ops, then a sum feeding a last elementwise step): its
+    // calls replay one CUDA graph with new buffers patched in.
+    kiln::CompiledFunction g = kiln::compile([](const std::vector<Array>& in) {
+      Array a = graph32(in[0], in[1]);
+      return std::vector<Array>{a * kiln::sum(a) + in[1]};
+    });
+    for (int i = 0; i < 200; ++i) kiln::eval(g({x, y}));
+    std::vector<double> gu;
+    for (int i = 0; i < calls; ++i) {
+      auto t0 = Clock::now();
+      launch(g({x, y}));
+      gu.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      if ((i + 1) % sync_every == 0) timer.sync();
+    }
+    timer.sync();
+    r.num("kiln_graph_us", median(gu));
+    std::printf("  a two-kernel plan replayed as a graph: %.2f us per call\n", median(gu));
     // One and two threads calling with eval, every call reading x, uploaded by this thread.
     for (int threads : {1, 2}) {
       const size_t waits0 = timer.gpu ? kiln::cuda::input_stream_waits() : 0;

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <vector>
 
 #include "compile/graph.h"
@@ -29,7 +30,7 @@ struct Plan {
   std::vector<Dtype> dtypes;      // each slot's dtype
   bool shapeless = false;
   // CUDA graphs of this plan by device and input layout (backend/cuda/plan_graph.cpp).
-  mutable std::mutex gpu_graphs_mu;
+  mutable std::shared_mutex gpu_graphs_mu;
   mutable std::shared_ptr<void> gpu_graphs;  // guarded by gpu_graphs_mu
 
   /* Output shapes for the given input shapes (re-inferred step by step when shapeless). */

@@ -3,7 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
+#include <shared_mutex>
 #include <string>
 
 #include "backend/cuda/runtime.h"
@@ -16,7 +16,7 @@ using detail::Tensor;
 
 namespace {
 
-constexpr int kMaxLayouts = 4;   // graphs kept per plan and device; more layouts replay step by step
+constexpr int kMaxLayouts = 4;   // graphs kept per plan and stream; more layouts replay step by step
 constexpr int kMaxAttempts = 3;  // recordings spoiled by uploads (constants go up once) before giving up
 std::atomic<uint64_t> g_replays{0};
 
@@ -45,18 +45,20 @@ struct OutputLayout {
   Dtype dtype;
 };
 
-// One recorded run, instantiated as a graph; launches serialize on the executable graph.
+// One recorded run on one stream, instantiated as a graph. Each stream (each calling
+// thread) records its own: its replays share the graph's intermediates, which CUDA's stream
+// order keeps apart, and threads never wait for each other, on the host or on the device.
 struct Layout {
-  explicit Layout(std::string k) : key(std::move(k)) {}
+  Layout(std::string k, CUstream s) : key(std::move(k)), stream(s) {}
   ~Layout() {
     if (!driver()) return;
     if (exec) driver()->cuGraphExecDestroy(exec);  // freed once in-flight launches finish
-    if (launched) driver()->cuEventDestroy(launched);
     if (graph) driver()->cuGraphDestroy(graph);
   }
 
   const std::string key;
-  std::mutex mu;  // guards everything below
+  const CUstream stream;  // the only stream that records and replays it (a thread's, recycled after it exits)
+  std::mutex mu;          // guards everything below (a recycled stream may serve a new thread)
   int attempts = 0;
   bool ready = false, failed = false;
   CUgraph graph = nullptr;
@@ -67,9 +69,6 @@ struct Layout {
   std::vector<size_t> output_bytes;  // per-call buffers
   std::vector<OutputLayout> outputs;
   std::vector<std::shared_ptr<Buffer>> owned;  // intermediates, reused by every replay
-  std::vector<CUstream> streams;               // that have launched the graph
-  CUstream last_stream = nullptr;              // of the latest run (the recording, then launches)
-  CUevent launched = nullptr;                  // marks last_stream for a launch from another stream
   uint64_t kernels = 0;
 };
 
@@ -80,29 +79,53 @@ struct PlanGraphs {
 // Device, dtype, shape, strides, offset, 16-byte alignment and aliasing of every input:
 // what the recorded kernels and their variants depend on besides the pointers.
 std::string layout_key(int device, const std::vector<Tensor>& in) {
-  std::ostringstream k;
-  k << device;
+  // Packed words, not text: a stream of ints per call (an ostringstream also shares the
+  // global locale's reference count between threads).
+  std::string k;
+  k.reserve(16 + in.size() * 64);
+  auto put = [&](int64_t x) { k.append(reinterpret_cast<const char*>(&x), sizeof x); };
+  put(device);
   for (size_t i = 0; i < in.size(); ++i) {
     const Tensor& t = in[i];
-    k << '|' << static_cast<int>(t.dtype) << ':' << t.offset << ':'
-      << reinterpret_cast<uintptr_t>(t.buffer ? t.raw() : nullptr) % 16;
-    for (size_t d = 0; d < t.shape.size(); ++d) k << ',' << t.shape[d] << '/' << t.strides[d];
-    for (size_t j = 0; j < i; ++j) {
-      if (t.buffer && in[j].buffer == t.buffer) k << '=' << j;
+    put(static_cast<int64_t>(t.dtype));
+    put(t.offset);
+    put(static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.buffer ? t.raw() : nullptr) % 16));
+    put(static_cast<int64_t>(t.shape.size()));
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      put(t.shape[d]);
+      put(t.strides[d]);
     }
+    int64_t alias = -1;  // the first earlier input with the same buffer
+    for (size_t j = 0; j < i && alias < 0; ++j) {
+      if (t.buffer && in[j].buffer == t.buffer) alias = static_cast<int64_t>(j);
+    }
+    put(alias);
   }
-  return k.str();
+  return k;
 }
 
-std::shared_ptr<Layout> find_layout(const compiler::Plan& plan, const std::string& key) {
-  std::lock_guard<std::mutex> lock(plan.gpu_graphs_mu);
+std::shared_ptr<Layout> find_layout(const compiler::Plan& plan, const std::string& key, CUstream st) {
+  auto lookup = [&](int& mine) -> std::shared_ptr<Layout> {
+    mine = 0;
+    if (!plan.gpu_graphs) return nullptr;
+    for (auto& l : static_cast<PlanGraphs*>(plan.gpu_graphs.get())->layouts) {
+      if (l->stream != st) continue;
+      if (l->key == key) return l;
+      ++mine;
+    }
+    return nullptr;
+  };
+  int mine = 0;
+  {
+    std::shared_lock<std::shared_mutex> lock(plan.gpu_graphs_mu);  // threads replaying look up at once
+    if (auto l = lookup(mine)) return l;
+  }
+  std::unique_lock<std::shared_mutex> lock(plan.gpu_graphs_mu);
+  if (auto l = lookup(mine)) return l;
+  if (mine >= kMaxLayouts) return nullptr;
   if (!plan.gpu_graphs) plan.gpu_graphs = std::make_shared<PlanGraphs>();
   auto& all = static_cast<PlanGraphs*>(plan.gpu_graphs.get())->layouts;
-  for (auto& l : all) {
-    if (l->key == key) return l;
-  }
-  if (static_cast<int>(all.size()) >= kMaxLayouts) return nullptr;
-  all.push_back(std::make_shared<Layout>(key));
+  all.push_back(std::make_shared<Layout>(key, st));
   return all.back();
 }
 
@@ -202,28 +225,7 @@ void replay(int device, Layout& l, const std::vector<Tensor>& in, std::vector<Te
     const CUDA_KERNEL_NODE_PARAMS p = node_params(l.launches[i], args);
     check(d.cuGraphExecKernelNodeSetParams(l.exec, l.nodes[i], &p), "cuGraphExecKernelNodeSetParams");
   }
-  CUstream st = stream(device);
-  bool known = false;
-  for (CUstream s : l.streams) known = known || s == st;
-  if (!known) {
-    // Intermediates are released after the work of every stream that used them.
-    l.streams.push_back(st);
-    for (auto& b : l.owned) {
-      auto* blk = static_cast<Block*>(b->block());
-      std::lock_guard<std::mutex> lock(blk->mu);
-      if (blk->stream != st) blk->users.push_back(st);
-    }
-  }
-  // Runs of one layout share its intermediates. CUDA orders launches of one graph, but not
-  // after the recording run's own kernels, and tools that relaunch graphs may not: so a
-  // launch from another stream first waits for everything queued on the last one.
-  if (l.last_stream != st) {
-    if (!l.launched) check(d.cuEventCreate(&l.launched, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-    check(d.cuEventRecord(l.launched, l.last_stream), "cuEventRecord");
-    check(d.cuStreamWaitEvent(st, l.launched, 0), "cuStreamWaitEvent");
-    l.last_stream = st;
-  }
-  check(d.cuGraphLaunch(l.exec, st), "cuGraphLaunch");
+  check(d.cuGraphLaunch(l.exec, l.stream), "cuGraphLaunch");
   for (size_t i = 0; i < out.size(); ++i) {
     const OutputLayout& o = l.outputs[i];
     Tensor t(o.shape, o.dtype);
@@ -247,7 +249,7 @@ void run_compiled(int device, const compiler::CompiledCall& call, const std::vec
   for (auto& step : call.plan().steps) kernels += step.prim->is_view() ? 0 : 1;
   bool eligible = graphs_enabled() && kernels >= 2;  // one kernel launches as cheaply alone
   for (auto& t : in) eligible = eligible && !t.donated && (!t.buffer || on_device(t));
-  std::shared_ptr<Layout> l = eligible ? find_layout(call.plan(), layout_key(device, in)) : nullptr;
+  std::shared_ptr<Layout> l = eligible ? find_layout(call.plan(), layout_key(device, in), stream(device)) : nullptr;
   if (!l) {
     prim.eval_cpu(in, out);
     return;
@@ -275,7 +277,6 @@ void run_compiled(int device, const compiler::CompiledCall& call, const std::vec
   l->kernels = static_cast<uint64_t>(kernels);
   if (build(device, *l, rec, in, out)) {
     l->ready = true;
-    l->last_stream = stream(device);
   } else if (++l->attempts >= kMaxAttempts || (rec.replayable && rec.launches.size() < 2)) {
     l->failed = true;
   }

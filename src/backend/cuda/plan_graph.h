@@ -1,6 +1,6 @@
 // A compiled call on a CUDA device: a plan of several kernels is recorded once per input
-// layout and then replayed as one CUDA graph launch, with the new input and output
-// buffers patched into the recorded kernel parameters instead of capturing again.
+// layout and calling stream, then replayed as one CUDA graph launch, with the new input
+// and output buffers patched into the recorded kernel parameters instead of capturing again.
 #pragma once
 
 #include <cstdint>
