@@ -583,24 +583,28 @@ void run_host_call(const Timer& timer, Device dev, Report& rep) {
     timer.sync();
     r.num("kiln_graph_us", median(gu));
     std::printf("  a two-kernel plan replayed as a graph: %.2f us per call\n", median(gu));
-    // One and two threads calling with eval, every call reading x, uploaded by this thread.
-    for (int threads : {1, 2}) {
-      const size_t waits0 = timer.gpu ? kiln::cuda::input_stream_waits() : 0;
-      auto t0 = Clock::now();
-      std::vector<std::thread> pool;
-      for (int t = 0; t < threads; ++t) {
-        pool.emplace_back([&, values = host_uniform(1000, g_seed++, -3.0f, 3.0f)] {
-          Array mine = kiln::array(values, {1000});
-          if (dev.type == Device::Type::cuda) mine = kiln::to(mine, dev);  // on this thread's stream
-          for (int i = 0; i < calls; ++i) kiln::eval(f({x, mine}));
-        });
+    // One and two threads calling with eval, every call reading x, uploaded by this thread:
+    // the one-kernel function, then the two-kernel one (graph replays).
+    for (auto [name, fn] : {std::pair<std::string, kiln::CompiledFunction*>{"", &f}, {"_graph", &g}}) {
+      for (int threads : {1, 2}) {
+        const size_t waits0 = timer.gpu ? kiln::cuda::input_stream_waits() : 0;
+        auto t0 = Clock::now();
+        std::vector<std::thread> pool;
+        for (int t = 0; t < threads; ++t) {
+          pool.emplace_back([&, values = host_uniform(1000, g_seed++, -3.0f, 3.0f)] {
+            Array mine = kiln::array(values, {1000});
+            if (dev.type == Device::Type::cuda) mine = kiln::to(mine, dev);  // on this thread's stream
+            for (int i = 0; i < calls; ++i) kiln::eval((*fn)({x, mine}));
+          });
+        }
+        for (auto& th : pool) th.join();
+        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+        const std::string k = "kiln_threads" + std::to_string(threads) + name;
+        r.num(k + "_calls_per_s", threads * calls / s);
+        if (timer.gpu) r.num(k + "_input_stream_waits", static_cast<double>(kiln::cuda::input_stream_waits() - waits0));
+        std::printf("  %d thread(s) with eval, a shared input%s: %.0f calls/s\n", threads,
+                    name.empty() ? "" : ", two kernels", threads * calls / s);
       }
-      for (auto& th : pool) th.join();
-      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      const std::string k = "kiln_threads" + std::to_string(threads);
-      r.num(k + "_calls_per_s", threads * calls / s);
-      if (timer.gpu) r.num(k + "_input_stream_waits", static_cast<double>(kiln::cuda::input_stream_waits() - waits0));
-      std::printf("  %d thread(s) with eval, a shared input: %.0f calls/s\n", threads, threads * calls / s);
     }
   } catch (const std::exception& e) {
     rep.fail(r, "host_call", e.what());
