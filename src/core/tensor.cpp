@@ -4,13 +4,21 @@
 
 namespace kiln::detail {
 
-Strides row_major_strides(const Shape& shape) {
-  Strides s(shape.size());
+namespace {
+// Row-major strides of `shape` into `s`, which keeps its storage when the rank is the same.
+void fill_row_major(const Shape& shape, Strides& s) {
+  s.resize(shape.size());
   int64_t stride = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     s[i] = stride;
     stride *= shape[i];
   }
+}
+}  // namespace
+
+Strides row_major_strides(const Shape& shape) {
+  Strides s;
+  fill_row_major(shape, s);
   return s;
 }
 
@@ -39,12 +47,7 @@ bool Tensor::row_contiguous() const {
 }
 
 void Tensor::reset_layout() {
-  strides.resize(shape.size());
-  int64_t stride = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    strides[i] = stride;
-    stride *= shape[i];
-  }
+  fill_row_major(shape, strides);
   offset = 0;
 }
 
