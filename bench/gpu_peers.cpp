@@ -519,18 +519,22 @@ void run_host_call(const Timer& timer, Device dev, Report& rep) {
         [](const std::vector<Array>& in) { return std::vector<Array>{graph32(in[0], in[1])}; }, {.name = "graph32"});
     for (int i = 0; i < 200; ++i) kiln::eval(f({x, y}));
     const int calls = timer.gpu ? 20000 : 2000, sync_every = 64;
-    std::vector<double> us;
-    us.reserve(calls);
-    for (int pass = 0; pass < 2; ++pass) {  // the first pass warms up the same loop and is dropped
-      us.clear();
+    // Microseconds of each of `calls` calls of fn plus the launch of its kernels, with a
+    // device synchronization every sync_every calls outside the timed region.
+    auto launch_times = [&](const kiln::CompiledFunction& fn) {
+      std::vector<double> t;
+      t.reserve(calls);
       for (int i = 0; i < calls; ++i) {
         auto t0 = Clock::now();
-        launch(f({x, y}));
-        us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+        launch(fn({x, y}));
+        t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
         if ((i + 1) % sync_every == 0) timer.sync();
       }
       timer.sync();
-    }
+      return t;
+    };
+    launch_times(f);  // warms up the same loop; dropped
+    std::vector<double> us = launch_times(f);
     double med = median(us);
     r.num("kiln_us", med).num("kiln_p10_us", quantile(us, 0.1)).num("kiln_p90_us", quantile(us, 0.9));
     r.num("calls", calls).num("sync_every", sync_every);
@@ -573,14 +577,7 @@ void run_host_call(const Timer& timer, Device dev, Report& rep) {
       return std::vector<Array>{a * kiln::sum(a) + in[1]};
     });
     for (int i = 0; i < 200; ++i) kiln::eval(g({x, y}));
-    std::vector<double> gu;
-    for (int i = 0; i < calls; ++i) {
-      auto t0 = Clock::now();
-      launch(g({x, y}));
-      gu.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-      if ((i + 1) % sync_every == 0) timer.sync();
-    }
-    timer.sync();
+    std::vector<double> gu = launch_times(g);
     r.num("kiln_graph_us", median(gu));
     std::printf("  a two-kernel plan replayed as a graph: %.2f us per call\n", median(gu));
     // One and two threads calling with eval, every call reading x, uploaded by this thread:
