@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/cuda/runtime.h"
+#include "backend/cuda/tuning.h"
 #include "core/stats.h"
 
 namespace kiln::cuda {
@@ -27,6 +28,8 @@ bool graphs_enabled() {
   }();
   return on;
 }
+
+size_t graph_min_kernels() { return static_cast<size_t>(tuning().graph_min_kernels); }
 
 // Where a recorded pointer parameter points: into input `operand`, or (operand < 0) into
 // the per-call output buffer -operand - 1, at a byte offset.
@@ -149,7 +152,7 @@ CUDA_KERNEL_NODE_PARAMS node_params(const LaunchRecord& r, void** args) {
 
 // Turns a recorded run into a graph; false when the run cannot be replayed that way.
 bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
-  if (!rec.replayable || rec.launches.size() < 2) return false;  // one kernel launches as cheaply alone
+  if (!rec.replayable || rec.launches.size() < graph_min_kernels()) return false;
   // Outputs live in buffers allocated by the run; anything else (an input passed through) replays step by step.
   std::vector<std::shared_ptr<Buffer>> per_call;
   for (auto& t : out) {
@@ -247,7 +250,7 @@ void run_compiled(int device, const compiler::CompiledCall& call, const std::vec
   auto& prim = const_cast<compiler::CompiledCall&>(call);
   int kernels = 0;
   for (auto& step : call.plan().steps) kernels += step.prim->is_view() ? 0 : 1;
-  bool eligible = graphs_enabled() && kernels >= 2;  // one kernel launches as cheaply alone
+  bool eligible = graphs_enabled() && static_cast<size_t>(kernels) >= graph_min_kernels();
   for (auto& t : in) eligible = eligible && !t.donated && (!t.buffer || on_device(t));
   std::shared_ptr<Layout> l = eligible ? find_layout(call.plan(), layout_key(device, in), stream(device)) : nullptr;
   if (!l) {
@@ -277,7 +280,7 @@ void run_compiled(int device, const compiler::CompiledCall& call, const std::vec
   l->kernels = static_cast<uint64_t>(kernels);
   if (build(device, *l, rec, in, out)) {
     l->ready = true;
-  } else if (++l->attempts >= kMaxAttempts || (rec.replayable && rec.launches.size() < 2)) {
+  } else if (++l->attempts >= kMaxAttempts || (rec.replayable && rec.launches.size() < graph_min_kernels())) {
     l->failed = true;
   }
   if (!l->ready) {  // forget a partial build
