@@ -111,6 +111,8 @@ TEST_F(CudaCodegen, RowVariantsCompile) {
       staged.vector_in = true;
       staged.vector_out = 16 / size_of(d);
       compiles(cuda::row_source(p, staged));
+      staged.vector_passes = true;
+      compiles(cuda::row_source(p, staged));
       for (int vec : {1, 16 / size_of(d)}) {
         for (bool exact : {false, true}) {
           cuda::RowVariant regs = plain;

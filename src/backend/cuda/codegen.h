@@ -40,6 +40,9 @@ struct RowVariant {
   uint64_t cached_inputs = 0;  // inputs (a bit each, cs == 1) staged a row at a time in shared memory
   bool vector_in = false;      // staged with 16-byte loads (every row start 16-byte aligned, n a multiple)
   int vector_out = 1;          // per-element outputs written this many at a time (aligned, n a multiple)
+  // Every pass reads vector_out neighbouring elements at a time: one vector load per input
+  // (cached, or cs == 1 with aligned rows) instead of one load per element.
+  bool vector_passes = false;
   // Registers (chunks > 0): each thread holds `chunks` runs of `vec` neighbouring elements
   // (elements (c * threads + tid) * vec ...) from load to store; n <= chunks * threads * vec.
   // vec > 1 needs cs == 1, n a multiple of vec and every row start and output aligned to it.

@@ -277,12 +277,26 @@ size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const
     aligned_in = aligned_in && ptr_bits(ins[k]) % 16 == 0 && (meta[2 + k] * item) % 16 == 0 && (n * item) % 16 == 0;
   }
   var.vector_in = var.cached_inputs != 0 && aligned_in;
-  var.vector_out = std::max(tuning().vector_bytes / widest_element_item(p, ins, outs, false), 1);
-  for (size_t o = 0; o < outs.size(); ++o) {
-    if (p.ops[static_cast<size_t>(p.outputs[o])].per_row) continue;
-    const long bytes = var.vector_out * static_cast<long>(outs[o].itemsize());
-    if (ptr_bits(outs[o]) % bytes != 0 || n % var.vector_out != 0) var.vector_out = 1;
+  auto outputs_align = [&](int v) {
+    for (size_t o = 0; o < outs.size(); ++o) {
+      if (p.ops[static_cast<size_t>(p.outputs[o])].per_row) continue;
+      if (ptr_bits(outs[o]) % (v * static_cast<long>(outs[o].itemsize())) != 0 || n % v != 0) return false;
+    }
+    return true;
+  };
+  // Vector passes: every per-element input read v at a time, from its staged row (16-byte
+  // aligned in shared memory) or from global memory where its rows allow.
+  const int v = std::max(tuning().vector_bytes / widest_element_item(p, ins, outs, true), 1);
+  bool passes = v > 1 && tuning().row_vector_passes && outputs_align(v);
+  for (auto& op : p.ops) {
+    if (op.prim || op.per_row || op.uniform || (op.input < 32 && ((var.cached_inputs >> op.input) & 1))) continue;
+    const size_t k = static_cast<size_t>(op.input);
+    const long bytes = v * static_cast<long>(ins[k].itemsize());
+    passes = passes && meta[2 + nin + k] == 1 && meta[2 + k] % v == 0 && ptr_bits(ins[k]) % bytes == 0;
   }
+  var.vector_passes = passes;
+  var.vector_out = passes ? v : std::max(tuning().vector_bytes / widest_element_item(p, ins, outs, false), 1);
+  if (!passes && !outputs_align(var.vector_out)) var.vector_out = 1;
   return smem;
 }
 

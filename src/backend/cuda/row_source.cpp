@@ -20,13 +20,13 @@ using compiler::RowOp;
 using compiler::wide_type;
 
 uint64_t RowVariant::key() const {
-  if (chunks > 0) {  // bit 55 set: apart from every staged key (those stay below 2^49)
+  if (chunks > 0) {  // bit 55 set: apart from every staged key (those stay below 2^50)
     uint64_t k = static_cast<uint64_t>(min_blocks) * 2 + (exact ? 1 : 0);
     k = ((k * 32 + static_cast<uint64_t>(vec)) * 64 + static_cast<uint64_t>(chunks)) * 2048 + static_cast<uint64_t>(threads);
     return (uint64_t{1} << 55) | k;
   }
-  return ((cached_inputs * 2 + (vector_in ? 1 : 0)) * 32 + static_cast<uint64_t>(vector_out)) * 2048 +
-         static_cast<uint64_t>(threads);
+  const uint64_t flags = (cached_inputs * 2 + (vector_in ? 1 : 0)) * 2 + (vector_passes ? 1 : 0);
+  return (flags * 32 + static_cast<uint64_t>(vector_out)) * 2048 + static_cast<uint64_t>(threads);
 }
 
 namespace {
@@ -217,6 +217,7 @@ class RowSource {
       s_ << "static_cast<" << ct << ">(in" << k << "[r * rs" << k << "]);\n";
       row_value_defined(i, indent);
     } else if (registers()) s_ << "static_cast<" << ct << ">(a" << k << "[" << c << "].v[" << e << "]);\n";
+    else if (var_.vector_passes) s_ << "static_cast<" << ct << ">(a" << k << ".v[" << e << "]);\n";
     else if (cached(op.input)) s_ << "static_cast<" << ct << ">(c" << k << "[j]);\n";
     else s_ << "static_cast<" << ct << ">(in" << k << "[r * rs" << k << " + j * cs" << k << "]);\n";
   }
@@ -233,10 +234,36 @@ class RowSource {
   }
 
   void staged_pass(const std::vector<size_t>& reductions, const std::vector<size_t>& roots) {
+    const std::set<size_t> closure = compiler::row_element_closure(p_, roots);
+    if (var_.vector_passes) {
+      const int v = var_.vector_out;
+      s_ << "    for (long jv = tid; jv < n / " << v << "; jv += blockDim.x) {\n";
+      load_vectors(closure);
+      for (int e = 0; e < v; ++e) {  // unrolled: constant indices keep the vectors in registers
+        s_ << "      {\n";
+        for (size_t i : closure) emit_op(i, "        ", 0, e);
+        for (size_t i : reductions) fold(i, "        ");
+        s_ << "      }\n";
+      }
+      s_ << "    }\n";
+      return;
+    }
     s_ << "    for (long j = tid; j < n; j += blockDim.x) {\n";
-    for (size_t i : compiler::row_element_closure(p_, roots)) emit_op(i, "      ");
+    for (size_t i : closure) emit_op(i, "      ");
     for (size_t i : reductions) fold(i, "      ");
     s_ << "    }\n";
+  }
+
+  // Vector passes: elements jv * v ... of every per-element input the ops read, one load each
+  // (from the staged row in shared memory, or from global memory).
+  void load_vectors(const std::set<size_t>& closure) {
+    for (size_t i : closure) {
+      const RowOp& op = ops_[i];
+      if (!element_input(op)) continue;
+      const std::string k = std::to_string(op.input), vt = vec_type(op.dtype, var_.vector_out);
+      s_ << "      const " << vt << " a" << k << " = reinterpret_cast<const " << vt << "*>("
+         << (cached(op.input) ? "c" + k : "in" + k + " + r * rs" + k) << ")[jv];\n";
+    }
   }
 
   void staged_outputs(const std::vector<size_t>& elem_outputs) {
@@ -247,9 +274,11 @@ class RowSource {
       if (!output_op(o).per_row) s_ << "      " << vec_type(output_op(o).dtype, v) << " r" << o << ";\n";
     }
     const std::set<size_t> closure = compiler::row_element_closure(p_, elem_outputs);
+    if (var_.vector_passes) load_vectors(closure);
     for (int e = 0; e < v; ++e) {  // unrolled here: constant indices keep the vector in registers
-      s_ << "      {\n        const long j = jv * " << v << " + " << e << ";\n";
-      for (size_t i : closure) emit_op(i, "        ");
+      s_ << "      {\n";
+      if (!var_.vector_passes) s_ << "        const long j = jv * " << v << " + " << e << ";\n";
+      for (size_t i : closure) emit_op(i, "        ", 0, e);
       store_element("", e, "        ");
       s_ << "      }\n";
     }
