@@ -563,14 +563,34 @@ struct Max {
     if constexpr (is_float_v<T>) return -std::numeric_limits<T>::infinity();
     else return std::numeric_limits<T>::lowest();
   }
-  template <class T> KILN_HD T operator()(T acc, T x) const { return Maximum{}(acc, x); }
+  template <class T> KILN_HD T operator()(T acc, T x) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    // One instruction that keeps a NaN (as the canonical NaN, like the CPU); of two zeros it
+    // may keep either sign, as a different reduction order may.
+    if constexpr (std::is_same_v<T, float>) {
+      float r;
+      asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(acc), "f"(x));
+      return r;
+    }
+#endif
+    return Maximum{}(acc, x);
+  }
 };
 struct Min {
   template <class T> KILN_HD static T init() {
     if constexpr (is_float_v<T>) return std::numeric_limits<T>::infinity();
     else return std::numeric_limits<T>::max();
   }
-  template <class T> KILN_HD T operator()(T acc, T x) const { return Minimum{}(acc, x); }
+  template <class T> KILN_HD T operator()(T acc, T x) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (std::is_same_v<T, float>) {  // as Max
+      float r;
+      asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(acc), "f"(x));
+      return r;
+    }
+#endif
+    return Minimum{}(acc, x);
+  }
 };
 struct All {
   template <class T> KILN_HD static T init() { return T(1); }

@@ -287,7 +287,7 @@ size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const
   // Vector passes: every per-element input read v at a time, from its staged row (16-byte
   // aligned in shared memory) or from global memory where its rows allow.
   const int v = std::max(tuning().vector_bytes / widest_element_item(p, ins, outs, true), 1);
-  bool passes = v > 1 && tuning().row_vector_passes && outputs_align(v);
+  bool passes = v > 1 && n % v == 0 && tuning().row_vector_passes && outputs_align(v);
   for (auto& op : p.ops) {
     if (op.prim || op.per_row || op.uniform || (op.input < 32 && ((var.cached_inputs >> op.input) & 1))) continue;
     const size_t k = static_cast<size_t>(op.input);

@@ -202,8 +202,10 @@ class RowSource {
     s_ << indent << "const " << ct << " t" << i << " = ";
     if (op.prim && divides_by_row_value(i)) {
       const std::string a = std::to_string(op.args[0]), b = std::to_string(op.args[1]);
-      s_ << compiler::rounded_expr(OpKind::Divide, *op.prim, op.dtype, {"t" + a, "d" + b}, {op.dtype, op.dtype},
-                                   "kiln_div_by")
+      std::vector<std::string> args = {"t" + a, "d" + b};
+      if (fast_division_) args.push_back("div_ok");
+      s_ << compiler::rounded_expr(OpKind::Divide, *op.prim, op.dtype, args, {op.dtype, op.dtype},
+                                   fast_division_ ? "kiln_div_fast" : "kiln_div_by")
          << ";\n";
       return;
     }
@@ -333,8 +335,24 @@ class RowSource {
     for (size_t o = 0; o < p_.outputs.size(); ++o) {
       if (!output_op(o).per_row) s_ << "    " << vec_type(output_op(o).dtype, var_.vec) << " r" << o << "[" << var_.chunks << "];\n";
     }
-    each_register_element(elem_outputs,
-                          [&](int c, int e) { store_element("[" + std::to_string(c) + "]", e, "      "); });
+    auto store = [&](int c, int e) { store_element("[" + std::to_string(c) + "]", e, "      "); };
+    // Divisions by a row value take the fast form without a branch an element; a thread
+    // whose quotients were not all in its range computes its elements again exactly.
+    bool divides = false;
+    for (size_t i : compiler::row_element_closure(p_, elem_outputs)) divides = divides || (!done_.count(i) && divides_by_row_value(i));
+    if (!divides) {
+      each_register_element(elem_outputs, store);
+    } else {
+      const std::set<size_t> before = done_;
+      s_ << "    bool div_ok = true;\n";
+      fast_division_ = true;
+      each_register_element(elem_outputs, store);
+      fast_division_ = false;
+      done_ = before;
+      s_ << "    if (!div_ok) {\n";
+      each_register_element(elem_outputs, store);
+      s_ << "    }\n";
+    }
     for (int c = 0; c < var_.chunks; ++c) {
       s_ << "    " << (c == var_.chunks - 1 ? "if (last_ok) {\n" : "{\n");
       for (size_t o = 0; o < p_.outputs.size(); ++o) {
@@ -354,6 +372,7 @@ class RowSource {
   int passes_ = 0;
   std::set<size_t> divisors_;  // per-row values that elements are divided by
   std::set<size_t> done_;  // register mode: element ops already computed this row
+  bool fast_division_ = false;  // divisions by a row value emitted as kiln_div_fast
   std::ostringstream s_;
 };
 
