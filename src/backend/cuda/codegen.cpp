@@ -90,12 +90,8 @@ __device__ inline float kiln_div_markstein(float a, const KilnDivisor& d) {
 __device__ inline float kiln_div_by(float a, const KilnDivisor& d) {
   return d.fast && kiln_div_range(a) ? kiln_div_markstein(a, d) : a / d.b;
 }
-// The fast form alone, without a branch; `ok` turns false where it may be wrong (the caller
-// then computes those elements again with kiln_div_by).
-__device__ inline float kiln_div_fast(float a, const KilnDivisor& d, bool& ok) {
-  ok = ok & d.fast & kiln_div_range(a);
-  return kiln_div_markstein(a, d);
-}
+// Whether kiln_div_markstein(a, d) is the correctly rounded quotient.
+__device__ inline bool kiln_div_ok(float a, const KilnDivisor& d) { return d.fast & kiln_div_range(a); }
 
 // gelu_tanh for a 16-bit float result, in float alone: x sigmoid(2u) with e^-|2u| <= 1, so the
 // denominator stays in [1, 2] and the fast division is safe. Its few-ulp float error vanishes

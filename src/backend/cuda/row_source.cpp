@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "backend/cuda/codegen.h"
+#include "backend/cuda/tuning.h"
 #include "compile/codegen_util.h"
 
 namespace kiln::cuda {
@@ -202,10 +203,8 @@ class RowSource {
     s_ << indent << "const " << ct << " t" << i << " = ";
     if (op.prim && divides_by_row_value(i)) {
       const std::string a = std::to_string(op.args[0]), b = std::to_string(op.args[1]);
-      std::vector<std::string> args = {"t" + a, "d" + b};
-      if (fast_division_) args.push_back("div_ok");
-      s_ << compiler::rounded_expr(OpKind::Divide, *op.prim, op.dtype, args, {op.dtype, op.dtype},
-                                   fast_division_ ? "kiln_div_fast" : "kiln_div_by")
+      s_ << compiler::rounded_expr(OpKind::Divide, *op.prim, op.dtype, {"t" + a, "d" + b}, {op.dtype, op.dtype},
+                                   fast_divisions_.count(i) ? "kiln_div_markstein" : "kiln_div_by")
          << ";\n";
       return;
     }
@@ -336,20 +335,30 @@ class RowSource {
       if (!output_op(o).per_row) s_ << "    " << vec_type(output_op(o).dtype, var_.vec) << " r" << o << "[" << var_.chunks << "];\n";
     }
     auto store = [&](int c, int e) { store_element("[" + std::to_string(c) + "]", e, "      "); };
-    // Divisions by a row value take the fast form without a branch an element; a thread
-    // whose quotients were not all in its range computes its elements again exactly.
-    bool divides = false;
-    for (size_t i : compiler::row_element_closure(p_, elem_outputs)) divides = divides || (!done_.count(i) && divides_by_row_value(i));
-    if (!divides) {
+    // Divisions by a row value of dividends already held in registers: one range check of
+    // every dividend, then the fast form for all of them or the exact one for all, instead
+    // of a branch an element.
+    std::vector<size_t> checked;
+    for (size_t i : compiler::row_element_closure(p_, elem_outputs)) {
+      const size_t a = divides_by_row_value(i) ? static_cast<size_t>(ops_[i].args[0]) : 0;
+      if (!done_.count(i) && divides_by_row_value(i) && ops_[a].prim && done_.count(a)) checked.push_back(i);
+    }
+    if (checked.empty() || !tuning().row_fast_division) {
       each_register_element(elem_outputs, store);
     } else {
-      const std::set<size_t> before = done_;
       s_ << "    bool div_ok = true;\n";
-      fast_division_ = true;
+      for (size_t i : checked) {
+        for (int q = 0; q < var_.chunks * var_.vec; ++q) {
+          s_ << "    div_ok &= kiln_div_ok(v" << ops_[i].args[0] << "[" << q << "], d" << ops_[i].args[1] << ");\n";
+        }
+      }
+      const std::set<size_t> before = done_;
+      s_ << "    if (div_ok) {\n";
+      fast_divisions_.insert(checked.begin(), checked.end());
       each_register_element(elem_outputs, store);
-      fast_division_ = false;
+      fast_divisions_.clear();
       done_ = before;
-      s_ << "    if (!div_ok) {\n";
+      s_ << "    } else {\n";
       each_register_element(elem_outputs, store);
       s_ << "    }\n";
     }
@@ -372,7 +381,7 @@ class RowSource {
   int passes_ = 0;
   std::set<size_t> divisors_;  // per-row values that elements are divided by
   std::set<size_t> done_;  // register mode: element ops already computed this row
-  bool fast_division_ = false;  // divisions by a row value emitted as kiln_div_fast
+  std::set<size_t> fast_divisions_;  // divisions by a row value known to be in the fast form's range
   std::ostringstream s_;
 };
 

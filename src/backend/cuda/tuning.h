@@ -17,17 +17,20 @@ struct Tuning {
   int row_elems = 16;      // KILN_CUDA_ROW_ELEMS: elements per thread they aim for (threads grow first)
   int row_min_blocks = 0;  // KILN_CUDA_ROW_MIN_BLOCKS: resident blocks per SM to ask of the compiler
   bool row_vector_passes = true;  // KILN_CUDA_ROW_VECTOR_PASSES=0: staged rows read one element at a time
+  // Register rows check every dividend of a division by a row value once, then divide all
+  // in the fast form (KILN_CUDA_ROW_FAST_DIVISION=0: a range check and branch an element).
+  bool row_fast_division = true;
   int graph_min_kernels = 1;  // KILN_CUDA_GRAPH_MIN_KERNELS: fewest kernels a plan replays as a CUDA graph
 };
 
 inline const Tuning& tuning() {
   static const Tuning t = [] {
     Tuning r;
-    auto number = [](const char* name, int lo, int hi, int fallback) {
+    auto number = [](const char* name, int lo, int hi, int fallback, bool power_of_two = true) {
       const char* v = std::getenv(name);
       if (!v || !*v) return fallback;
       int x = std::atoi(v);
-      return x >= lo && x <= hi && (x & (x - 1)) == 0 ? x : fallback;  // powers of two in range
+      return x >= lo && x <= hi && (!power_of_two || (x & (x - 1)) == 0) ? x : fallback;
     };
     r.vector_bytes = number("KILN_CUDA_VECTOR_BYTES", 1, 16, r.vector_bytes);
     r.row_threads = number("KILN_CUDA_ROW_THREADS", 32, 1024, r.row_threads);
@@ -36,8 +39,9 @@ inline const Tuning& tuning() {
     r.fmad = f && f[0] == '1';
     if (const char* v = std::getenv("KILN_CUDA_ROW_REGISTERS"); v && *v) r.row_registers = v[0] == '1';
     if (const char* v = std::getenv("KILN_CUDA_ROW_VECTOR_PASSES"); v && *v) r.row_vector_passes = v[0] == '1';
-    r.row_min_blocks = number("KILN_CUDA_ROW_MIN_BLOCKS", 1, 32, r.row_min_blocks);
-    r.graph_min_kernels = number("KILN_CUDA_GRAPH_MIN_KERNELS", 1, 64, r.graph_min_kernels);
+    if (const char* v = std::getenv("KILN_CUDA_ROW_FAST_DIVISION"); v && *v) r.row_fast_division = v[0] == '1';
+    r.row_min_blocks = number("KILN_CUDA_ROW_MIN_BLOCKS", 1, 32, r.row_min_blocks, false);
+    r.graph_min_kernels = number("KILN_CUDA_GRAPH_MIN_KERNELS", 1, 64, r.graph_min_kernels, false);
     return r;
   }();
   return t;
