@@ -83,15 +83,11 @@ template <class T, class C> __device__ inline T kiln_narrow(C x) {
 struct KilnDivisor { float b, y; bool fast; };
 __device__ inline bool kiln_div_range(float x) { return fabsf(x) >= 0x1p-60f && fabsf(x) < 0x1p61f; }
 __device__ inline KilnDivisor kiln_divisor(float b) { return {b, 1.0f / b, kiln_div_range(b)}; }
-__device__ inline float kiln_div_markstein(float a, const KilnDivisor& d) {
+__device__ inline float kiln_div_by(float a, const KilnDivisor& d) {
+  if (!d.fast || !kiln_div_range(a)) return a / d.b;
   const float q = a * d.y;
   return fmaf(fmaf(-q, d.b, a), d.y, q);
 }
-__device__ inline float kiln_div_by(float a, const KilnDivisor& d) {
-  return d.fast && kiln_div_range(a) ? kiln_div_markstein(a, d) : a / d.b;
-}
-// Whether kiln_div_markstein(a, d) is the correctly rounded quotient.
-__device__ inline bool kiln_div_ok(float a, const KilnDivisor& d) { return d.fast & kiln_div_range(a); }
 
 // gelu_tanh for a 16-bit float result, in float alone: x sigmoid(2u) with e^-|2u| <= 1, so the
 // denominator stays in [1, 2] and the fast division is safe. Its few-ulp float error vanishes

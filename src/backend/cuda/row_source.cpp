@@ -9,7 +9,6 @@
 #include <sstream>
 
 #include "backend/cuda/codegen.h"
-#include "backend/cuda/tuning.h"
 #include "compile/codegen_util.h"
 
 namespace kiln::cuda {
@@ -204,7 +203,7 @@ class RowSource {
     if (op.prim && divides_by_row_value(i)) {
       const std::string a = std::to_string(op.args[0]), b = std::to_string(op.args[1]);
       s_ << compiler::rounded_expr(OpKind::Divide, *op.prim, op.dtype, {"t" + a, "d" + b}, {op.dtype, op.dtype},
-                                   fast_divisions_.count(i) ? "kiln_div_markstein" : "kiln_div_by")
+                                   "kiln_div_by")
          << ";\n";
       return;
     }
@@ -334,34 +333,8 @@ class RowSource {
     for (size_t o = 0; o < p_.outputs.size(); ++o) {
       if (!output_op(o).per_row) s_ << "    " << vec_type(output_op(o).dtype, var_.vec) << " r" << o << "[" << var_.chunks << "];\n";
     }
-    auto store = [&](int c, int e) { store_element("[" + std::to_string(c) + "]", e, "      "); };
-    // Divisions by a row value of dividends already held in registers: one range check of
-    // every dividend, then the fast form for all of them or the exact one for all, instead
-    // of a branch an element.
-    std::vector<size_t> checked;
-    for (size_t i : compiler::row_element_closure(p_, elem_outputs)) {
-      const size_t a = divides_by_row_value(i) ? static_cast<size_t>(ops_[i].args[0]) : 0;
-      if (!done_.count(i) && divides_by_row_value(i) && ops_[a].prim && done_.count(a)) checked.push_back(i);
-    }
-    if (checked.empty() || !tuning().row_fast_division) {
-      each_register_element(elem_outputs, store);
-    } else {
-      s_ << "    bool div_ok = true;\n";
-      for (size_t i : checked) {
-        for (int q = 0; q < var_.chunks * var_.vec; ++q) {
-          s_ << "    div_ok &= kiln_div_ok(v" << ops_[i].args[0] << "[" << q << "], d" << ops_[i].args[1] << ");\n";
-        }
-      }
-      const std::set<size_t> before = done_;
-      s_ << "    if (div_ok) {\n";
-      fast_divisions_.insert(checked.begin(), checked.end());
-      each_register_element(elem_outputs, store);
-      fast_divisions_.clear();
-      done_ = before;
-      s_ << "    } else {\n";
-      each_register_element(elem_outputs, store);
-      s_ << "    }\n";
-    }
+    each_register_element(elem_outputs,
+                          [&](int c, int e) { store_element("[" + std::to_string(c) + "]", e, "      "); });
     for (int c = 0; c < var_.chunks; ++c) {
       s_ << "    " << (c == var_.chunks - 1 ? "if (last_ok) {\n" : "{\n");
       for (size_t o = 0; o < p_.outputs.size(); ++o) {
@@ -381,7 +354,6 @@ class RowSource {
   int passes_ = 0;
   std::set<size_t> divisors_;  // per-row values that elements are divided by
   std::set<size_t> done_;  // register mode: element ops already computed this row
-  std::set<size_t> fast_divisions_;  // divisions by a row value known to be in the fast form's range
   std::ostringstream s_;
 };
 

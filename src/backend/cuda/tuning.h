@@ -17,9 +17,6 @@ struct Tuning {
   int row_elems = 16;      // KILN_CUDA_ROW_ELEMS: elements per thread they aim for (threads grow first)
   int row_min_blocks = 0;  // KILN_CUDA_ROW_MIN_BLOCKS: resident blocks per SM to ask of the compiler
   bool row_vector_passes = true;  // KILN_CUDA_ROW_VECTOR_PASSES=0: staged rows read one element at a time
-  // Register rows check every dividend of a division by a row value once, then divide all
-  // in the fast form (KILN_CUDA_ROW_FAST_DIVISION=0: a range check and branch an element).
-  bool row_fast_division = true;
   int graph_min_kernels = 1;  // KILN_CUDA_GRAPH_MIN_KERNELS: fewest kernels a plan replays as a CUDA graph
 };
 
@@ -39,7 +36,6 @@ inline const Tuning& tuning() {
     r.fmad = f && f[0] == '1';
     if (const char* v = std::getenv("KILN_CUDA_ROW_REGISTERS"); v && *v) r.row_registers = v[0] == '1';
     if (const char* v = std::getenv("KILN_CUDA_ROW_VECTOR_PASSES"); v && *v) r.row_vector_passes = v[0] == '1';
-    if (const char* v = std::getenv("KILN_CUDA_ROW_FAST_DIVISION"); v && *v) r.row_fast_division = v[0] == '1';
     r.row_min_blocks = number("KILN_CUDA_ROW_MIN_BLOCKS", 1, 32, r.row_min_blocks, false);
     r.graph_min_kernels = number("KILN_CUDA_GRAPH_MIN_KERNELS", 1, 64, r.graph_min_kernels, false);
     return r;
