@@ -110,7 +110,9 @@ void Node::materialize() {
                  "(item, to_vector and eval are not available while tracing)");
   }
   producer->run(device);
-  tensor = producer->results[static_cast<size_t>(output_index)];
+  Tensor& result = producer->results[static_cast<size_t>(output_index)];
+  // Taken rather than copied when no sibling or tracer can still read it.
+  tensor = producer.use_count() == 1 ? std::move(result) : result;
   producer.reset();  // drops the inputs once every sibling is done
   ready.store(true, std::memory_order_release);
   count(counters().arrays_materialized);

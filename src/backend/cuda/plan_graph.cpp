@@ -81,11 +81,11 @@ struct PlanGraphs {
 
 // Device, dtype, shape, strides, offset, 16-byte alignment and aliasing of every input:
 // what the recorded kernels and their variants depend on besides the pointers.
-std::string layout_key(int device, const std::vector<Tensor>& in) {
+const std::string& layout_key(int device, const std::vector<Tensor>& in) {
   // Packed words, not text: a stream of ints per call (an ostringstream also shares the
-  // global locale's reference count between threads).
-  std::string k;
-  k.reserve(16 + in.size() * 64);
+  // global locale's reference count between threads), into this thread's reused string.
+  thread_local std::string k;
+  k.clear();
   auto put = [&](int64_t x) { k.append(reinterpret_cast<const char*>(&x), sizeof x); };
   put(device);
   for (size_t i = 0; i < in.size(); ++i) {
@@ -211,14 +211,16 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
 
 // Patches this call's buffers into the graph and launches it on this thread's stream.
 void replay(int device, Layout& l, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  std::vector<std::shared_ptr<Buffer>> per_call;
+  thread_local std::vector<std::shared_ptr<Buffer>> per_call;  // reused: no allocation a call
+  thread_local std::vector<char> changed;
+  per_call.clear();
   for (size_t bytes : l.output_bytes) per_call.push_back(allocate(device, bytes));
-  std::vector<bool> changed(l.launches.size(), false);
+  changed.assign(l.launches.size(), 0);
   for (const Patch& p : l.patches) {
     const Buffer& b = p.operand >= 0 ? *in[static_cast<size_t>(p.operand)].buffer : *per_call[static_cast<size_t>(-p.operand - 1)];
     long& word = l.launches[p.launch].meta[p.word];
     const long value = static_cast<long>(reinterpret_cast<uintptr_t>(b.data())) + p.offset;
-    if (word != value) changed[p.launch] = true;
+    if (word != value) changed[p.launch] = 1;
     word = value;
   }
   const Driver& d = drv();
@@ -231,12 +233,15 @@ void replay(int device, Layout& l, const std::vector<Tensor>& in, std::vector<Te
   check(d.cuGraphLaunch(l.exec, l.stream), "cuGraphLaunch");
   for (size_t i = 0; i < out.size(); ++i) {
     const OutputLayout& o = l.outputs[i];
-    Tensor t(o.shape, o.dtype);
+    Tensor t;
+    t.shape = o.shape;
+    t.dtype = o.dtype;
     t.buffer = per_call[static_cast<size_t>(o.buffer)];
     t.strides = o.strides;
     t.offset = o.offset;
     out[i] = std::move(t);
   }
+  per_call.clear();  // the outputs hold the buffers now
   detail::count(detail::counters().kernels_launched, l.kernels);
   g_replays.fetch_add(1, std::memory_order_relaxed);
 }
