@@ -38,7 +38,7 @@ rounds = []
 for path in sorted(glob.glob(os.path.join(tmp, "*.json"))):
     name, rnd = os.path.basename(path)[:-5].rsplit("-", 1)
     rec = next(r for r in json.load(open(path))["records"] if r.get("section") == "host_call")
-    keys = ("kiln_us", "kiln_eval_us", "kiln_async_eval_us", "kiln_async_eval_p90_us", "kiln_async_eval_loop_us",
+    keys = ("kiln_us", "kiln_new_input_us", "kiln_eval_us", "kiln_async_eval_us", "kiln_async_eval_p90_us", "kiln_async_eval_loop_us",
             "kiln_graph_us", "kiln_threads1_calls_per_s", "kiln_threads2_calls_per_s",
             "kiln_threads1_graph_calls_per_s", "kiln_threads2_graph_calls_per_s")
     rounds.append({"binary": name, "round": int(rnd), **{k: rec[k] for k in keys if k in rec}})
