@@ -213,7 +213,10 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
 void replay(int device, Layout& l, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   thread_local std::vector<std::shared_ptr<Buffer>> per_call;  // reused: no allocation a call
   thread_local std::vector<char> changed;
-  per_call.clear();
+  struct Release {  // on every way out (an allocation can fail): the outputs hold what they need
+    std::vector<std::shared_ptr<Buffer>>& v;
+    ~Release() { v.clear(); }
+  } release{per_call};
   for (size_t bytes : l.output_bytes) per_call.push_back(allocate(device, bytes));
   changed.assign(l.launches.size(), 0);
   for (const Patch& p : l.patches) {
@@ -241,7 +244,6 @@ void replay(int device, Layout& l, const std::vector<Tensor>& in, std::vector<Te
     t.offset = o.offset;
     out[i] = std::move(t);
   }
-  per_call.clear();  // the outputs hold the buffers now
   detail::count(detail::counters().kernels_launched, l.kernels);
   g_replays.fetch_add(1, std::memory_order_relaxed);
 }
