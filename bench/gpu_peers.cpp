@@ -519,11 +519,11 @@ void run_host_call(const Timer& timer, Device dev, Report& rep) {
         [](const std::vector<Array>& in) { return std::vector<Array>{graph32(in[0], in[1])}; }, {.name = "graph32"});
     for (int i = 0; i < 200; ++i) kiln::eval(f({x, y}));
     const int calls = timer.gpu ? 20000 : 2000, sync_every = 64;
-    // Microseconds of each of `calls` calls of fn plus the launch of its kernels, with a
-    // device synchronization every sync_every calls outside the timed region.
     // A second copy of x: calls that alternate between them get new input pointers each time.
     Array x2 = kiln::to(kiln::to(x, Device::cpu()), dev);
     x2.eval();
+    // Microseconds of each of `calls` calls of fn plus the launch of its kernels, with a
+    // device synchronization every sync_every calls outside the timed region.
     auto launch_times = [&](const kiln::CompiledFunction& fn, bool alternate = false) {
       std::vector<double> t;
       t.reserve(calls);

@@ -32,10 +32,13 @@ inline const Tuning& tuning() {
     r.vector_bytes = number("KILN_CUDA_VECTOR_BYTES", 1, 16, r.vector_bytes);
     r.row_threads = number("KILN_CUDA_ROW_THREADS", 32, 1024, r.row_threads);
     r.row_elems = number("KILN_CUDA_ROW_ELEMS", 1, 32, r.row_elems);
-    const char* f = std::getenv("KILN_CUDA_FMAD");
-    r.fmad = f && f[0] == '1';
-    if (const char* v = std::getenv("KILN_CUDA_ROW_REGISTERS"); v && *v) r.row_registers = v[0] == '1';
-    if (const char* v = std::getenv("KILN_CUDA_ROW_VECTOR_PASSES"); v && *v) r.row_vector_passes = v[0] == '1';
+    auto flag = [](const char* name, auto fallback) -> decltype(fallback) {  // "1" on, anything else set off
+      const char* v = std::getenv(name);
+      return v && *v ? v[0] == '1' : fallback;
+    };
+    r.fmad = flag("KILN_CUDA_FMAD", r.fmad);
+    r.row_registers = flag("KILN_CUDA_ROW_REGISTERS", r.row_registers);
+    r.row_vector_passes = flag("KILN_CUDA_ROW_VECTOR_PASSES", r.row_vector_passes);
     r.row_min_blocks = number("KILN_CUDA_ROW_MIN_BLOCKS", 1, 32, r.row_min_blocks, false);
     r.graph_min_kernels = number("KILN_CUDA_GRAPH_MIN_KERNELS", 1, 64, r.graph_min_kernels, false);
     return r;
