@@ -8,13 +8,14 @@
 #include <vector>
 
 #include "kiln/device.h"
+#include "kiln/dims.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
 
 namespace kiln {
 
-using Shape = std::vector<int64_t>;
-using Strides = std::vector<int64_t>;
+using Shape = Dims;
+using Strides = Dims;
 
 class Primitive;
 namespace detail {

@@ -79,15 +79,15 @@ struct CompiledFunction::Impl {
   std::atomic<uint64_t> traces{0};  // traces of this function
   std::atomic<bool> warned{false};  // atomic: the recompile warning is said once
 
-  std::string key(const std::vector<Array>& inputs, CompileMode mode) const;
+  /* The cache key of a call with these inputs, written into k. */
+  void key(const std::vector<Array>& inputs, CompileMode mode, std::string& k) const;
   std::shared_ptr<const compiler::Plan> plan_for(const std::vector<Array>& inputs, CompileMode mode);
   std::shared_ptr<const compiler::Plan> build(const std::vector<Array>& inputs, CompileMode mode);
   void evict_if_full();
 };
 
-std::string CompiledFunction::Impl::key(const std::vector<Array>& inputs, CompileMode mode) const {
-  std::string k;
-  k.reserve(16 + inputs.size() * 32);
+void CompiledFunction::Impl::key(const std::vector<Array>& inputs, CompileMode mode, std::string& k) const {
+  k.clear();
   auto put = [&](int64_t x) { k.append(reinterpret_cast<const char*>(&x), sizeof x); };
   put(static_cast<int64_t>(mode));
   put(static_cast<int64_t>(inputs.size()));
@@ -100,7 +100,6 @@ std::string CompiledFunction::Impl::key(const std::vector<Array>& inputs, Compil
       for (auto d : a.shape()) put(d);
     }
   }
-  return k;
 }
 
 std::shared_ptr<const compiler::Plan> CompiledFunction::Impl::build(const std::vector<Array>& inputs, CompileMode mode) {
@@ -134,7 +133,8 @@ void CompiledFunction::Impl::evict_if_full() {
 
 std::shared_ptr<const compiler::Plan> CompiledFunction::Impl::plan_for(const std::vector<Array>& inputs,
                                                                        CompileMode mode) {
-  std::string k = key(inputs, mode);
+  thread_local std::string k;  // reused: a warm call's key allocates nothing
+  key(inputs, mode, k);
   for (;;) {
     std::shared_ptr<CacheEntry> entry;
     bool mine = false;
@@ -157,6 +157,7 @@ std::shared_ptr<const compiler::Plan> CompiledFunction::Impl::plan_for(const std
     entry->last_used.store(clock.fetch_add(1) + 1, std::memory_order_relaxed);
     if (mine) {
       detail::count(detail::counters().cache_misses);
+      const std::string own_key = k;  // the trace below may run compiled calls on this thread
       try {
         auto plan = build(inputs, mode);
         {
@@ -171,7 +172,7 @@ std::shared_ptr<const compiler::Plan> CompiledFunction::Impl::plan_for(const std
       } catch (...) {
         {
           std::unique_lock<std::shared_mutex> lock(mu);
-          entries.erase(k);  // a failed trace leaves nothing behind
+          entries.erase(own_key);  // a failed trace leaves nothing behind
         }
         {
           std::lock_guard<std::mutex> lock(entry->mu);

@@ -1,5 +1,6 @@
 // Evaluation of the lazy graph: a post-order walk, then each node materialized
 // once under its own lock, so threads sharing nodes compute each of them once.
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -120,21 +121,46 @@ void Node::materialize() {
 
 namespace {
 
+// Nodes a walk has met: the first few in a reused per-thread list searched linearly (a
+// compiled call's walk meets one or two, and allocates nothing for them), the rest hashed.
+class SeenNodes {
+ public:
+  SeenNodes() { few().clear(); }
+  bool insert(Node* n) {
+    auto& f = few();
+    if (std::find(f.begin(), f.end(), n) != f.end()) return false;
+    if (f.size() < kFew) {
+      f.push_back(n);
+      return true;
+    }
+    return many_.insert(n).second;
+  }
+
+ private:
+  static constexpr size_t kFew = 16;
+  static std::vector<Node*>& few() {
+    thread_local std::vector<Node*> list;  // the walk never re-enters itself on a thread
+    return list;
+  }
+  std::unordered_set<Node*> many_;
+};
+
 // Unevaluated nodes reachable from `roots`, inputs before users.
 std::vector<std::shared_ptr<Node>> post_order(const std::vector<Array>& roots) {
   std::vector<std::shared_ptr<Node>> order;
-  std::unordered_set<Node*> seen;
+  SeenNodes seen;
   struct Frame {
     std::shared_ptr<Node> node;
     std::shared_ptr<Producer> producer;
     size_t next_input;
   };
-  std::vector<Frame> stack;
+  thread_local std::vector<Frame> stack;  // reused, like SeenNodes' list
+  stack.clear();                          // a walk that threw may have left frames
   auto push = [&](const std::shared_ptr<Node>& n) {
     if (!n) return;
     auto p = n->pending_producer();
     if (!p && n->ready.load(std::memory_order_acquire)) return;  // evaluated: not even remembered
-    if (!seen.insert(n.get()).second) return;
+    if (!seen.insert(n.get())) return;
     if (!p) {
       order.push_back(n);  // a trace placeholder: fails below
       return;
