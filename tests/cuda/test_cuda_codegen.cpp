@@ -147,3 +147,23 @@ TEST_F(CudaCodegen, GeluAndEpilogueFallbackCompile) {
     compiles(cuda::elementwise_flat_source(p, 0b10, 1));  // the bias broadcast
   }
 }
+
+// sin and cos of a 16-bit float with a result of the same type take the short form
+// (kiln_sin_narrow, kiln_cos_narrow: math.h's sincos_narrow_f32); float32 and a widening
+// sin keep sinf/cosf.
+TEST_F(CudaCodegen, SixteenBitSinCosCompile) {
+  for (Dtype d : {bfloat16, float16, float32}) {
+    FusedProgram p;
+    p.ops = {input(0, d), op(std::make_shared<Unary<math::Sin>>(), {0}, d),
+             op(std::make_shared<Unary<math::Cos>>(), {1}, d), op(std::make_shared<AsType>(float32), {0}, float32),
+             op(std::make_shared<Unary<math::Sin>>(), {3}, float32)};
+    p.outputs = {2, 4};
+    const std::string src = cuda::elementwise_flat_source(p, 0, 8);
+    const bool narrow = d != float32;
+    EXPECT_EQ(src.find("kiln_sin_narrow(t0)") != std::string::npos, narrow) << src;
+    EXPECT_EQ(src.find("kiln_cos_narrow(t1)") != std::string::npos, narrow) << src;
+    EXPECT_EQ(src.find("kiln_sin_narrow(t3)"), std::string::npos) << src;
+    compiles(src);
+    compiles(cuda::elementwise_source(p));
+  }
+}

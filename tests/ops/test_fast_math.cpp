@@ -7,10 +7,12 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <vector>
 
 #include "backend/common/math.h"
+#include "kiln/half.h"
 
 namespace {
 
@@ -161,6 +163,53 @@ TEST(FastMath, Sin) {
 TEST(FastMath, Cos) {
   check_trig(kiln::math::Cos{}, [](double x) { return std::cos(x); });
   EXPECT_EQ(kiln::math::Cos{}(0.0f), 1.0f);
+}
+
+// The GPU's sin and cos for 16-bit results (sincos_narrow_f32: the host runs the same float
+// operations, its own sinf/cosf standing in for CUDA's past 2^20). For every input of H the
+// result rounded to H is within 1 ulp of H of the rounded double sin/cos, NaN exactly where
+// that is, a zero has the accurate float result's sign, and almost every result equals the
+// accurate float result rounded to H.
+template <class H>
+void check_narrow_trig(const char* type, unsigned quadrant) {
+  auto order = [](H h) { return (h.bits & 0x8000) ? -static_cast<int>(h.bits & 0x7FFF) : static_cast<int>(h.bits); };
+  int worst = 0, differ = 0;
+  float worst_at = 0;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const float x = static_cast<float>(H::from_bits(static_cast<uint16_t>(b)));
+    const double ref = quadrant ? std::cos(double(x)) : std::sin(double(x));
+    const H got(kiln::math::sincos_narrow_f32(x, quadrant)), want = H::from_bits(H::from_double(ref)),
+        accurate(quadrant ? std::cos(x) : std::sin(x));
+    if (std::isnan(ref)) {
+      EXPECT_TRUE(std::isnan(float(got))) << type << " x = " << x;
+      continue;
+    }
+    ASSERT_FALSE(std::isnan(float(got))) << type << " x = " << x;
+    const int d = std::abs(order(got) - order(want));
+    if (d > worst) worst = d, worst_at = x;
+    if (float(got) == 0 && float(accurate) == 0) EXPECT_EQ(got.bits, accurate.bits) << type << " x = " << x;
+    differ += got.bits != accurate.bits;
+  }
+  std::printf("%s %s: at most %d ulp from the rounded double result; %d of 65536 differ from the rounded sinf/cosf\n",
+              type, quadrant ? "cos" : "sin", worst, differ);
+  EXPECT_LE(worst, 1) << type << " at x = " << worst_at;
+  EXPECT_LE(differ, 4) << type;
+}
+
+TEST(FastMath, SinCosForSixteenBitResults) {
+  for (unsigned quadrant : {0u, 1u}) {
+    check_narrow_trig<kiln::bfloat16_t>("bfloat16", quadrant);
+    check_narrow_trig<kiln::float16_t>("float16", quadrant);
+  }
+  using kiln::math::sincos_narrow_f32;
+  EXPECT_TRUE(std::signbit(sincos_narrow_f32(-0.0f, 0)));
+  EXPECT_EQ(sincos_narrow_f32(0.0f, 1), 1.0f);
+  for (float x : {kInf, -kInf, std::numeric_limits<float>::quiet_NaN()}) {
+    EXPECT_TRUE(std::isnan(sincos_narrow_f32(x, 0)) && std::isnan(sincos_narrow_f32(x, 1))) << x;
+  }
+  const float past = std::nextafter(0x1p20f, kInf);  // the accurate functions from here on
+  EXPECT_EQ(sincos_narrow_f32(past, 0), std::sin(past));
+  EXPECT_EQ(sincos_narrow_f32(-past, 1), std::cos(-past));
 }
 
 }  // namespace

@@ -182,6 +182,30 @@ struct Square {
   }
 };
 struct Reciprocal { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return T(1) / x; } };
+// sin(x + quadrant * pi/2) for a float holding a float16 or bfloat16 value whose result is
+// rounded to 16 bits (the GPU's 16-bit sin and cos): the GPU's sinf takes k through two
+// float<->int conversions (16 a clock per SM) and a three-constant reduction. For |x| <= 2^20:
+// k = round(x 2/pi) in the low bits of t (the 1.5 * 2^23 shifter), r = x - k pi/2 by two fmas
+// (C1 is pi/2 cut to 24 bits, so x - k C1 is exact; the dropped k 2^-49 is far below |r| for
+// every 16-bit input), sin r by degree 7 and cos r by degree 6 (relative error 2^-28 and
+// 2^-24.6 for |r| <= 0.7885: Lawson fits in r^2, as bench/tools/fit_float_math.py makes them).
+// At most 6 float ulps off over 16-bit inputs. C1 and C2 are below pi/2 and positive so that
+// sin(-0) = -0. Beyond 2^20, and for inf and NaN, std::sin/std::cos. Checked over every
+// float16 and bfloat16 input by tests/ops/test_fast_math.cpp.
+KILN_HD inline float sincos_narrow_f32(float x, unsigned quadrant) {
+  if (!(std::fabs(x) <= 0x1p20f)) return quadrant & 1 ? std::cos(x) : std::sin(x);
+  constexpr float shifter = 12582912.0f;  // 1.5 * 2^23
+  const float t = std::fma(x, 0.636619747f, shifter);
+  const float k = t - shifter;
+  float r = std::fma(-k, 1.57079625f, x);  // 0x1.921fb4p+0
+  r = std::fma(-k, 7.54979013e-08f, r);    // 0x1.4442d2p-24
+  const float u = r * r;
+  const float s = r * std::fma(u, std::fma(u, std::fma(u, -0.000195147208f, 0.00833215937f), -0.166666552f), 1.0f);
+  const float c = std::fma(u, std::fma(u, std::fma(u, -0.00135894399f, 0.0416555963f), -0.499998808f), 1.0f);
+  const uint32_t q = std::bit_cast<uint32_t>(t) + quadrant;  // k + quadrant in the low bits
+  const float v = q & 1 ? c : s;
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(v) ^ ((q & 2u) << 30));
+}
 struct Sin {
   KILN_FLOATS_ONLY
   template <class T> KILN_HD T operator()(T x) const {

@@ -99,6 +99,11 @@ __device__ inline float kiln_gelu_tanh_narrow(float x) {
   return __fdividef(v > 0.0f ? x * e : x, 1.0f + e);
 }
 
+// sin and cos for a 16-bit float result: a short reduction and polynomials good to a few float
+// ulps, no float<->int conversions, accurate sinf/cosf only past |x| = 2^20 (math.h).
+__device__ inline float kiln_sin_narrow(float x) { return kiln::math::sincos_narrow_f32(x, 0u); }
+__device__ inline float kiln_cos_narrow(float x) { return kiln::math::sincos_narrow_f32(x, 1u); }
+
 // A value exchanged with lane (lane ^ mask) of the warp, for any type of 1 to 8 bytes.
 template <class W> __device__ inline W kiln_shfl_xor(W v, int mask) {
   if constexpr (sizeof(W) == 8) {
@@ -246,16 +251,17 @@ void emit_pointers(std::ostringstream& s, const compiler::FusedProgram& p, int p
 }
 
 // Member i's expression: bfloat16 add, subtract and multiply of bfloat16 values as native
-// bf16 math, gelu_tanh with a 16-bit result in float, every other op as the shared
-// generators spell it.
+// bf16 math, gelu_tanh, sin and cos with a 16-bit result in cheaper float forms, every other
+// op as the shared generators spell it. Eager ops run through here too, so they agree.
 template <class Ops>
 std::string cuda_member_expr(const Ops& ops, size_t i) {
   const auto& op = ops[i];
   const OpKind k = op.prim->kind();
-  if (k == OpKind::GeluTanh && (op.dtype == bfloat16 || op.dtype == float16) &&
-      ops[static_cast<size_t>(op.args[0])].dtype == op.dtype) {
+  const char* narrow = k == OpKind::GeluTanh ? "kiln_gelu_tanh_narrow" : k == OpKind::Sin ? "kiln_sin_narrow"
+                       : k == OpKind::Cos ? "kiln_cos_narrow" : nullptr;
+  if (narrow && (op.dtype == bfloat16 || op.dtype == float16) && ops[static_cast<size_t>(op.args[0])].dtype == op.dtype) {
     const std::string t = compiler::cpp_type(op.dtype);
-    return "static_cast<float>(static_cast<" + t + ">(kiln_gelu_tanh_narrow(t" + std::to_string(op.args[0]) + ")))";
+    return "static_cast<float>(static_cast<" + t + ">(" + narrow + "(t" + std::to_string(op.args[0]) + ")))";
   }
   const char* native = k == OpKind::Add ? "kiln_bf16_add" : k == OpKind::Subtract ? "kiln_bf16_sub"
                        : k == OpKind::Multiply ? "kiln_bf16_mul" : nullptr;

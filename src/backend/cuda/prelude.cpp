@@ -174,6 +174,8 @@ KILN_F2(fmod, fmodf, fmod)
 KILN_F2(copysign, copysignf, copysign)
 KILN_F2(pow, powf, pow)
 KILN_F2(atan2, atan2f, atan2)
+inline float fma(float a, float b, float c) { return ::fmaf(a, b, c); }
+inline double fma(double a, double b, double c) { return ::fma(a, b, c); }
 #undef KILN_F1
 #undef KILN_F2
 inline bool isnan(float x) { return x != x; }
