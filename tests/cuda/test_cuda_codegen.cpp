@@ -149,8 +149,8 @@ TEST_F(CudaCodegen, GeluAndEpilogueFallbackCompile) {
 }
 
 // sin and cos of a 16-bit float with a result of the same type take the short form
-// (kiln_sin_narrow, kiln_cos_narrow: math.h's sincos_narrow_f32); float32 and a widening
-// sin keep sinf/cosf.
+// (kiln_sin_narrow, kiln_cos_narrow: math.h's sincos_narrow_f32, and in flat vectors
+// kiln_sin_fast, kiln_cos_fast); float32 and a widening sin keep sinf/cosf.
 TEST_F(CudaCodegen, SixteenBitSinCosCompile) {
   for (Dtype d : {bfloat16, float16, float32}) {
     FusedProgram p;
@@ -163,7 +163,11 @@ TEST_F(CudaCodegen, SixteenBitSinCosCompile) {
     EXPECT_EQ(src.find("kiln_sin_narrow(t0)") != std::string::npos, narrow) << src;
     EXPECT_EQ(src.find("kiln_cos_narrow(t1)") != std::string::npos, narrow) << src;
     EXPECT_EQ(src.find("kiln_sin_narrow(t3)"), std::string::npos) << src;
+    // Flat vectors take the fast forms first and the full ones only when one sets `slow`.
+    EXPECT_EQ(src.find("kiln_sin_fast(t0, slow)") != std::string::npos, narrow) << src;
+    EXPECT_EQ(src.find("if (slow)") != std::string::npos, narrow) << src;
     compiles(src);
+    EXPECT_EQ(cuda::elementwise_source(p).find("slow"), std::string::npos);
     compiles(cuda::elementwise_source(p));
   }
 }

@@ -191,9 +191,9 @@ struct Reciprocal { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x
 // 2^-24.6 for |r| <= 0.7885: Lawson fits in r^2, as bench/tools/fit_float_math.py makes them).
 // At most 6 float ulps off over 16-bit inputs. C1 and C2 are below pi/2 and positive so that
 // sin(-0) = -0. Beyond 2^20, and for inf and NaN, std::sin/std::cos. Checked over every
-// float16 and bfloat16 input by tests/ops/test_fast_math.cpp.
-KILN_HD inline float sincos_narrow_f32(float x, unsigned quadrant) {
-  if (!(std::fabs(x) <= 0x1p20f)) return quadrant & 1 ? std::cos(x) : std::sin(x);
+// float16 and bfloat16 input by tests/ops/test_fast_math.cpp. The core is for |x| <= 2^20
+// only; sincos_narrow_f32 below adds the fallback.
+KILN_HD inline float sincos_narrow_core_f32(float x, unsigned quadrant) {
   constexpr float shifter = 12582912.0f;  // 1.5 * 2^23
   const float t = std::fma(x, 0.636619747f, shifter);
   const float k = t - shifter;
@@ -205,6 +205,10 @@ KILN_HD inline float sincos_narrow_f32(float x, unsigned quadrant) {
   const uint32_t q = std::bit_cast<uint32_t>(t) + quadrant;  // k + quadrant in the low bits
   const float v = q & 1 ? c : s;
   return std::bit_cast<float>(std::bit_cast<uint32_t>(v) ^ ((q & 2u) << 30));
+}
+KILN_HD inline float sincos_narrow_f32(float x, unsigned quadrant) {
+  if (!(std::fabs(x) <= 0x1p20f)) return quadrant & 1 ? std::cos(x) : std::sin(x);
+  return sincos_narrow_core_f32(x, quadrant);
 }
 struct Sin {
   KILN_FLOATS_ONLY

@@ -51,7 +51,9 @@ __device__ inline float kiln_bf16_fma(unsigned short a, unsigned short b, unsign
 #if __CUDA_ARCH__ >= 800
   unsigned short r;
   asm("fma.rn.bf16 %0, %1, %2, %3;" : "=h"(r) : "h"(a), "h"(b), "h"(c));
-  return __uint_as_float(static_cast<unsigned>(r) << 16);
+  unsigned f;  // r as the top half: one PRMT, where a shift of the widened r took three
+  asm("mov.b32 %0, {%1, %2};" : "=r"(f) : "h"(static_cast<unsigned short>(0)), "h"(r));
+  return __uint_as_float(f);
 #else  // no bf16 arithmetic: the exact float product (8 x 8 bits) plus c, rounded once
   const float f = __uint_as_float(static_cast<unsigned>(a) << 16) * __uint_as_float(static_cast<unsigned>(b) << 16);
   return static_cast<float>(static_cast<kiln::bfloat16_t>(f + __uint_as_float(static_cast<unsigned>(c) << 16)));
@@ -103,6 +105,17 @@ __device__ inline float kiln_gelu_tanh_narrow(float x) {
 // ulps, no float<->int conversions, accurate sinf/cosf only past |x| = 2^20 (math.h).
 __device__ inline float kiln_sin_narrow(float x) { return kiln::math::sincos_narrow_f32(x, 0u); }
 __device__ inline float kiln_cos_narrow(float x) { return kiln::math::sincos_narrow_f32(x, 1u); }
+// The same without the fallback: `slow` is set where it would be taken, and the caller then
+// recomputes with the forms above. Flat kernels check once per vector, which keeps a branch
+// (and its reconvergence) out of every op, and lets the elements of a vector interleave.
+__device__ inline float kiln_sin_fast(float x, bool& slow) {
+  slow |= !(fabsf(x) <= 0x1p20f);
+  return kiln::math::sincos_narrow_core_f32(x, 0u);
+}
+__device__ inline float kiln_cos_fast(float x, bool& slow) {
+  slow |= !(fabsf(x) <= 0x1p20f);
+  return kiln::math::sincos_narrow_core_f32(x, 1u);
+}
 
 // A value exchanged with lane (lane ^ mask) of the warp, for any type of 1 to 8 bytes.
 template <class W> __device__ inline W kiln_shfl_xor(W v, int mask) {
@@ -250,18 +263,37 @@ void emit_pointers(std::ostringstream& s, const compiler::FusedProgram& p, int p
   }
 }
 
+// Whether member i maps a 16-bit float to the same type (the ops with cheaper float forms).
+template <class Ops>
+bool sixteen_bit_unary(const Ops& ops, size_t i) {
+  const auto& op = ops[i];
+  return op.args.size() == 1 && (op.dtype == bfloat16 || op.dtype == float16) &&
+         ops[static_cast<size_t>(op.args[0])].dtype == op.dtype;
+}
+
+// Whether member i is a 16-bit sin or cos, whose fast form defers its fallback to the caller.
+template <class Ops>
+bool has_fast_form(const Ops& ops, size_t i) {
+  const auto* prim = ops[i].prim.get();
+  return prim && (prim->kind() == OpKind::Sin || prim->kind() == OpKind::Cos) && sixteen_bit_unary(ops, i);
+}
+
 // Member i's expression: bfloat16 add, subtract and multiply of bfloat16 values as native
 // bf16 math, gelu_tanh, sin and cos with a 16-bit result in cheaper float forms, every other
-// op as the shared generators spell it. Eager ops run through here too, so they agree.
+// op as the shared generators spell it. Eager ops run through here too, so they agree. With
+// `fast`, sin and cos take the form that sets `slow` instead of taking their fallback.
 template <class Ops>
-std::string cuda_member_expr(const Ops& ops, size_t i) {
+std::string cuda_member_expr(const Ops& ops, size_t i, bool fast = false) {
   const auto& op = ops[i];
   const OpKind k = op.prim->kind();
-  const char* narrow = k == OpKind::GeluTanh ? "kiln_gelu_tanh_narrow" : k == OpKind::Sin ? "kiln_sin_narrow"
-                       : k == OpKind::Cos ? "kiln_cos_narrow" : nullptr;
-  if (narrow && (op.dtype == bfloat16 || op.dtype == float16) && ops[static_cast<size_t>(op.args[0])].dtype == op.dtype) {
+  const char* narrow = k == OpKind::GeluTanh ? "kiln_gelu_tanh_narrow"
+                       : k == OpKind::Sin    ? (fast ? "kiln_sin_fast" : "kiln_sin_narrow")
+                       : k == OpKind::Cos    ? (fast ? "kiln_cos_fast" : "kiln_cos_narrow")
+                                             : nullptr;
+  if (narrow && sixteen_bit_unary(ops, i)) {
     const std::string t = compiler::cpp_type(op.dtype);
-    return "static_cast<float>(static_cast<" + t + ">(" + narrow + "(t" + std::to_string(op.args[0]) + ")))";
+    return "static_cast<float>(static_cast<" + t + ">(" + narrow + "(t" + std::to_string(op.args[0]) +
+           (fast && has_fast_form(ops, i) ? ", slow" : "") + ")))";
   }
   const char* native = k == OpKind::Add ? "kiln_bf16_add" : k == OpKind::Subtract ? "kiln_bf16_sub"
                        : k == OpKind::Multiply ? "kiln_bf16_mul" : nullptr;
@@ -272,10 +304,10 @@ std::string cuda_member_expr(const Ops& ops, size_t i) {
 }
 
 // Every op of p for one element into t<i> (compute types); load(k) reads input k, and
-// store(o, value) writes output o.
+// store(o, value) writes output o. `fast`: see cuda_member_expr.
 void emit_element(std::ostringstream& s, const compiler::FusedProgram& p, const std::string& indent,
                   const std::function<std::string(int)>& load,
-                  const std::function<std::string(int, const std::string&)>& store) {
+                  const std::function<std::string(int, const std::string&)>& store, bool fast = false) {
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const compiler::FusedOp& op = p.ops[i];
     const char* ct = compute_type(op.dtype);
@@ -284,7 +316,7 @@ void emit_element(std::ostringstream& s, const compiler::FusedProgram& p, const 
       s << "static_cast<" << ct << ">(" << load(op.input) << ");\n";
       continue;
     }
-    s << cuda_member_expr(p.ops, i) << ";\n";
+    s << cuda_member_expr(p.ops, i, fast) << ";\n";
   }
   for (size_t o = 0; o < p.outputs.size(); ++o) {
     int v = p.outputs[o];
@@ -348,12 +380,26 @@ std::string elementwise_flat_source(const compiler::FusedProgram& p, uint64_t sc
     s << "    kiln_vec<" << cpp_type(p.ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])].dtype) << ", " << v
       << "> r" << o << ";\n";
   }
-  // Unrolled by the generator: constant indices keep the vectors in registers.
-  for (int e = 0; e < vec; ++e) {
-    s << "    {\n      constexpr int e = " << e << ";\n";
-    emit_element(
-        s, p, "      ", [&](int k) { return scalar(k) ? "s" + std::to_string(k) : "a" + std::to_string(k) + ".v[e]"; },
-        [](int o, const std::string& val) { return "r" + std::to_string(o) + ".v[e] = " + val; });
+  // Unrolled by the generator: constant indices keep the vectors in registers. Where ops
+  // have fast forms, the vector is computed with them, and again with the full forms only
+  // when one of them met an argument it does not cover.
+  bool fast = false;
+  for (size_t i = 0; i < p.ops.size(); ++i) fast = fast || has_fast_form(p.ops, i);
+  auto elements = [&](bool fast_forms, const std::string& indent) {
+    for (int e = 0; e < vec; ++e) {
+      s << indent << "{\n" << indent << "  constexpr int e = " << e << ";\n";
+      emit_element(
+          s, p, indent + "  ",
+          [&](int k) { return scalar(k) ? "s" + std::to_string(k) : "a" + std::to_string(k) + ".v[e]"; },
+          [](int o, const std::string& val) { return "r" + std::to_string(o) + ".v[e] = " + val; }, fast_forms);
+      s << indent << "}\n";
+    }
+  };
+  if (fast) s << "    bool slow = false;\n";
+  elements(fast, "    ");
+  if (fast) {
+    s << "    if (slow) {\n";
+    elements(false, "      ");
     s << "    }\n";
   }
   for (int o = 0; o < nout; ++o) {

@@ -46,11 +46,16 @@ inline void* memcpy(void* d, const void* s, size_t n) {
 const char* const kBit = R"(#pragma once
 #include <cstring>
 namespace std {
+// Through a union, which NVCC reads as a register move; the byte-loop memcpy left a float's
+// sign flip split into byte masks.
 template <class To, class From>
 inline To bit_cast(const From& from) {
-  To to;
-  memcpy(&to, &from, sizeof(To));
-  return to;
+  static_assert(sizeof(To) == sizeof(From), "bit_cast between types of different sizes");
+  union {
+    From f;
+    To t;
+  } u{from};
+  return u.t;
 }
 }
 )";
