@@ -115,3 +115,23 @@ Ef = [f32(e) for e in lawson([lambda r, j=j: r**j for j in range(5)], lambda r: 
 print("tanh's e^r - 1, r^2..r^6 (float):", [repr(e) for e in Ef],
       "max rel err of e^r %.3g" % max_rel(lambda r: 1 + r + r * r * horner(Ef, r), mp.exp, -h, h))
 print("ln2 = hi + lo (hi 16 bits), float:", [repr(f32(v)) for v in split(mp.log(2), 16, 2)])
+
+
+# sin and cos for the GPU's float32 (sincos_fma_core_f32), evaluated in float with fma:
+# sin(r) = r + r^3 S(u), cos(r) = 1 - u/2 + u^2 C(u), u = r^2, |r| <= pi/4, S and C of degree 2
+# rounded to float; pi/2 = P1 + P2 + P3, floats cut below it (each rounded toward zero) so all
+# three are positive.
+q = float(mp.pi / 4) * 1.001
+xs = [x for x in cheb(0, q, 400) if x != 0]
+Sf = [f32(s) for s in lawson([lambda r, j=j: r**(2 * j) for j in range(3)], lambda r: (mp.sin(r) - r) / r**3,
+                             lambda r: r**3 / mp.sin(r), xs)]
+Cf = [f32(c) for c in lawson([lambda r, j=j: r**(2 * j) for j in range(3)], lambda r: (mp.cos(r) - 1 + r * r / 2) / r**4,
+                             lambda r: r**4 / mp.cos(r), xs)]
+print("gpu sin r^3..r^7 (float):", [repr(s) for s in Sf],
+      "max rel err %.3g" % max_rel(lambda r: r + r**3 * horner(Sf, r * r), mp.sin, 1e-9, q))
+print("gpu cos r^4..r^8 (float):", [repr(c) for c in Cf],
+      "max rel err %.3g" % max_rel(lambda r: 1 - r * r / 2 + r**4 * horner(Cf, r * r), mp.cos, 0, q))
+down = lambda v: f32(v) if f32(v) <= v else float(np.nextafter(np.float32(v), np.float32(0)))
+p1 = down(mp.pi / 2)
+p2 = down(mp.pi / 2 - p1)
+print("gpu pi/2 = P1 + P2 + P3 (floats):", [repr(p1), repr(p2), repr(f32(mp.pi / 2 - p1 - p2))])

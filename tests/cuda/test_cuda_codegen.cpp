@@ -150,7 +150,8 @@ TEST_F(CudaCodegen, GeluAndEpilogueFallbackCompile) {
 
 // sin and cos of a 16-bit float with a result of the same type take the short form
 // (kiln_sin_narrow, kiln_cos_narrow: math.h's sincos_narrow_f32, and in flat vectors
-// kiln_sin_fast, kiln_cos_fast); float32 and a widening sin keep sinf/cosf.
+// kiln_sin_fast, kiln_cos_fast); float32 and a widening sin take the float32 form
+// (sincos_fma_f32; kiln_sinf_fast in flat vectors).
 TEST_F(CudaCodegen, SixteenBitSinCosCompile) {
   for (Dtype d : {bfloat16, float16, float32}) {
     FusedProgram p;
@@ -163,9 +164,11 @@ TEST_F(CudaCodegen, SixteenBitSinCosCompile) {
     EXPECT_EQ(src.find("kiln_sin_narrow(t0)") != std::string::npos, narrow) << src;
     EXPECT_EQ(src.find("kiln_cos_narrow(t1)") != std::string::npos, narrow) << src;
     EXPECT_EQ(src.find("kiln_sin_narrow(t3)"), std::string::npos) << src;
-    // Flat vectors take the fast forms first and the full ones only when one sets `slow`.
-    EXPECT_EQ(src.find("kiln_sin_fast(t0, slow)") != std::string::npos, narrow) << src;
-    EXPECT_EQ(src.find("if (slow)") != std::string::npos, narrow) << src;
+    // Flat vectors take the fast forms first (float32 too) and the full ones only when one
+    // sets `slow`.
+    EXPECT_NE(src.find(narrow ? "kiln_sin_fast(t0, slow)" : "kiln_sinf_fast(t0, slow)"), std::string::npos) << src;
+    EXPECT_NE(src.find("kiln_sinf_fast(t3, slow)"), std::string::npos) << src;
+    EXPECT_NE(src.find("if (slow)"), std::string::npos) << src;
     compiles(src);
     EXPECT_EQ(cuda::elementwise_source(p).find("slow"), std::string::npos);
     compiles(cuda::elementwise_source(p));

@@ -196,6 +196,25 @@ void check_narrow_trig(const char* type, unsigned quadrant) {
   EXPECT_LE(differ, 4) << type;
 }
 
+// The GPU's float32 sin and cos (float with fma, the shifter in place of float<->int
+// conversions): within 2 ulp (CUDA's sinf contract) over the sweep, which includes the
+// neighbours of multiples of pi/2 to 3e5, past the core's bound of 105615.
+TEST(FastMath, SinCosGpuFloat32) {
+  using kiln::math::sincos_fma_f32;
+  for (unsigned quadrant : {0u, 1u}) {
+    auto f = [quadrant](float x) { return sincos_fma_f32(x, quadrant); };
+    Worst w = check(f, [quadrant](double x) { return quadrant ? std::cos(x) : std::sin(x); });
+    EXPECT_LE(w.err, 2.0) << (quadrant ? "cos" : "sin") << " at x = " << w.at;
+  }
+  EXPECT_TRUE(std::signbit(sincos_fma_f32(-0.0f, 0)));
+  EXPECT_FALSE(std::signbit(sincos_fma_f32(0.0f, 0)));
+  EXPECT_EQ(sincos_fma_f32(-0x1p-149f, 0), -0x1p-149f);
+  EXPECT_EQ(sincos_fma_f32(-0.0f, 1), 1.0f);
+  for (float x : {kInf, -kInf, std::numeric_limits<float>::quiet_NaN()}) {
+    EXPECT_TRUE(std::isnan(sincos_fma_f32(x, 0)) && std::isnan(sincos_fma_f32(x, 1))) << x;
+  }
+}
+
 TEST(FastMath, SinCosForSixteenBitResults) {
   for (unsigned quadrant : {0u, 1u}) {
     check_narrow_trig<kiln::bfloat16_t>("bfloat16", quadrant);

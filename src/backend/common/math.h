@@ -210,11 +210,40 @@ KILN_HD inline float sincos_narrow_f32(float x, unsigned quadrant) {
   if (!(std::fabs(x) <= 0x1p20f)) return quadrant & 1 ? std::cos(x) : std::sin(x);
   return sincos_narrow_core_f32(x, quadrant);
 }
+// sin(x + quadrant * pi/2) in float with fma: the GPU's float32 sin and cos. CUDA's sinf
+// rounds x 2/pi through two float<->int conversions (16 a clock per SM); here the shifter
+// does it on the FMA pipe. pi/2 = P1 + P2 + P3, floats cut below it and all positive (r
+// keeps a zero's sign); with fma, x - k P1 is exact for |x| < 105615 (as in sinf's own fast path).
+// sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2), degree 2 in float from
+// bench/tools/fit_float_math.py. Within 2 ulp (CUDA's sinf contract), test_fast_math. The
+// core is for |x| < 105615 only; sincos_fma_f32 adds the fallback.
+KILN_HD inline float sincos_fma_core_f32(float x, unsigned quadrant) {
+  constexpr float shifter = 12582912.0f;  // 1.5 * 2^23
+  const float t = std::fma(x, 0.636619747f, shifter);
+  const float k = t - shifter;
+  float r = std::fma(-k, 1.57079625f, x);  // 0x3fc90fda
+  r = std::fma(-k, 7.54978942e-08f, r);    // 0x33a22168
+  r = std::fma(-k, 5.39030295e-15f, r);    // 0x27c234c5
+  const float u = r * r;
+  const float sp = std::fma(std::fma(u, -0.0001951463200384751f, 0.008332155644893646f), u, -0.16666655242443085f);
+  const float cp = std::fma(std::fma(u, 2.443241282890085e-05f, -0.0013887309469282627f), u, 0.04166664555668831f);
+  const float s = std::copysign(std::fma(r * u, sp, r), r);  // the fma makes -0 of r +0
+  const float c = std::fma(u * u, cp, std::fma(-0.5f, u, 1.0f));
+  const uint32_t q = std::bit_cast<uint32_t>(t) + quadrant;  // k + quadrant in the low bits
+  const float v = q & 1 ? c : s;
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(v) ^ ((q & 2u) << 30));
+}
+KILN_HD inline float sincos_fma_f32(float x, unsigned quadrant) {
+  if (!(std::fabs(x) < 105615.0f)) return quadrant & 1 ? std::cos(x) : std::sin(x);
+  return sincos_fma_core_f32(x, quadrant);
+}
 struct Sin {
   KILN_FLOATS_ONLY
   template <class T> KILN_HD T operator()(T x) const {
 #if !defined(__CUDACC__)
     if constexpr (std::is_same_v<T, float>) return sincos_f32(x, 0u);
+#else
+    if constexpr (std::is_same_v<T, float>) return sincos_fma_f32(x, 0u);
 #endif
     return std::sin(x);
   }
@@ -224,6 +253,8 @@ struct Cos {
   template <class T> KILN_HD T operator()(T x) const {
 #if !defined(__CUDACC__)
     if constexpr (std::is_same_v<T, float>) return sincos_f32(x, 1u);
+#else
+    if constexpr (std::is_same_v<T, float>) return sincos_fma_f32(x, 1u);
 #endif
     return std::cos(x);
   }

@@ -116,6 +116,15 @@ __device__ inline float kiln_cos_fast(float x, bool& slow) {
   slow |= !(fabsf(x) <= 0x1p20f);
   return kiln::math::sincos_narrow_core_f32(x, 1u);
 }
+// float32 sin and cos the same way: kiln::math::Sin and Cos without their fallback.
+__device__ inline float kiln_sinf_fast(float x, bool& slow) {
+  slow |= !(fabsf(x) < 105615.0f);
+  return kiln::math::sincos_fma_core_f32(x, 0u);
+}
+__device__ inline float kiln_cosf_fast(float x, bool& slow) {
+  slow |= !(fabsf(x) < 105615.0f);
+  return kiln::math::sincos_fma_core_f32(x, 1u);
+}
 
 // A value exchanged with lane (lane ^ mask) of the warp, for any type of 1 to 8 bytes.
 template <class W> __device__ inline W kiln_shfl_xor(W v, int mask) {
@@ -271,11 +280,19 @@ bool sixteen_bit_unary(const Ops& ops, size_t i) {
          ops[static_cast<size_t>(op.args[0])].dtype == op.dtype;
 }
 
-// Whether member i is a 16-bit sin or cos, whose fast form defers its fallback to the caller.
+// Whether member i is a float32 to float32 op.
+template <class Ops>
+bool float32_unary(const Ops& ops, size_t i) {
+  return ops[i].args.size() == 1 && ops[i].dtype == float32 && ops[static_cast<size_t>(ops[i].args[0])].dtype == float32;
+}
+
+// Whether member i is a sin or cos of a float32 or 16-bit float into its own type, whose fast
+// form defers its fallback to the caller.
 template <class Ops>
 bool has_fast_form(const Ops& ops, size_t i) {
   const auto* prim = ops[i].prim.get();
-  return prim && (prim->kind() == OpKind::Sin || prim->kind() == OpKind::Cos) && sixteen_bit_unary(ops, i);
+  return prim && (prim->kind() == OpKind::Sin || prim->kind() == OpKind::Cos) &&
+         (sixteen_bit_unary(ops, i) || float32_unary(ops, i));
 }
 
 // Member i's expression: bfloat16 add, subtract and multiply of bfloat16 values as native
@@ -290,6 +307,10 @@ std::string cuda_member_expr(const Ops& ops, size_t i, bool fast = false) {
                        : k == OpKind::Sin    ? (fast ? "kiln_sin_fast" : "kiln_sin_narrow")
                        : k == OpKind::Cos    ? (fast ? "kiln_cos_fast" : "kiln_cos_narrow")
                                              : nullptr;
+  if (fast && has_fast_form(ops, i) && op.dtype == float32) {
+    return std::string(k == OpKind::Sin ? "kiln_sinf_fast" : "kiln_cosf_fast") + "(t" + std::to_string(op.args[0]) +
+           ", slow)";
+  }
   if (narrow && sixteen_bit_unary(ops, i)) {
     const std::string t = compiler::cpp_type(op.dtype);
     return "static_cast<float>(static_cast<" + t + ">(" + narrow + "(t" + std::to_string(op.args[0]) +
