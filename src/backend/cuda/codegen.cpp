@@ -51,9 +51,7 @@ __device__ inline float kiln_bf16_fma(unsigned short a, unsigned short b, unsign
 #if __CUDA_ARCH__ >= 800
   unsigned short r;
   asm("fma.rn.bf16 %0, %1, %2, %3;" : "=h"(r) : "h"(a), "h"(b), "h"(c));
-  unsigned f;  // r as the top half: one PRMT, where a shift of the widened r took three
-  asm("mov.b32 %0, {%1, %2};" : "=r"(f) : "h"(static_cast<unsigned short>(0)), "h"(r));
-  return __uint_as_float(f);
+  return __uint_as_float(static_cast<unsigned>(r) << 16);
 #else  // no bf16 arithmetic: the exact float product (8 x 8 bits) plus c, rounded once
   const float f = __uint_as_float(static_cast<unsigned>(a) << 16) * __uint_as_float(static_cast<unsigned>(b) << 16);
   return static_cast<float>(static_cast<kiln::bfloat16_t>(f + __uint_as_float(static_cast<unsigned>(c) << 16)));
