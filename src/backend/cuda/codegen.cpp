@@ -301,19 +301,22 @@ template <class Ops>
 std::string cuda_member_expr(const Ops& ops, size_t i, bool fast = false) {
   const auto& op = ops[i];
   const OpKind k = op.prim->kind();
+  const std::string arg = "t" + std::to_string(op.args.empty() ? 0 : op.args[0]);
+  // A float computed for a 16-bit result, rounded to it.
+  auto narrowed = [&](const std::string& v) {
+    return "static_cast<float>(static_cast<" + std::string(compiler::cpp_type(op.dtype)) + ">(" + v + "))";
+  };
+  if (fast && has_fast_form(ops, i)) {
+    const bool f32 = op.dtype == float32;
+    const std::string call = std::string(k == OpKind::Sin ? "kiln_sin" : "kiln_cos") + (f32 ? "f" : "") + "_fast(" +
+                             arg + ", slow)";
+    return f32 ? call : narrowed(call);
+  }
   const char* narrow = k == OpKind::GeluTanh ? "kiln_gelu_tanh_narrow"
-                       : k == OpKind::Sin    ? (fast ? "kiln_sin_fast" : "kiln_sin_narrow")
-                       : k == OpKind::Cos    ? (fast ? "kiln_cos_fast" : "kiln_cos_narrow")
+                       : k == OpKind::Sin    ? "kiln_sin_narrow"
+                       : k == OpKind::Cos    ? "kiln_cos_narrow"
                                              : nullptr;
-  if (fast && has_fast_form(ops, i) && op.dtype == float32) {
-    return std::string(k == OpKind::Sin ? "kiln_sinf_fast" : "kiln_cosf_fast") + "(t" + std::to_string(op.args[0]) +
-           ", slow)";
-  }
-  if (narrow && sixteen_bit_unary(ops, i)) {
-    const std::string t = compiler::cpp_type(op.dtype);
-    return "static_cast<float>(static_cast<" + t + ">(" + narrow + "(t" + std::to_string(op.args[0]) +
-           (fast && has_fast_form(ops, i) ? ", slow" : "") + ")))";
-  }
+  if (narrow && sixteen_bit_unary(ops, i)) return narrowed(std::string(narrow) + "(" + arg + ")");
   const char* native = k == OpKind::Add ? "kiln_bf16_add" : k == OpKind::Subtract ? "kiln_bf16_sub"
                        : k == OpKind::Multiply ? "kiln_bf16_mul" : nullptr;
   bool bf16 = op.dtype == bfloat16 && op.args.size() == 2;
