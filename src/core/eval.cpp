@@ -155,7 +155,9 @@ std::vector<std::shared_ptr<Node>> post_order(const std::vector<Array>& roots) {
     size_t next_input;
   };
   thread_local std::vector<Frame> stack;  // reused, like SeenNodes' list
-  stack.clear();                          // a walk that threw may have left frames
+  struct Empty {                          // a walk that throws keeps no node alive
+    ~Empty() { stack.clear(); }
+  } empty_on_exit;
   auto push = [&](const std::shared_ptr<Node>& n) {
     if (!n) return;
     auto p = n->pending_producer();
