@@ -181,9 +181,10 @@ TEST_F(Cuda, Bfloat16ArithmeticRoundsExactlyAsTheCpu) {
 }
 
 // sin and cos of float16 and bfloat16 run in a short float form (kiln_sin_narrow and
-// kiln_cos_narrow in the generated source) for every input of the type: eager and compiled
-// (fused) results are the same bits, and each is within 1 ulp of the type of the rounded double
-// result (NaN where that is NaN).
+// kiln_cos_narrow in the generated source; in flat vectors kiln_sin_fast and kiln_cos_fast, a
+// vector with an argument past 2^20, inf or NaN computed again with the full forms) for every
+// input of the type: eager and compiled (fused) results are the same bits, and each is within
+// 1 ulp of the type of the rounded double result (NaN where that is NaN).
 TEST_F(Cuda, SixteenBitSinCosOverEveryValue) {
   for (Dtype d : {bfloat16, float16}) {
     std::vector<float> all(65536);
