@@ -54,6 +54,13 @@ size_t round_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
+std::shared_ptr<Buffer> Buffer::make(void* data, size_t bytes, bool owned) {
+  struct Made : Buffer {  // make_shared needs a public constructor: one allocation, not two
+    Made(void* d, size_t b, bool o) : Buffer(d, b, o) {}
+  };
+  return std::make_shared<Made>(data, bytes, owned);
+}
+
 std::shared_ptr<Buffer> Buffer::allocate(size_t bytes) {
   size_t rounded = round_up(bytes == 0 ? 1 : bytes);
   void* p = nullptr;
@@ -61,16 +68,16 @@ std::shared_ptr<Buffer> Buffer::allocate(size_t bytes) {
   if (rounded >= kCacheMinBytes) p = cache().take(rounded, &got);
   if (!p) p = std::aligned_alloc(kAlign, rounded);
   if (!p) fail("alloc", "out of memory allocating ", bytes, " bytes");
-  return std::shared_ptr<Buffer>(new Buffer(p, got, true));
+  return make(p, got, true);
 }
 
 std::shared_ptr<Buffer> Buffer::borrow(void* data, size_t bytes) {
-  return std::shared_ptr<Buffer>(new Buffer(data, bytes, false));
+  return make(data, bytes, false);
 }
 
 std::shared_ptr<Buffer> Buffer::device_memory(void* data, size_t bytes, Device device, void* block,
                                               void (*release)(void*)) {
-  auto b = std::shared_ptr<Buffer>(new Buffer(data, bytes, false));
+  auto b = make(data, bytes, false);
   b->device_ = device;
   b->block_ = block;
   b->release_ = release;

@@ -40,6 +40,7 @@ class Buffer {
 
  private:
   Buffer(void* data, size_t bytes, bool owned) : data_(data), bytes_(bytes), owned_(owned) {}
+  static std::shared_ptr<Buffer> make(void* data, size_t bytes, bool owned);
   void* data_;
   size_t bytes_;
   bool owned_;
