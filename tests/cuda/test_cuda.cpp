@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "backend/common/math.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/plan_graph.h"
@@ -224,6 +225,46 @@ TEST_F(Cuda, SixteenBitSinCosOverEveryValue) {
       EXPECT_EQ(wrong, 0u) << dtype_name(d) << (k == 0 ? " sin" : " cos") << ", first at x = " << all[at] << ": "
                            << ev[at];
     }
+  }
+}
+
+// float32 sin and cos on the GPU are math.h's sincos_fma_f32, plain float and fma code, so
+// for |x| < 105615 (where they reduce themselves) they equal its host run bit for bit: the
+// host sweep of FastMath.SinCosGpuFloat32 then holds for the GPU. Eager (flat vectors, the
+// fallback-free forms) and compiled results agree, with inf and NaN in some vectors.
+TEST_F(Cuda, Float32SinCosEqualTheirHostTranscription) {
+  std::mt19937 rng(17);
+  std::vector<float> xs;
+  std::uniform_real_distribution<float> wide(-105614.0f, 105614.0f);
+  while (xs.size() < (1u << 20)) {
+    const float bits = std::bit_cast<float>(static_cast<uint32_t>(rng()));  // every magnitude
+    if (std::fabs(bits) < 105615.0f) xs.push_back(bits);
+    xs.push_back(wide(rng));
+    xs.push_back(static_cast<float>(static_cast<int>(rng() % 60000) - 30000) * 1.5707963267948966f);  // near k pi/2
+  }
+  std::vector<float> with_specials = xs;
+  for (size_t i = 0; i < with_specials.size(); i += 4099) with_specials[i] = i % 2 ? INFINITY : NAN;
+  Array x = to(array(xs, {static_cast<int64_t>(xs.size())}), gpu);
+  Array xsp = to(array(with_specials, {static_cast<int64_t>(with_specials.size())}), gpu);
+  auto both_ways = compile([](const std::vector<Array>& v) { return std::vector<Array>{sin(v[0]), cos(v[0])}; });
+  for (unsigned quadrant : {0u, 1u}) {
+    auto gpu_values = (quadrant ? cos(x) : sin(x)).to_vector<float>();
+    size_t wrong = 0, first = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (std::bit_cast<uint32_t>(gpu_values[i]) != std::bit_cast<uint32_t>(math::sincos_fma_f32(xs[i], quadrant)) &&
+          wrong++ == 0)
+        first = i;
+    }
+    EXPECT_EQ(wrong, 0u) << (quadrant ? "cos" : "sin") << " first at x = " << xs[first] << ": gpu " << gpu_values[first]
+                         << " host " << math::sincos_fma_f32(xs[first], quadrant);
+    auto eager = (quadrant ? cos(xsp) : sin(xsp)).to_vector<float>();
+    auto compiled = both_ways({xsp})[quadrant].to_vector<float>();
+    size_t differ = 0;
+    for (size_t i = 0; i < eager.size(); ++i) {
+      differ += std::bit_cast<uint32_t>(eager[i]) != std::bit_cast<uint32_t>(compiled[i]) &&
+                !(std::isnan(eager[i]) && std::isnan(compiled[i]));
+    }
+    EXPECT_EQ(differ, 0u) << (quadrant ? "cos" : "sin") << ": eager and compiled differ";
   }
 }
 
