@@ -182,6 +182,16 @@ struct Square {
   }
 };
 struct Reciprocal { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return T(1) / x; } };
+// The float sin and cos forms below share their ends: t = x 2/pi + 1.5 * 2^23 holds
+// k = round(x 2/pi) in its low bits (and t - 1.5 * 2^23 is k), and the pick of sin r or cos r
+// for quadrant k + quadrant, with its sign.
+KILN_HD inline float quadrant_shifted(float x) { return std::fma(x, 0.636619747f, 12582912.0f); }
+KILN_HD inline float quadrant_k(float t) { return t - 12582912.0f; }
+KILN_HD inline float sincos_pick(float t, unsigned quadrant, float s, float c) {
+  const uint32_t q = std::bit_cast<uint32_t>(t) + quadrant;  // k + quadrant in the low bits
+  const float v = q & 1 ? c : s;
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(v) ^ ((q & 2u) << 30));
+}
 // sin(x + quadrant * pi/2) for a float holding a float16 or bfloat16 value whose result is
 // rounded to 16 bits (the GPU's 16-bit sin and cos): the GPU's sinf takes k through two
 // float<->int conversions (16 a clock per SM) and a three-constant reduction. For |x| <= 2^20:
@@ -194,17 +204,14 @@ struct Reciprocal { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x
 // float16 and bfloat16 input by tests/ops/test_fast_math.cpp. The core is for |x| <= 2^20
 // only; sincos_narrow_f32 below adds the fallback.
 KILN_HD inline float sincos_narrow_core_f32(float x, unsigned quadrant) {
-  constexpr float shifter = 12582912.0f;  // 1.5 * 2^23
-  const float t = std::fma(x, 0.636619747f, shifter);
-  const float k = t - shifter;
+  const float t = quadrant_shifted(x);
+  const float k = quadrant_k(t);
   float r = std::fma(-k, 1.57079625f, x);  // 0x1.921fb4p+0
   r = std::fma(-k, 7.54979013e-08f, r);    // 0x1.4442d2p-24
   const float u = r * r;
   const float s = r * std::fma(u, std::fma(u, std::fma(u, -0.000195147208f, 0.00833215937f), -0.166666552f), 1.0f);
   const float c = std::fma(u, std::fma(u, std::fma(u, -0.00135894399f, 0.0416555963f), -0.499998808f), 1.0f);
-  const uint32_t q = std::bit_cast<uint32_t>(t) + quadrant;  // k + quadrant in the low bits
-  const float v = q & 1 ? c : s;
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(v) ^ ((q & 2u) << 30));
+  return sincos_pick(t, quadrant, s, c);
 }
 KILN_HD inline float sincos_narrow_f32(float x, unsigned quadrant) {
   if (!(std::fabs(x) <= 0x1p20f)) return quadrant & 1 ? std::cos(x) : std::sin(x);
@@ -218,9 +225,8 @@ KILN_HD inline float sincos_narrow_f32(float x, unsigned quadrant) {
 // bench/tools/fit_float_math.py. Within 2 ulp (CUDA's sinf contract), test_fast_math. The
 // core is for |x| < 105615 only; sincos_fma_f32 adds the fallback.
 KILN_HD inline float sincos_fma_core_f32(float x, unsigned quadrant) {
-  constexpr float shifter = 12582912.0f;  // 1.5 * 2^23
-  const float t = std::fma(x, 0.636619747f, shifter);
-  const float k = t - shifter;
+  const float t = quadrant_shifted(x);
+  const float k = quadrant_k(t);
   float r = std::fma(-k, 1.57079625f, x);  // 0x3fc90fda
   r = std::fma(-k, 7.54978942e-08f, r);    // 0x33a22168
   r = std::fma(-k, 5.39030295e-15f, r);    // 0x27c234c5
@@ -229,9 +235,7 @@ KILN_HD inline float sincos_fma_core_f32(float x, unsigned quadrant) {
   const float cp = std::fma(std::fma(u, 2.443241282890085e-05f, -0.0013887309469282627f), u, 0.04166664555668831f);
   const float s = std::copysign(std::fma(r * u, sp, r), r);  // the fma makes -0 of r +0
   const float c = std::fma(u * u, cp, std::fma(-0.5f, u, 1.0f));
-  const uint32_t q = std::bit_cast<uint32_t>(t) + quadrant;  // k + quadrant in the low bits
-  const float v = q & 1 ? c : s;
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(v) ^ ((q & 2u) << 30));
+  return sincos_pick(t, quadrant, s, c);
 }
 KILN_HD inline float sincos_fma_f32(float x, unsigned quadrant) {
   if (!(std::fabs(x) < 105615.0f)) return quadrant & 1 ? std::cos(x) : std::sin(x);

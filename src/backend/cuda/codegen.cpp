@@ -270,18 +270,13 @@ void emit_pointers(std::ostringstream& s, const compiler::FusedProgram& p, int p
   }
 }
 
-// Whether member i maps a 16-bit float to the same type (the ops with cheaper float forms).
-template <class Ops>
-bool sixteen_bit_unary(const Ops& ops, size_t i) {
-  const auto& op = ops[i];
-  return op.args.size() == 1 && (op.dtype == bfloat16 || op.dtype == float16) &&
-         ops[static_cast<size_t>(op.args[0])].dtype == op.dtype;
-}
+// Whether d is bfloat16 or float16 (computed in float, stored in 16 bits).
+bool sixteen_bit(Dtype d) { return d == bfloat16 || d == float16; }
 
-// Whether member i is a float32 to float32 op.
+// Whether member i is a unary op whose result has its argument's dtype.
 template <class Ops>
-bool float32_unary(const Ops& ops, size_t i) {
-  return ops[i].args.size() == 1 && ops[i].dtype == float32 && ops[static_cast<size_t>(ops[i].args[0])].dtype == float32;
+bool same_type_unary(const Ops& ops, size_t i) {
+  return ops[i].args.size() == 1 && ops[static_cast<size_t>(ops[i].args[0])].dtype == ops[i].dtype;
 }
 
 // Whether member i is a sin or cos of a float32 or 16-bit float into its own type, whose fast
@@ -289,8 +284,8 @@ bool float32_unary(const Ops& ops, size_t i) {
 template <class Ops>
 bool has_fast_form(const Ops& ops, size_t i) {
   const auto* prim = ops[i].prim.get();
-  return prim && (prim->kind() == OpKind::Sin || prim->kind() == OpKind::Cos) &&
-         (sixteen_bit_unary(ops, i) || float32_unary(ops, i));
+  return prim && (prim->kind() == OpKind::Sin || prim->kind() == OpKind::Cos) && same_type_unary(ops, i) &&
+         (sixteen_bit(ops[i].dtype) || ops[i].dtype == float32);
 }
 
 // Member i's expression: bfloat16 add, subtract and multiply of bfloat16 values as native
@@ -316,7 +311,9 @@ std::string cuda_member_expr(const Ops& ops, size_t i, bool fast = false) {
                        : k == OpKind::Sin    ? "kiln_sin_narrow"
                        : k == OpKind::Cos    ? "kiln_cos_narrow"
                                              : nullptr;
-  if (narrow && sixteen_bit_unary(ops, i)) return narrowed(std::string(narrow) + "(" + arg + ")");
+  if (narrow && sixteen_bit(op.dtype) && same_type_unary(ops, i)) {
+    return narrowed(std::string(narrow) + "(" + arg + ")");
+  }
   const char* native = k == OpKind::Add ? "kiln_bf16_add" : k == OpKind::Subtract ? "kiln_bf16_sub"
                        : k == OpKind::Multiply ? "kiln_bf16_mul" : nullptr;
   bool bf16 = op.dtype == bfloat16 && op.args.size() == 2;
