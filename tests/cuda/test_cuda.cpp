@@ -86,6 +86,19 @@ template <class F>
   return close(g, c, scale);
 }
 
+// Compiled against eager: equal values with equal signs (any NaN equals any NaN).
+::testing::AssertionResult same_bits(const Array& compiled, const Array& eager) {
+  if (compiled.shape() != eager.shape()) return ::testing::AssertionFailure() << "shape differs";
+  auto x = compiled.to_vector<double>(), y = eager.to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i]) && std::isnan(y[i])) continue;
+    if (x[i] != y[i] || std::signbit(x[i]) != std::signbit(y[i])) {
+      return ::testing::AssertionFailure() << "element " << i << ": compiled " << x[i] << " eager " << y[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 }  // namespace
 
 TEST_F(Cuda, DeviceBasics) {
@@ -544,16 +557,6 @@ TEST_F(Cuda, RowRegionsMatchEagerAtEveryLengthLayoutAndValue) {
     return {v[0] / max(abs(v[0]), {-1}, true), softmax(v[0]), d * rsqrt(mean(d * d, {-1}, true) + 1e-5f)};
   };
   auto fn = compile(body);
-  auto same_bits = [](const Array& a, const Array& b) {
-    auto x = a.to_vector<double>(), y = b.to_vector<double>();
-    for (size_t i = 0; i < x.size(); ++i) {
-      if (std::isnan(x[i]) && std::isnan(y[i])) continue;
-      if (x[i] != y[i] || std::signbit(x[i]) != std::signbit(y[i])) {
-        return ::testing::AssertionFailure() << "element " << i << ": compiled " << x[i] << " eager " << y[i];
-      }
-    }
-    return ::testing::AssertionSuccess();
-  };
   for (Dtype d : {float32, bfloat16, float16}) {
     for (int64_t n : {1, 7, 300, 4096, 4100, 40000}) {
       const int64_t rows = 5;
@@ -580,6 +583,38 @@ TEST_F(Cuda, RowRegionsMatchEagerAtEveryLengthLayoutAndValue) {
           EXPECT_TRUE(close(compiled[i], eager[i], 1.0)) << what << " output " << i;
           EXPECT_TRUE(close(compiled[i], cpu_out[i], 1.0)) << what << " output " << i << " against the CPU";
         }
+      }
+    }
+  }
+}
+
+// Many more rows than blocks: each block loops over rows, and row kernels reuse their
+// reductions' shared buffers with no barrier of their own between rows. One reduction a row
+// (rmsnorm, x / max|x|) and two (softmax, layernorm); the zeros, infinities and NaN send some
+// elements to the exact division's second try.
+TEST_F(Cuda, RowKernelsLoopingOverManyRowsMatchEager) {
+  auto body = [](const std::vector<Array>& v) -> std::vector<Array> {
+    const Array& x = v[0];
+    Array d = x - mean(x, {-1}, true);
+    return {x / max(abs(x), {-1}, true), x * rsqrt(mean(x * x, {-1}, true) + 1e-6f), softmax(x),
+            d * rsqrt(mean(d * d, {-1}, true) + 1e-5f)};
+  };
+  auto fn = compile(body);
+  for (Dtype dt : {bfloat16, float32}) {
+    for (int64_t n : {256, 4096}) {
+      const int64_t rows = 6000;
+      std::vector<double> v = kt::random_values(rows * n, dt, 77 + static_cast<uint64_t>(n), -6, 6);
+      for (int64_t r = 0; r < rows; r += 89) v[static_cast<size_t>(r * n + (r * 7) % n)] = -0.0;
+      for (int64_t r = 1; r < rows; r += 97) v[static_cast<size_t>(r * n + r % n)] = -INFINITY;  // exp gives 0
+      for (int64_t r = 50; r < rows; r += 1013) v[static_cast<size_t>(r * n)] = NAN;
+      Array xg = to(kt::from_values(v, {rows, n}, dt), gpu);
+      xg.eval();
+      auto compiled = fn({xg});
+      auto eager = body({xg});
+      for (size_t i = 0; i < eager.size(); ++i) {
+        const std::string what = std::string(dtype_name(dt)) + " n=" + std::to_string(n) + " output " + std::to_string(i);
+        EXPECT_TRUE(close(compiled[i], eager[i], 1.0)) << what;
+        if (i == 0) EXPECT_TRUE(same_bits(compiled[i], eager[i])) << what;  // no sum: no order to differ
       }
     }
   }

@@ -119,7 +119,11 @@ TEST_F(CudaCodegen, RowVariantsCompile) {
           regs.chunks = 2;
           regs.vec = vec;
           regs.exact = exact;
-          compiles(cuda::row_source(p, regs));
+          const std::string src = cuda::row_source(p, regs);
+          compiles(src);
+          // Register rows divide without a branch an element, then retry a chunk exactly.
+          EXPECT_NE(src.find("kiln_div_by_fast("), std::string::npos);
+          EXPECT_NE(src.find("if (slow)"), std::string::npos);
         }
       }
     }

@@ -83,10 +83,18 @@ template <class T, class C> __device__ inline T kiln_narrow(C x) {
 struct KilnDivisor { float b, y; bool fast; };
 __device__ inline bool kiln_div_range(float x) { return fabsf(x) >= 0x1p-60f && fabsf(x) < 0x1p61f; }
 __device__ inline KilnDivisor kiln_divisor(float b) { return {b, 1.0f / b, kiln_div_range(b)}; }
-__device__ inline float kiln_div_by(float a, const KilnDivisor& d) {
-  if (!d.fast || !kiln_div_range(a)) return a / d.b;
+__device__ inline float kiln_div_markstein(float a, const KilnDivisor& d) {
   const float q = a * d.y;
   return fmaf(fmaf(-q, d.b, a), d.y, q);
+}
+__device__ inline float kiln_div_by(float a, const KilnDivisor& d) {
+  return d.fast && kiln_div_range(a) ? kiln_div_markstein(a, d) : a / d.b;
+}
+// The same without the fallback for a divisor in range (d.fast): `slow` is set where the
+// fallback would be taken, and the row kernel then recomputes those elements with kiln_div_by.
+__device__ inline float kiln_div_by_fast(float a, const KilnDivisor& d, bool& slow) {
+  slow |= !kiln_div_range(a);
+  return kiln_div_markstein(a, d);
 }
 
 // gelu_tanh for a 16-bit float result, in float alone: x sigmoid(2u) with e^-|2u| <= 1, so the

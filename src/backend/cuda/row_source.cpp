@@ -202,9 +202,16 @@ class RowSource {
     s_ << indent << "const " << ct << " t" << i << " = ";
     if (op.prim && divides_by_row_value(i)) {
       const std::string a = std::to_string(op.args[0]), b = std::to_string(op.args[1]);
-      s_ << compiler::rounded_expr(OpKind::Divide, *op.prim, op.dtype, {"t" + a, "d" + b}, {op.dtype, op.dtype},
-                                   "kiln_div_by")
-         << ";\n";
+      std::vector<std::string> args{"t" + a, "d" + b};
+      std::string fn = "kiln_div_by";
+      if (division_ == Division::fast) {
+        args.push_back("slow");
+        fn = "kiln_div_by_fast";
+      } else if (division_ == Division::plain) {
+        args[1] = "t" + b;
+        fn.clear();
+      }
+      s_ << compiler::rounded_expr(OpKind::Divide, *op.prim, op.dtype, args, {op.dtype, op.dtype}, fn) << ";\n";
       return;
     }
     if (op.prim) {
@@ -297,44 +304,72 @@ class RowSource {
     }
   }
 
-  // One scope per element of the thread: earlier element values are read back from their
+  void register_elements(const std::set<size_t>& closure, const std::function<void(int, int, const std::string&)>& body,
+                         const std::string& indent) {
+    for (int c = 0; c < var_.chunks; ++c) register_chunk(closure, c, body, indent);
+  }
+
+  // Chunk c's elements, one scope each: earlier element values are read back from their
   // slots v<i>[q], new ones computed once and kept there for later passes (constant indices
   // keep the slots in registers).
-  void each_register_element(const std::vector<size_t>& roots, const std::function<void(int, int)>& body) {
-    const std::set<size_t> closure = compiler::row_element_closure(p_, roots);
-    for (int c = 0; c < var_.chunks; ++c) {
-      for (int e = 0; e < var_.vec; ++e) {
-        const int q = c * var_.vec + e;
-        s_ << "    {\n";
-        for (size_t i : closure) {
-          if (!ops_[i].prim) {
-            emit_op(i, "      ", c, e);  // a register of the loaded row
-          } else if (done_.count(i)) {
-            s_ << "      const " << compute_type(ops_[i].dtype) << " t" << i << " = v" << i << "[" << q << "];\n";
-          } else {
-            emit_op(i, "      ", c, e);
-            s_ << "      v" << i << "[" << q << "] = t" << i << ";\n";
-          }
+  void register_chunk(const std::set<size_t>& closure, int c, const std::function<void(int, int, const std::string&)>& body,
+                      const std::string& indent) {
+    const std::string in = indent + "  ";
+    for (int e = 0; e < var_.vec; ++e) {
+      const int q = c * var_.vec + e;
+      s_ << indent << "{\n";
+      for (size_t i : closure) {
+        if (!ops_[i].prim) {
+          emit_op(i, in, c, e);  // a register of the loaded row
+        } else if (done_.count(i)) {
+          s_ << in << "const " << compute_type(ops_[i].dtype) << " t" << i << " = v" << i << "[" << q << "];\n";
+        } else {
+          emit_op(i, in, c, e);
+          s_ << in << "v" << i << "[" << q << "] = t" << i << ";\n";
         }
-        body(c, e);
-        s_ << "    }\n";
       }
+      body(c, e, in);
+      s_ << indent << "}\n";
     }
-    done_.insert(closure.begin(), closure.end());
   }
 
   void register_pass(const std::vector<size_t>& reductions, const std::vector<size_t>& roots) {
-    each_register_element(roots, [&](int c, int) {
-      for (size_t i : reductions) fold(i, "      ", c == var_.chunks - 1 ? "last_ok ? " : "");
-    });
+    const std::set<size_t> closure = compiler::row_element_closure(p_, roots);
+    register_elements(closure, [&](int c, int, const std::string& in) {
+      for (size_t i : reductions) fold(i, in, c == var_.chunks - 1 ? "last_ok ? " : "");
+    }, "    ");
+    done_.insert(closure.begin(), closure.end());
   }
 
   void register_outputs(const std::vector<size_t>& elem_outputs) {
     for (size_t o = 0; o < p_.outputs.size(); ++o) {
       if (!output_op(o).per_row) s_ << "    " << vec_type(output_op(o).dtype, var_.vec) << " r" << o << "[" << var_.chunks << "];\n";
     }
-    each_register_element(elem_outputs,
-                          [&](int c, int e) { store_element("[" + std::to_string(c) + "]", e, "      "); });
+    const std::set<size_t> closure = compiler::row_element_closure(p_, elem_outputs);
+    auto store = [&](int c, int e, const std::string& in) { store_element("[" + std::to_string(c) + "]", e, in); };
+    std::string any_slow_divisor;  // "!d3.fast || ..." over the divisors these elements use
+    for (size_t i : closure) {
+      if (done_.count(i) || !divides_by_row_value(i)) continue;
+      any_slow_divisor += (any_slow_divisor.empty() ? "!d" : " || !d") + std::to_string(ops_[i].args[1]) + ".fast";
+    }
+    if (!any_slow_divisor.empty()) {
+      // Divisions by a row value without a branch each; a chunk with any element outside the
+      // fast form's range is computed again with the full form. (Per chunk, not per thread:
+      // the chunk's dividends are all that must stay live for the second try.)
+      for (int c = 0; c < var_.chunks; ++c) {
+        s_ << "    {\n      bool slow = " << any_slow_divisor << ";\n";
+        division_ = Division::fast;
+        register_chunk(closure, c, store, "      ");
+        division_ = Division::plain;  // no per-element check here: it would keep 8 flags live
+        s_ << "      if (slow) {\n";
+        register_chunk(closure, c, store, "        ");
+        s_ << "      }\n    }\n";
+        division_ = Division::checked;
+      }
+    } else {
+      register_elements(closure, store, "    ");
+    }
+    done_.insert(closure.begin(), closure.end());
     for (int c = 0; c < var_.chunks; ++c) {
       s_ << "    " << (c == var_.chunks - 1 ? "if (last_ok) {\n" : "{\n");
       for (size_t o = 0; o < p_.outputs.size(); ++o) {
@@ -354,6 +389,8 @@ class RowSource {
   int passes_ = 0;
   std::set<size_t> divisors_;  // per-row values that elements are divided by
   std::set<size_t> done_;  // register mode: element ops already computed this row
+  // How an element is divided by a row value: kiln_div_by, kiln_div_by_fast, or a / b.
+  enum class Division { checked, fast, plain } division_ = Division::checked;
   std::ostringstream s_;
 };
 
