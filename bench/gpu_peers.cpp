@@ -14,10 +14,12 @@
 //   chain10    x: (64M,)               y = sin(x); y = y*1.5; y = y + x; y = sin(y); y = y*x;
 //                                      y = y + 0.25; y = sin(y); y = y*2.0; y = y + x; y = sin(y)
 //                                      (10 ops: 4 sin, 3 multiply, 3 add)
+//   sum        x: (64M,)               sum of every element (one value)
+//   colsum     x: (16384, 4096)        sum over the first axis (4096 values)
 // each in float32 and bfloat16 (Python float constants: they never widen the dtype), on
 // fresh inputs uniform in [-3, 3] (made on the host, uploaded, cast on the device; not
 // timed). Fewest bytes that must move: gelu, softmax, chain10: 2n; swiglu 3n; rmsnorm
-// 2n + 4096; layernorm 2n + 2*4096 (elements times the dtype's size).
+// 2n + 4096; layernorm 2n + 2*4096; sum n; colsum n + 4096 (elements times the dtype's size).
 //
 // Timing: CUDA events recorded on kiln's own stream for this thread (cuda::stream(0)), one
 // pair around each repetition, the repetitions enqueued back to back and synchronized
@@ -226,6 +228,8 @@ std::vector<Workload> workloads(int64_t scale) {
       {"layernorm", {{rows, cols}, {cols}, {cols}},
        [=](const std::vector<Array>& in) { return one(layernorm(in[0], in[1], in[2])); }, 2 * m + 2 * cols},
       {"chain10", {{n}}, [=](const std::vector<Array>& in) { return one(chain10(in[0])); }, 2 * n},
+      {"sum", {{n}}, [=](const std::vector<Array>& in) { return one(kiln::sum(in[0])); }, n},
+      {"colsum", {{rows, cols}}, [=](const std::vector<Array>& in) { return one(kiln::sum(in[0], {0})); }, m + cols},
   };
 }
 
@@ -760,7 +764,7 @@ void run_matmul(const Options& opt, const Timer& timer, Device dev, Report& rep)
 int usage() {
   std::fprintf(stderr,
                "usage: gpu_peers [--out FILE] [--reps N] [--sections peers,host,latency,matmul]\n"
-               "                 [--workloads gelu,swiglu,rmsnorm,softmax,layernorm,chain10]\n"
+               "                 [--workloads gelu,swiglu,rmsnorm,softmax,layernorm,chain10,sum,colsum]\n"
                "                 [--dtypes float32,bfloat16] [--scale K] [--cpu-dry-run]\n");
   return 2;
 }

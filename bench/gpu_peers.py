@@ -13,6 +13,8 @@ Workloads (the same formulas as bench/gpu_peers.cpp; keep them in step):
                                      d * rsqrt(mean(d*d, -1, keepdims) + 1e-5) * g + b
   chain10    x: (64M,)               y = sin(x); y = y*1.5; y = y + x; y = sin(y); y = y*x;
                                      y = y + 0.25; y = sin(y); y = y*2.0; y = y + x; y = sin(y)
+  sum        x: (64M,)               sum of every element (one value)
+  colsum     x: (16384, 4096)        sum over the first axis (4096 values)
 in float32 and bfloat16 (Python float constants keep the dtype in both libraries), on
 fresh inputs uniform in [-3, 3] made on the device (not timed).
 
@@ -112,6 +114,10 @@ class TorchOps:
     def matmul(a, b):
         return torch.matmul(a, b)
 
+    @staticmethod
+    def sum_axis(x, axis):
+        return torch.sum(x) if axis is None else torch.sum(x, dim=axis)
+
 
 class JaxOps:
     @staticmethod
@@ -150,6 +156,10 @@ class JaxOps:
     def matmul(a, b):
         return jnp.matmul(a, b)
 
+    @staticmethod
+    def sum_axis(x, axis):
+        return jnp.sum(x, axis=axis)
+
 
 def gelu(m, x):
     return 0.5 * x * (1.0 + m.tanh(GELU_K * (x + 0.044715 * x * x * x)))
@@ -184,6 +194,14 @@ def chain10(m, x):
     y = y * 2.0
     y = y + x
     return m.sin(y)
+
+
+def total(m, x):
+    return m.sum_axis(x, None)
+
+
+def colsum(m, x):
+    return m.sum_axis(x, 0)
 
 
 def graph32(m, x, y):
@@ -241,6 +259,8 @@ def workloads(scale):
         ("softmax", [(rows, cols)], softmax, builtin_softmax, 2 * m),
         ("layernorm", [(rows, cols), (cols,), (cols,)], layernorm, builtin_layernorm, 2 * m + 2 * cols),
         ("chain10", [(n,)], chain10, None, 2 * n),
+        ("sum", [(n,)], total, None, n),
+        ("colsum", [(rows, cols)], colsum, None, m + cols),
     ]
 
 

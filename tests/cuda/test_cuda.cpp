@@ -588,6 +588,79 @@ TEST_F(Cuda, RowRegionsMatchEagerAtEveryLengthLayoutAndValue) {
   }
 }
 
+// Few long rows are reduced in parts (a kernel of partials, then one folding them per row),
+// and reductions over leading axes a thread a column: full reductions, a small batch of long
+// rows, a strided view, a length no vector divides, NaN and infinities; fused reductions
+// compiled equal eager bit for bit (same parts).
+TEST_F(Cuda, ReductionsSplitIntoParts) {
+  for (Dtype d : {float32, bfloat16, float16, float64, int32, int64}) {
+    const std::string name = dtype_name(d);
+    Array x = input({1000003}, d, 51, -4, 4);
+    EXPECT_TRUE(both({x}, [&](auto& v) { return sum(v[0]); }, 10.0)) << "sum " << name;
+    EXPECT_TRUE(both({x}, [&](auto& v) { return max(v[0]); })) << "max " << name;
+    EXPECT_TRUE(both({x}, [&](auto& v) { return min(v[0], {0}, true); })) << "min " << name;
+    Array rows = input({3, 262144}, d, 52, -4, 4);
+    EXPECT_TRUE(both({rows}, [&](auto& v) { return sum(v[0], {1}); }, 10.0)) << "row sums " << name;
+    EXPECT_TRUE(both({rows}, [&](auto& v) { return max(v[0], {-1}, true); })) << "row maxima " << name;
+    EXPECT_TRUE(both({rows}, [&](auto& v) { return any(v[0] > 3.99, {1}); })) << "any " << name;
+    EXPECT_TRUE(both({rows}, [&](auto& v) { return all(v[0] > -3.99, {1}); })) << "all " << name;
+    if (is_floating(d)) {
+      EXPECT_TRUE(both({rows}, [&](auto& v) { return mean(v[0], {1}); }, 1.0)) << "mean " << name;
+      EXPECT_TRUE(both({rows}, [&](auto& v) { return logsumexp(v[0], {1}); }, 1.0)) << "logsumexp " << name;
+      EXPECT_TRUE(both({rows}, [&](auto& v) { return sum(transpose(v[0]), {0}); }, 10.0)) << "strided " << name;
+    }
+  }
+  // A float product of many values near 1 drifts by ~1e-3 with the order of its roundings;
+  // a product of ±1, 2 and 0.5 is exact in any order: 2^10 here.
+  std::vector<double> signs(524288, 1.0);
+  for (size_t i = 0; i < signs.size(); i += 3) signs[i] = -1.0;
+  for (size_t i = 0; i < 100; ++i) signs[i * 4099 + 1] = 2.0;
+  for (size_t i = 0; i < 90; ++i) signs[i * 5003 + 2] = 0.5;
+  Array exact = kt::from_values(signs, {524288}, float32);
+  EXPECT_TRUE(both({exact}, [&](auto& v) { return prod(v[0]); })) << "prod";
+  EXPECT_EQ(prod(to(exact, gpu)).item<float>(), 1024.0f);
+  std::vector<double> vals = kt::random_values(300000, float32, 54, -2, 2);
+  vals[123457] = NAN;
+  vals[7] = INFINITY;
+  Array special = kt::from_values(vals, {300000}, float32);
+  EXPECT_TRUE(both({special}, [&](auto& v) { return max(v[0]); })) << "max with NaN";
+  EXPECT_TRUE(both({special}, [&](auto& v) { return sum(v[0]); })) << "sum with NaN";
+  vals[123457] = 0.0;
+  special = kt::from_values(vals, {300000}, float32);
+  EXPECT_TRUE(both({special}, [&](auto& v) { return sum(v[0]); })) << "sum with inf";
+  // Over the first axes: a thread a column, in parts of the column.
+  for (Dtype d : {float32, bfloat16, int32}) {
+    const std::string name = dtype_name(d);
+    Array tall = input({20000, 300}, d, 57, -4, 4);
+    EXPECT_TRUE(both({tall}, [&](auto& v) { return sum(v[0], {0}); }, 10.0)) << "column sums " << name;
+    EXPECT_TRUE(both({tall}, [&](auto& v) { return max(v[0], {0}, true); })) << "column maxima " << name;
+    Array cube = input({50, 40, 30}, d, 58, -4, 4);
+    EXPECT_TRUE(both({cube}, [&](auto& v) { return min(v[0], {0, 1}); })) << "two leading axes " << name;
+    EXPECT_TRUE(both({cube}, [&](auto& v) { return sum(v[0], {0}); }, 10.0)) << "first of three " << name;
+    Array narrow = input({300000, 3}, d, 59, -4, 4);
+    EXPECT_TRUE(both({narrow}, [&](auto& v) { return sum(v[0], {0}); }, 10.0)) << "three long columns " << name;
+    if (is_floating(d)) EXPECT_TRUE(both({tall}, [&](auto& v) { return mean(v[0], {0}); }, 1.0)) << "column means " << name;
+    for (int64_t len : {0, 1}) {  // empty and single-element columns
+      Array flat = input({len, 300}, d, 60, -4, 4);
+      EXPECT_TRUE(both({flat}, [&](auto& v) { return sum(v[0], {0}); })) << "columns of " << len << " " << name;
+      EXPECT_TRUE(both({flat}, [&](auto& v) { return any(v[0], {0}); })) << "columns of " << len << " " << name;
+      if (len > 0) EXPECT_TRUE(both({flat}, [&](auto& v) { return max(v[0], {0}); })) << "columns of 1 " << name;
+    }
+  }
+  auto body = [](const std::vector<Array>& v) -> std::vector<Array> {
+    return {sum(v[0] * v[1]), mean(exp(v[0] * 0.25f), {1}), max(abs(v[0] - v[1]), {1}), sum(v[0] * v[1], {0})};
+  };
+  auto fn = compile(body);
+  Array a = to(input({4, 300000}, float32, 55), gpu), b = to(input({4, 300000}, float32, 56), gpu);
+  auto compiled = fn({a, b});
+  auto eager = body({a, b});
+  auto cpu = body({to(a, Device::cpu()), to(b, Device::cpu())});
+  for (size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_TRUE(same_bits(compiled[i], eager[i])) << "output " << i;
+    EXPECT_TRUE(close(compiled[i], cpu[i], 10.0)) << "output " << i << " against the CPU";
+  }
+}
+
 // Many more rows than blocks: each block loops over rows, and row kernels reuse their
 // reductions' shared buffers with no barrier of their own between rows. One reduction a row
 // (rmsnorm, x / max|x|) and two (softmax, layernorm); the zeros, infinities and NaN send some

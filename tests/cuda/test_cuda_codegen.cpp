@@ -88,6 +88,21 @@ RowProgram softmax_program(Dtype d) {
   return p;
 }
 
+// sum(exp(x) * w) and max(x) over the last axis, then the sum divided by a per-row input:
+// one pass, per-row outputs only (a program that splits its rows into parts, or its
+// columns when the rows lie next to each other).
+RowProgram sums_program(Dtype d) {
+  RowProgram p;
+  p.ops = {row_input(0, d), row_input(1, d), row_input(2, d, true),
+           row_op(std::make_shared<Unary<math::Exp>>(), {0}, d),
+           row_op(std::make_shared<Binary<math::Multiply>>(), {3, 1}, d),
+           row_op(std::make_shared<Reduce<math::Sum>>(std::vector<int>{1}), {4}, d, true),
+           row_op(std::make_shared<Reduce<math::Max>>(std::vector<int>{1}), {0}, d, true),
+           row_op(std::make_shared<Binary<math::Divide>>(), {5, 2}, d, true)};
+  p.outputs = {7, 6};
+  return p;
+}
+
 }  // namespace
 
 TEST_F(CudaCodegen, ElementwiseVariantsCompile) {
@@ -125,6 +140,34 @@ TEST_F(CudaCodegen, RowVariantsCompile) {
           EXPECT_NE(src.find("kiln_div_by_fast("), std::string::npos);
           EXPECT_NE(src.find("if (slow)"), std::string::npos);
         }
+      }
+    }
+  }
+}
+
+TEST_F(CudaCodegen, SplitRowVariantsCompile) {
+  for (Dtype d : {float32, bfloat16, float16, int32}) {
+    RowProgram p = sums_program(d == int32 ? float32 : d);
+    if (d == int32) {  // integer sums and maxima: other accumulator types
+      for (auto& op : p.ops) op.dtype = int32;
+      p.ops[3] = row_op(std::make_shared<Unary<math::Abs>>(), {0}, int32);
+      p.ops[7] = row_op(std::make_shared<Binary<math::Add>>(), {5, 2}, int32, true);
+    }
+    for (int split : {1, 2, 3}) {
+      for (bool vector_passes : {false, true}) {
+        if (split == 3 && vector_passes) continue;  // column parts read a row a thread
+        cuda::RowVariant v;
+        v.split = split;
+        v.vector_passes = vector_passes;
+        v.vector_out = vector_passes ? 16 / size_of(d) : 1;
+        const std::string src = cuda::row_source(p, v);
+        compiles(src);
+        // The first kernel writes both reductions' partials and no output; the second reads them.
+        const char* writes5 = split == 1 ? "part5[w] = " : split == 3 ? "part5[r * splits + s] = acc5" : "part5[r * splits + s]);";
+        const char* writes6 = split == 1 ? "part6[w] = " : split == 3 ? "part6[r * splits + s] = acc6" : "part6[r * splits + s]);";
+        EXPECT_NE(src.find(writes5), std::string::npos) << src;
+        EXPECT_NE(src.find(writes6), std::string::npos);
+        EXPECT_EQ(src.find("out0[r]") == std::string::npos, split != 2);
       }
     }
   }

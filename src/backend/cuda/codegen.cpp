@@ -440,7 +440,9 @@ std::string elementwise_flat_source(const compiler::FusedProgram& p, uint64_t sc
   return s.str();
 }
 
-int row_meta_len(int inputs, int outputs) { return 2 + 3 * inputs + outputs; }
+int row_meta_len(int inputs, int outputs, int split_reductions) {
+  return 2 + 3 * inputs + outputs + (split_reductions > 0 ? split_reductions + 2 : 0);
+}
 
 std::string row_member_expr(const std::vector<compiler::RowOp>& ops, size_t i) { return cuda_member_expr(ops, i); }
 

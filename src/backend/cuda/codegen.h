@@ -33,7 +33,9 @@ int flat_meta_len(int operands);
 
 /* Row kernel, one block per row of a (rows, n) view: v[0] = rows, v[1] = n, then row and
    column strides per input, then input pointers, then output pointers. Per-element outputs
-   are contiguous (rows, n), per-row outputs (rows). */
+   are contiguous (rows, n), per-row outputs (rows). Split rows (few long rows of a program
+   with one pass and only per-row outputs) then have one pointer per reduction to its
+   partials (8 bytes each, rows * splits), then splits, then the part length. */
 struct RowVariant {
   int threads = 256;           // per block, a power of two from 32
   // Staged (chunks == 0): elementwise work is recomputed in each pass over the row.
@@ -50,10 +52,15 @@ struct RowVariant {
   int vec = 1;
   int min_blocks = 0;     // resident blocks per SM asked of the compiler (0: its choice)
   bool exact = false;     // n == chunks * threads * vec: no element lies past the row
+  // Split rows (staged, nothing cached): 1, each block reduces one part of a row into its
+  // partials; 2, each block folds a row's partials and computes its per-row ops and outputs;
+  // 3, as 1 for rows next to each other (rs == 1), each thread reducing a part of one row.
+  int split = 0;
   uint64_t key() const;   // distinct for every variant that generates different source
 };
 std::string row_source(const compiler::RowProgram& p, const RowVariant& variant);
-int row_meta_len(int inputs, int outputs);
+/* split_reductions: the program's reductions when the variant is split, else 0. */
+int row_meta_len(int inputs, int outputs, int split_reductions = 0);
 /* Op i of a row program as a CUDA expression of t<args> (shared with the elementwise kernels). */
 std::string row_member_expr(const std::vector<compiler::RowOp>& ops, size_t i);
 

@@ -1,5 +1,6 @@
 // Every primitive on a CUDA device: one switch on the op kind, so primitives need no
 // GPU methods and all CUDA code stays in this directory.
+#include <algorithm>
 #include <cstring>
 
 #include "backend/common/dispatch.h"
@@ -259,7 +260,7 @@ bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, cons
 // Staged rows: inputs read in more than one pass are staged in shared memory when they fit,
 // so global memory is read once. Returns the shared memory bytes.
 size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
-                      const std::vector<long>& meta, int64_t n, RowVariant& var) {
+                      const std::vector<long>& meta, int64_t n, RowVariant& var, bool cache = true) {
   const size_t nin = ins.size();
   var.threads = 32;
   while (var.threads < tuning().row_threads && var.threads * 8 < n) var.threads *= 2;
@@ -269,7 +270,7 @@ size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const
     if (op.prim || op.per_row || op.uniform || op.input >= 32) continue;  // a bit per input in the key
     size_t k = static_cast<size_t>(op.input);
     const long item = static_cast<long>(ins[k].itemsize());
-    if (meta[2 + nin + k] != 1 || meta[2 + k] == 0) continue;
+    if (!cache || meta[2 + nin + k] != 1 || meta[2 + k] == 0) continue;
     size_t bytes = (static_cast<size_t>(n) * static_cast<size_t>(item) + 15) / 16 * 16;
     if (smem + bytes > 48 * 1024) continue;
     smem += bytes;
@@ -298,6 +299,89 @@ size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const
   var.vector_out = passes ? v : std::max(tuning().vector_bytes / widest_element_item(p, ins, outs, false), 1);
   if (!passes && !outputs_align(var.vector_out)) var.vector_out = 1;
   return smem;
+}
+
+// How a split reduction cuts its rows: the first kernel's variant, the parts per row and
+// their length, and the first kernel's blocks.
+struct Parts {
+  RowVariant var;
+  int64_t splits = 0, len = 0, blocks = 0;
+};
+
+// Rows next to each other in memory: a thread reduces a part of one row.
+Parts column_parts(int64_t rows, int64_t n, int64_t target) {
+  constexpr int64_t kMinPart = 64;  // elements: a thread's share
+  Parts parts;
+  parts.var.threads = rows >= 256 ? 256 : 32;
+  parts.var.split = 3;
+  parts.splits = std::clamp(target * tuning().column_parts / rows, int64_t{1}, std::max<int64_t>(n / kMinPart, 1));
+  parts.len = (n + parts.splits - 1) / parts.splits;
+  parts.splits = (n + parts.len - 1) / parts.len;
+  parts.blocks = (rows + parts.var.threads - 1) / parts.var.threads * parts.splits;
+  return parts;
+}
+
+// Few long rows: a block reduces a part of a row, parts starting on a vector.
+Parts row_parts(const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
+                const std::vector<long>& meta, int64_t rows, int64_t n, int64_t target) {
+  constexpr int64_t kMinPart = 4096;  // elements: a block's share, worth its partial and fold
+  Parts parts;
+  staged_variant(p, ins, outs, meta, n, parts.var, false);
+  parts.var.split = 1;
+  const int64_t v = parts.var.vector_passes ? parts.var.vector_out : 1;
+  parts.splits = std::min((target + rows - 1) / rows, n / kMinPart);
+  if (parts.splits < 2) return parts;
+  parts.len = ((n + parts.splits - 1) / parts.splits + v - 1) / v * v;
+  parts.splits = (n + parts.len - 1) / parts.len;
+  parts.blocks = rows * parts.splits;
+  return parts;
+}
+
+// A one-pass program with per-row outputs only, over few long rows (sum(x), a mean over the
+// last axes of a small batch) or over rows next to each other in memory (a sum over the
+// first axis): one block a row would leave most SMs idle or read across the rows, so a
+// first kernel reduces parts of rows into partials and a second folds each row's partials
+// in order. Deterministic: the parts depend only on the shape, layout and device. False
+// when not taken.
+bool split_rows(int dev, const RowProgram& p, int64_t rows, int64_t n, std::vector<long> meta,
+                const std::vector<Tensor>& ins, const std::vector<Tensor>& outs, const compiler::KernelSlots* slots) {
+  if (!tuning().row_split || n < 2) return false;
+  for (int o : p.outputs) {
+    if (!p.ops[static_cast<size_t>(o)].per_row) return false;
+  }
+  const std::vector<int> levels = compiler::row_pass_levels(p);
+  if (levels.empty() || *std::max_element(levels.begin(), levels.end()) != 1) return false;
+  int next_rows = 0, element_inputs = 0;  // inputs whose row stride is 1 and element stride not
+  const size_t nin = ins.size();
+  for (auto& op : p.ops) {
+    if (op.prim || op.per_row || op.uniform) continue;
+    const size_t k = static_cast<size_t>(op.input);
+    next_rows += meta[2 + k] == 1 && meta[2 + nin + k] != 1 ? 1 : 0;
+    ++element_inputs;
+  }
+  if (next_rows > 0 && next_rows < element_inputs) return false;  // mixed layouts: one block a row
+  const int64_t sms = device_info(dev).sms, target = sms * 8;  // 256-thread blocks that fill every SM
+  if (next_rows == 0 && rows >= target) return false;
+  const Parts parts = next_rows > 0 ? column_parts(rows, n, target) : row_parts(p, ins, outs, meta, rows, n, target);
+  if (parts.splits < 2 && next_rows == 0) return false;
+  std::vector<Tensor> partials;  // 8 bytes a partial: room for any accumulator type
+  for (auto& op : p.ops) {
+    if (!compiler::is_row_reduce(op)) continue;
+    partials.emplace_back(Shape{rows * parts.splits}, float64);
+    allocate_output(dev, partials.back());
+    meta.push_back(ptr_bits(partials.back()));
+  }
+  meta.push_back(parts.splits);
+  meta.push_back(parts.len);
+  const int64_t most = sms * 32;
+  CUfunction first = program_kernel(dev, slots, parts.var.key(), [&] { return row_source(p, parts.var); });
+  launch(dev, first, static_cast<unsigned>(std::min(parts.blocks, most)), static_cast<unsigned>(parts.var.threads), meta, 0);
+  RowVariant fold;
+  fold.threads = 128;
+  fold.split = 2;
+  CUfunction second = program_kernel(dev, slots, fold.key(), [&] { return row_source(p, fold); });
+  launch(dev, second, static_cast<unsigned>(std::min(rows, most)), static_cast<unsigned>(fold.threads), meta, 0);
+  return true;
 }
 
 // A row program over inputs broadcast to `full`, whose last `reduced` axes form the rows.
@@ -329,6 +413,7 @@ void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tenso
     meta[2 + 2 * nin + k] = ptr_bits(ins[k]);
   }
   for (size_t o = 0; o < outs.size(); ++o) meta[2 + 3 * nin + o] = ptr_bits(outs[o]);
+  if (split_rows(dev, p, rows, n, meta, ins, outs, slots)) return;
   RowVariant var;
   size_t smem = 0;
   if (!registers_variant(p, ins, outs, meta, n, var)) smem = staged_variant(p, ins, outs, meta, n, var);

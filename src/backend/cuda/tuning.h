@@ -17,6 +17,8 @@ struct Tuning {
   int row_elems = 16;      // KILN_CUDA_ROW_ELEMS: elements per thread they aim for (threads grow first)
   int row_min_blocks = 0;  // KILN_CUDA_ROW_MIN_BLOCKS: resident blocks per SM to ask of the compiler
   bool row_vector_passes = true;  // KILN_CUDA_ROW_VECTOR_PASSES=0: staged rows read one element at a time
+  bool row_split = true;   // KILN_CUDA_ROW_SPLIT=0: few long rows reduced one block a row, not in parts
+  int column_parts = 256;  // KILN_CUDA_COLUMN_PARTS: parts of a column = SMs * 8 * this / columns
   int graph_min_kernels = 1;  // KILN_CUDA_GRAPH_MIN_KERNELS: fewest kernels a plan replays as a CUDA graph
 };
 
@@ -39,6 +41,8 @@ inline const Tuning& tuning() {
     r.fmad = flag("KILN_CUDA_FMAD", r.fmad);
     r.row_registers = flag("KILN_CUDA_ROW_REGISTERS", r.row_registers);
     r.row_vector_passes = flag("KILN_CUDA_ROW_VECTOR_PASSES", r.row_vector_passes);
+    r.row_split = flag("KILN_CUDA_ROW_SPLIT", r.row_split);
+    r.column_parts = number("KILN_CUDA_COLUMN_PARTS", 1, 8192, r.column_parts);
     r.row_min_blocks = number("KILN_CUDA_ROW_MIN_BLOCKS", 1, 32, r.row_min_blocks, false);
     r.graph_min_kernels = number("KILN_CUDA_GRAPH_MIN_KERNELS", 1, 64, r.graph_min_kernels, false);
     return r;
