@@ -16,10 +16,12 @@
 //                                      (10 ops: 4 sin, 3 multiply, 3 add)
 //   sum        x: (64M,)               sum of every element (one value)
 //   colsum     x: (16384, 4096)        sum over the first axis (4096 values)
+//   argmax     x: (64, 1M)             index of the largest element of each row
 // each in float32 and bfloat16 (Python float constants: they never widen the dtype), on
 // fresh inputs uniform in [-3, 3] (made on the host, uploaded, cast on the device; not
 // timed). Fewest bytes that must move: gelu, softmax, chain10: 2n; swiglu 3n; rmsnorm
-// 2n + 4096; layernorm 2n + 2*4096; sum n; colsum n + 4096 (elements times the dtype's size).
+// 2n + 4096; layernorm 2n + 2*4096; sum, argmax n; colsum n + 4096 (elements times the dtype's
+// size; argmax's 64 int32 indices left out).
 //
 // Timing: CUDA events recorded on kiln's own stream for this thread (cuda::stream(0)), one
 // pair around each repetition, the repetitions enqueued back to back and synchronized
@@ -230,6 +232,7 @@ std::vector<Workload> workloads(int64_t scale) {
       {"chain10", {{n}}, [=](const std::vector<Array>& in) { return one(chain10(in[0])); }, 2 * n},
       {"sum", {{n}}, [=](const std::vector<Array>& in) { return one(kiln::sum(in[0])); }, n},
       {"colsum", {{rows, cols}}, [=](const std::vector<Array>& in) { return one(kiln::sum(in[0], {0})); }, m + cols},
+      {"argmax", {{64, n / 64}}, [=](const std::vector<Array>& in) { return one(kiln::argmax(in[0], -1)); }, n},
   };
 }
 
@@ -465,7 +468,8 @@ void run_peers(const Options& opt, const Timer& timer, Device dev, Report& rep, 
           auto out = cf(in);
           kiln::eval(out);
           if (out[0].device() != dev) throw std::runtime_error("the compiled output is on " + out[0].device().str());
-          if (out[0].dtype() != dt) throw std::runtime_error(std::string("the output dtype is ") + kiln::dtype_name(out[0].dtype()));
+          const Dtype want = w.name == "argmax" ? kiln::int32 : dt;  // indices
+          if (out[0].dtype() != want) throw std::runtime_error(std::string("the output dtype is ") + kiln::dtype_name(out[0].dtype()));
         }
         auto ms = timer.time(opt.reps, [&] { launch(cf(in)); });
         double kms = median(ms);
@@ -764,7 +768,7 @@ void run_matmul(const Options& opt, const Timer& timer, Device dev, Report& rep)
 int usage() {
   std::fprintf(stderr,
                "usage: gpu_peers [--out FILE] [--reps N] [--sections peers,host,latency,matmul]\n"
-               "                 [--workloads gelu,swiglu,rmsnorm,softmax,layernorm,chain10,sum,colsum]\n"
+               "                 [--workloads gelu,swiglu,rmsnorm,softmax,layernorm,chain10,sum,colsum,argmax]\n"
                "                 [--dtypes float32,bfloat16] [--scale K] [--cpu-dry-run]\n");
   return 2;
 }

@@ -15,6 +15,7 @@ Workloads (the same formulas as bench/gpu_peers.cpp; keep them in step):
                                      y = y + 0.25; y = sin(y); y = y*2.0; y = y + x; y = sin(y)
   sum        x: (64M,)               sum of every element (one value)
   colsum     x: (16384, 4096)        sum over the first axis (4096 values)
+  argmax     x: (64, 1M)             index of the largest element of each row
 in float32 and bfloat16 (Python float constants keep the dtype in both libraries), on
 fresh inputs uniform in [-3, 3] made on the device (not timed).
 
@@ -118,6 +119,10 @@ class TorchOps:
     def sum_axis(x, axis):
         return torch.sum(x) if axis is None else torch.sum(x, dim=axis)
 
+    @staticmethod
+    def argmax_last(x):
+        return torch.argmax(x, dim=-1)
+
 
 class JaxOps:
     @staticmethod
@@ -159,6 +164,10 @@ class JaxOps:
     @staticmethod
     def sum_axis(x, axis):
         return jnp.sum(x, axis=axis)
+
+    @staticmethod
+    def argmax_last(x):
+        return jnp.argmax(x, axis=-1)
 
 
 def gelu(m, x):
@@ -202,6 +211,10 @@ def total(m, x):
 
 def colsum(m, x):
     return m.sum_axis(x, 0)
+
+
+def argmax_rows(m, x):
+    return m.argmax_last(x)
 
 
 def graph32(m, x, y):
@@ -261,6 +274,7 @@ def workloads(scale):
         ("chain10", [(n,)], chain10, None, 2 * n),
         ("sum", [(n,)], total, None, n),
         ("colsum", [(rows, cols)], colsum, None, m + cols),
+        ("argmax", [(64, n // 64)], argmax_rows, None, n),
     ]
 
 

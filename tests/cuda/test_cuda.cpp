@@ -661,6 +661,33 @@ TEST_F(Cuda, ReductionsSplitIntoParts) {
   }
 }
 
+// Arg-reductions of long rows go in parts (a block a part, then a thread a row folds them):
+// ties keep the first index, NaN is the extreme, every dtype, rows along or across memory.
+TEST_F(Cuda, ArgReductionsOfLongRowsInParts) {
+  for (Dtype d : {float32, bfloat16, float16, float64, int32, uint8, int64, bool_}) {
+    const std::string name = dtype_name(d);
+    Array x = input({3, 300000}, d, 61, -4, 4);  // integers in [-4, 4): many ties of the extreme
+    EXPECT_TRUE(both({x}, [&](auto& v) { return argmax(v[0], 1); })) << "argmax " << name;
+    EXPECT_TRUE(both({x}, [&](auto& v) { return argmin(v[0], -1, true); })) << "argmin " << name;
+    Array across = input({300000, 3}, d, 62, -4, 4);
+    EXPECT_TRUE(both({across}, [&](auto& v) { return argmax(v[0], 0); })) << "across " << name;
+    Array many = input({2000, 4096}, d, 63, -4, 4);
+    EXPECT_TRUE(both({many}, [&](auto& v) { return argmin(v[0], 1); })) << "many rows " << name;
+  }
+  const int64_t n = 300000;
+  std::vector<double> v = kt::random_values(4 * n, float32, 64, -2, 2);
+  v[static_cast<size_t>(200000)] = NAN;  // row 0: the first NaN wins both ways
+  v[static_cast<size_t>(150000)] = NAN;
+  for (int64_t j = 0; j < n; ++j) v[static_cast<size_t>(n + j)] = -INFINITY;  // row 1: all -inf
+  v[static_cast<size_t>(3 * n - 1)] = 5.0;  // row 2: the maximum last
+  v[static_cast<size_t>(3 * n + 7)] = -5.0;  // row 3: the minimum early
+  Array special = kt::from_values(v, {4, n}, float32);
+  EXPECT_TRUE(both({special}, [&](auto& a) { return argmax(a[0], 1); })) << "argmax with NaN and -inf";
+  EXPECT_TRUE(both({special}, [&](auto& a) { return argmin(a[0], 1); })) << "argmin with NaN and -inf";
+  EXPECT_EQ(argmax(to(special, gpu), 1).to_vector<int32_t>(), (std::vector<int32_t>{150000, 0, 299999, static_cast<int32_t>(
+                                                                  argmax(special, 1).to_vector<int32_t>()[3])}));
+}
+
 // Many more rows than blocks: each block loops over rows, and row kernels reuse their
 // reductions' shared buffers with no barrier of their own between rows. One reduction a row
 // (rmsnorm, x / max|x|) and two (softmax, layernorm); the zeros, infinities and NaN send some

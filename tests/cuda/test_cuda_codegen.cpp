@@ -173,6 +173,17 @@ TEST_F(CudaCodegen, SplitRowVariantsCompile) {
   }
 }
 
+TEST_F(CudaCodegen, ArgReductionsInPartsCompile) {
+  for (const char* type : {"float", "double", "kiln::bfloat16_t", "kiln::float16_t", "int32_t", "uint8_t", "int64_t",
+                           "uint64_t", "bool"}) {
+    for (const char* kernel : {"kiln_argreduce_parts", "kiln_argreduce_fold"}) {
+      for (const char* is_max : {"true", "false"}) {
+        compiles(cuda::instantiate(std::string(kernel) + "<" + type + ", " + is_max + ">", 26));
+      }
+    }
+  }
+}
+
 TEST_F(CudaCodegen, BadSourceIsAClearError) {
   try {
     cuda::cubin_for_arch("extern \"C\" __global__ void kiln_kernel() { undefined_name(); }", 9, 0);

@@ -163,6 +163,92 @@ template <class F, class W> __device__ inline W kiln_block_reduce(W v, W init, W
   return sh[0];
 }
 
+// Whether (v, i) comes before (best, bi) as the first extreme: NaN first, then the larger
+// (IsMax) or smaller value, then the lower index. A total order, so any order of picks agrees.
+template <class CT, bool IsMax> __device__ inline bool kiln_arg_better(CT v, long i, CT best, long bi) {
+  const bool vn = kiln_isnan(v), bn = kiln_isnan(best);
+  if (vn || bn) return vn && (!bn || i < bi);
+  if (v == best) return i < bi;
+  return IsMax ? v > best : v < best;
+}
+
+// Long rows of an arg-reduction in parts: block w finds the first extreme of part w % parts
+// (positions k0 ... of the axis) of row w / parts, and writes its value and index. v: as
+// kiln_argreduce, then value partials (8 bytes each), index partials, parts, part length.
+template <class T, bool IsMax, int N> __device__ void kiln_argreduce_parts(const KilnMeta<N>& m) {
+  using CT = kiln::math::compute_t<T>;
+  using Init = std::conditional_t<IsMax, kiln::math::Max, kiln::math::Min>;
+  constexpr long kNone = 0x7fffffffffffffffL;  // an empty slot: its value ties or loses, its index loses
+  const long rows = m.v[0], len = m.v[18], as = m.v[19], parts = m.v[24], part_len = m.v[25];
+  const int nd = static_cast<int>(m.v[1]);
+  const T* in = reinterpret_cast<const T*>(m.v[20]);
+  CT* pv = reinterpret_cast<CT*>(m.v[22]);
+  long* pi = reinterpret_cast<long*>(m.v[23]);
+  __shared__ CT shv[32];
+  __shared__ long shi[32];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  for (long w = blockIdx.x; w < rows * parts; w += gridDim.x) {
+    const long r = w / parts, k0 = (w % parts) * part_len, k1 = min(len, k0 + part_len);
+    const long base = kiln_offset(m, r, nd, 2, 10);
+    CT best = Init::template init<CT>();
+    long bi = kNone;
+    // No early exit at a NaN: a bound that depends on the loaded values keeps each load
+    // waiting for the one before (a later NaN loses to an earlier one on its index anyway).
+#pragma unroll 8
+    for (long k = k0 + tid; k < k1; k += blockDim.x) {
+      const CT v = static_cast<CT>(in[base + k * as]);
+      if (kiln_arg_better<CT, IsMax>(v, k, best, bi)) {
+        best = v;
+        bi = k;
+      }
+    }
+    for (int level = 0; level < 2; ++level) {  // the warp's pick, then the block's
+      for (int d = 16; d > 0; d >>= 1) {
+        const CT ov = kiln_shfl_xor(best, d);
+        const long oi = kiln_shfl_xor(bi, d);
+        if (kiln_arg_better<CT, IsMax>(ov, oi, best, bi)) {
+          best = ov;
+          bi = oi;
+        }
+      }
+      if (level == 1) break;
+      if (lane == 0) {
+        shv[warp] = best;
+        shi[warp] = bi;
+      }
+      __syncthreads();
+      const bool mine = lane < static_cast<int>(blockDim.x >> 5);
+      best = mine ? shv[lane] : Init::template init<CT>();
+      bi = mine ? shi[lane] : kNone;
+    }
+    if (tid == 0) {
+      pv[w] = best;
+      pi[w] = bi;
+    }
+    __syncthreads();  // shv and shi are written again for the next part
+  }
+}
+
+// The parts' picks of each row folded in order, a thread a row: the row's index.
+template <class T, bool IsMax, int N> __device__ void kiln_argreduce_fold(const KilnMeta<N>& m) {
+  using CT = kiln::math::compute_t<T>;
+  const long rows = m.v[0], parts = m.v[24];
+  const CT* pv = reinterpret_cast<const CT*>(m.v[22]);
+  const long* pi = reinterpret_cast<const long*>(m.v[23]);
+  int32_t* out = reinterpret_cast<int32_t*>(m.v[21]);
+  for (long r = kiln_gid(); r < rows; r += kiln_gstride()) {
+    CT best = pv[r * parts];
+    long bi = pi[r * parts];
+    for (long s = 1; s < parts; ++s) {
+      if (kiln_arg_better<CT, IsMax>(pv[r * parts + s], pi[r * parts + s], best, bi)) {
+        best = pv[r * parts + s];
+        bi = pi[r * parts + s];
+      }
+    }
+    out[r] = static_cast<int32_t>(bi);
+  }
+}
+
 // Index of the first extreme along an axis (NaN is the extreme). v: rows, nd, shape[8],
 // strides[8], length, axis stride, in, out.
 template <class T, bool IsMax, int N> __device__ void kiln_argreduce(const KilnMeta<N>& m) {

@@ -481,12 +481,37 @@ void arg_reduce(int dev, const ArgReduce& prim, const Tensor& x, Tensor& y) {
     meta[2 + d] = shape[d];
     meta[10 + d] = st[d];
   }
-  meta[18] = x.shape[static_cast<size_t>(axis)];
-  meta[19] = x.strides[static_cast<size_t>(axis)];
+  const int64_t len = x.shape[static_cast<size_t>(axis)], as = x.strides[static_cast<size_t>(axis)];
+  meta[18] = len;
+  meta[19] = as;
   meta[20] = ptr_bits(x);
   meta[21] = ptr_bits(y);
-  std::string call = "kiln_argreduce<" + type_name(x.dtype) + (prim.kind() == OpKind::ArgMax ? ", true>" : ", false>");
-  std::string src = instantiate(call, 22);
+  const std::string args = "<" + type_name(x.dtype) + (prim.kind() == OpKind::ArgMax ? ", true>" : ", false>");
+  const int64_t sms = device_info(dev).sms;
+  // A thread a row reads across a row held contiguously, and leaves SMs idle for few rows:
+  // long rows then go in parts, a block a part, and a thread a row folds the parts in order.
+  if (tuning().row_split && len >= 256 && (as == 1 || rows < sms * 256)) {
+    constexpr int64_t kMinPart = 2048;  // positions: a block's share
+    int64_t parts = std::clamp((sms * 8 + rows - 1) / rows, int64_t{1}, std::max<int64_t>(len / kMinPart, 1));
+    const int64_t part_len = (len + parts - 1) / parts;
+    parts = (len + part_len - 1) / part_len;
+    Tensor values(Shape{rows * parts}, float64), indices(Shape{rows * parts}, int64);  // 8 bytes a value: any type
+    allocate_output(dev, values);
+    allocate_output(dev, indices);
+    meta.resize(26);
+    meta[22] = ptr_bits(values);
+    meta[23] = ptr_bits(indices);
+    meta[24] = parts;
+    meta[25] = part_len;
+    const std::string first = instantiate("kiln_argreduce_parts" + args, 26);
+    CUfunction f = kernel(dev, first, "kiln_kernel", [&] { return first; });
+    launch(dev, f, static_cast<unsigned>(std::min(rows * parts, sms * 32)), 256, meta);
+    const std::string second = instantiate("kiln_argreduce_fold" + args, 26);
+    CUfunction g = kernel(dev, second, "kiln_kernel", [&] { return second; });
+    launch(dev, g, grid_for(dev, rows, 128), 128, meta);
+    return;
+  }
+  const std::string src = instantiate("kiln_argreduce" + args, 22);
   CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
   launch(dev, f, grid_for(dev, rows, 128), 128, meta);
 }
