@@ -2,6 +2,8 @@
 // GPU methods and all CUDA code stays in this directory.
 #include <algorithm>
 #include <cstring>
+#include <tuple>
+#include <utility>
 
 #include "backend/common/dispatch.h"
 #include "backend/cpu/indices.h"
@@ -308,15 +310,21 @@ struct Parts {
   int64_t splits = 0, len = 0, blocks = 0;
 };
 
+// n cut into about `parts` parts (at least 1) of a length that is a multiple of `multiple`:
+// the length, and the parts that length needs.
+std::pair<int64_t, int64_t> cut(int64_t n, int64_t parts, int64_t multiple = 1) {
+  const int64_t len = ((n + parts - 1) / parts + multiple - 1) / multiple * multiple;
+  return {len, (n + len - 1) / len};
+}
+
 // Rows next to each other in memory: a thread reduces a part of one row.
 Parts column_parts(int64_t rows, int64_t n, int64_t target) {
   constexpr int64_t kMinPart = 64;  // elements: a thread's share
   Parts parts;
   parts.var.threads = rows >= 256 ? 256 : 32;
   parts.var.split = 3;
-  parts.splits = std::clamp(target * tuning().column_parts / rows, int64_t{1}, std::max<int64_t>(n / kMinPart, 1));
-  parts.len = (n + parts.splits - 1) / parts.splits;
-  parts.splits = (n + parts.len - 1) / parts.len;
+  std::tie(parts.len, parts.splits) =
+      cut(n, std::clamp(target * tuning().column_parts / rows, int64_t{1}, std::max<int64_t>(n / kMinPart, 1)));
   parts.blocks = (rows + parts.var.threads - 1) / parts.var.threads * parts.splits;
   return parts;
 }
@@ -331,8 +339,7 @@ Parts row_parts(const RowProgram& p, const std::vector<Tensor>& ins, const std::
   const int64_t v = parts.var.vector_passes ? parts.var.vector_out : 1;
   parts.splits = std::min((target + rows - 1) / rows, n / kMinPart);
   if (parts.splits < 2) return parts;
-  parts.len = ((n + parts.splits - 1) / parts.splits + v - 1) / v * v;
-  parts.splits = (n + parts.len - 1) / parts.len;
+  std::tie(parts.len, parts.splits) = cut(n, parts.splits, v);
   parts.blocks = rows * parts.splits;
   return parts;
 }
@@ -349,8 +356,6 @@ bool split_rows(int dev, const RowProgram& p, int64_t rows, int64_t n, std::vect
   for (int o : p.outputs) {
     if (!p.ops[static_cast<size_t>(o)].per_row) return false;
   }
-  const std::vector<int> levels = compiler::row_pass_levels(p);
-  if (levels.empty() || *std::max_element(levels.begin(), levels.end()) != 1) return false;
   int next_rows = 0, element_inputs = 0;  // inputs whose row stride is 1 and element stride not
   const size_t nin = ins.size();
   for (auto& op : p.ops) {
@@ -361,7 +366,9 @@ bool split_rows(int dev, const RowProgram& p, int64_t rows, int64_t n, std::vect
   }
   if (next_rows > 0 && next_rows < element_inputs) return false;  // mixed layouts: one block a row
   const int64_t sms = device_info(dev).sms, target = sms * 8;  // 256-thread blocks that fill every SM
-  if (next_rows == 0 && rows >= target) return false;
+  if (next_rows == 0 && rows >= target) return false;  // the common case, before the passes are walked
+  const std::vector<int> levels = compiler::row_pass_levels(p);
+  if (levels.empty() || *std::max_element(levels.begin(), levels.end()) != 1) return false;
   const Parts parts = next_rows > 0 ? column_parts(rows, n, target) : row_parts(p, ins, outs, meta, rows, n, target);
   if (parts.splits < 2 && next_rows == 0) return false;
   std::vector<Tensor> partials;  // 8 bytes a partial: room for any accumulator type
@@ -492,9 +499,8 @@ void arg_reduce(int dev, const ArgReduce& prim, const Tensor& x, Tensor& y) {
   // long rows then go in parts, a block a part, and a thread a row folds the parts in order.
   if (tuning().row_split && len >= 256 && (as == 1 || rows < sms * 256)) {
     constexpr int64_t kMinPart = 2048;  // positions: a block's share
-    int64_t parts = std::clamp((sms * 8 + rows - 1) / rows, int64_t{1}, std::max<int64_t>(len / kMinPart, 1));
-    const int64_t part_len = (len + parts - 1) / parts;
-    parts = (len + part_len - 1) / part_len;
+    const auto [part_len, parts] =
+        cut(len, std::clamp((sms * 8 + rows - 1) / rows, int64_t{1}, std::max<int64_t>(len / kMinPart, 1)));
     Tensor values(Shape{rows * parts}, float64), indices(Shape{rows * parts}, int64);  // 8 bytes a value: any type
     allocate_output(dev, values);
     allocate_output(dev, indices);
