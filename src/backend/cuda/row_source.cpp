@@ -64,12 +64,7 @@ class RowSource {
     emit_row_ops(0);
     for (int pass = 1; pass <= passes_; ++pass) {
       std::vector<size_t> reductions, roots;
-      for (size_t i = 0; i < ops_.size(); ++i) {
-        if (compiler::is_row_reduce(ops_[i]) && level_[i] == pass) {
-          reductions.push_back(i);
-          roots.push_back(static_cast<size_t>(ops_[i].args[0]));
-        }
-      }
+      reductions_at(pass, reductions, roots);
       for (size_t i : reductions) s_ << "    " << wide(i) << " acc" << i << " = " << init(i) << ";\n";
       if (var_.split == 2) fold_partials(reductions);
       else if (registers()) register_pass(reductions, roots);
@@ -115,6 +110,14 @@ class RowSource {
   bool registers() const { return var_.chunks > 0; }
   OpKind kind(size_t i) const { return ops_[i].prim->kind(); }
   const char* wide(size_t i) const { return wide_type(kind(i), ops_[i].dtype); }
+  // The reductions of pass `pass`, and the element values they fold.
+  void reductions_at(int pass, std::vector<size_t>& reductions, std::vector<size_t>& roots) const {
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      if (!compiler::is_row_reduce(ops_[i]) || level_[i] != pass) continue;
+      reductions.push_back(i);
+      roots.push_back(static_cast<size_t>(ops_[i].args[0]));
+    }
+  }
   // Reduction i's starting value in its accumulator type, and its fold over the block.
   std::string init(size_t i) const {
     return std::string("static_cast<") + wide(i) + ">(" + functor(kind(i)) + "::init<" + compute_type(ops_[i].dtype) + ">())";
@@ -278,11 +281,7 @@ class RowSource {
   // slower on an H100: the same bytes in flight from fewer threads.)
   std::string column_parts() {
     std::vector<size_t> reductions, roots;
-    for (size_t i = 0; i < ops_.size(); ++i) {
-      if (!compiler::is_row_reduce(ops_[i])) continue;
-      reductions.push_back(i);
-      roots.push_back(static_cast<size_t>(ops_[i].args[0]));
-    }
+    reductions_at(1, reductions, roots);  // split programs have one pass
     s_ << "  const long row_blocks = (rows + blockDim.x - 1) / blockDim.x;\n";
     s_ << "  for (long w = blockIdx.x; w < row_blocks * splits; w += gridDim.x) {\n";
     s_ << "    const long r = (w % row_blocks) * blockDim.x + tid, s = w / row_blocks;\n";
