@@ -60,8 +60,6 @@ void merge_axes(Shape& shape, std::vector<Strides>& strides) {
   strides = std::move(mst);
 }
 
-long ptr_bits(const Tensor& t) { return static_cast<long>(reinterpret_cast<uintptr_t>(t.buffer ? t.raw() : nullptr)); }
-
 // The kernel for a program variant: from the program's own slots when it has them (a
 // replayed compiled call), else from the source-keyed cache (eager ops). A template, so a
 // replay's call passes its source maker without allocating.
@@ -693,7 +691,6 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
       cumsum(dev, static_cast<const CumSum&>(prim), in[0], out[0]);
       break;
     case OpCategory::matmul:
-      not_replayable();  // cuBLASLt's launches are not recorded
       allocate_output(dev, out[0]);
       if (k == OpKind::MatmulEpilogue) matmul_epilogue(dev, static_cast<const MatmulEpilogue&>(prim), in, out[0]);
       else matmul(dev, in[0], in[1], out[0]);

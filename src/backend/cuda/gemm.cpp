@@ -3,7 +3,11 @@
 #include <cublasLt.h>
 #include <dlfcn.h>
 
+#include <array>
 #include <atomic>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
 
 #include "backend/cuda/codegen.h"
 #include "backend/cuda/nvrtc.h"
@@ -178,16 +182,178 @@ void naive_matmul(int device, const Tensor& a, const Tensor& b, Tensor& y, const
   meta[30] = a.strides[ra - 1];
   meta[31] = b.strides[rb - 2];
   meta[32] = b.strides[rb - 1];
-  meta[33] = static_cast<long>(reinterpret_cast<uintptr_t>(a.raw()));
-  meta[34] = static_cast<long>(reinterpret_cast<uintptr_t>(b.raw()));
-  meta[35] = static_cast<long>(reinterpret_cast<uintptr_t>(y.raw()));
+  meta[33] = ptr_bits(a);
+  meta[34] = ptr_bits(b);
+  meta[35] = ptr_bits(y);
   std::string src = instantiate(std::string("kiln_matmul<") + compiler::cpp_type(y.dtype) + ">", 36);
   CUfunction f = kernel(device, src, "kiln_kernel", [&] { return src; });
-  void* args[] = {meta.data()};
-  launch(device, f, grid_for(device, y.size(), 128), 128, args);
+  launch(device, f, grid_for(device, y.size(), 128), 128, meta);
 }
 
 std::atomic<uint64_t> g_in_cublaslt{0}, g_declined{0};  // atomic: counted from any thread
+
+// What a cuBLASLt plan depends on besides the pointers: shapes, layouts, dtype, epilogue,
+// and how far the pointers are aligned (an algorithm may need up to 256 bytes).
+struct ProductSpec {
+  int device = 0;
+  Dtype dtype = float32;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  bool a_col = false, b_col = false;  // our A and B read column-major
+  int64_t m = 0, n = 0, k = 0, batches = 1, lda = 0, ldb = 0, batch_a = 0, batch_b = 0;
+  uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  std::array<long, 4> align{};  // bytes, of the words B, A, Y and bias (cuBLASLt's A, B, D and bias)
+
+  std::string key() const {
+    const long fields[] = {device, static_cast<long>(dtype), static_cast<long>(compute), a_col, b_col, m, n, k, batches,
+                           lda, ldb, batch_a, batch_b, static_cast<long>(epilogue), align[0], align[1], align[2], align[3]};
+    return std::string(reinterpret_cast<const char*>(fields), sizeof fields);
+  }
+};
+
+long alignment(long word) { return word == 0 ? 256 : std::min<long>(256, word & -word); }
+
+// Allocations made here are not the recorded run's: the workspace is taken per product.
+struct NotRecorded {
+  Recording* saved = std::exchange(recording(), nullptr);
+  ~NotRecorded() { recording() = saved; }
+};
+
+class PlannedProduct;
+std::shared_ptr<PlannedProduct> planned(const ProductSpec& s, const std::vector<long>& words);
+
+// A product planned once (descriptors, layouts, algorithm) and run for any pointers aligned
+// as planned: later products of the same kind on this thread skip the heuristic, and a graph
+// replay runs it between its graph launches.
+class PlannedProduct final : public HostStep {
+ public:
+  // words: the pointers of B, A, Y and the bias (0 without one), as the run will pass them.
+  PlannedProduct(const ProductSpec& s, const std::vector<long>& words) : spec_(s), bias_(words[3]) {
+    const Lt& L = lt();
+    lt_check(L.cublasLtMatmulDescCreate(&desc_, s.compute, s.dtype == float64 ? CUDA_R_64F : CUDA_R_32F), "descriptor");
+    cublasOperation_t ta = s.b_col ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s.a_col ? CUBLAS_OP_T : CUBLAS_OP_N;
+    lt_check(L.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
+    lt_check(L.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
+    if (s.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+      // cuBLASLt's D is our Y^T (N x M, column-major): its rows are Y's columns, so the bias
+      // vector (one value per row of D) is indexed by Y's last axis. Its dtype defaults to
+      // D's (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE unset), its batch stride to 0 (one vector
+      // for every batch). The pointer is set before the heuristic, which checks its alignment.
+      const void* bias = reinterpret_cast<const void*>(bias_);
+      if (L.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &s.epilogue, sizeof s.epilogue) !=
+              CUBLAS_STATUS_SUCCESS ||
+          L.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) !=
+              CUBLAS_STATUS_SUCCESS) {
+        return;
+      }
+    }
+    // Stored shapes, column-major: our B is (N x K) when row-major, else (K x N) transposed.
+    const uint64_t M = static_cast<uint64_t>(s.m), N = static_cast<uint64_t>(s.n), K = static_cast<uint64_t>(s.k);
+    if (s.b_col) layout(la_, K, N, s.ldb, s.batch_b);
+    else layout(la_, N, K, s.ldb, s.batch_b);
+    if (s.a_col) layout(lb_, M, K, s.lda, s.batch_a);
+    else layout(lb_, K, M, s.lda, s.batch_a);
+    layout(lc_, N, M, s.n, s.m * s.n);
+    cublasLtMatmulPreference_t pref = nullptr;
+    lt_check(L.cublasLtMatmulPreferenceCreate(&pref), "preference");
+    struct Release {
+      cublasLtMatmulPreference_t p;
+      ~Release() { lt().cublasLtMatmulPreferenceDestroy(p); }
+    } release{pref};
+    constexpr uint64_t kWorkspace = uint64_t{32} << 20;
+    lt_check(L.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspace,
+                                                    sizeof kWorkspace),
+             "workspace");
+    const cublasLtMatmulPreferenceAttributes_t aligns[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t bytes = static_cast<uint32_t>(s.align[i == 3 ? 2 : i]);  // C is D
+      lt_check(L.cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &bytes, sizeof bytes), "alignment");
+    }
+    cublasLtMatmulHeuristicResult_t result{};
+    int count = 0;
+    const cublasStatus_t hs = L.cublasLtMatmulAlgoGetHeuristic(handle(s.device), desc_, la_, lb_, lc_, lc_, pref, 1,
+                                                                &result, &count);
+    if (s.epilogue == CUBLASLT_EPILOGUE_DEFAULT) lt_check(hs, "heuristic");
+    found = hs == CUBLAS_STATUS_SUCCESS && count > 0;
+    algo_ = result.algo;
+    workspace_ = result.workspaceSize;
+  }
+
+  ~PlannedProduct() override {
+    const Lt& L = lt();
+    if (la_) L.cublasLtMatrixLayoutDestroy(la_);
+    if (lb_) L.cublasLtMatrixLayoutDestroy(lb_);
+    if (lc_) L.cublasLtMatrixLayoutDestroy(lc_);
+    if (desc_) L.cublasLtMatmulDescDestroy(desc_);
+  }
+
+  bool found = false;  // cuBLASLt has an algorithm for it
+
+  void run(int device, const std::vector<long>& words) override {
+    for (size_t i = 0; i < 4; ++i) {
+      if (alignment(words[i]) < spec_.align[i]) {  // a replay's new pointers, less aligned than planned
+        ProductSpec s = spec_;
+        for (size_t j = 0; j < 4; ++j) s.align[j] = alignment(words[j]);
+        auto other = planned(s, words);
+        if (!other->found) fail("matmul", "cuBLASLt has no algorithm for this product at these alignments");
+        other->run(device, words);
+        return;
+      }
+    }
+    const Lt& L = lt();
+    NotRecorded not_recorded;
+    auto workspace = allocate(device, std::max<size_t>(workspace_, 1));
+    std::lock_guard<std::mutex> lock(mu_);  // the bias pointer lives in the descriptor
+    if (words[3] != bias_) {
+      const void* bias = reinterpret_cast<const void*>(words[3]);
+      lt_check(L.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "bias");
+      bias_ = words[3];
+    }
+    const float alpha32 = 1, beta32 = 0;
+    const double alpha64 = 1, beta64 = 0;
+    const bool f64 = spec_.dtype == float64;
+    const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
+    const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
+    auto ptr = [&](size_t i) { return reinterpret_cast<void*>(words[i]); };
+    lt_check(L.cublasLtMatmul(handle(device), desc_, alpha, ptr(0), la_, ptr(1), lb_, beta, ptr(2), lc_, ptr(2), lc_, &algo_,
+                              workspace->data(), workspace_, stream(device)),
+             "matmul");
+    // The workspace returns to this stream's pool; later work on the stream runs after this product.
+  }
+
+ private:
+  void layout(cublasLtMatrixLayout_t& l, uint64_t rows, uint64_t cols, int64_t ld, int64_t batch_stride) {
+    const Lt& L = lt();
+    lt_check(L.cublasLtMatrixLayoutCreate(&l, data_type(spec_.dtype), rows, cols, ld), "layout");
+    const int32_t count = static_cast<int32_t>(spec_.batches);
+    lt_check(L.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count), "batch");
+    lt_check(L.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride,
+                                                sizeof batch_stride),
+             "batch stride");
+  }
+
+  const ProductSpec spec_;
+  long bias_ = 0;  // the bias pointer the descriptor holds
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  size_t workspace_ = 0;
+  std::mutex mu_;
+};
+
+// This thread's plans by spec (a program has few distinct products; the cache is emptied
+// if it ever holds many).
+std::shared_ptr<PlannedProduct> planned(const ProductSpec& s, const std::vector<long>& words) {
+  constexpr size_t kMostPlans = 256;
+  thread_local std::unordered_map<std::string, std::shared_ptr<PlannedProduct>> plans;
+  const std::string key = s.key();
+  if (auto it = plans.find(key); it != plans.end()) return it->second;
+  auto p = std::make_shared<PlannedProduct>(s, words);
+  if (plans.size() >= kMostPlans) plans.clear();
+  plans.emplace(key, p);
+  return p;
+}
 
 // y = a @ b; with `bias` (packed, y's dtype, on the device) cuBLASLt's epilogue adds it to
 // each column of y and, with `gelu`, applies GELU. False (nothing done) when an epilogue was
@@ -197,13 +363,13 @@ bool product(int device, const Tensor& a, const Tensor& b, Tensor& y, const Tens
   const size_t ra = a.shape.size(), rb = b.shape.size();
   const int64_t M = a.shape[ra - 2], K = a.shape[ra - 1], N = b.shape[rb - 1];
   Shape batch(y.shape.begin(), y.shape.end() - 2);
-  const int64_t batches = detail::shape_size(batch);
-  CUstream st = stream(device);
   Dtype d = y.dtype;
   const bool lt_type = d == float16 || d == bfloat16 || d == float32 || d == float64;
   if (bias && (K == 0 || !lt_type)) return false;
   if (K == 0) {
-    check(drv().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(y.raw()), 0, static_cast<size_t>(y.size()) * y.itemsize(), st),
+    not_replayable();
+    check(drv().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(y.raw()), 0, static_cast<size_t>(y.size()) * y.itemsize(),
+                                stream(device)),
           "cuMemsetD8Async");
     return true;
   }
@@ -211,88 +377,35 @@ bool product(int device, const Tensor& a, const Tensor& b, Tensor& y, const Tens
     naive_matmul(device, a, b, y, batch);
     return true;
   }
-  const Lt& L = lt();
-  if (!L.ok) fail("matmul", L.why);
+  if (!lt().ok) fail("matmul", lt().why);
   Operand A = prepare(device, a, batch), B = prepare(device, b, batch);
   // Row-major Y = A B is column-major Y^T = B^T A^T: cuBLASLt's first operand is our B.
-  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  cudaDataType_t scale = CUDA_R_32F;
-  if (d == float64) {
-    compute = CUBLAS_COMPUTE_64F;
-    scale = CUDA_R_64F;
-  } else if (d == float32 && cuda_matmul_allow_tf32()) {
-    compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  ProductSpec s;
+  s.device = device;
+  s.dtype = d;
+  if (d == float64) s.compute = CUBLAS_COMPUTE_64F;
+  else if (d == float32 && cuda_matmul_allow_tf32()) s.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  s.a_col = A.col_major;
+  s.b_col = B.col_major;
+  s.m = M;
+  s.n = N;
+  s.k = K;
+  s.batches = detail::shape_size(batch);
+  s.lda = A.ld;
+  s.ldb = B.ld;
+  s.batch_a = A.batch_stride;
+  s.batch_b = B.batch_stride;
+  if (bias) s.epilogue = gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  const std::vector<long> words = {ptr_bits(B.t), ptr_bits(A.t), ptr_bits(y), bias ? ptr_bits(*bias) : 0};
+  for (size_t i = 0; i < 4; ++i) s.align[i] = alignment(words[i]);
+  std::shared_ptr<PlannedProduct> plan = planned(s, words);
+  if (!plan->found) {
+    if (bias) return false;
+    fail("matmul", "cuBLASLt has no algorithm for this product");
   }
-  cudaDataType_t dt = data_type(d);
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
-  struct Cleanup {
-    const Lt& L;
-    cublasLtMatmulDesc_t& desc;
-    cublasLtMatrixLayout_t &la, &lb, &lc;
-    cublasLtMatmulPreference_t& pref;
-    ~Cleanup() {
-      if (pref) L.cublasLtMatmulPreferenceDestroy(pref);
-      if (la) L.cublasLtMatrixLayoutDestroy(la);
-      if (lb) L.cublasLtMatrixLayoutDestroy(lb);
-      if (lc) L.cublasLtMatrixLayoutDestroy(lc);
-      if (desc) L.cublasLtMatmulDescDestroy(desc);
-    }
-  } cleanup{L, desc, la, lb, lc, pref};
-  lt_check(L.cublasLtMatmulDescCreate(&desc, compute, scale), "descriptor");
-  cublasOperation_t ta = B.col_major ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t tb = A.col_major ? CUBLAS_OP_T : CUBLAS_OP_N;
-  lt_check(L.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
-  lt_check(L.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
-  if (bias) {
-    // cuBLASLt's D is our Y^T (N x M, column-major): its rows are Y's columns, so the bias
-    // vector (one value per row of D) is indexed by Y's last axis. Its dtype defaults to
-    // D's (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE unset), its batch stride to 0 (one vector
-    // for every batch). The pointer is set before the heuristic, which checks its alignment.
-    uint32_t epilogue = gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-    const void* bias_ptr = bias->raw();
-    if (L.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue) !=
-            CUBLAS_STATUS_SUCCESS ||
-        L.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr) !=
-            CUBLAS_STATUS_SUCCESS) {
-      return false;
-    }
-  }
-  // Stored shapes, column-major: our B is (N x K) when row-major, else (K x N) transposed.
-  auto layout = [&](cublasLtMatrixLayout_t& l, uint64_t rows, uint64_t cols, int64_t ld, int64_t bstride) {
-    lt_check(L.cublasLtMatrixLayoutCreate(&l, dt, rows, cols, ld), "layout");
-    int32_t count = static_cast<int32_t>(batches);
-    lt_check(L.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count), "batch");
-    lt_check(L.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &bstride, sizeof bstride),
-             "batch stride");
-  };
-  if (B.col_major) layout(la, static_cast<uint64_t>(K), static_cast<uint64_t>(N), B.ld, B.batch_stride);
-  else layout(la, static_cast<uint64_t>(N), static_cast<uint64_t>(K), B.ld, B.batch_stride);
-  if (A.col_major) layout(lb, static_cast<uint64_t>(M), static_cast<uint64_t>(K), A.ld, A.batch_stride);
-  else layout(lb, static_cast<uint64_t>(K), static_cast<uint64_t>(M), A.ld, A.batch_stride);
-  layout(lc, static_cast<uint64_t>(N), static_cast<uint64_t>(M), N, M * N);
-  constexpr size_t kWorkspace = size_t{32} << 20;
-  lt_check(L.cublasLtMatmulPreferenceCreate(&pref), "preference");
-  uint64_t ws = kWorkspace;
-  lt_check(L.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
-           "workspace");
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  cublasLtHandle_t h = handle(device);
-  cublasStatus_t hs = L.cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &result, &found);
-  if (bias && (hs != CUBLAS_STATUS_SUCCESS || found == 0)) return false;
-  lt_check(hs, "heuristic");
-  if (found == 0) fail("matmul", "cuBLASLt has no algorithm for this product");
-  auto workspace = allocate(device, std::max<size_t>(result.workspaceSize, 1));
-  float alpha32 = 1, beta32 = 0;
-  double alpha64 = 1, beta64 = 0;
-  const void* alpha = d == float64 ? static_cast<const void*>(&alpha64) : &alpha32;
-  const void* beta = d == float64 ? static_cast<const void*>(&beta64) : &beta32;
-  lt_check(L.cublasLtMatmul(h, desc, alpha, B.t.raw(), la, A.t.raw(), lb, beta, y.raw(), lc, y.raw(), lc, &result.algo,
-                            workspace->data(), result.workspaceSize, st),
-           "matmul");
-  // The workspace returns to this stream's pool; later work on the stream runs after this product.
+  // Recorded as a host step: a graph replay runs it between its graph launches.
+  if (Recording* r = recording()) r->launches.push_back({nullptr, 0, 0, 0, words, plan});
+  plan->run(device, words);
   return true;
 }
 

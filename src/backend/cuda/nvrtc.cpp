@@ -229,7 +229,7 @@ CUfunction kernel(int device, const std::string& key, const std::string& name,
 void launch(int device, CUfunction f, unsigned grid, unsigned block, const std::vector<long>& meta,
             unsigned shared_bytes) {
   if (grid == 0) return;
-  if (Recording* r = recording()) r->launches.push_back({f, grid, block, shared_bytes, meta});
+  if (Recording* r = recording()) r->launches.push_back({f, grid, block, shared_bytes, meta, nullptr});
   void* args[] = {const_cast<long*>(meta.data())};
   check(drv().cuLaunchKernel(f, grid, 1, 1, block, 1, 1, shared_bytes, stream(device), args, nullptr),
         "cuLaunchKernel");

@@ -48,15 +48,25 @@ struct OutputLayout {
   Dtype dtype;
 };
 
-// One recorded run on one stream, instantiated as a graph. Each stream (each calling
+// A run of consecutive recorded kernels, replayed as one graph launch.
+struct Segment {
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  size_t first = 0, end = 0;  // its launches
+};
+
+// One recorded run on one stream, instantiated as graphs: one for each run of kernels
+// between the host steps (cuBLASLt products). Each stream (each calling
 // thread) records its own: its replays share the graph's intermediates, which CUDA's stream
 // order keeps apart, and threads never wait for each other, on the host or on the device.
 struct Layout {
   Layout(std::string k, CUstream s) : key(std::move(k)), stream(s) {}
   ~Layout() {
     if (!driver()) return;
-    if (exec) driver()->cuGraphExecDestroy(exec);  // freed once in-flight launches finish
-    if (graph) driver()->cuGraphDestroy(graph);
+    for (auto& g : segments) {
+      if (g.exec) driver()->cuGraphExecDestroy(g.exec);  // freed once in-flight launches finish
+      if (g.graph) driver()->cuGraphDestroy(g.graph);
+    }
   }
 
   const std::string key;
@@ -64,9 +74,9 @@ struct Layout {
   std::mutex mu;          // guards everything below (a recycled stream may serve a new thread)
   int attempts = 0;
   bool ready = false, failed = false;
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  std::vector<CUgraphNode> nodes;
+  std::vector<Segment> segments;
+  std::vector<CUgraphNode> nodes;  // per launch (null for a host step)
+  std::vector<size_t> segment_of;  // per launch: its segment (kernels only)
   std::vector<LaunchRecord> launches;
   std::vector<Patch> patches;
   std::vector<size_t> output_bytes;  // per-call buffers
@@ -150,7 +160,7 @@ CUDA_KERNEL_NODE_PARAMS node_params(const LaunchRecord& r, void** args) {
   return p;
 }
 
-// Turns a recorded run into a graph; false when the run cannot be replayed that way.
+// Turns a recorded run into graphs; false when the run cannot be replayed that way.
 bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
   if (!rec.replayable || rec.launches.size() < graph_min_kernels()) return false;
   // Outputs live in buffers allocated by the run; anything else (an input passed through) replays step by step.
@@ -193,19 +203,25 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
   }
   const Driver& d = drv();
   bind(device);
-  check(d.cuGraphCreate(&l.graph, 0), "cuGraphCreate");
   l.launches = std::move(rec.launches);
-  CUgraphNode previous = nullptr;
-  for (auto& r : l.launches) {
-    void* args[] = {r.meta.data()};
-    const CUDA_KERNEL_NODE_PARAMS p = node_params(r, args);
-    CUgraphNode node = nullptr;
-    check(d.cuGraphAddKernelNode(&node, l.graph, previous ? &previous : nullptr, previous ? 1 : 0, &p),
+  l.nodes.assign(l.launches.size(), nullptr);
+  l.segment_of.assign(l.launches.size(), 0);
+  for (size_t i = 0; i < l.launches.size(); ++i) {
+    if (l.launches[i].host) continue;
+    if (i == 0 || l.launches[i - 1].host) {  // a new run of kernels
+      l.segments.push_back({nullptr, nullptr, i, i});
+      check(d.cuGraphCreate(&l.segments.back().graph, 0), "cuGraphCreate");
+    }
+    Segment& g = l.segments.back();
+    void* args[] = {l.launches[i].meta.data()};
+    const CUDA_KERNEL_NODE_PARAMS p = node_params(l.launches[i], args);
+    CUgraphNode previous = g.end > g.first ? l.nodes[i - 1] : nullptr;
+    check(d.cuGraphAddKernelNode(&l.nodes[i], g.graph, previous ? &previous : nullptr, previous ? 1 : 0, &p),
           "cuGraphAddKernelNode");
-    l.nodes.push_back(node);
-    previous = node;
+    l.segment_of[i] = l.segments.size() - 1;
+    g.end = i + 1;
   }
-  check(d.cuGraphInstantiateWithFlags(&l.exec, l.graph, 0), "cuGraphInstantiate");
+  for (auto& g : l.segments) check(d.cuGraphInstantiateWithFlags(&g.exec, g.graph, 0), "cuGraphInstantiate");
   return true;
 }
 
@@ -228,12 +244,23 @@ void replay(int device, Layout& l, const std::vector<Tensor>& in, std::vector<Te
   }
   const Driver& d = drv();
   for (size_t i = 0; i < l.launches.size(); ++i) {
-    if (!changed[i]) continue;
+    if (!changed[i] || l.launches[i].host) continue;
     void* args[] = {l.launches[i].meta.data()};
     const CUDA_KERNEL_NODE_PARAMS p = node_params(l.launches[i], args);
-    check(d.cuGraphExecKernelNodeSetParams(l.exec, l.nodes[i], &p), "cuGraphExecKernelNodeSetParams");
+    check(d.cuGraphExecKernelNodeSetParams(l.segments[l.segment_of[i]].exec, l.nodes[i], &p),
+          "cuGraphExecKernelNodeSetParams");
   }
-  check(d.cuGraphLaunch(l.exec, l.stream), "cuGraphLaunch");
+  // In the recorded order on this stream: each run of kernels as one graph launch, each host step itself.
+  for (size_t i = 0; i < l.launches.size();) {
+    if (l.launches[i].host) {
+      l.launches[i].host->run(device, l.launches[i].meta);
+      ++i;
+    } else {
+      const Segment& g = l.segments[l.segment_of[i]];
+      check(d.cuGraphLaunch(g.exec, l.stream), "cuGraphLaunch");
+      i = g.end;
+    }
+  }
   for (size_t i = 0; i < out.size(); ++i) {
     const OutputLayout& o = l.outputs[i];
     Tensor t;

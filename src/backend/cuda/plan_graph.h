@@ -1,6 +1,7 @@
-// A compiled call on a CUDA device: a plan of several kernels is recorded once per input
-// layout and calling stream, then replayed as one CUDA graph launch, with the new input
-// and output buffers patched into the recorded kernel parameters instead of capturing again.
+// A compiled call on a CUDA device: its plan is recorded once per input layout and calling
+// stream, then replayed as one CUDA graph launch (one per run of kernels between cuBLASLt
+// products, which run from the host), with the new input and output buffers patched into
+// the recorded kernel parameters and product pointers instead of recording again.
 #pragma once
 
 #include <cstdint>

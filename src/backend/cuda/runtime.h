@@ -83,11 +83,19 @@ void ensure_host(std::vector<detail::Tensor>& ts);
 /* Waits for the work this thread queued on the device. */
 void synchronize(int device);
 
-/* One kernel launch as a CUDA graph node holds it: function, shape and the parameter. */
+/* Device work a replay issues from the host between its graph launches (a cuBLASLt
+   product): run again with the pointers in `words`, on this thread's stream. */
+struct HostStep {
+  virtual ~HostStep() = default;
+  virtual void run(int device, const std::vector<long>& words) = 0;
+};
+/* One kernel launch as a CUDA graph node holds it: function, shape and the parameter; or,
+   with `host` set, a host step and the pointers it was given. */
 struct LaunchRecord {
   CUfunction f = nullptr;
   unsigned grid = 0, block = 0, shared = 0;
-  std::vector<long> meta;  // the kernel's one by-value parameter
+  std::vector<long> meta;  // the kernel's one by-value parameter, or the host step's pointers
+  std::shared_ptr<HostStep> host;
 };
 /* The launches and allocations of one run of a compiled plan on this thread, kept so the
    run can be replayed as a CUDA graph (plan_graph.cpp). */
@@ -98,9 +106,14 @@ struct Recording {
 };
 /* This thread's recording, or null when none is under way. */
 Recording*& recording();
-/* Marks the recording (if any) as not replayable: copies, cuBLASLt, host round trips. */
+/* Marks the recording (if any) as not replayable: copies and host round trips. */
 inline void not_replayable() {
   if (Recording* r = recording()) r->replayable = false;
+}
+
+/* The tensor's data address as a kernel parameter word (0 without a buffer). */
+inline long ptr_bits(const detail::Tensor& t) {
+  return static_cast<long>(reinterpret_cast<uintptr_t>(t.buffer ? t.raw() : nullptr));
 }
 
 /* Releases every cached free block on every device (tests call this). */
