@@ -96,7 +96,7 @@ void run_flat(int dev, const FusedProgram& p, int64_t n, const std::vector<Tenso
   for (size_t i = 0; i < nops; ++i) meta[1 + i] = ptr_bits(operand(i));
   CUfunction f = program_kernel(dev, slots, (scalars * 32 + static_cast<uint64_t>(vec)) * 2 + 1,
                                 [&] { return elementwise_flat_source(p, scalars, vec); });
-  launch(dev, f, grid_for(dev, (n + vec - 1) / vec, 256), 256, meta);
+  launch(dev, f, grid_for(dev, (n + vec - 1) / vec, 256, tuning().flat_blocks_per_sm), 256, meta);
 }
 
 // Whether the flat kernel applies without merging axes, the common case of a compiled
@@ -245,8 +245,14 @@ bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, cons
     aligned = aligned && ptr_bits(outs[o]) % (vec * static_cast<long>(outs[o].itemsize())) == 0;
   }
   if (!aligned) vec = 1;
+  // One reduction pass (RMSNorm, a row sum) measured fastest with more threads and fewer
+  // elements each; two or more passes (softmax, LayerNorm) with fewer threads, whose block
+  // reductions cost less.
+  const std::vector<int> levels = compiler::row_pass_levels(p);
+  const bool one_pass = !levels.empty() && *std::max_element(levels.begin(), levels.end()) == 1;
+  const int elems = one_pass ? tuning().row_elems_one_pass : tuning().row_elems;
   int threads = 32;
-  while (threads < 1024 && int64_t{threads} * tuning().row_elems < n) threads *= 2;
+  while (threads < 1024 && int64_t{threads} * elems < n) threads *= 2;
   const int64_t chunks = (n + int64_t{threads} * vec - 1) / (int64_t{threads} * vec);
   if (chunks * vec > kMostElements) return false;
   var.threads = threads;

@@ -242,10 +242,10 @@ void launch(int device, CUfunction f, unsigned grid, unsigned block, void** args
         "cuLaunchKernel");
 }
 
-unsigned grid_for(int device, int64_t n, unsigned block) {
+unsigned grid_for(int device, int64_t n, unsigned block, int per_sm) {
   if (n <= 0) return 0;
   int64_t g = (n + block - 1) / block;
-  int64_t cap = static_cast<int64_t>(device_info(device).sms) * 32;
+  int64_t cap = per_sm > 0 ? static_cast<int64_t>(device_info(device).sms) * per_sm : g;
   return static_cast<unsigned>(std::min(g, std::max<int64_t>(cap, 1)));
 }
 

@@ -26,7 +26,7 @@ void launch(int device, CUfunction f, unsigned grid, unsigned block, const std::
 /* A launch with any parameters; a recording under way cannot hold it. */
 void launch(int device, CUfunction f, unsigned grid, unsigned block, void** args, unsigned shared_bytes = 0);
 /* A grid for n independent items with `block` threads each, capped for grid-stride loops. */
-unsigned grid_for(int device, int64_t n, unsigned block);
+unsigned grid_for(int device, int64_t n, unsigned block, int per_sm = 32);
 
 /* Blocks of f that fit on one SM at once (at least 1); cached per kernel and shape. */
 int resident_blocks(CUfunction f, unsigned block, unsigned shared_bytes);

@@ -15,10 +15,12 @@ struct Tuning {
   // kernels are bound by instructions); KILN_CUDA_ROW_REGISTERS=0 never, =1 for every row.
   int row_registers = -1;
   int row_elems = 16;      // KILN_CUDA_ROW_ELEMS: elements per thread they aim for (threads grow first)
+  int row_elems_one_pass = 8;  // KILN_CUDA_ROW_ELEMS_ONE_PASS: the same for programs with one reduction pass
   int row_min_blocks = 0;  // KILN_CUDA_ROW_MIN_BLOCKS: resident blocks per SM to ask of the compiler
   bool row_vector_passes = true;  // KILN_CUDA_ROW_VECTOR_PASSES=0: staged rows read one element at a time
   bool row_split = true;   // KILN_CUDA_ROW_SPLIT=0: reductions (and arg-reductions) of long rows not in parts
   int column_parts = 256;  // KILN_CUDA_COLUMN_PARTS: parts of a column = SMs * 8 * this / columns
+  int flat_blocks_per_sm = 128;  // KILN_CUDA_FLAT_BLOCKS: most blocks per SM of a flat kernel (0: no limit)
   int graph_min_kernels = 1;  // KILN_CUDA_GRAPH_MIN_KERNELS: fewest kernels a plan replays as a CUDA graph
 };
 
@@ -34,6 +36,7 @@ inline const Tuning& tuning() {
     r.vector_bytes = number("KILN_CUDA_VECTOR_BYTES", 1, 16, r.vector_bytes);
     r.row_threads = number("KILN_CUDA_ROW_THREADS", 32, 1024, r.row_threads);
     r.row_elems = number("KILN_CUDA_ROW_ELEMS", 1, 32, r.row_elems);
+    r.row_elems_one_pass = number("KILN_CUDA_ROW_ELEMS_ONE_PASS", 1, 32, r.row_elems_one_pass);
     auto flag = [](const char* name, auto fallback) -> decltype(fallback) {  // "1" on, anything else set off
       const char* v = std::getenv(name);
       return v && *v ? v[0] == '1' : fallback;
@@ -44,6 +47,7 @@ inline const Tuning& tuning() {
     r.row_split = flag("KILN_CUDA_ROW_SPLIT", r.row_split);
     r.column_parts = number("KILN_CUDA_COLUMN_PARTS", 1, 8192, r.column_parts);
     r.row_min_blocks = number("KILN_CUDA_ROW_MIN_BLOCKS", 1, 32, r.row_min_blocks, false);
+    r.flat_blocks_per_sm = number("KILN_CUDA_FLAT_BLOCKS", 0, 1024, r.flat_blocks_per_sm, false);
     r.graph_min_kernels = number("KILN_CUDA_GRAPH_MIN_KERNELS", 1, 64, r.graph_min_kernels, false);
     return r;
   }();
