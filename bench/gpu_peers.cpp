@@ -40,6 +40,9 @@
 //                with eval, with async_eval, a two-kernel plan replayed as a CUDA graph,
 //                and calls per second from 1 and 2 threads that share one input (with
 //                the cross-stream waits that took).
+//                host_call_mlp: the same launch time (and with new input buffers each call) of
+//                a compiled MLP with matrix products, gelu_tanh(x @ W1 + b1) @ W2 + b2, bfloat16,
+//                x (8, 512), W1 (512, 2048), W2 (2048, 512); no target.
 //   compile_latency  first call (compiled call + eval) of a fresh 10-op function (chain10
 //                on 1k float32) in a new process of this executable (--latency-child):
 //                with an empty KILN_CACHE_DIR (cold) and again with the same directory
@@ -207,6 +210,9 @@ using bench::swiglu;
 Array rmsnorm(const Array& x, const Array& w) { return bench::rmsnorm(x, w, 1e-6f); }
 using bench::graph32;
 Array matmul_gelu(const Array& x, const Array& w, const Array& b) { return bench_gelu(kiln::matmul(x, w) + b); }
+Array mlp(const Array& x, const Array& w1, const Array& b1, const Array& w2, const Array& b2) {
+  return kiln::matmul(bench_gelu(kiln::matmul(x, w1) + b1), w2) + b2;
+}
 
 struct Workload {
   std::string name;
@@ -393,6 +399,30 @@ struct Report {
 
 double tbps(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e12; }
 
+// Microseconds of each of `calls` calls of call(i) (a compiled call) plus the launch of its
+// kernels, with a device synchronization every sync_every calls outside the timed region.
+template <class Call>
+std::vector<double> launch_times(const Timer& timer, int calls, int sync_every, Call&& call) {
+  std::vector<double> t;
+  t.reserve(calls);
+  for (int i = 0; i < calls; ++i) {
+    auto t0 = Clock::now();
+    launch(call(i));
+    t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    if ((i + 1) % sync_every == 0) timer.sync();
+  }
+  timer.sync();
+  return t;
+}
+
+// A second, evaluated copy of x on dev: calls that alternate between the two get a new input
+// pointer each time.
+Array copy_on(const Array& x, Device dev) {
+  Array c = kiln::to(kiln::to(x, Device::cpu()), dev);
+  c.eval();
+  return c;
+}
+
 // ---- sections -------------------------------------------------------------------------
 // Device-to-device copy of 256 MiB (64M float32), bytes counted 2 x 256 MiB.
 double copy_ceiling(const Timer& timer, int reps, int64_t scale, Record& rec) {
@@ -527,29 +557,15 @@ void run_host_call(const Timer& timer, Device dev, Report& rep) {
         [](const std::vector<Array>& in) { return std::vector<Array>{graph32(in[0], in[1])}; }, {.name = "graph32"});
     for (int i = 0; i < 200; ++i) kiln::eval(f({x, y}));
     const int calls = timer.gpu ? 20000 : 2000, sync_every = 64;
-    // A second copy of x: calls that alternate between them get new input pointers each time.
-    Array x2 = kiln::to(kiln::to(x, Device::cpu()), dev);
-    x2.eval();
-    // Microseconds of each of `calls` calls of fn plus the launch of its kernels, with a
-    // device synchronization every sync_every calls outside the timed region.
-    auto launch_times = [&](const kiln::CompiledFunction& fn, bool alternate = false) {
-      std::vector<double> t;
-      t.reserve(calls);
-      for (int i = 0; i < calls; ++i) {
-        const Array& xi = alternate && i % 2 ? x2 : x;
-        auto t0 = Clock::now();
-        launch(fn({xi, y}));
-        t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-        if ((i + 1) % sync_every == 0) timer.sync();
-      }
-      timer.sync();
-      return t;
+    Array x2 = copy_on(x, dev);
+    auto times = [&](const kiln::CompiledFunction& fn, bool alternate = false) {
+      return launch_times(timer, calls, sync_every, [&](int i) { return fn({alternate && i % 2 ? x2 : x, y}); });
     };
-    launch_times(f);  // warms up the same loop; dropped
-    std::vector<double> us = launch_times(f);
+    times(f);  // warms up the same loop; dropped
+    std::vector<double> us = times(f);
     double med = median(us);
     r.num("kiln_us", med).num("kiln_p10_us", quantile(us, 0.1)).num("kiln_p90_us", quantile(us, 0.9));
-    const double alternating = median(launch_times(f, true));
+    const double alternating = median(times(f, true));
     r.num("kiln_new_input_us", alternating);
     r.num("calls", calls).num("sync_every", sync_every);
     r.raw("kiln_meets_target", med <= 5.0 ? "true" : "false");
@@ -592,7 +608,7 @@ void run_host_call(const Timer& timer, Device dev, Report& rep) {
       return std::vector<Array>{a * kiln::sum(a) + in[1]};
     });
     for (int i = 0; i < 200; ++i) kiln::eval(g({x, y}));
-    std::vector<double> gu = launch_times(g);
+    std::vector<double> gu = times(g);
     r.num("kiln_graph_us", median(gu));
     std::printf("  a two-kernel plan replayed as a graph: %.2f us per call\n", median(gu));
     // One and two threads calling with eval, every call reading x, uploaded by this thread:
@@ -620,6 +636,49 @@ void run_host_call(const Timer& timer, Device dev, Report& rep) {
     }
   } catch (const std::exception& e) {
     rep.fail(r, "host_call", e.what());
+  }
+  rep.records.push_back(r);
+  rep.write();
+}
+
+// The host time of a small compiled MLP with matrix products, timed like host_call_32op's
+// kiln_us (the peers: bench/gpu_peers.py host_mlp_torch, host_mlp_jax).
+void run_host_mlp(const Timer& timer, Device dev, Report& rep) {
+  const int64_t m = 8, k = 512, hidden = 2048;
+  Record r;
+  r.str("section", "host_call").str("workload", "host_call_mlp").str("dtype", "bfloat16");
+  r.num("m", m).num("k", k).num("hidden", hidden);
+  // bench/run_host_path.sh runs this section on bench/null_cuda, which has no cuBLASLt: there
+  // the matrix products cannot run, and a failure would end that script (a note, no error).
+  if (timer.gpu && kiln::cuda::device_info(timer.device).name == "null device (no kernels run)") {
+    r.str("skipped", "bench/null_cuda: no cuBLASLt for the matrix products");
+    std::printf("host call, MLP: skipped on bench/null_cuda (no cuBLASLt)\n");
+    rep.records.push_back(r);
+    rep.write();
+    return;
+  }
+  try {
+    auto input = [&](const Shape& s) { return random_on(s, kiln::bfloat16, dev, -1.0f, 1.0f); };
+    Array x = input({m, k}), w1 = input({k, hidden}), b1 = input({hidden}), w2 = input({hidden, k}), b2 = input({k});
+    Array x2 = copy_on(x, dev);
+    kiln::CompiledFunction f = kiln::compile(
+        [](const std::vector<Array>& in) { return std::vector<Array>{mlp(in[0], in[1], in[2], in[3], in[4])}; },
+        {.name = "mlp"});
+    for (int i = 0; i < 200; ++i) kiln::eval(f({x, w1, b1, w2, b2}));
+    const int calls = timer.gpu ? 5000 : 500, sync_every = 64;
+    std::vector<double> us = launch_times(timer, calls, sync_every, [&](int) { return f({x, w1, b1, w2, b2}); });
+    const double med = median(us), p90 = quantile(us, 0.9);
+    r.num("kiln_us", med).num("kiln_p10_us", quantile(us, 0.1)).num("kiln_p90_us", p90);
+    const double alternating =
+        median(launch_times(timer, calls, sync_every, [&](int i) { return f({i % 2 ? x2 : x, w1, b1, w2, b2}); }));
+    r.num("kiln_new_input_us", alternating);
+    r.num("calls", calls).num("sync_every", sync_every);
+    std::printf("host call, MLP gelu_tanh(x @ W1 + b1) @ W2 + b2, %lldx%lldx%lld bfloat16: %.2f us per call (p90 %.2f); "
+                "new input buffers each call %.2f us\n",
+                static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(hidden), med, p90,
+                alternating);
+  } catch (const std::exception& e) {
+    rep.fail(r, "host_call_mlp", e.what());
   }
   rep.records.push_back(r);
   rep.write();
@@ -883,7 +942,10 @@ int main(int argc, char** argv) {
     }
     rep.write();
   }
-  if (has(opt.sections, "host")) run_host_call(timer, dev, rep);
+  if (has(opt.sections, "host")) {
+    run_host_call(timer, dev, rep);
+    run_host_mlp(timer, dev, rep);
+  }
   if (has(opt.sections, "latency")) run_latency(opt, rep);
   if (has(opt.sections, "matmul")) run_matmul(opt, timer, dev, rep);
   rep.write();

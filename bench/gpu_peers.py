@@ -35,6 +35,9 @@ repetition (a few microseconds, spread over the inner calls).
   host_call   host time of one call (no synchronization inside the timed region) of a
               32-op elementwise function on 1k float32 elements, calls back to back with a
               synchronize every 64 calls outside the timed region; median per call.
+              host_call_mlp: the same for a small MLP with matrix products,
+              gelu_tanh(x @ W1 + b1) @ W2 + b2 in bfloat16, x (8, 512), W1 (512, 2048),
+              W2 (2048, 512) (F.gelu(approximate="tanh"), jax.nn.gelu(approximate=True)).
   matmul_epilogue  gelu(x @ W + b) against the bare x @ W, bfloat16, 4096^3.
   copy        torch's device-to-device copy of 256 MiB (read + write), a cross-check of
               the ceiling that bench/gpu_peers.cpp measures with cuMemcpyDtoDAsync.
@@ -74,6 +77,7 @@ jnp = None
 N = 1 << 26
 ROWS, COLS = 16384, 4096
 MM = 4096
+MLP_M, MLP_K, MLP_HIDDEN = 8, 512, 2048
 GELU_K = 0.7978845608028654  # sqrt(2 / pi)
 
 
@@ -123,6 +127,10 @@ class TorchOps:
     def argmax_last(x):
         return torch.argmax(x, dim=-1)
 
+    @staticmethod
+    def gelu_tanh(x):
+        return F.gelu(x, approximate="tanh")
+
 
 class JaxOps:
     @staticmethod
@@ -168,6 +176,10 @@ class JaxOps:
     @staticmethod
     def argmax_last(x):
         return jnp.argmax(x, axis=-1)
+
+    @staticmethod
+    def gelu_tanh(x):
+        return jax.nn.gelu(x, approximate=True)
 
 
 def gelu(m, x):
@@ -233,6 +245,10 @@ def matmul_gelu(m, x, w, b):
 
 def matmul_only(m, x, w):
     return m.matmul(x, w)
+
+
+def mlp(m, x, w1, b1, w2, b2):
+    return m.matmul(m.gelu_tanh(m.matmul(x, w1) + b1), w2) + b2
 
 
 # PyTorch's fused library ops where there is one (torch_builtin_ms).
@@ -507,44 +523,71 @@ def host_rec(ctx):
     return r
 
 
-def host_torch(ctx, compiled):
-    r = host_rec(ctx)
+def mlp_rec(ctx):
+    r = ctx.rec("host_call", "host_call_mlp", "bfloat16")
+    r["m"], r["k"], r["hidden"] = MLP_M, MLP_K, MLP_HIDDEN
+    return r
+
+
+MLP_SHAPES = [(MLP_M, MLP_K), (MLP_K, MLP_HIDDEN), (MLP_HIDDEN,), (MLP_HIDDEN, MLP_K), (MLP_K,)]
+
+
+def host_call_torch(ctx, r, what, formula, inputs, compiled, calls):
+    """host_call_us of formula on inputs() (made inside, so that a failure is recorded) into r."""
     field = "torch_compile" if compiled else "torch_eager"
     if compiled and ctx.over_budget():
-        ctx.fail(r, field + "_error", "host call torch.compile", RuntimeError("skipped: --budget-s exceeded"))
+        ctx.fail(r, field + "_error", f"{what} torch.compile", RuntimeError("skipped: --budget-s exceeded"))
         return
     try:
-        x, y = torch_inputs(ctx, [(1000,), (1000,)], "float32")
-        fn = functools.partial(graph32, TorchOps)
+        args = tuple(inputs())
+        fn = functools.partial(formula, TorchOps)
         if compiled:
             fn = torch_compiled(fn)
-        calls = 20000 if compiled else 3000
-        med, p10, p90 = host_call_us(fn, (x, y), calls, lambda *_: torch_sync())
+        med, p10, p90 = host_call_us(fn, args, calls, lambda *_: torch_sync())
         r[field + "_us"], r[field + "_p90_us"] = med, p90
-        print(f"host call 32 ops, {field}: {med:.2f} us per call (p90 {p90:.2f})", flush=True)
+        print(f"{what}, {field}: {med:.2f} us per call (p90 {p90:.2f})", flush=True)
     except Exception as e:  # noqa: BLE001
-        ctx.fail(r, field + "_error", f"host call {field}", e)
+        ctx.fail(r, field + "_error", f"{what} {field}", e)
     ctx.write()
 
 
-def host_jax(ctx):
-    r = host_rec(ctx)
+def host_call_jax(ctx, r, what, formula, inputs, calls):
     try:
-        x, y = jax_inputs([(1000,), (1000,)], "float32")
-        fn = jax.jit(functools.partial(graph32, JaxOps))
+        args = tuple(inputs())
+        fn = jax.jit(functools.partial(formula, JaxOps))
 
         def sync(out=None):
             if out is not None:
                 out.block_until_ready()
             else:
-                fn(x, y).block_until_ready()
+                fn(*args).block_until_ready()
 
-        med, p10, p90 = host_call_us(fn, (x, y), 20000, sync)
+        med, p10, p90 = host_call_us(fn, args, calls, sync)
         r["jax_jit_us"], r["jax_jit_p90_us"] = med, p90
-        print(f"host call 32 ops, jax.jit: {med:.2f} us per call (p90 {p90:.2f})", flush=True)
+        print(f"{what}, jax.jit: {med:.2f} us per call (p90 {p90:.2f})", flush=True)
     except Exception as e:  # noqa: BLE001
-        ctx.fail(r, "jax_jit_error", "host call jax.jit", e)
+        ctx.fail(r, "jax_jit_error", f"{what} jax.jit", e)
     ctx.write()
+
+
+def host_torch(ctx, compiled):
+    host_call_torch(ctx, host_rec(ctx), "host call 32 ops", graph32,
+                    lambda: torch_inputs(ctx, [(1000,), (1000,)], "float32"), compiled, 20000 if compiled else 3000)
+
+
+def host_jax(ctx):
+    host_call_jax(ctx, host_rec(ctx), "host call 32 ops", graph32, lambda: jax_inputs([(1000,), (1000,)], "float32"),
+                  20000)
+
+
+# Fewer calls than the 32-op function: each computes about 34 MFLOP.
+def host_mlp_torch(ctx, compiled):
+    host_call_torch(ctx, mlp_rec(ctx), "host call MLP", mlp,
+                    lambda: torch_inputs(ctx, MLP_SHAPES, "bfloat16", -1.0, 1.0), compiled, 5000 if compiled else 3000)
+
+
+def host_mlp_jax(ctx):
+    host_call_jax(ctx, mlp_rec(ctx), "host call MLP", mlp, lambda: jax_inputs(MLP_SHAPES, "bfloat16", -1.0, 1.0), 5000)
 
 
 def mm_rec(ctx):
@@ -726,6 +769,7 @@ def main(argv):
             matmul_torch(ctx, compiled=False)
         if "host" in sec:
             host_torch(ctx, compiled=False)
+            host_mlp_torch(ctx, compiled=False)
     if why_torch is None and not ctx.cpu:
         torch.cuda.empty_cache()
     if why_jax is None and "jax" in fw:
@@ -735,11 +779,13 @@ def main(argv):
             matmul_jax(ctx)
         if "host" in sec:
             host_jax(ctx)
+            host_mlp_jax(ctx)
     if why_torch is None and why_triton is None and "torch_compile" in fw:
         if "peers" in sec:
             peers_torch_compile(ctx)
         if "host" in sec:
             host_torch(ctx, compiled=True)
+            host_mlp_torch(ctx, compiled=True)
         if "matmul" in sec:
             matmul_torch(ctx, compiled=True)
     ctx.write()

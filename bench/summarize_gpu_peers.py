@@ -8,17 +8,18 @@ KILN.json comes from bench/gpu_peers.cpp, each PY.json from a run of bench/gpu_p
 (run_gpu_peers.sh runs PyTorch and JAX in separate processes; their records are merged,
 a measured value winning over a null). Any file may be missing or partial: its fields are
 then null. OUT.json is a list with one object per
-workload and dtype ("section": "peers"), then one object each for "host_call",
-"compile_latency" and "matmul_epilogue", then one "meta" object (device, versions, copy
-ceiling, errors). Derived fields:
+workload and dtype ("section": "peers"), then one object each for "host_call" (two: the
+32-op function and the MLP), "compile_latency" and "matmul_epilogue", then one "meta"
+object (device, versions, copy ceiling, errors). Derived fields:
 
   copy_ceiling_TBps          the faster of kiln's two device-to-device copies (256 MiB,
                              cuMemcpyDtoDAsync, read + write), else torch's copy
   <x>_TBps                   bytes / <x>_ms, bytes = the fewest that must move
   <x>_fraction_of_copy       <x>_TBps / copy_ceiling_TBps
-  speedup_vs_<peer>          <peer>_ms / kiln_ms (above 1: kiln is faster)
+  speedup_vs_<peer>          <peer>_ms / kiln_ms (above 1: kiln is faster); for
+                             host_call_mlp <peer>_us / kiln_us
 
-Targets: host_call kiln_us <= 5; compile_latency cold_ms <= 100 and warm_disk_ms <= 5;
+Targets: host_call_32op kiln_us <= 5 (host_call_mlp has none); compile_latency cold_ms <= 100 and warm_disk_ms <= 5;
 matmul_epilogue kiln_ratio (compiled gelu(x @ W + b) / bare matmul) <= 1.05.
 Standard library only.
 """
@@ -146,6 +147,18 @@ def merge(kiln, py):
             o["kiln_check_max_abs_ref"] = num(k.get("check_max_abs_ref"))
             if k.get("kiln_gelu"):
                 o["kiln_gelu"] = k["kiln_gelu"]
+        elif sec == "host_call" and workload == "host_call_mlp":
+            for f in ("m", "k", "hidden"):
+                o[f] = k.get(f) or p.get(f)
+            for f in ("kiln_us", "kiln_p90_us", "kiln_new_input_us"):
+                o[f] = num(k.get(f))
+            if k.get("skipped"):
+                o["kiln_skipped"] = k["skipped"]
+            for f in ("torch_eager_us", "torch_eager_p90_us", "torch_compile_us", "torch_compile_p90_us", "jax_jit_us",
+                      "jax_jit_p90_us"):
+                o[f] = num(p.get(f))
+            for peer in ("torch_eager", "torch_compile", "jax_jit"):
+                o["speedup_vs_" + peer] = div(o[peer + "_us"], o["kiln_us"])
         elif sec == "host_call":
             o["elements"] = k.get("elements") or p.get("elements")
             for f in ("kiln_us", "kiln_p90_us", "kiln_new_input_us", "kiln_eval_us", "kiln_graph_us"):
@@ -224,7 +237,8 @@ def markdown(rows, notes):
                  f"| {f(r['torch_compile_fraction_of_copy'], '{:.2f}')} | {f(r['jax_jit_fraction_of_copy'], '{:.2f}')} "
                  f"| **{f(r['speedup_vs_torch_compile'], '{:.2f}×')}** | {f(r['speedup_vs_jax_jit'], '{:.2f}×')} |")
     L.append("")
-    h = next((r for r in rows if r["section"] == "host_call"), None)
+    h = next((r for r in rows if r["section"] == "host_call" and r["workload"] == "host_call_32op"), None)
+    hm = next((r for r in rows if r["section"] == "host_call" and r["workload"] == "host_call_mlp"), None)
     c = next((r for r in rows if r["section"] == "compile_latency"), None)
     m = next((r for r in rows if r["section"] == "matmul_epilogue"), None)
 
@@ -239,6 +253,14 @@ def markdown(rows, notes):
                  f"with eval: {f(h.get('kiln_eval_us'), '{:.2f} µs')}) | {ok(h.get('kiln_meets_target'))} "
                  f"| torch.compile {f(h.get('torch_compile_us'), '{:.2f} µs')}, jax.jit {f(h.get('jax_jit_us'), '{:.2f} µs')}, "
                  f"torch eager {f(h.get('torch_eager_us'), '{:.2f} µs')} |")
+    if hm:
+        us = lambda k: f(hm.get(k), "{:.2f} µs")  # noqa: E731
+        L.append(f"| host time per call, compiled MLP gelu_tanh(x @ W1 + b1) @ W2 + b2, bfloat16, x {hm.get('m')}×{hm.get('k')}, "
+                 f"hidden {hm.get('hidden')} (no target) | {us('kiln_us')} (new input buffers each call: "
+                 f"{us('kiln_new_input_us')}) | — | torch.compile {us('torch_compile_us')}, jax.jit {us('jax_jit_us')}, "
+                 f"torch eager {us('torch_eager_us')}; kiln faster: "
+                 f"{f(hm.get('speedup_vs_torch_compile'), '{:.2f}×')} vs torch.compile, "
+                 f"{f(hm.get('speedup_vs_jax_jit'), '{:.2f}×')} vs jax.jit |")
     if c:
         runs = lambda v: ", ".join(f(x, "{:.1f}") for x in v) if isinstance(v, list) else "—"  # noqa: E731
         L.append(f"| first call of a fresh 10-op function, cold (empty cache), ≤ 100 ms | {f(c.get('cold_ms'), '{:.1f} ms')} "
