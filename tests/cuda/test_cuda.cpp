@@ -673,6 +673,10 @@ TEST_F(Cuda, ArgReductionsOfLongRowsInParts) {
     EXPECT_TRUE(both({across}, [&](auto& v) { return argmax(v[0], 0); })) << "across " << name;
     Array many = input({2000, 4096}, d, 63, -4, 4);
     EXPECT_TRUE(both({many}, [&](auto& v) { return argmin(v[0], 1); })) << "many rows " << name;
+    // Rows starting off a 16-byte boundary and parts with a tail: scalar loads there.
+    Array odd = input({3, 300001}, d, 65, -4, 4);
+    EXPECT_TRUE(both({odd}, [&](auto& v) { return argmax(v[0], 1); })) << "odd rows " << name;
+    EXPECT_TRUE(both({odd}, [&](auto& v) { return argmin(slice(v[0], {0, 1}, {3, 300001}), 1); })) << "offset " << name;
   }
   const int64_t n = 300000;
   std::vector<double> v = kt::random_values(4 * n, float32, 64, -2, 2);

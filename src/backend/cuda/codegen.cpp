@@ -194,8 +194,28 @@ template <class T, bool IsMax, int N> __device__ void kiln_argreduce_parts(const
     long bi = kNone;
     // No early exit at a NaN: a bound that depends on the loaded values keeps each load
     // waiting for the one before (a later NaN loses to an earlier one on its index anyway).
+    long k = k0 + tid;
+    constexpr int V = sizeof(T) < 16 ? 16 / sizeof(T) : 1;
+    if (V > 1 && as == 1 && reinterpret_cast<unsigned long long>(in + base + k0) % 16 == 0) {
+      // A contiguous, aligned part: 16 bytes a load, then the scalar loop takes the tail.
+      const long nv = (k1 - k0) / V;
+      const kiln_vec<T, V>* vin = reinterpret_cast<const kiln_vec<T, V>*>(in + base + k0);
+#pragma unroll 4
+      for (long j = tid; j < nv; j += blockDim.x) {
+        const kiln_vec<T, V> x = vin[j];
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const CT v = static_cast<CT>(x.v[e]);
+          if (kiln_arg_better<CT, IsMax>(v, k0 + j * V + e, best, bi)) {
+            best = v;
+            bi = k0 + j * V + e;
+          }
+        }
+      }
+      k = k0 + nv * V + tid;
+    }
 #pragma unroll 8
-    for (long k = k0 + tid; k < k1; k += blockDim.x) {
+    for (; k < k1; k += blockDim.x) {
       const CT v = static_cast<CT>(in[base + k * as]);
       if (kiln_arg_better<CT, IsMax>(v, k, best, bi)) {
         best = v;

@@ -503,8 +503,9 @@ void arg_reduce(int dev, const ArgReduce& prim, const Tensor& x, Tensor& y) {
   // long rows then go in parts, a block a part, and a thread a row folds the parts in order.
   if (tuning().row_split && len >= 256 && (as == 1 || rows < sms * 256)) {
     constexpr int64_t kMinPart = 2048;  // positions: a block's share
-    const auto [part_len, parts] =
-        cut(len, std::clamp((sms * 8 + rows - 1) / rows, int64_t{1}, std::max<int64_t>(len / kMinPart, 1)));
+    // At most one wave of blocks (8 resident a SM): a few parts past it ran alone after it.
+    const auto [part_len, parts] =  // parts of 16 positions: aligned rows give aligned 16-byte loads
+        cut(len, std::clamp(sms * 8 / rows, int64_t{1}, std::max<int64_t>(len / kMinPart, 1)), 16);
     Tensor values(Shape{rows * parts}, float64), indices(Shape{rows * parts}, int64);  // 8 bytes a value: any type
     allocate_output(dev, values);
     allocate_output(dev, indices);
