@@ -127,6 +127,10 @@ CUresult graph_add_kernel(CUgraphNode* n, CUgraph, const CUgraphNode*, size_t, c
 CUresult graph_instantiate(CUgraphExec* e, CUgraph, unsigned long long) {
   return *e = handle<CUgraphExec>(), CUDA_SUCCESS;
 }
+CUresult graph_add_child(CUgraphNode* n, CUgraph, const CUgraphNode*, size_t, CUgraph) {
+  return *n = handle<CUgraphNode>(), CUDA_SUCCESS;
+}
+CUresult end_capture(CUstream, CUgraph* g) { return *g = handle<CUgraph>(), CUDA_SUCCESS; }
 
 struct Entry {
   std::string_view name;
@@ -169,6 +173,10 @@ const Entry kEntries[] = {
     KILN_NULL(cuGraphLaunch, no_op),
     KILN_NULL(cuGraphExecDestroy, no_op),
     KILN_NULL(cuGraphDestroy, no_op),
+    KILN_NULL(cuGraphAddChildGraphNode, graph_add_child),
+    KILN_NULL(cuGraphExecChildGraphNodeSetParams, no_op),
+    KILN_NULL(cuStreamBeginCapture, no_op),
+    KILN_NULL(cuStreamEndCapture, end_capture),
 };
 
 }  // namespace

@@ -770,43 +770,57 @@ TEST_F(Cuda, CompiledPlansReplayAsGraphsWithNewBuffers) {
 }
 
 // A plan with cuBLASLt products (an MLP: a product with bias and GELU in its epilogue,
-// elementwise and row kernels, a second biased product) replays its kernels as graph
-// launches and its products from the host, with new pointers patched in every call:
-// replays of the same values equal the recorded call bit for bit, and every call matches
-// the CPU.
+// elementwise and row kernels, a second biased product) replays as graphs with new pointers
+// every call. With 16 rows every product is inside the one graph (its per-call operands
+// copied through the graph's buffers); with 8192 the first product reads a 2 MiB input,
+// captured again each call, and the second writes a 1.3 MiB output and runs from the host
+// between two graphs. Replays of the same values equal the recorded call bit for bit, and
+// every call matches the CPU.
 TEST_F(Cuda, CompiledPlansWithMatmulsReplayWithNewBuffers) {
   auto mlp = [](const std::vector<Array>& v) {
     Array h = gelu_tanh(matmul(v[0], v[1]) + v[2]);
     return std::vector<Array>{matmul(h * 0.5f + 1.0f, v[3]) + v[4], sum(h, {1})};
   };
-  auto fn = compile(mlp);
   Array w1 = input({64, 96}, float32, 300, -1, 1), b1 = input({96}, float32, 301, -1, 1);
   Array w2 = input({96, 40}, float32, 302, -1, 1), b2 = input({40}, float32, 303, -1, 1);
   std::vector<Array> weights = {to(w1, gpu), to(b1, gpu), to(w2, gpu), to(b2, gpu)};
-  auto call = [&](const Array& x) {
-    std::vector<Array> in = {to(x, gpu)};  // a fresh upload: new input pointers each call
-    in.insert(in.end(), weights.begin(), weights.end());
-    return fn(in);
-  };
-  const uint64_t before = cuda::graph_replays();
-  Array x0 = input({16, 64}, float32, 310, -1, 1);
-  std::vector<Array> first = call(x0);
-  eval(first);
-  std::vector<std::vector<Array>> kept;  // earlier outputs must survive later calls
-  std::vector<Array> xs;
-  for (int c = 0; c < 4; ++c) {
-    xs.push_back(input({16, 64}, float32, 320 + static_cast<uint64_t>(c), -1, 1));
-    kept.push_back(call(xs.back()));
-    eval(kept.back());  // each call runs now, in order (outputs are lazy)
-  }
-  std::vector<Array> again = call(x0);
-  eval(again);
-  // The first recording uploads the scalar constants (once), so the second call records again.
-  EXPECT_GE(cuda::graph_replays() - before, 4u) << "calls after the second should replay graphs";
-  for (size_t i = 0; i < first.size(); ++i) EXPECT_TRUE(same_bits(again[i], first[i])) << "output " << i;
-  for (size_t c = 0; c < kept.size(); ++c) {
-    auto want = mlp({xs[c], w1, b1, w2, b2});
-    for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(close(kept[c][i], want[i], 100.0)) << "call " << c << " output " << i;
+  for (int64_t rows : {16, 8192}) {
+    auto fn = compile(mlp);
+    std::vector<Array> uploads;  // kept: each call's input gets a block of its own, a new pointer
+    auto call = [&](const Array& x) {
+      uploads.push_back(to(x, gpu));
+      std::vector<Array> in = {uploads.back()};
+      in.insert(in.end(), weights.begin(), weights.end());
+      return fn(in);
+    };
+    const uint64_t before = cuda::graph_replays();
+    Array x0 = input({rows, 64}, float32, 310, -1, 1);
+    std::vector<Array> first = call(x0);
+    eval(first);
+    std::vector<Array> second = call(x0);  // records again: the first uploaded the scalar constants
+    eval(second);
+    const cuda::GraphStepStats steps0 = cuda::graph_step_stats();
+    std::vector<std::vector<Array>> kept;  // earlier outputs must survive later calls
+    std::vector<Array> xs;
+    for (int c = 0; c < 4; ++c) {
+      xs.push_back(input({rows, 64}, float32, 320 + static_cast<uint64_t>(c), -1, 1));
+      kept.push_back(call(xs.back()));
+      eval(kept.back());  // each call runs now, in order (outputs are lazy)
+    }
+    std::vector<Array> again = call(x0);
+    eval(again);
+    const cuda::GraphStepStats steps = cuda::graph_step_stats();
+    const std::string ctx = std::to_string(rows) + " rows";
+    EXPECT_EQ(cuda::graph_replays() - before, 5u) << ctx << ": calls after the second should replay graphs";
+    EXPECT_EQ(steps.host_steps - steps0.host_steps, rows == 16 ? 0u : 5u) << ctx << ": products run from the host";
+    EXPECT_EQ(steps.recaptures - steps0.recaptures, rows == 16 ? 0u : 5u) << ctx << ": products captured again";
+    for (size_t i = 0; i < first.size(); ++i) EXPECT_TRUE(same_bits(again[i], first[i])) << ctx << " output " << i;
+    for (size_t c = 0; c < kept.size(); ++c) {
+      auto want = mlp({xs[c], w1, b1, w2, b2});
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_TRUE(close(kept[c][i], want[i], 100.0)) << ctx << " call " << c << " output " << i;
+      }
+    }
   }
 }
 

@@ -147,6 +147,15 @@ template <class W> __device__ inline W kiln_shfl_xor(W v, int mask) {
   }
   return v;
 }
+// m.v[0] bytes from m.v[1] to m.v[2], 16 a thread where both ends are 16-byte aligned.
+template <int N> __device__ void kiln_copy_bytes(const KilnMeta<N>& m) {
+  const long n = m.v[0];
+  const unsigned char* s = reinterpret_cast<const unsigned char*>(m.v[1]);
+  unsigned char* d = reinterpret_cast<unsigned char*>(m.v[2]);
+  const long n16 = (m.v[1] | m.v[2]) % 16 == 0 ? n / 16 : 0;
+  for (long i = kiln_gid(); i < n16; i += kiln_gstride()) reinterpret_cast<uint4*>(d)[i] = reinterpret_cast<const uint4*>(s)[i];
+  for (long i = n16 * 16 + kiln_gid(); i < n; i += kiln_gstride()) d[i] = s[i];
+}
 // F folded over v of every thread of the block (a multiple of 32 threads); sh holds 32.
 // Every thread gets the result; the caller syncs before sh is written again.
 template <class F, class W> __device__ inline W kiln_block_reduce(W v, W init, W* sh) {

@@ -22,6 +22,7 @@
 
 namespace kiln::cuda {
 
+using detail::Buffer;
 using detail::Tensor;
 
 namespace {
@@ -291,19 +292,49 @@ class PlannedProduct final : public HostStep {
   bool found = false;  // cuBLASLt has an algorithm for it
 
   void run(int device, const std::vector<long>& words) override {
-    for (size_t i = 0; i < 4; ++i) {
-      if (alignment(words[i]) < spec_.align[i]) {  // a replay's new pointers, less aligned than planned
-        ProductSpec s = spec_;
-        for (size_t j = 0; j < 4; ++j) s.align[j] = alignment(words[j]);
-        auto other = planned(s, words);
-        if (!other->found) fail("matmul", "cuBLASLt has no algorithm for this product at these alignments");
-        other->run(device, words);
-        return;
-      }
-    }
-    const Lt& L = lt();
+    if (PlannedProduct* other = replanned(words)) return other->run(device, words);
     NotRecorded not_recorded;
     auto workspace = allocate(device, std::max<size_t>(workspace_, 1));
+    lt_check(issue(device, words, workspace->data()), "matmul");
+    // The workspace returns to this stream's pool; later work on the stream runs after this product.
+  }
+
+  CUgraph capture(int device, const std::vector<long>& words, std::vector<std::shared_ptr<Buffer>>& keep) override {
+    if (PlannedProduct* other = replanned(words)) return other->capture(device, words, keep);
+    NotRecorded not_recorded;
+    auto workspace = allocate(device, std::max<size_t>(workspace_, 1));  // before the capture: no allocation in it
+    const Driver& d = drv();
+    CUstream st = stream(device);
+    if (d.cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) != CUDA_SUCCESS) return nullptr;
+    const cublasStatus_t issued = issue(device, words, workspace->data());
+    CUgraph g = nullptr;
+    const CUresult ended = d.cuStreamEndCapture(st, &g);  // always: the stream must leave capture
+    if (issued != CUBLAS_STATUS_SUCCESS || ended != CUDA_SUCCESS || !g) {
+      if (g) d.cuGraphDestroy(g);
+      return nullptr;
+    }
+    keep.push_back(std::move(workspace));  // the graph's launches use it on every replay
+    return g;
+  }
+
+ private:
+  // A plan for these pointers where they are less aligned than this one was planned for
+  // (a replay's new pointers); null where this one serves.
+  PlannedProduct* replanned(const std::vector<long>& words) const {
+    for (size_t i = 0; i < 4; ++i) {
+      if (alignment(words[i]) >= spec_.align[i]) continue;
+      ProductSpec s = spec_;
+      for (size_t j = 0; j < 4; ++j) s.align[j] = alignment(words[j]);
+      auto other = planned(s, words);  // held by this thread's cache
+      if (!other->found) fail("matmul", "cuBLASLt has no algorithm for this product at these alignments");
+      return other.get();
+    }
+    return nullptr;
+  }
+
+  // The product on this thread's stream, with the bias pointer set into the descriptor.
+  cublasStatus_t issue(int device, const std::vector<long>& words, void* workspace) {
+    const Lt& L = lt();
     std::lock_guard<std::mutex> lock(mu_);  // the bias pointer lives in the descriptor
     if (words[3] != bias_) {
       const void* bias = reinterpret_cast<const void*>(words[3]);
@@ -316,13 +347,10 @@ class PlannedProduct final : public HostStep {
     const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
     const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
     auto ptr = [&](size_t i) { return reinterpret_cast<void*>(words[i]); };
-    lt_check(L.cublasLtMatmul(handle(device), desc_, alpha, ptr(0), la_, ptr(1), lb_, beta, ptr(2), lc_, ptr(2), lc_, &algo_,
-                              workspace->data(), workspace_, stream(device)),
-             "matmul");
-    // The workspace returns to this stream's pool; later work on the stream runs after this product.
+    return L.cublasLtMatmul(handle(device), desc_, alpha, ptr(0), la_, ptr(1), lb_, beta, ptr(2), lc_, ptr(2), lc_, &algo_,
+                            workspace, workspace_, stream(device));
   }
 
- private:
   void layout(cublasLtMatrixLayout_t& l, uint64_t rows, uint64_t cols, int64_t ld, int64_t batch_stride) {
     const Lt& L = lt();
     lt_check(L.cublasLtMatrixLayoutCreate(&l, data_type(spec_.dtype), rows, cols, ld), "layout");

@@ -3,9 +3,13 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <set>
 #include <shared_mutex>
 #include <string>
 
+#include "backend/cuda/codegen.h"
+#include "backend/cuda/nvrtc.h"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/tuning.h"
 #include "core/stats.h"
@@ -19,7 +23,8 @@ namespace {
 
 constexpr int kMaxLayouts = 4;   // graphs kept per plan and stream; more layouts replay step by step
 constexpr int kMaxAttempts = 3;  // recordings spoiled by uploads (constants go up once) before giving up
-std::atomic<uint64_t> g_replays{0};
+constexpr size_t kStageBytes = size_t{1} << 20;  // per-call operands of a product copied through the graph's own buffers
+std::atomic<uint64_t> g_replays{0}, g_host_steps{0}, g_recaptures{0};
 
 bool graphs_enabled() {
   static const bool on = [] {
@@ -55,8 +60,9 @@ struct Segment {
   size_t first = 0, end = 0;  // its launches
 };
 
-// One recorded run on one stream, instantiated as graphs: one for each run of kernels
-// between the host steps (cuBLASLt products). Each stream (each calling
+// One recorded run on one stream, instantiated as graphs: cuBLASLt products are captured
+// into them, and only a product that could not be is run from the host between two graphs.
+// Each stream (each calling
 // thread) records its own: its replays share the graph's intermediates, which CUDA's stream
 // order keeps apart, and threads never wait for each other, on the host or on the device.
 struct Layout {
@@ -75,8 +81,10 @@ struct Layout {
   int attempts = 0;
   bool ready = false, failed = false;
   std::vector<Segment> segments;
-  std::vector<CUgraphNode> nodes;  // per launch (null for a host step)
-  std::vector<size_t> segment_of;  // per launch: its segment (kernels only)
+  std::vector<CUgraphNode> nodes;  // per launch (null for a host step run from the host)
+  std::vector<size_t> segment_of;  // per launch in a graph: its segment
+  std::vector<char> captured;      // per launch: a host step captured into its segment
+  std::vector<std::vector<std::shared_ptr<Buffer>>> kept;  // per captured step: buffers its graph uses
   std::vector<LaunchRecord> launches;
   std::vector<Patch> patches;
   std::vector<size_t> output_bytes;  // per-call buffers
@@ -160,6 +168,110 @@ CUDA_KERNEL_NODE_PARAMS node_params(const LaunchRecord& r, void** args) {
   return p;
 }
 
+// Every parameter word of the launches that points into an input or a per-call output.
+std::vector<Patch> find_patches(const std::vector<LaunchRecord>& launches, const std::vector<Tensor>& in,
+                                const std::vector<std::shared_ptr<Buffer>>& per_call) {
+  std::vector<Patch> patches;
+  auto base = [](const Buffer& b) { return static_cast<long>(reinterpret_cast<uintptr_t>(b.data())); };
+  for (size_t li = 0; li < launches.size(); ++li) {
+    const auto& meta = launches[li].meta;
+    for (size_t w = 0; w < meta.size(); ++w) {
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (in[i].buffer && within(meta[w], *in[i].buffer)) {
+          patches.push_back({li, w, static_cast<int>(i), meta[w] - base(*in[i].buffer)});
+          break;
+        }
+      }
+      for (size_t j = 0; j < per_call.size(); ++j) {
+        if (within(meta[w], *per_call[j])) patches.push_back({li, w, -static_cast<int>(j) - 1, meta[w] - base(*per_call[j])});
+      }
+    }
+  }
+  return patches;
+}
+
+bool in_graph(const Layout& l, size_t i) { return !l.launches[i].host || l.captured[i]; }
+
+// A kernel launch copying `bytes` from src to dst.
+LaunchRecord copy_launch(int device, long bytes, long src, long dst) {
+  static const std::string source = instantiate("kiln_copy_bytes", 3);
+  LaunchRecord r;
+  r.f = kernel(device, source, "kiln_kernel", [] { return source; });
+  r.block = 256;
+  r.grid = grid_for(device, (bytes + 15) / 16, r.block);
+  r.meta = {bytes, src, dst};
+  return r;
+}
+
+// A captured product keeps the pointers it was captured with. Where it reads an input or
+// writes an output of at most kStageBytes, it is pointed at a buffer of the graph's own
+// instead, with a copy from the input at the start (or to the output right after it) whose
+// pointer is patched each call. A larger input (weights, passed again each call) stays
+// patched: the product is captured again only when it moves.
+void stage_products(int device, Layout& l, const std::vector<Tensor>& in,
+                    const std::vector<std::shared_ptr<Buffer>>& per_call) {
+  auto& patches = l.patches;
+  auto& launches = l.launches;
+  auto buffer = [&](int operand) -> const Buffer& {
+    return operand >= 0 ? *in[static_cast<size_t>(operand)].buffer : *per_call[static_cast<size_t>(-operand - 1)];
+  };
+  auto address = [](const Buffer& b) { return static_cast<long>(reinterpret_cast<uintptr_t>(b.data())); };
+  std::map<int, std::set<size_t>> users;  // launches reading or writing each operand
+  for (auto& p : patches) users[p.operand].insert(p.launch);
+  std::map<int, long> stage;  // operand -> its buffer in the graph
+  std::vector<LaunchRecord> first;  // copies of inputs, run first
+  std::vector<Patch> first_patches;  // their sources
+  std::vector<std::vector<LaunchRecord>> after(launches.size());  // copies to outputs, after their product
+  std::vector<std::vector<Patch>> after_patches(launches.size());  // their destinations (launch: among them)
+  std::vector<char> staged(patches.size(), 0);
+  for (size_t li = 0; li < launches.size(); ++li) {
+    if (!launches[li].host) continue;
+    for (size_t k = 0; k < patches.size(); ++k) {
+      const Patch& p = patches[k];
+      if (p.launch != li) continue;
+      const size_t bytes = buffer(p.operand).bytes();  // an output is staged only where no other launch uses it
+      if (bytes == 0 || bytes > kStageBytes || (p.operand < 0 && users[p.operand].size() > 1)) continue;
+      auto [at, fresh] = stage.try_emplace(p.operand, 0);
+      if (fresh) {
+        const Buffer& b = buffer(p.operand);
+        l.owned.push_back(allocate(device, bytes));
+        at->second = address(*l.owned.back());
+        if (p.operand >= 0) {  // word 1, the source, is the call's input
+          first_patches.push_back({first.size(), 1, p.operand, 0});
+          first.push_back(copy_launch(device, static_cast<long>(bytes), address(b), at->second));
+        } else {  // word 2, the destination, is the call's output
+          after_patches[li].push_back({after[li].size(), 2, p.operand, 0});
+          after[li].push_back(copy_launch(device, static_cast<long>(bytes), at->second, address(b)));
+        }
+      }
+      launches[li].meta[p.word] = at->second + p.offset;
+      staged[k] = 1;
+    }
+  }
+  if (stage.empty()) return;
+  // The input copies first, then every launch followed by the copies of what it wrote.
+  std::vector<LaunchRecord> all(std::make_move_iterator(first.begin()), std::make_move_iterator(first.end()));
+  std::vector<Patch> renumbered = first_patches;
+  std::vector<size_t> index(launches.size());
+  for (size_t li = 0; li < launches.size(); ++li) {
+    index[li] = all.size();
+    all.push_back(std::move(launches[li]));
+    for (Patch p : after_patches[li]) {
+      p.launch += all.size();
+      renumbered.push_back(p);
+    }
+    for (auto& c : after[li]) all.push_back(std::move(c));
+  }
+  for (size_t k = 0; k < patches.size(); ++k) {
+    if (staged[k]) continue;
+    Patch p = patches[k];
+    p.launch = index[p.launch];
+    renumbered.push_back(p);
+  }
+  launches = std::move(all);
+  patches = std::move(renumbered);
+}
+
 // Turns a recorded run into graphs; false when the run cannot be replayed that way.
 bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
   if (!rec.replayable || rec.launches.size() < graph_min_kernels()) return false;
@@ -185,44 +297,62 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
     for (auto& p : per_call) output = output || p == b;
     if (!output) l.owned.push_back(b);
   }
-  for (size_t li = 0; li < rec.launches.size(); ++li) {
-    const auto& meta = rec.launches[li].meta;
-    for (size_t w = 0; w < meta.size(); ++w) {
-      for (size_t i = 0; i < in.size(); ++i) {
-        if (in[i].buffer && within(meta[w], *in[i].buffer)) {
-          l.patches.push_back({li, w, static_cast<int>(i), meta[w] - static_cast<long>(reinterpret_cast<uintptr_t>(in[i].buffer->data()))});
-          break;
-        }
-      }
-      for (size_t j = 0; j < per_call.size(); ++j) {
-        if (within(meta[w], *per_call[j])) {
-          l.patches.push_back({li, w, -static_cast<int>(j) - 1, meta[w] - static_cast<long>(reinterpret_cast<uintptr_t>(per_call[j]->data()))});
-        }
-      }
-    }
-  }
+  l.launches = std::move(rec.launches);
+  l.patches = find_patches(l.launches, in, per_call);
+  stage_products(device, l, in, per_call);
   const Driver& d = drv();
   bind(device);
-  l.launches = std::move(rec.launches);
-  l.nodes.assign(l.launches.size(), nullptr);
-  l.segment_of.assign(l.launches.size(), 0);
-  for (size_t i = 0; i < l.launches.size(); ++i) {
-    if (l.launches[i].host) continue;
-    if (i == 0 || l.launches[i - 1].host) {  // a new run of kernels
+  const size_t n = l.launches.size();
+  l.nodes.assign(n, nullptr);
+  l.segment_of.assign(n, 0);
+  l.captured.assign(n, 0);
+  l.kept.assign(n, {});
+  std::vector<CUgraph> children(n, nullptr);
+  for (size_t i = 0; i < n; ++i) {
+    if (!l.launches[i].host) continue;
+    bool writes_output = false;  // an output is new each call: it would be captured again every call
+    for (auto& p : l.patches) writes_output = writes_output || (p.launch == i && p.operand < 0);
+    if (writes_output) continue;
+    children[i] = l.launches[i].host->capture(device, l.launches[i].meta, l.kept[i]);
+    l.captured[i] = children[i] != nullptr;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!in_graph(l, i)) continue;
+    if (i == 0 || !in_graph(l, i - 1)) {  // a new run of graph nodes
       l.segments.push_back({nullptr, nullptr, i, i});
       check(d.cuGraphCreate(&l.segments.back().graph, 0), "cuGraphCreate");
     }
     Segment& g = l.segments.back();
-    void* args[] = {l.launches[i].meta.data()};
-    const CUDA_KERNEL_NODE_PARAMS p = node_params(l.launches[i], args);
     CUgraphNode previous = g.end > g.first ? l.nodes[i - 1] : nullptr;
-    check(d.cuGraphAddKernelNode(&l.nodes[i], g.graph, previous ? &previous : nullptr, previous ? 1 : 0, &p),
-          "cuGraphAddKernelNode");
+    if (children[i]) {
+      const CUresult r = d.cuGraphAddChildGraphNode(&l.nodes[i], g.graph, previous ? &previous : nullptr, previous ? 1 : 0,
+                                                    children[i]);  // copies the child graph
+      d.cuGraphDestroy(children[i]);
+      children[i] = nullptr;
+      check(r, "cuGraphAddChildGraphNode");
+    } else {
+      void* args[] = {l.launches[i].meta.data()};
+      const CUDA_KERNEL_NODE_PARAMS p = node_params(l.launches[i], args);
+      check(d.cuGraphAddKernelNode(&l.nodes[i], g.graph, previous ? &previous : nullptr, previous ? 1 : 0, &p),
+            "cuGraphAddKernelNode");
+    }
     l.segment_of[i] = l.segments.size() - 1;
     g.end = i + 1;
   }
   for (auto& g : l.segments) check(d.cuGraphInstantiateWithFlags(&g.exec, g.graph, 0), "cuGraphInstantiate");
   return true;
+}
+
+// Captures product i again with its new pointers into its node of the instantiated graph.
+void recapture(int device, Layout& l, size_t i) {
+  std::vector<std::shared_ptr<Buffer>> keep;
+  CUgraph g = l.launches[i].host->capture(device, l.launches[i].meta, keep);
+  if (!g) fail("cuda", "a compiled call's matrix product could not be captured again with its new operands");
+  const CUresult r = drv().cuGraphExecChildGraphNodeSetParams(l.segments[l.segment_of[i]].exec, l.nodes[i], g);
+  drv().cuGraphDestroy(g);
+  check(r, "cuGraphExecChildGraphNodeSetParams");
+  l.kept[i] = std::move(keep);  // the old workspace goes back to this stream's pool, after the graphs using it
+  g_recaptures.fetch_add(1, std::memory_order_relaxed);
 }
 
 // Patches this call's buffers into the graph and launches it on this thread's stream.
@@ -244,16 +374,21 @@ void replay(int device, Layout& l, const std::vector<Tensor>& in, std::vector<Te
   }
   const Driver& d = drv();
   for (size_t i = 0; i < l.launches.size(); ++i) {
-    if (!changed[i] || l.launches[i].host) continue;
+    if (!changed[i] || (l.launches[i].host && !l.captured[i])) continue;
+    if (l.launches[i].host) {
+      recapture(device, l, i);
+      continue;
+    }
     void* args[] = {l.launches[i].meta.data()};
     const CUDA_KERNEL_NODE_PARAMS p = node_params(l.launches[i], args);
     check(d.cuGraphExecKernelNodeSetParams(l.segments[l.segment_of[i]].exec, l.nodes[i], &p),
           "cuGraphExecKernelNodeSetParams");
   }
-  // In the recorded order on this stream: each run of kernels as one graph launch, each host step itself.
+  // In the recorded order on this stream: each segment as one graph launch, each host step itself.
   for (size_t i = 0; i < l.launches.size();) {
-    if (l.launches[i].host) {
+    if (!in_graph(l, i)) {
       l.launches[i].host->run(device, l.launches[i].meta);
+      g_host_steps.fetch_add(1, std::memory_order_relaxed);
       ++i;
     } else {
       const Segment& g = l.segments[l.segment_of[i]];
@@ -278,6 +413,9 @@ void replay(int device, Layout& l, const std::vector<Tensor>& in, std::vector<Te
 }  // namespace
 
 uint64_t graph_replays() { return g_replays.load(std::memory_order_relaxed); }
+GraphStepStats graph_step_stats() {
+  return {g_host_steps.load(std::memory_order_relaxed), g_recaptures.load(std::memory_order_relaxed)};
+}
 
 void run_compiled(int device, const compiler::CompiledCall& call, const std::vector<Tensor>& in,
                   std::vector<Tensor>& out) {

@@ -88,6 +88,10 @@ void synchronize(int device);
 struct HostStep {
   virtual ~HostStep() = default;
   virtual void run(int device, const std::vector<long>& words) = 0;
+  /* The same work with these pointers captured from this thread's stream as a graph (the
+     caller destroys it), whose other buffers `keep` then holds; null where it cannot be. */
+  virtual CUgraph capture(int device, const std::vector<long>& words,
+                          std::vector<std::shared_ptr<detail::Buffer>>& keep) = 0;
 };
 /* One kernel launch as a CUDA graph node holds it: function, shape and the parameter; or,
    with `host` set, a host step and the pointers it was given. */
