@@ -224,13 +224,19 @@ void stage_products(int device, Layout& l, const std::vector<Tensor>& in,
   std::vector<std::vector<LaunchRecord>> after(launches.size());  // copies to outputs, after their product
   std::vector<std::vector<Patch>> after_patches(launches.size());  // their destinations (launch: among them)
   std::vector<char> staged(patches.size(), 0);
+  auto stageable = [&](const Patch& p) {  // an output only where no other launch uses it
+    const size_t bytes = buffer(p.operand).bytes();
+    return bytes > 0 && bytes <= kStageBytes && (p.operand >= 0 || users[p.operand].size() == 1);
+  };
   for (size_t li = 0; li < launches.size(); ++li) {
     if (!launches[li].host) continue;
+    bool captures = true;  // a product writing an output it cannot stage runs from the host: nothing to stage
+    for (auto& p : patches) captures = captures && (p.launch != li || p.operand >= 0 || stageable(p));
+    if (!captures) continue;
     for (size_t k = 0; k < patches.size(); ++k) {
       const Patch& p = patches[k];
-      if (p.launch != li) continue;
-      const size_t bytes = buffer(p.operand).bytes();  // an output is staged only where no other launch uses it
-      if (bytes == 0 || bytes > kStageBytes || (p.operand < 0 && users[p.operand].size() > 1)) continue;
+      if (p.launch != li || !stageable(p)) continue;
+      const size_t bytes = buffer(p.operand).bytes();
       auto [at, fresh] = stage.try_emplace(p.operand, 0);
       if (fresh) {
         const Buffer& b = buffer(p.operand);
