@@ -223,13 +223,59 @@ class PlannedProduct;
 std::shared_ptr<PlannedProduct> planned(const ProductSpec& s, const std::vector<long>& words);
 
 // A product planned once (descriptors, layouts, algorithm) and run for any pointers aligned
-// as planned: later products of the same kind on this thread skip the heuristic, and a graph
-// replay runs it between its graph launches.
+// as planned: later products of the same kind on this thread skip the heuristic, and a
+// compiled call's graph captures it (or runs it between its graph launches).
 class PlannedProduct final : public HostStep {
  public:
   // words: the pointers of B, A, Y and the bias (0 without one), as the run will pass them.
   PlannedProduct(const ProductSpec& s, const std::vector<long>& words) : spec_(s), bias_(words[3]) {
+    try {
+      plan();
+    } catch (...) {
+      release();  // no destructor runs for a constructor that throws
+      throw;
+    }
+  }
+
+  ~PlannedProduct() override { release(); }
+
+  bool found = false;  // cuBLASLt has an algorithm for it
+
+  void run(int device, const std::vector<long>& words) override {
+    if (PlannedProduct* other = replanned(words)) return other->run(device, words);
+    NotRecorded not_recorded;
+    auto workspace = allocate(device, std::max<size_t>(workspace_, 1));
+    lt_check(issue(device, words, workspace->data()), "matmul");
+    // The workspace returns to this stream's pool; later work on the stream runs after this product.
+  }
+
+  CUgraph capture(int device, const std::vector<long>& words, std::vector<std::shared_ptr<Buffer>>& keep) override {
+    if (PlannedProduct* other = replanned(words)) return other->capture(device, words, keep);
+    NotRecorded not_recorded;
+    auto workspace = allocate(device, std::max<size_t>(workspace_, 1));  // before the capture: no allocation in it
+    const Driver& d = drv();
+    CUstream st = stream(device);
+    if (d.cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) != CUDA_SUCCESS) return nullptr;
+    cublasStatus_t issued = CUBLAS_STATUS_EXECUTION_FAILED;
+    try {
+      issued = issue(device, words, workspace->data());
+    } catch (const Error&) {  // not captured: run from the host, where the error is raised
+    }
+    CUgraph g = nullptr;
+    const CUresult ended = d.cuStreamEndCapture(st, &g);  // always: the stream must leave capture
+    if (issued != CUBLAS_STATUS_SUCCESS || ended != CUDA_SUCCESS || !g) {
+      if (g) d.cuGraphDestroy(g);
+      return nullptr;
+    }
+    keep.push_back(std::move(workspace));  // the graph's launches use it on every replay
+    return g;
+  }
+
+ private:
+  // Descriptors, layouts and the heuristic's algorithm (found stays false where it has none).
+  void plan() {
     const Lt& L = lt();
+    const ProductSpec& s = spec_;
     lt_check(L.cublasLtMatmulDescCreate(&desc_, s.compute, s.dtype == float64 ? CUDA_R_64F : CUDA_R_32F), "descriptor");
     cublasOperation_t ta = s.b_col ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s.a_col ? CUBLAS_OP_T : CUBLAS_OP_N;
     lt_check(L.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
@@ -256,10 +302,10 @@ class PlannedProduct final : public HostStep {
     layout(lc_, N, M, s.n, s.m * s.n);
     cublasLtMatmulPreference_t pref = nullptr;
     lt_check(L.cublasLtMatmulPreferenceCreate(&pref), "preference");
-    struct Release {
+    struct DestroyPreference {
       cublasLtMatmulPreference_t p;
-      ~Release() { lt().cublasLtMatmulPreferenceDestroy(p); }
-    } release{pref};
+      ~DestroyPreference() { lt().cublasLtMatmulPreferenceDestroy(p); }
+    } destroy_preference{pref};
     constexpr uint64_t kWorkspace = uint64_t{32} << 20;
     lt_check(L.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspace,
                                                     sizeof kWorkspace),
@@ -281,7 +327,7 @@ class PlannedProduct final : public HostStep {
     workspace_ = result.workspaceSize;
   }
 
-  ~PlannedProduct() override {
+  void release() {
     const Lt& L = lt();
     if (la_) L.cublasLtMatrixLayoutDestroy(la_);
     if (lb_) L.cublasLtMatrixLayoutDestroy(lb_);
@@ -289,35 +335,6 @@ class PlannedProduct final : public HostStep {
     if (desc_) L.cublasLtMatmulDescDestroy(desc_);
   }
 
-  bool found = false;  // cuBLASLt has an algorithm for it
-
-  void run(int device, const std::vector<long>& words) override {
-    if (PlannedProduct* other = replanned(words)) return other->run(device, words);
-    NotRecorded not_recorded;
-    auto workspace = allocate(device, std::max<size_t>(workspace_, 1));
-    lt_check(issue(device, words, workspace->data()), "matmul");
-    // The workspace returns to this stream's pool; later work on the stream runs after this product.
-  }
-
-  CUgraph capture(int device, const std::vector<long>& words, std::vector<std::shared_ptr<Buffer>>& keep) override {
-    if (PlannedProduct* other = replanned(words)) return other->capture(device, words, keep);
-    NotRecorded not_recorded;
-    auto workspace = allocate(device, std::max<size_t>(workspace_, 1));  // before the capture: no allocation in it
-    const Driver& d = drv();
-    CUstream st = stream(device);
-    if (d.cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) != CUDA_SUCCESS) return nullptr;
-    const cublasStatus_t issued = issue(device, words, workspace->data());
-    CUgraph g = nullptr;
-    const CUresult ended = d.cuStreamEndCapture(st, &g);  // always: the stream must leave capture
-    if (issued != CUBLAS_STATUS_SUCCESS || ended != CUDA_SUCCESS || !g) {
-      if (g) d.cuGraphDestroy(g);
-      return nullptr;
-    }
-    keep.push_back(std::move(workspace));  // the graph's launches use it on every replay
-    return g;
-  }
-
- private:
   // A plan for these pointers where they are less aligned than this one was planned for
   // (a replay's new pointers); null where this one serves.
   PlannedProduct* replanned(const std::vector<long>& words) const {
