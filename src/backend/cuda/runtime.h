@@ -83,8 +83,9 @@ void ensure_host(std::vector<detail::Tensor>& ts);
 /* Waits for the work this thread queued on the device. */
 void synchronize(int device);
 
-/* Device work a replay issues from the host between its graph launches (a cuBLASLt
-   product): run again with the pointers in `words`, on this thread's stream. */
+/* Device work a run issues from the host (a cuBLASLt product), kept so that a replay can
+   capture it into its graph, or run it again between its graph launches, with the
+   pointers in `words`, on this thread's stream. */
 struct HostStep {
   virtual ~HostStep() = default;
   virtual void run(int device, const std::vector<long>& words) = 0;
