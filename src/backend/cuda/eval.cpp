@@ -222,6 +222,12 @@ int widest_element_item(const RowProgram& p, const std::vector<Tensor>& ins, con
   return widest;
 }
 
+// The reduction passes a row program makes over each row (its ops' deepest level).
+int reduction_passes(const RowProgram& p) {
+  const std::vector<int> levels = compiler::row_pass_levels(p);
+  return levels.empty() ? 0 : *std::max_element(levels.begin(), levels.end());
+}
+
 // Register rows: each thread keeps its share of the row from load to store, so the row is
 // read once and every element op computed once. False when a row does not fit.
 bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
@@ -248,9 +254,7 @@ bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, cons
   // One reduction pass (RMSNorm, a row sum) measured fastest with more threads and fewer
   // elements each; two or more passes (softmax, LayerNorm) with fewer threads, whose block
   // reductions cost less.
-  const std::vector<int> levels = compiler::row_pass_levels(p);
-  const bool one_pass = !levels.empty() && *std::max_element(levels.begin(), levels.end()) == 1;
-  const int elems = one_pass ? tuning().row_elems_one_pass : tuning().row_elems;
+  const int elems = reduction_passes(p) == 1 ? tuning().row_elems_one_pass : tuning().row_elems;
   int threads = 32;
   while (threads < 1024 && int64_t{threads} * elems < n) threads *= 2;
   const int64_t chunks = (n + int64_t{threads} * vec - 1) / (int64_t{threads} * vec);
@@ -371,8 +375,7 @@ bool split_rows(int dev, const RowProgram& p, int64_t rows, int64_t n, std::vect
   if (next_rows > 0 && next_rows < element_inputs) return false;  // mixed layouts: one block a row
   const int64_t sms = device_info(dev).sms, target = sms * 8;  // 256-thread blocks that fill every SM
   if (next_rows == 0 && rows >= target) return false;  // the common case, before the passes are walked
-  const std::vector<int> levels = compiler::row_pass_levels(p);
-  if (levels.empty() || *std::max_element(levels.begin(), levels.end()) != 1) return false;
+  if (reduction_passes(p) != 1) return false;
   const Parts parts = next_rows > 0 ? column_parts(rows, n, target) : row_parts(p, ins, outs, meta, rows, n, target);
   if (parts.splits < 2 && next_rows == 0) return false;
   std::vector<Tensor> partials;  // 8 bytes a partial: room for any accumulator type

@@ -150,8 +150,11 @@ std::shared_ptr<Layout> find_layout(const compiler::Plan& plan, const std::strin
   return all.back();
 }
 
+// The buffer's address as a parameter word holds it.
+long address(const Buffer& b) { return static_cast<long>(reinterpret_cast<uintptr_t>(b.data())); }
+
 bool within(long word, const Buffer& b) {
-  const long base = static_cast<long>(reinterpret_cast<uintptr_t>(b.data()));
+  const long base = address(b);
   return word >= base && word < base + static_cast<long>(b.bytes());
 }
 
@@ -172,18 +175,17 @@ CUDA_KERNEL_NODE_PARAMS node_params(const LaunchRecord& r, void** args) {
 std::vector<Patch> find_patches(const std::vector<LaunchRecord>& launches, const std::vector<Tensor>& in,
                                 const std::vector<std::shared_ptr<Buffer>>& per_call) {
   std::vector<Patch> patches;
-  auto base = [](const Buffer& b) { return static_cast<long>(reinterpret_cast<uintptr_t>(b.data())); };
   for (size_t li = 0; li < launches.size(); ++li) {
     const auto& meta = launches[li].meta;
     for (size_t w = 0; w < meta.size(); ++w) {
       for (size_t i = 0; i < in.size(); ++i) {
         if (in[i].buffer && within(meta[w], *in[i].buffer)) {
-          patches.push_back({li, w, static_cast<int>(i), meta[w] - base(*in[i].buffer)});
+          patches.push_back({li, w, static_cast<int>(i), meta[w] - address(*in[i].buffer)});
           break;
         }
       }
       for (size_t j = 0; j < per_call.size(); ++j) {
-        if (within(meta[w], *per_call[j])) patches.push_back({li, w, -static_cast<int>(j) - 1, meta[w] - base(*per_call[j])});
+        if (within(meta[w], *per_call[j])) patches.push_back({li, w, -static_cast<int>(j) - 1, meta[w] - address(*per_call[j])});
       }
     }
   }
@@ -215,7 +217,6 @@ void stage_products(int device, Layout& l, const std::vector<Tensor>& in,
   auto buffer = [&](int operand) -> const Buffer& {
     return operand >= 0 ? *in[static_cast<size_t>(operand)].buffer : *per_call[static_cast<size_t>(-operand - 1)];
   };
-  auto address = [](const Buffer& b) { return static_cast<long>(reinterpret_cast<uintptr_t>(b.data())); };
   std::map<int, std::set<size_t>> users;  // launches reading or writing each operand
   for (auto& p : patches) users[p.operand].insert(p.launch);
   std::map<int, long> stage;  // operand -> its buffer in the graph
@@ -374,7 +375,7 @@ void replay(int device, Layout& l, const std::vector<Tensor>& in, std::vector<Te
   for (const Patch& p : l.patches) {
     const Buffer& b = p.operand >= 0 ? *in[static_cast<size_t>(p.operand)].buffer : *per_call[static_cast<size_t>(-p.operand - 1)];
     long& word = l.launches[p.launch].meta[p.word];
-    const long value = static_cast<long>(reinterpret_cast<uintptr_t>(b.data())) + p.offset;
+    const long value = address(b) + p.offset;
     if (word != value) changed[p.launch] = 1;
     word = value;
   }
