@@ -46,6 +46,7 @@ std::shared_ptr<const Plan> lower(const Graph& g, bool shapeless) {
   }
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     Step s{g.nodes[n].prim, slots_of(g.nodes[n].inputs), slots_of(g.nodes[n].outputs), {}};
+    plan->kernels += s.prim->is_view() ? 0 : 1;
     plan->steps.push_back(std::move(s));
   }
   for (size_t v = 0; v < g.values.size(); ++v) {

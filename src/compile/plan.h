@@ -25,6 +25,7 @@ struct Plan {
   std::vector<int> inputs;                                 // slot per function input
   std::vector<std::pair<int, detail::Tensor>> constants;  // slot, frozen data
   std::vector<Step> steps;
+  size_t kernels = 0;             // steps that launch work (not views)
   std::vector<int> outputs;       // slot per function output
   std::vector<Shape> shapes;      // each slot's shape at trace time
   std::vector<Dtype> dtypes;      // each slot's dtype

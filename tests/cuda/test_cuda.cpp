@@ -678,18 +678,29 @@ TEST_F(Cuda, ArgReductionsOfLongRowsInParts) {
     EXPECT_TRUE(both({odd}, [&](auto& v) { return argmax(v[0], 1); })) << "odd rows " << name;
     EXPECT_TRUE(both({odd}, [&](auto& v) { return argmin(slice(v[0], {0, 1}, {3, 300001}), 1); })) << "offset " << name;
   }
+  // The first NaN, a row of one value that is each scan's starting value, the extreme last or
+  // early, and in every floating type (bfloat16 scans 8 positions a load, float32 4).
   const int64_t n = 300000;
-  std::vector<double> v = kt::random_values(4 * n, float32, 64, -2, 2);
-  v[static_cast<size_t>(200000)] = NAN;  // row 0: the first NaN wins both ways
-  v[static_cast<size_t>(150000)] = NAN;
-  for (int64_t j = 0; j < n; ++j) v[static_cast<size_t>(n + j)] = -INFINITY;  // row 1: all -inf
-  v[static_cast<size_t>(3 * n - 1)] = 5.0;  // row 2: the maximum last
-  v[static_cast<size_t>(3 * n + 7)] = -5.0;  // row 3: the minimum early
-  Array special = kt::from_values(v, {4, n}, float32);
-  EXPECT_TRUE(both({special}, [&](auto& a) { return argmax(a[0], 1); })) << "argmax with NaN and -inf";
-  EXPECT_TRUE(both({special}, [&](auto& a) { return argmin(a[0], 1); })) << "argmin with NaN and -inf";
-  EXPECT_EQ(argmax(to(special, gpu), 1).to_vector<int32_t>(), (std::vector<int32_t>{150000, 0, 299999, static_cast<int32_t>(
-                                                                  argmax(special, 1).to_vector<int32_t>()[3])}));
+  for (Dtype d : {float32, bfloat16, float16}) {
+    const std::string name = dtype_name(d);
+    std::vector<double> v = kt::random_values(6 * n, d, 64, -2, 2);
+    v[static_cast<size_t>(200000)] = NAN;  // row 0: the first NaN wins both ways
+    v[static_cast<size_t>(150000)] = NAN;
+    for (int64_t j = 0; j < n; ++j) v[static_cast<size_t>(n + j)] = -INFINITY;  // row 1: all -inf
+    v[static_cast<size_t>(3 * n - 1)] = 5.0;  // row 2: the maximum last
+    v[static_cast<size_t>(3 * n + 7)] = -5.0;  // row 3: the minimum early
+    for (int64_t j = 0; j < n; ++j) v[static_cast<size_t>(4 * n + j)] = INFINITY;  // row 4: all +inf
+    v[static_cast<size_t>(5 * n)] = NAN;  // row 5: a NaN first, and infinities after it
+    v[static_cast<size_t>(5 * n + 9)] = INFINITY;
+    v[static_cast<size_t>(5 * n + 17)] = -INFINITY;
+    Array special = kt::from_values(v, {6, n}, d);
+    EXPECT_TRUE(both({special}, [&](auto& a) { return argmax(a[0], 1); })) << "argmax with NaN and infinities " << name;
+    EXPECT_TRUE(both({special}, [&](auto& a) { return argmin(a[0], 1); })) << "argmin with NaN and infinities " << name;
+    const std::vector<int32_t> top = argmax(to(special, gpu), 1).to_vector<int32_t>();
+    const std::vector<int32_t> bottom = argmin(to(special, gpu), 1).to_vector<int32_t>();
+    EXPECT_EQ(top, (std::vector<int32_t>{150000, 0, 299999, top[3], 0, 0})) << name;
+    EXPECT_EQ(bottom, (std::vector<int32_t>{150000, 0, bottom[2], 7, 0, 0})) << name;
+  }
 }
 
 // Many more rows than blocks: each block loops over rows, and row kernels reuse their

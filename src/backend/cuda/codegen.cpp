@@ -181,6 +181,22 @@ template <class CT, bool IsMax> __device__ inline bool kiln_arg_better(CT v, lon
   return IsMax ? v > best : v < best;
 }
 
+// One step of a scan whose positions only grow: a later equal value never wins, so (v, i)
+// is taken when it is better or the first NaN. No branch: a few instructions an element.
+template <class CT, bool IsMax, class I> __device__ inline void kiln_arg_scan(CT v, I i, CT& best, I& bi) {
+  const bool take = !kiln_isnan(best) && (IsMax ? !(v <= best) : !(v >= best));
+  best = take ? v : best;
+  bi = take ? i : bi;
+}
+
+// (v, i) into the pick (best, bi) when it comes first (kiln_arg_better).
+template <class CT, bool IsMax> __device__ inline void kiln_arg_fold(CT v, long i, CT& best, long& bi) {
+  if (kiln_arg_better<CT, IsMax>(v, i, best, bi)) {
+    best = v;
+    bi = i;
+  }
+}
+
 // Long rows of an arg-reduction in parts: block w finds the first extreme of part w % parts
 // (positions k0 ... of the axis) of row w / parts, and writes its value and index. v: as
 // kiln_argreduce, then value partials (8 bytes each), index partials, parts, part length.
@@ -188,6 +204,7 @@ template <class T, bool IsMax, int N> __device__ void kiln_argreduce_parts(const
   using CT = kiln::math::compute_t<T>;
   using Init = std::conditional_t<IsMax, kiln::math::Max, kiln::math::Min>;
   constexpr long kNone = 0x7fffffffffffffffL;  // an empty slot: its value ties or loses, its index loses
+  constexpr int V = sizeof(T) < 16 ? 16 / sizeof(T) : 1, U = 4;  // elements a load, loads in flight
   const long rows = m.v[0], len = m.v[18], as = m.v[19], parts = m.v[24], part_len = m.v[25];
   const int nd = static_cast<int>(m.v[1]);
   const T* in = reinterpret_cast<const T*>(m.v[20]);
@@ -195,64 +212,68 @@ template <class T, bool IsMax, int N> __device__ void kiln_argreduce_parts(const
   long* pi = reinterpret_cast<long*>(m.v[23]);
   __shared__ CT shv[32];
   __shared__ long shi[32];
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, stride = blockDim.x;
   for (long w = blockIdx.x; w < rows * parts; w += gridDim.x) {
-    const long r = w / parts, k0 = (w % parts) * part_len, k1 = min(len, k0 + part_len);
-    const long base = kiln_offset(m, r, nd, 2, 10);
+    const long r = w / parts, k0 = (w % parts) * part_len;
+    const int n = static_cast<int>(min(len, k0 + part_len) - k0);  // positions in the part
+    const long base = kiln_offset(m, r, nd, 2, 10) + k0 * as;
+    // Each scan starts from the type's extreme at its first position, so a run of that value
+    // keeps its first position. No early exit at a NaN: a bound that depends on loaded
+    // values keeps each load waiting for the one before.
+    const bool aligned = V > 1 && as == 1 && reinterpret_cast<unsigned long long>(in + base) % 16 == 0;
+    const int nv = aligned ? n / V : 0;  // 16-byte loads, then single positions for the tail
     CT best = Init::template init<CT>();
-    long bi = kNone;
-    // No early exit at a NaN: a bound that depends on the loaded values keeps each load
-    // waiting for the one before (a later NaN loses to an earlier one on its index anyway).
-    long k = k0 + tid;
-    constexpr int V = sizeof(T) < 16 ? 16 / sizeof(T) : 1;
-    if (V > 1 && as == 1 && reinterpret_cast<unsigned long long>(in + base + k0) % 16 == 0) {
-      // A contiguous, aligned part: 16 bytes a load, then the scalar loop takes the tail.
-      const long nv = (k1 - k0) / V;
-      const kiln_vec<T, V>* vin = reinterpret_cast<const kiln_vec<T, V>*>(in + base + k0);
-#pragma unroll 4
-      for (long j = tid; j < nv; j += blockDim.x) {
+    long pick = kNone;
+    if (tid < nv) {  // a scan for each element of a vector: V chains of compares, not one
+      CT vb[V];
+      int vi[V];
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        vb[e] = Init::template init<CT>();
+        vi[e] = tid * V + e;
+      }
+      const kiln_vec<T, V>* vin = reinterpret_cast<const kiln_vec<T, V>*>(in + base);
+      int j = tid;
+      for (; j + (U - 1) * stride < nv; j += U * stride) {  // U loads issued before any compare
+        kiln_vec<T, V> x[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) x[u] = vin[j + u * stride];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) kiln_arg_scan<CT, IsMax>(static_cast<CT>(x[u].v[e]), (j + u * stride) * V + e, vb[e], vi[e]);
+        }
+      }
+      for (; j < nv; j += stride) {
         const kiln_vec<T, V> x = vin[j];
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-          const CT v = static_cast<CT>(x.v[e]);
-          if (kiln_arg_better<CT, IsMax>(v, k0 + j * V + e, best, bi)) {
-            best = v;
-            bi = k0 + j * V + e;
-          }
-        }
+        for (int e = 0; e < V; ++e) kiln_arg_scan<CT, IsMax>(static_cast<CT>(x.v[e]), j * V + e, vb[e], vi[e]);
       }
-      k = k0 + nv * V + tid;
+#pragma unroll
+      for (int e = 0; e < V; ++e) kiln_arg_fold<CT, IsMax>(vb[e], k0 + vi[e], best, pick);
     }
+    CT tb = Init::template init<CT>();
+    int ti = nv * V + tid;
+    if (ti < n) {
 #pragma unroll 8
-    for (; k < k1; k += blockDim.x) {
-      const CT v = static_cast<CT>(in[base + k * as]);
-      if (kiln_arg_better<CT, IsMax>(v, k, best, bi)) {
-        best = v;
-        bi = k;
-      }
+      for (int k = ti; k < n; k += stride) kiln_arg_scan<CT, IsMax>(static_cast<CT>(in[base + k * as]), k, tb, ti);
+      kiln_arg_fold<CT, IsMax>(tb, k0 + ti, best, pick);
     }
     for (int level = 0; level < 2; ++level) {  // the warp's pick, then the block's
-      for (int d = 16; d > 0; d >>= 1) {
-        const CT ov = kiln_shfl_xor(best, d);
-        const long oi = kiln_shfl_xor(bi, d);
-        if (kiln_arg_better<CT, IsMax>(ov, oi, best, bi)) {
-          best = ov;
-          bi = oi;
-        }
-      }
+      for (int d = 16; d > 0; d >>= 1) kiln_arg_fold<CT, IsMax>(kiln_shfl_xor(best, d), kiln_shfl_xor(pick, d), best, pick);
       if (level == 1) break;
       if (lane == 0) {
         shv[warp] = best;
-        shi[warp] = bi;
+        shi[warp] = pick;
       }
       __syncthreads();
       const bool mine = lane < static_cast<int>(blockDim.x >> 5);
       best = mine ? shv[lane] : Init::template init<CT>();
-      bi = mine ? shi[lane] : kNone;
+      pick = mine ? shi[lane] : kNone;
     }
     if (tid == 0) {
       pv[w] = best;
-      pi[w] = bi;
+      pi[w] = pick;
     }
     __syncthreads();  // shv and shi are written again for the next part
   }
@@ -268,12 +289,7 @@ template <class T, bool IsMax, int N> __device__ void kiln_argreduce_fold(const 
   for (long r = kiln_gid(); r < rows; r += kiln_gstride()) {
     CT best = pv[r * parts];
     long bi = pi[r * parts];
-    for (long s = 1; s < parts; ++s) {
-      if (kiln_arg_better<CT, IsMax>(pv[r * parts + s], pi[r * parts + s], best, bi)) {
-        best = pv[r * parts + s];
-        bi = pi[r * parts + s];
-      }
-    }
+    for (long s = 1; s < parts; ++s) kiln_arg_fold<CT, IsMax>(pv[r * parts + s], pi[r * parts + s], best, bi);
     out[r] = static_cast<int32_t>(bi);
   }
 }
@@ -290,14 +306,7 @@ template <class T, bool IsMax, int N> __device__ void kiln_argreduce(const KilnM
     const long base = kiln_offset(m, r, nd, 2, 10);
     CT best = static_cast<CT>(in[base]);
     int32_t bi = 0;
-    for (long k = 1; k < len; ++k) {
-      if (kiln_isnan(best)) break;
-      const CT v = static_cast<CT>(in[base + k * as]);
-      if (kiln_isnan(v) || (IsMax ? v > best : v < best)) {
-        best = v;
-        bi = static_cast<int32_t>(k);
-      }
-    }
+    for (int32_t k = 1; k < len; ++k) kiln_arg_scan<CT, IsMax>(static_cast<CT>(in[base + k * as]), k, best, bi);
     out[r] = bi;
   }
 }

@@ -427,9 +427,8 @@ GraphStepStats graph_step_stats() {
 void run_compiled(int device, const compiler::CompiledCall& call, const std::vector<Tensor>& in,
                   std::vector<Tensor>& out) {
   auto& prim = const_cast<compiler::CompiledCall&>(call);
-  int kernels = 0;
-  for (auto& step : call.plan().steps) kernels += step.prim->is_view() ? 0 : 1;
-  bool eligible = graphs_enabled() && static_cast<size_t>(kernels) >= graph_min_kernels();
+  const size_t kernels = call.plan().kernels;
+  bool eligible = graphs_enabled() && kernels >= graph_min_kernels();
   for (auto& t : in) eligible = eligible && !t.donated && (!t.buffer || on_device(t));
   std::shared_ptr<Layout> l = eligible ? find_layout(call.plan(), layout_key(device, in), stream(device)) : nullptr;
   if (!l) {
@@ -456,7 +455,7 @@ void run_compiled(int device, const compiler::CompiledCall& call, const std::vec
     throw;
   }
   recording() = nullptr;
-  l->kernels = static_cast<uint64_t>(kernels);
+  l->kernels = kernels;
   if (build(device, *l, rec, in, out)) {
     l->ready = true;
   } else if (++l->attempts >= kMaxAttempts || (rec.replayable && rec.launches.size() < graph_min_kernels())) {
