@@ -279,18 +279,22 @@ template <class T, bool IsMax, int N> __device__ void kiln_argreduce_parts(const
   }
 }
 
-// The parts' picks of each row folded in order, a thread a row: the row's index.
+// The parts' picks of each row folded, a warp a row (its lanes load every pick at once; the
+// order is total, so any fold agrees): the row's index.
 template <class T, bool IsMax, int N> __device__ void kiln_argreduce_fold(const KilnMeta<N>& m) {
   using CT = kiln::math::compute_t<T>;
+  using Init = std::conditional_t<IsMax, kiln::math::Max, kiln::math::Min>;
   const long rows = m.v[0], parts = m.v[24];
   const CT* pv = reinterpret_cast<const CT*>(m.v[22]);
   const long* pi = reinterpret_cast<const long*>(m.v[23]);
   int32_t* out = reinterpret_cast<int32_t*>(m.v[21]);
-  for (long r = kiln_gid(); r < rows; r += kiln_gstride()) {
-    CT best = pv[r * parts];
-    long bi = pi[r * parts];
-    for (long s = 1; s < parts; ++s) kiln_arg_fold<CT, IsMax>(pv[r * parts + s], pi[r * parts + s], best, bi);
-    out[r] = static_cast<int32_t>(bi);
+  const int lane = threadIdx.x & 31;
+  for (long r = kiln_gid() >> 5; r < rows; r += kiln_gstride() >> 5) {
+    CT best = Init::template init<CT>();
+    long bi = 0x7fffffffffffffffL;  // every part has a pick: this empty one loses
+    for (long s = lane; s < parts; s += 32) kiln_arg_fold<CT, IsMax>(pv[r * parts + s], pi[r * parts + s], best, bi);
+    for (int d = 16; d > 0; d >>= 1) kiln_arg_fold<CT, IsMax>(kiln_shfl_xor(best, d), kiln_shfl_xor(bi, d), best, bi);
+    if (lane == 0) out[r] = static_cast<int32_t>(bi);
   }
 }
 

@@ -522,7 +522,7 @@ void arg_reduce(int dev, const ArgReduce& prim, const Tensor& x, Tensor& y) {
     launch(dev, f, static_cast<unsigned>(std::min(rows * parts, sms * 32)), 256, meta);
     const std::string second = instantiate("kiln_argreduce_fold" + args, 26);
     CUfunction g = kernel(dev, second, "kiln_kernel", [&] { return second; });
-    launch(dev, g, grid_for(dev, rows, 128), 128, meta);
+    launch(dev, g, grid_for(dev, rows * 32, 128), 128, meta);  // a warp a row
     return;
   }
   const std::string src = instantiate("kiln_argreduce" + args, 22);
