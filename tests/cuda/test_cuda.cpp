@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -871,6 +872,39 @@ TEST_F(Cuda, GraphReplaysFromManyThreads) {
         auto g = fn({to(x, gpu), to(w, gpu)});
         auto c = several_kernels({x, w});
         for (size_t i = 0; i < g.size(); ++i) bad[static_cast<size_t>(t)] += close(g[i], c[i], 1.0) ? 0 : 1;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < n_threads; ++t) EXPECT_EQ(bad[static_cast<size_t>(t)], 0) << "thread " << t;
+}
+
+// Split reductions (parts, then their fold) from many threads at once, eager and compiled
+// (graphs recorded on each thread's stream): each thread gets its own rows' results call
+// after call, bit for bit (two inputs in turn, so a result left over from the call before
+// would show).
+TEST_F(Cuda, SplitReductionsFromManyThreads) {
+  auto body = [](const std::vector<Array>& v) { return std::vector<Array>{sum(v[0], {1}), argmax(v[0], 1), max(v[0])}; };
+  auto fn = compile(body);
+  const char* env = std::getenv("KILN_TEST_THREADS");
+  const int n_threads = env ? std::max(1, std::atoi(env)) : 6;
+  std::vector<std::array<Array, 2>> xs;
+  std::vector<std::array<std::vector<Array>, 2>> want;  // on the GPU once, from this thread
+  for (int t = 0; t < n_threads; ++t) {
+    xs.push_back({to(input({3, 200000}, float32, 400 + static_cast<uint64_t>(t)), gpu),
+                  to(input({3, 200000}, float32, 500 + static_cast<uint64_t>(t)), gpu)});
+    want.push_back({body({xs.back()[0]}), body({xs.back()[1]})});
+    for (auto& w : want.back()) eval(w);
+  }
+  std::vector<std::thread> threads;
+  std::vector<int> bad(static_cast<size_t>(n_threads), 0);
+  for (int t = 0; t < n_threads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 20; ++k) {
+        const auto& x = xs[static_cast<size_t>(t)][static_cast<size_t>(k % 2)];
+        const auto& w = want[static_cast<size_t>(t)][static_cast<size_t>(k % 2)];
+        auto got = k % 4 < 2 ? body({x}) : fn({x});
+        for (size_t i = 0; i < got.size(); ++i) bad[static_cast<size_t>(t)] += same_bits(got[i], w[i]) ? 0 : 1;
       }
     });
   }

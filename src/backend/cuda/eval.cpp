@@ -345,7 +345,7 @@ Parts row_parts(const RowProgram& p, const std::vector<Tensor>& ins, const std::
   staged_variant(p, ins, outs, meta, n, parts.var, false);
   parts.var.split = 1;
   const int64_t v = parts.var.vector_passes ? parts.var.vector_out : 1;
-  parts.splits = std::min((target + rows - 1) / rows, n / kMinPart);
+  parts.splits = std::min((target * tuning().part_waves + rows - 1) / rows, n / kMinPart);
   if (parts.splits < 2) return parts;
   std::tie(parts.len, parts.splits) = cut(n, parts.splits, v);
   parts.blocks = rows * parts.splits;
@@ -508,7 +508,7 @@ void arg_reduce(int dev, const ArgReduce& prim, const Tensor& x, Tensor& y) {
     constexpr int64_t kMinPart = 2048;  // positions: a block's share
     // At most one wave of blocks (8 resident a SM): a few parts past it ran alone after it.
     const auto [part_len, parts] =  // parts of 16 positions: aligned rows give aligned 16-byte loads
-        cut(len, std::clamp(sms * 8 / rows, int64_t{1}, std::max<int64_t>(len / kMinPart, 1)), 16);
+        cut(len, std::clamp(sms * 8 * tuning().part_waves / rows, int64_t{1}, std::max<int64_t>(len / kMinPart, 1)), 16);
     Tensor values(Shape{rows * parts}, float64), indices(Shape{rows * parts}, int64);  // 8 bytes a value: any type
     allocate_output(dev, values);
     allocate_output(dev, indices);
