@@ -239,6 +239,8 @@ std::vector<Workload> workloads(int64_t scale) {
       {"sum", {{n}}, [=](const std::vector<Array>& in) { return one(kiln::sum(in[0])); }, n},
       {"colsum", {{rows, cols}}, [=](const std::vector<Array>& in) { return one(kiln::sum(in[0], {0})); }, m + cols},
       {"argmax", {{64, n / 64}}, [=](const std::vector<Array>& in) { return one(kiln::argmax(in[0], -1)); }, n},
+      {"transpose", {{rows, cols}}, [=](const std::vector<Array>& in) { return one(kiln::copy(kiln::transpose(in[0]))); },
+       2 * m},
   };
 }
 

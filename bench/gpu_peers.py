@@ -16,6 +16,7 @@ Workloads (the same formulas as bench/gpu_peers.cpp; keep them in step):
   sum        x: (64M,)               sum of every element (one value)
   colsum     x: (16384, 4096)        sum over the first axis (4096 values)
   argmax     x: (64, 1M)             index of the largest element of each row
+  transpose  x: (16384, 4096)        x transposed, as a new row-major (4096, 16384) array
 in float32 and bfloat16 (Python float constants keep the dtype in both libraries), on
 fresh inputs uniform in [-3, 3] made on the device (not timed).
 
@@ -128,6 +129,10 @@ class TorchOps:
         return torch.argmax(x, dim=-1)
 
     @staticmethod
+    def transpose_copy(x):
+        return x.t().contiguous()
+
+    @staticmethod
     def gelu_tanh(x):
         return F.gelu(x, approximate="tanh")
 
@@ -176,6 +181,10 @@ class JaxOps:
     @staticmethod
     def argmax_last(x):
         return jnp.argmax(x, axis=-1)
+
+    @staticmethod
+    def transpose_copy(x):
+        return jnp.transpose(x)  # a jitted function's output is a new row-major array
 
     @staticmethod
     def gelu_tanh(x):
@@ -227,6 +236,10 @@ def colsum(m, x):
 
 def argmax_rows(m, x):
     return m.argmax_last(x)
+
+
+def transposed(m, x):
+    return m.transpose_copy(x)
 
 
 def graph32(m, x, y):
@@ -291,6 +304,7 @@ def workloads(scale):
         ("sum", [(n,)], total, None, n),
         ("colsum", [(rows, cols)], colsum, None, m + cols),
         ("argmax", [(64, n // 64)], argmax_rows, None, n),
+        ("transpose", [(rows, cols)], transposed, None, 2 * m),
     ]
 
 

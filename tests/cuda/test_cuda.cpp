@@ -662,6 +662,35 @@ TEST_F(Cuda, ReductionsSplitIntoParts) {
   }
 }
 
+// Copies of transposes go through 32 x 32 tiles in shared memory, and a fused program
+// reading a large transposed input copies it so first: 2-D and batched, every element size,
+// edges no tile divides, views at an offset and with negative strides; eager and compiled
+// equal to the CPU bit for bit.
+TEST_F(Cuda, TransposedCopiesInTiles) {
+  auto exact = [&](const std::vector<Array>& in, const std::function<Array(const std::vector<Array>&)>& f) {
+    std::vector<Array> g;
+    for (auto& a : in) g.push_back(to(a, gpu));
+    auto fn = compile([&](const std::vector<Array>& v) { return std::vector<Array>{f(v)}; });
+    const Array want = f(in), eager = f(g), compiled = fn(g)[0];
+    return same_bits(eager, want) && same_bits(compiled, want);
+  };
+  for (Dtype d : {float32, bfloat16, float64, uint8, bool_, int64}) {
+    const std::string name = dtype_name(d);
+    Array x = input({333, 1000}, d, 70, -4, 4);
+    EXPECT_TRUE(exact({x}, [](auto& v) { return copy(transpose(v[0])); })) << "2-D " << name;
+    EXPECT_TRUE(exact({x}, [](auto& v) { return copy(transpose(slice(v[0], {1, 3}, {333, 1000}))); })) << "offset " << name;
+    EXPECT_TRUE(exact({x}, [](auto& v) { return copy(transpose(slice(v[0], {332, 0}, {0, 1000}, {-1, 1}))); }))
+        << "rows reversed " << name;
+    Array b = input({3, 65, 97}, d, 71, -4, 4);
+    EXPECT_TRUE(exact({b}, [](auto& v) { return copy(transpose(v[0], {0, 2, 1})); })) << "batched " << name;
+    EXPECT_TRUE(exact({b}, [](auto& v) { return copy(transpose(v[0], {2, 0, 1})); })) << "batch last " << name;
+  }
+  // A fused program of a transposed input, a row-major one and a broadcast row.
+  Array x = input({700, 600}, float32, 72), y = input({600, 700}, float32, 73), r = input({700}, float32, 74);
+  EXPECT_TRUE(both({x, y, r}, [](auto& v) { return exp(transpose(v[0]) * 0.25f) + v[1] * v[2]; }, 1.0));
+  EXPECT_TRUE(exact({x, y, r}, [](auto& v) { return transpose(v[0]) * v[1] + v[2]; }));
+}
+
 // Arg-reductions of long rows go in parts (a block a part, then a thread a row folds them):
 // ties keep the first index, NaN is the extreme, every dtype, rows along or across memory.
 TEST_F(Cuda, ArgReductionsOfLongRowsInParts) {

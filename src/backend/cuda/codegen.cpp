@@ -156,6 +156,34 @@ template <int N> __device__ void kiln_copy_bytes(const KilnMeta<N>& m) {
   for (long i = kiln_gid(); i < n16; i += kiln_gstride()) reinterpret_cast<uint4*>(d)[i] = reinterpret_cast<const uint4*>(s)[i];
   for (long i = n16 * 16 + kiln_gid(); i < n; i += kiln_gstride()) d[i] = s[i];
 }
+// A transposing copy of elements of type T (unsigned words of the element's size):
+// dst (batch, R, C) row-major from src, whose element (b, r, c) is at b * sb + r + c * sc
+// (it runs down the destination's columns). Tiles of 32 x 32 pass through shared memory, so
+// the reads (along r) and the writes (along c) are both coalesced; blocks of 32 x 8
+// threads. v: batch, R, C, sb, sc, src, dst.
+template <class T, int N> __device__ void kiln_transpose_tiles(const KilnMeta<N>& m) {
+  const long batch = m.v[0], R = m.v[1], C = m.v[2], sb = m.v[3], sc = m.v[4];
+  const T* src = reinterpret_cast<const T*>(m.v[5]);
+  T* dst = reinterpret_cast<T*>(m.v[6]);
+  __shared__ T tile[32][33];  // a column more: the transposed reads hit 32 banks
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+  const long tiles_r = (R + 31) / 32, tiles_c = (C + 31) / 32;
+  for (long t = blockIdx.x; t < batch * tiles_r * tiles_c; t += gridDim.x) {
+    const long b = t / (tiles_r * tiles_c), r0 = (t / tiles_c) % tiles_r * 32, c0 = t % tiles_c * 32;
+#pragma unroll
+    for (int k = 0; k < 32; k += 8) {
+      const long r = r0 + tx, c = c0 + ty + k;
+      if (r < R && c < C) tile[ty + k][tx] = src[b * sb + r + c * sc];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < 32; k += 8) {
+      const long r = r0 + ty + k, c = c0 + tx;
+      if (r < R && c < C) dst[(b * R + r) * C + c] = tile[tx][ty + k];
+    }
+    __syncthreads();  // the tile is written again for the next one
+  }
+}
 // F folded over v of every thread of the block (a multiple of 32 threads); sh holds 32.
 // Every thread gets the result; the caller syncs before sh is written again.
 template <class F, class W> __device__ inline W kiln_block_reduce(W v, W init, W* sh) {
