@@ -684,6 +684,11 @@ TEST_F(Cuda, TransposedCopiesInTiles) {
     Array b = input({3, 65, 97}, d, 71, -4, 4);
     EXPECT_TRUE(exact({b}, [](auto& v) { return copy(transpose(v[0], {0, 2, 1})); })) << "batched " << name;
     EXPECT_TRUE(exact({b}, [](auto& v) { return copy(transpose(v[0], {2, 0, 1})); })) << "batch last " << name;
+    // Even sides: 1- and 2-byte elements move a word at a time (not where a view starts off one).
+    Array e = input({2, 130, 260}, d, 75, -4, 4);
+    EXPECT_TRUE(exact({e}, [](auto& v) { return copy(transpose(v[0], {0, 2, 1})); })) << "words " << name;
+    EXPECT_TRUE(exact({e}, [](auto& v) { return copy(transpose(slice(v[0], {0, 0, 1}, {2, 130, 257}), {0, 2, 1})); }))
+        << "words off the start " << name;
   }
   // A fused program of a transposed input, a row-major one and a broadcast row.
   Array x = input({700, 600}, float32, 72), y = input({600, 700}, float32, 73), r = input({700}, float32, 74);

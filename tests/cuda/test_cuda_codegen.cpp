@@ -184,6 +184,12 @@ TEST_F(CudaCodegen, ArgReductionsInPartsCompile) {
   }
 }
 
+TEST_F(CudaCodegen, TransposeTilesCompile) {
+  for (const char* word : {"unsigned char", "unsigned short", "unsigned int", "unsigned long long"}) {
+    compiles(cuda::instantiate(std::string("kiln_transpose_tiles<") + word + ">", 8));
+  }
+}
+
 TEST_F(CudaCodegen, BadSourceIsAClearError) {
   try {
     cuda::cubin_for_arch("extern \"C\" __global__ void kiln_kernel() { undefined_name(); }", 9, 0);

@@ -158,32 +158,58 @@ template <int N> __device__ void kiln_copy_bytes(const KilnMeta<N>& m) {
 }
 // A transposing copy of elements of type T (unsigned words of the element's size):
 // dst (batch, R, C) row-major from src, whose element (b, r, c) is at b * sb + r + c * sc
-// (it runs down the destination's columns). Tiles of 32 x 32 pass through shared memory, so
-// the reads (along r) and the writes (along c) are both coalesced; blocks of 32 x 8
-// threads. v: batch, R, C, sb, sc, src, dst.
+// (it runs down the destination's columns). Square tiles pass through shared memory, so
+// the reads (along r) and the writes (along c) are both coalesced. A thread moves W
+// elements a load or store where `words` says both ends allow it (8 bytes of float-sized
+// elements, 4 of smaller ones; tiles of 32 W on a side, 8 to 16 KiB), blocks are 32 x 8
+// threads, and tile coordinates are 32-bit (fewer than 2^31 tiles). v: batch, R, C, sb, sc,
+// src, dst, words.
 template <class T, int N> __device__ void kiln_transpose_tiles(const KilnMeta<N>& m) {
-  const long batch = m.v[0], R = m.v[1], C = m.v[2], sb = m.v[3], sc = m.v[4];
+  constexpr int W = sizeof(T) == 4 ? 2 : sizeof(T) < 4 ? 4 / sizeof(T) : 1, S = 32 * W;
+  constexpr int P = sizeof(T) < 4 ? 4 / sizeof(T) : 1;  // a 4-byte word more a row: column reads spread over the banks
+  const long R = m.v[1], C = m.v[2], sb = m.v[3], sc = m.v[4];
   const T* src = reinterpret_cast<const T*>(m.v[5]);
   T* dst = reinterpret_cast<T*>(m.v[6]);
-  __shared__ T tile[32][33];  // a column more: the transposed reads hit 32 banks
+  const bool words = m.v[7] != 0;
+  __shared__ T tile[S][S + P];
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
-  const long tiles_r = (R + 31) / 32, tiles_c = (C + 31) / 32;
-  for (long t = blockIdx.x; t < batch * tiles_r * tiles_c; t += gridDim.x) {
-    const long b = t / (tiles_r * tiles_c), r0 = (t / tiles_c) % tiles_r * 32, c0 = t % tiles_c * 32;
+  const unsigned tiles_r = static_cast<unsigned>((R + S - 1) / S), tiles_c = static_cast<unsigned>((C + S - 1) / S);
+  const unsigned tiles = static_cast<unsigned>(m.v[0]) * tiles_r * tiles_c;
+  for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const unsigned b = t / (tiles_r * tiles_c), tr = t / tiles_c % tiles_r, tc = t % tiles_c;
+    const long r0 = static_cast<long>(tr) * S, c0 = static_cast<long>(tc) * S;
+    const T* from = src + b * sb;
 #pragma unroll
-    for (int k = 0; k < 32; k += 8) {
-      const long r = r0 + tx, c = c0 + ty + k;
-      if (r < R && c < C) tile[ty + k][tx] = src[b * sb + r + c * sc];
+    for (int k = 0; k < S; k += 8) {  // W elements along r at each column c
+      const long r = r0 + tx * W, c = c0 + ty + k;
+      if (c >= C) continue;
+      if (words && r + W <= R) {
+        const kiln_vec<T, W> x = *reinterpret_cast<const kiln_vec<T, W>*>(from + r + c * sc);
+#pragma unroll
+        for (int e = 0; e < W; ++e) tile[ty + k][tx * W + e] = x.v[e];
+      } else {
+        for (int e = 0; e < W && r + e < R; ++e) tile[ty + k][tx * W + e] = from[r + e + c * sc];
+      }
     }
     __syncthreads();
 #pragma unroll
-    for (int k = 0; k < 32; k += 8) {
-      const long r = r0 + ty + k, c = c0 + tx;
-      if (r < R && c < C) dst[(b * R + r) * C + c] = tile[tx][ty + k];
+    for (int k = 0; k < S; k += 8) {  // W elements along c at each row r
+      const long r = r0 + ty + k, c = c0 + tx * W;
+      if (r >= R) continue;
+      T* to = dst + (b * R + r) * C;
+      if (words && c + W <= C) {
+        kiln_vec<T, W> x;
+#pragma unroll
+        for (int e = 0; e < W; ++e) x.v[e] = tile[tx * W + e][ty + k];
+        *reinterpret_cast<kiln_vec<T, W>*>(to + c) = x;
+      } else {
+        for (int e = 0; e < W && c + e < C; ++e) to[c + e] = tile[tx * W + e][ty + k];
+      }
     }
     __syncthreads();  // the tile is written again for the next one
   }
 }
+
 // F folded over v of every thread of the block (a multiple of 32 threads); sh holds 32.
 // Every thread gets the result; the caller syncs before sh is written again.
 template <class F, class W> __device__ inline W kiln_block_reduce(W v, W init, W* sh) {

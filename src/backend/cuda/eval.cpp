@@ -73,10 +73,11 @@ std::optional<ColumnRuns> runs_down_columns(const Tensor& src, const Shape& shap
   merge_axes(ms, st);
   const size_t d = ms.size();
   if (d < 2 || d > 3 || st[1][d - 2] != 1 || ms[d - 2] < 32 || ms[d - 1] < 32) return std::nullopt;
+  if (detail::shape_size(shape) >= (int64_t{1} << 40)) return std::nullopt;  // the tiles' 32-bit coordinates
   return ColumnRuns{d == 3 ? ms[0] : 1, ms[d - 2], ms[d - 1], d == 3 ? st[1][0] : 0, st[1][d - 1]};
 }
 
-// src into the row-major dst of the same dtype, 32 x 32 tiles through shared memory
+// src into the row-major dst of the same dtype, square tiles through shared memory
 // (kiln_transpose_tiles), where the strided kernel read one word of each row a warp (1/6
 // to 1/12 of a copy's bandwidth on an H100).
 void copy_tiles(int dev, const ColumnRuns& t, const Tensor& src, const Tensor& dst) {
@@ -84,11 +85,17 @@ void copy_tiles(int dev, const ColumnRuns& t, const Tensor& src, const Tensor& d
                                        nullptr, nullptr, nullptr, "unsigned long long"};
   const size_t item = dst.itemsize();
   if (item > 8 || !kWords[item]) fail("cuda", "transposing copy of ", item, "-byte elements");
-  const std::string source = instantiate(std::string("kiln_transpose_tiles<") + kWords[item] + ">", 7);
+  const std::string source = instantiate(std::string("kiln_transpose_tiles<") + kWords[item] + ">", 8);
   CUfunction f = kernel(dev, source, "kiln_kernel", [&] { return source; });
-  const int64_t tiles = t.batch * ((t.rows + 31) / 32) * ((t.cols + 31) / 32);
+  // Elements move W to a load or store (8 bytes of 4-byte elements, 4 of smaller ones)
+  // where every such word is aligned; tiles are 32 W on a side.
+  const int64_t w = item == 4 ? 2 : item < 4 ? 4 / static_cast<int64_t>(item) : 1, side = 32 * w;
+  const int64_t word = w * static_cast<int64_t>(item);
+  const bool words = w > 1 && ptr_bits(src) % word == 0 && ptr_bits(dst) % word == 0 && t.sb % w == 0 &&
+                     t.sc % w == 0 && t.cols % w == 0;
+  const int64_t tiles = t.batch * ((t.rows + side - 1) / side) * ((t.cols + side - 1) / side);
   launch(dev, f, static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{device_info(dev).sms} * 32)), 256,
-         {t.batch, t.rows, t.cols, t.sb, t.sc, ptr_bits(src), ptr_bits(dst)});
+         {t.batch, t.rows, t.cols, t.sb, t.sc, ptr_bits(src), ptr_bits(dst), words ? 1 : 0});
 }
 
 // The kernel for a program variant: from the program's own slots when it has them (a
