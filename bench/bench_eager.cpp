@@ -59,6 +59,21 @@ void BM_Memcpy(benchmark::State& state) {
 }
 BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// A transpose made contiguous: copy(transpose(x)) of a 4096 x 4096 float32 array.
+// Bytes: read x, write the copy.
+void BM_Transpose(benchmark::State& state) {
+  Array a = kiln::reshape(random_array({kElems}, 5), {4096, kElems / 4096});
+  a.eval();
+  for (auto _ : state) {
+    Array c = kiln::copy(kiln::transpose(a));
+    c.eval();
+    benchmark::DoNotOptimize(c.id());
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * kElems * int64_t{sizeof(float)});
+  state.SetItemsProcessed(state.iterations() * kElems);
+}
+BENCHMARK(BM_Transpose)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // A transcendental: exp over 16M elements (compute-bound rather than memory-bound).
 void BM_Exp(benchmark::State& state) {
   Array a = random_array({kElems}, 3);

@@ -68,6 +68,39 @@ TEST(Copy, ZeroDimensionalAndLarge) {
   kt::expect_array(c, s, float32, v, "large");
 }
 
+// Copies of transposes go in 32 x 32 blocks: 2-D and batched, sides no block divides, a
+// view at an offset and one reversed, with and without a dtype conversion; each element
+// checked against its place in the source.
+TEST(Copy, TransposesInBlocks) {
+  const Shape s{3, 70, 45};
+  for (Dtype d : kt::all_dtypes()) {
+    auto v = kt::values_with_specials(kt::numel(s), d, 5);
+    Array x = kt::from_values(v, s, d);
+    auto at = [&](int64_t b, int64_t i, int64_t j) { return v[static_cast<size_t>((b * 70 + i) * 45 + j)]; };
+    std::vector<double> batched, flat, offset, reversed;
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t j = 0; j < 45; ++j)
+        for (int64_t i = 0; i < 70; ++i) batched.push_back(at(b, i, j));
+    for (int64_t j = 0; j < 45; ++j)
+      for (int64_t i = 0; i < 70; ++i) flat.push_back(at(1, i, j));
+    for (int64_t j = 2; j < 45; ++j)
+      for (int64_t i = 1; i < 70; ++i) offset.push_back(at(2, i, j));
+    for (int64_t j = 0; j < 45; ++j)
+      for (int64_t i = 69; i >= 0; --i) reversed.push_back(at(0, i, j));
+    const std::string name = dtype_name(d);
+    kt::expect_array(copy(transpose(x, {0, 2, 1})), {3, 45, 70}, d, batched, "batched " + name);
+    Array one = slice(x, {1, 0, 0}, {2, 70, 45});
+    kt::expect_array(copy(transpose(reshape(copy(one), {70, 45}))), {45, 70}, d, flat, "2-D " + name);
+    kt::expect_array(copy(transpose(slice(x, {2, 1, 2}, {3, 70, 45}), {0, 2, 1})), {1, 43, 69}, d, offset, "offset " + name);
+    kt::expect_array(copy(transpose(slice(x, {0, 69, 0}, {1, -71, 45}, {1, -1, 1}), {0, 2, 1})), {1, 45, 70}, d, reversed,
+                     "reversed " + name);
+    if (d != float64) {
+      Array wide = astype(transpose(x, {0, 2, 1}), float64);
+      kt::expect_array(wide, {3, 45, 70}, float64, batched, "converted " + name);
+    }
+  }
+}
+
 TEST(Copy, EmptyHandleIsAnError) { kt::expect_error([] { copy(Array()); }, "[copy] operation on an empty Array handle"); }
 
 // ---- concatenate --------------------------------------------------------------------
