@@ -185,7 +185,7 @@ TEST_F(CudaCodegen, ArgReductionsInPartsCompile) {
 }
 
 TEST_F(CudaCodegen, TransposeTilesCompile) {
-  for (const char* word : {"unsigned char", "unsigned short", "unsigned int", "unsigned long long"}) {
+  for (const char* word : {"uint8_t", "uint16_t", "uint32_t", "uint64_t"}) {
     compiles(cuda::instantiate(std::string("kiln_transpose_tiles<") + word + ">", 8));
   }
 }

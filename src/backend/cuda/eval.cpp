@@ -61,6 +61,12 @@ void merge_axes(Shape& shape, std::vector<Strides>& strides) {
   strides = std::move(mst);
 }
 
+// The unsigned type of an element's size, for kernels that move elements without reading
+// them (uint8_t ... uint64_t: every dtype is 1, 2, 4 or 8 bytes).
+const char* word_type(size_t itemsize) {
+  return itemsize == 1 ? "uint8_t" : itemsize == 2 ? "uint16_t" : itemsize == 4 ? "uint32_t" : "uint64_t";
+}
+
 // How a source, broadcast to `shape`, is read by a row-major copy that runs down its
 // columns (the copy of a transpose, batched or not): element (b, r, c) of the merged
 // (batch, rows, cols) at b * sb + r + c * sc.
@@ -81,11 +87,8 @@ std::optional<ColumnRuns> runs_down_columns(const Tensor& src, const Shape& shap
 // (kiln_transpose_tiles), where the strided kernel read one word of each row a warp (1/6
 // to 1/12 of a copy's bandwidth on an H100).
 void copy_tiles(int dev, const ColumnRuns& t, const Tensor& src, const Tensor& dst) {
-  static const char* const kWords[] = {nullptr, "unsigned char", "unsigned short", nullptr, "unsigned int",
-                                       nullptr, nullptr, nullptr, "unsigned long long"};
   const size_t item = dst.itemsize();
-  if (item > 8 || !kWords[item]) fail("cuda", "transposing copy of ", item, "-byte elements");
-  const std::string source = instantiate(std::string("kiln_transpose_tiles<") + kWords[item] + ">", 8);
+  const std::string source = instantiate(std::string("kiln_transpose_tiles<") + word_type(item) + ">", 8);
   CUfunction f = kernel(dev, source, "kiln_kernel", [&] { return source; });
   // Elements move W to a load or store (8 bytes of 4-byte elements, 4 of smaller ones)
   // where every such word is aligned; tiles are 32 W on a side.
@@ -561,7 +564,7 @@ void arg_reduce(int dev, const ArgReduce& prim, const Tensor& x, Tensor& y) {
   const std::string args = "<" + type_name(x.dtype) + (prim.kind() == OpKind::ArgMax ? ", true>" : ", false>");
   const int64_t sms = device_info(dev).sms;
   // A thread a row reads across a row held contiguously, and leaves SMs idle for few rows:
-  // long rows then go in parts, a block a part, and a thread a row folds the parts in order.
+  // long rows then go in parts, a block a part, and a warp a row folds the parts' picks.
   if (tuning().row_split && len >= 256 && (as == 1 || rows < sms * 256)) {
     constexpr int64_t kMinPart = 2048;  // positions: a block's share
     // At most one wave of blocks (8 resident a SM): a few parts past it ran alone after it.
@@ -655,8 +658,7 @@ void gather(int dev, const Tensor& a, const Strides& as, int64_t axis_stride, co
   meta[35] = ptr_bits(y);
   meta[36] = ptr_bits(a);
   meta[37] = ptr_bits(idx);
-  const char* e = y.itemsize() == 1 ? "uint8_t" : y.itemsize() == 2 ? "uint16_t" : y.itemsize() == 4 ? "uint32_t" : "uint64_t";
-  std::string src = instantiate(std::string("kiln_gather<") + e + ">", 38);
+  std::string src = instantiate(std::string("kiln_gather<") + word_type(y.itemsize()) + ">", 38);
   CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
   launch(dev, f, grid_for(dev, y.size(), 256), 256, meta);
 }
