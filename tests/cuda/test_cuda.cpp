@@ -674,7 +674,7 @@ TEST_F(Cuda, TransposedCopiesInTiles) {
     const Array want = f(in), eager = f(g), compiled = fn(g)[0];
     return same_bits(eager, want) && same_bits(compiled, want);
   };
-  for (Dtype d : {float32, bfloat16, float64, uint8, bool_, int64}) {
+  for (Dtype d : {float32, bfloat16, float64, uint8, bool_, int64, int16}) {
     const std::string name = dtype_name(d);
     Array x = input({333, 1000}, d, 70, -4, 4);
     EXPECT_TRUE(exact({x}, [](auto& v) { return copy(transpose(v[0])); })) << "2-D " << name;
@@ -689,6 +689,14 @@ TEST_F(Cuda, TransposedCopiesInTiles) {
     EXPECT_TRUE(exact({e}, [](auto& v) { return copy(transpose(v[0], {0, 2, 1})); })) << "words " << name;
     EXPECT_TRUE(exact({e}, [](auto& v) { return copy(transpose(slice(v[0], {0, 0, 1}, {2, 130, 257}), {0, 2, 1})); }))
         << "words off the start " << name;
+    // Into views whose rows are longer than the copy's: concatenated and padded transposes
+    // (an odd offset or row length takes the element path).
+    Array f = input({260, 128}, d, 76, -4, 4), g = input({2, 64, 260}, d, 77, -4, 4);
+    EXPECT_TRUE(exact({e, g}, [](auto& v) { return concatenate({transpose(v[0], {0, 2, 1}), transpose(v[1], {0, 2, 1})}, 2); }))
+        << "concatenated " << name;
+    EXPECT_TRUE(exact({f}, [](auto& v) { return concatenate({transpose(v[0]), transpose(v[0])}, 1); })) << "side by side " << name;
+    EXPECT_TRUE(exact({f}, [](auto& v) { return pad(transpose(v[0]), {{2, 2}, {4, 4}}, 1.0); })) << "padded " << name;
+    EXPECT_TRUE(exact({f}, [](auto& v) { return pad(transpose(v[0]), {{1, 0}, {1, 0}}, 1.0); })) << "padded off a word " << name;
   }
   // A fused program of a transposed input, a row-major one and a broadcast row.
   Array x = input({700, 600}, float32, 72), y = input({600, 700}, float32, 73), r = input({700}, float32, 74);

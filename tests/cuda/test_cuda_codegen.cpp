@@ -185,9 +185,7 @@ TEST_F(CudaCodegen, ArgReductionsInPartsCompile) {
 }
 
 TEST_F(CudaCodegen, TransposeTilesCompile) {
-  for (const char* word : {"uint8_t", "uint16_t", "uint32_t", "uint64_t"}) {
-    compiles(cuda::instantiate(std::string("kiln_transpose_tiles<") + word + ">", 8));
-  }
+  for (size_t itemsize : {1, 2, 4, 8}) compiles(cuda::transpose_source(itemsize));
 }
 
 TEST_F(CudaCodegen, BadSourceIsAClearError) {

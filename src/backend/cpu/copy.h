@@ -12,21 +12,17 @@ namespace kiln::detail {
 /* Copies src into dst elementwise (same shape, any strides on both), converting dtypes. */
 void copy_convert(const Tensor& src, Tensor& dst);
 
-// A copy whose source runs down the destination's columns (a transpose: the source's
-// stride is 1 on the destination's axis before the last, batched or not), in blocks of
-// 32 x 32 so each source line fetched serves 32 destination rows; row by row, a line was
-// left before the next row came back to it. False when the layout is not of that form.
+// A copy whose source runs down the destination's columns (a transpose, batched or not),
+// in blocks of 32 x 32 so each source line fetched serves 32 destination rows; row by row,
+// a line was left before the next row came back to it. False when the layout is not of
+// that form.
 template <class S, class D, class Convert>
 bool copy_blocks(const StridedLayout<2>& L, const S* sp, D* dp, const Convert& convert) {
   constexpr int64_t kB = 32;
-  const size_t nd = L.shape.size();
-  if (nd < 2 || nd > 3 || L.strides[0][nd - 1] != 1 || L.strides[1][nd - 2] != 1 || L.strides[1][nd - 1] == 1 ||
-      L.shape[nd - 1] < kB || L.shape[nd - 2] < kB) {
-    return false;
-  }
-  const int64_t batch = nd == 3 ? L.shape[0] : 1, R = L.shape[nd - 2], C = L.shape[nd - 1];
-  const int64_t db = nd == 3 ? L.strides[0][0] : 0, dr = L.strides[0][nd - 2];
-  const int64_t sb = nd == 3 ? L.strides[1][0] : 0, sc = L.strides[1][nd - 1];
+  const std::optional<ColumnRuns> runs = column_runs(L, kB);
+  if (!runs) return false;
+  const int64_t batch = runs->batch, R = runs->rows, C = runs->cols, sb = runs->src_batch, sc = runs->src_col;
+  const int64_t db = runs->dst_batch, dr = runs->dst_row;
   const int64_t row_blocks = (R + kB - 1) / kB;
   parallel_for(batch * row_blocks, std::max<int64_t>(1, kParallelGrain / (kB * C)), [&](int64_t b0, int64_t b1) {
     for (int64_t w = b0; w < b1; ++w) {

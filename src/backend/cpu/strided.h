@@ -6,6 +6,8 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <span>
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -21,28 +23,51 @@ struct StridedLayout {
   int64_t rows() const { return shape_size(shape) / (shape.back() ? shape.back() : 1); }
 };
 
-template <int N>
-StridedLayout<N> merge_axes(const Shape& shape, const std::array<const Strides*, N>& strides) {
-  StridedLayout<N> out;
+/* Drops size-1 axes of `shape` and merges neighbours that every operand walks
+   contiguously, in place (an empty shape stays empty). */
+inline void merge_axes_in_place(Shape& shape, std::span<Strides> strides) {
+  size_t kept = 0;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 1) continue;  // size-1 axes never move the index
-    bool merge = !out.shape.empty();
-    for (int k = 0; k < N && merge; ++k) {
-      merge = out.strides[k].back() == (*strides[k])[i] * shape[i];
-    }
-    if (merge) {
-      out.shape.back() *= shape[i];
-      for (int k = 0; k < N; ++k) out.strides[k].back() = (*strides[k])[i];
-    } else {
-      out.shape.push_back(shape[i]);
-      for (int k = 0; k < N; ++k) out.strides[k].push_back((*strides[k])[i]);
-    }
+    bool merge = kept > 0;
+    for (const Strides& s : strides) merge = merge && s[kept - 1] == s[i] * shape[i];
+    const size_t at = merge ? kept - 1 : kept++;
+    shape[at] = merge ? shape[at] * shape[i] : shape[i];
+    for (Strides& s : strides) s[at] = s[i];
   }
+  shape.resize(kept);
+  for (Strides& s : strides) s.resize(kept);
+}
+
+template <int N>
+StridedLayout<N> merge_axes(const Shape& shape, const std::array<const Strides*, N>& strides) {
+  StridedLayout<N> out{shape, {}};
+  for (int k = 0; k < N; ++k) out.strides[k] = *strides[k];
+  merge_axes_in_place(out.shape, out.strides);
   if (out.shape.empty()) {
     out.shape.push_back(1);
     for (int k = 0; k < N; ++k) out.strides[k].push_back(1);
   }
   return out;
+}
+
+/* A copy whose source runs down the destination's columns (a transpose, batched or not):
+   element (b, r, c) of the merged axes is at b * dst_batch + r * dst_row + c in the
+   destination and b * src_batch + r + c * src_col in the source. */
+struct ColumnRuns {
+  int64_t batch = 1, rows = 0, cols = 0, dst_batch = 0, dst_row = 0, src_batch = 0, src_col = 0;
+};
+
+/* The column runs of a (destination, source) layout with at least `min_side` rows and
+   columns, or nothing when the copy is not of that form. */
+inline std::optional<ColumnRuns> column_runs(const StridedLayout<2>& L, int64_t min_side) {
+  const size_t nd = L.shape.size();
+  if (nd < 2 || nd > 3) return std::nullopt;
+  const Strides &d = L.strides[0], &s = L.strides[1];
+  const int64_t rows = L.shape[nd - 2], cols = L.shape[nd - 1];
+  if (d[nd - 1] != 1 || s[nd - 2] != 1 || s[nd - 1] == 1 || rows < min_side || cols < min_side) return std::nullopt;
+  const bool batched = nd == 3;
+  return ColumnRuns{batched ? L.shape[0] : 1, rows, cols, batched ? d[0] : 0, d[nd - 2], batched ? s[0] : 0, s[nd - 1]};
 }
 
 /* Calls row(offsets, n, inner_strides) for rows [row_begin, row_end) of the layout,

@@ -68,4 +68,10 @@ std::string row_member_expr(const std::vector<compiler::RowOp>& ops, size_t i);
    given template arguments: e.g. instantiate("kiln_argreduce<float, float, true>"). */
 std::string instantiate(const std::string& call, int meta_len);
 
+/* The unsigned type of an element's size, for kernels that move elements without reading
+   them (uint8_t ... uint64_t: every dtype is 1, 2, 4 or 8 bytes). */
+const char* word_type(size_t itemsize);
+/* The transposing copy of elements of `itemsize` bytes (10 meta values). */
+std::string transpose_source(size_t itemsize);
+
 }  // namespace kiln::cuda

@@ -41,64 +41,29 @@ std::shared_ptr<Primitive> borrow(const Primitive& p) {
   return std::shared_ptr<Primitive>(std::shared_ptr<Primitive>(), const_cast<Primitive*>(&p));
 }
 
-// Drops size-1 axes and merges neighbours that every operand walks contiguously.
-void merge_axes(Shape& shape, std::vector<Strides>& strides) {
-  Shape ms;
-  std::vector<Strides> mst(strides.size());
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 1) continue;
-    bool merge = !ms.empty();
-    for (size_t k = 0; k < strides.size() && merge; ++k) merge = mst[k].back() == strides[k][i] * shape[i];
-    if (merge) {
-      ms.back() *= shape[i];
-      for (size_t k = 0; k < strides.size(); ++k) mst[k].back() = strides[k][i];
-    } else {
-      ms.push_back(shape[i]);
-      for (size_t k = 0; k < strides.size(); ++k) mst[k].push_back(strides[k][i]);
-    }
-  }
-  shape = std::move(ms);
-  strides = std::move(mst);
-}
-
-// The unsigned type of an element's size, for kernels that move elements without reading
-// them (uint8_t ... uint64_t: every dtype is 1, 2, 4 or 8 bytes).
-const char* word_type(size_t itemsize) {
-  return itemsize == 1 ? "uint8_t" : itemsize == 2 ? "uint16_t" : itemsize == 4 ? "uint32_t" : "uint64_t";
-}
-
-// How a source, broadcast to `shape`, is read by a row-major copy that runs down its
-// columns (the copy of a transpose, batched or not): element (b, r, c) of the merged
-// (batch, rows, cols) at b * sb + r + c * sc.
-struct ColumnRuns {
-  int64_t batch = 1, rows = 0, cols = 0, sb = 0, sc = 0;
-};
-std::optional<ColumnRuns> runs_down_columns(const Tensor& src, const Shape& shape) {
-  Shape ms = shape;
-  std::vector<Strides> st{detail::row_major_strides(shape), detail::broadcast_strides(src, shape)};
-  merge_axes(ms, st);
-  const size_t d = ms.size();
-  if (d < 2 || d > 3 || st[1][d - 2] != 1 || ms[d - 2] < 32 || ms[d - 1] < 32) return std::nullopt;
+// How a copy of src, broadcast to `shape`, into a destination with `dst_strides` runs down
+// its columns (the copy of a transpose, batched or not), when it does.
+std::optional<detail::ColumnRuns> runs_down_columns(const Tensor& src, const Shape& shape, const Strides& dst_strides) {
   if (detail::shape_size(shape) >= (int64_t{1} << 40)) return std::nullopt;  // the tiles' 32-bit coordinates
-  return ColumnRuns{d == 3 ? ms[0] : 1, ms[d - 2], ms[d - 1], d == 3 ? st[1][0] : 0, st[1][d - 1]};
+  const Strides from = detail::broadcast_strides(src, shape);
+  return detail::column_runs(detail::merge_axes<2>(shape, {&dst_strides, &from}), 32);
 }
 
-// src into the row-major dst of the same dtype, square tiles through shared memory
-// (kiln_transpose_tiles), where the strided kernel read one word of each row a warp (1/6
-// to 1/12 of a copy's bandwidth on an H100).
-void copy_tiles(int dev, const ColumnRuns& t, const Tensor& src, const Tensor& dst) {
-  const size_t item = dst.itemsize();
-  const std::string source = instantiate(std::string("kiln_transpose_tiles<") + word_type(item) + ">", 8);
+// src into dst of the same dtype through square tiles in shared memory, where the strided
+// kernel read one word of each row a warp (1/6 to 1/12 of a copy's bandwidth on an H100).
+// Elements move a word at a time where every word is aligned: 8 bytes of 4-byte elements,
+// 4 bytes of smaller ones (transposed in registers, kiln_transpose_packed).
+void copy_tiles(int dev, const detail::ColumnRuns& t, const Tensor& src, const Tensor& dst) {
+  const int64_t item = static_cast<int64_t>(dst.itemsize());
+  const std::string source = transpose_source(dst.itemsize());
   CUfunction f = kernel(dev, source, "kiln_kernel", [&] { return source; });
-  // Elements move W to a load or store (8 bytes of 4-byte elements, 4 of smaller ones)
-  // where every such word is aligned; tiles are 32 W on a side.
-  const int64_t w = item == 4 ? 2 : item < 4 ? 4 / static_cast<int64_t>(item) : 1, side = 32 * w;
-  const int64_t word = w * static_cast<int64_t>(item);
-  const bool words = w > 1 && ptr_bits(src) % word == 0 && ptr_bits(dst) % word == 0 && t.sb % w == 0 &&
-                     t.sc % w == 0 && t.cols % w == 0;
+  const int64_t w = item == 4 ? 2 : item < 4 ? 4 / item : 1, side = 32 * w, word = w * item;
+  const bool words = w > 1 && ptr_bits(src) % word == 0 && ptr_bits(dst) % word == 0 && t.src_batch % w == 0 &&
+                     t.src_col % w == 0 && t.dst_batch % w == 0 && t.dst_row % w == 0;
   const int64_t tiles = t.batch * ((t.rows + side - 1) / side) * ((t.cols + side - 1) / side);
   launch(dev, f, static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{device_info(dev).sms} * 32)), 256,
-         {t.batch, t.rows, t.cols, t.sb, t.sc, ptr_bits(src), ptr_bits(dst), words ? 1 : 0});
+         {t.batch, t.rows, t.cols, t.src_batch, t.src_col, t.dst_batch, t.dst_row, ptr_bits(src), ptr_bits(dst),
+          words ? 1 : 0});
 }
 
 // The kernel for a program variant: from the program's own slots when it has them (a
@@ -172,9 +137,9 @@ void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::
     std::vector<Tensor> read = ins;
     bool copied = false;
     for (Tensor& t : read) {
-      const auto runs = t.size() > 1 ? runs_down_columns(t, shape) : std::nullopt;
-      if (!runs || runs->sc == 0) continue;  // sc == 0: a broadcast, not a transpose
       Tensor dense(shape, t.dtype);
+      const auto runs = t.size() > 1 ? runs_down_columns(t, shape, dense.strides) : std::nullopt;
+      if (!runs || runs->src_col == 0) continue;  // src_col == 0: a broadcast, not a transpose
       allocate_output(dev, dense);
       copy_tiles(dev, *runs, t, dense);
       t = dense;
@@ -186,7 +151,7 @@ void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::
   for (auto& o : outs) strides.push_back(o.strides);
   for (auto& t : ins) strides.push_back(detail::broadcast_strides(t, shape));
   Shape ms = shape;
-  merge_axes(ms, strides);
+  detail::merge_axes_in_place(ms, strides);
   const int nops = static_cast<int>(strides.size());
   bool flat = ms.size() <= 1 && ins.size() <= 48;  // a bit per input in the variant key
   scalars = 0;
@@ -238,8 +203,8 @@ void run_single(int dev, const Primitive& prim, const std::vector<Tensor>& in, T
 
 // src (broadcast) into dst (any strides), converting the dtype.
 void copy_into(int dev, const Tensor& src, const Tensor& dst) {
-  if (src.dtype == dst.dtype && dst.row_contiguous()) {
-    if (auto t = runs_down_columns(src, dst.shape)) return copy_tiles(dev, *t, src, dst);
+  if (src.dtype == dst.dtype) {
+    if (auto t = runs_down_columns(src, dst.shape, dst.strides)) return copy_tiles(dev, *t, src, dst);
   }
   FusedProgram p;
   FusedOp in;
