@@ -648,6 +648,34 @@ TEST_F(Cuda, ReductionsSplitIntoParts) {
       if (len > 0) EXPECT_TRUE(both({flat}, [&](auto& v) { return max(v[0], {0}); })) << "columns of 1 " << name;
     }
   }
+  // Columns whose rows are aligned to vectors: a lane a vector of columns, 8 warps down each
+  // part; widths no block divides, an offset view (one column a thread), mixed dtypes.
+  for (Dtype d : {float32, bfloat16, float16, float64, int32, int64, uint8}) {
+    const std::string name = dtype_name(d);
+    Array x = input({3000, 1000}, d, 80, -4, 4);
+    EXPECT_TRUE(both({x}, [&](auto& v) { return sum(v[0], {0}); }, 10.0)) << "vector columns " << name;
+    EXPECT_TRUE(both({x}, [&](auto& v) { return max(v[0], {0}); })) << "vector column maxima " << name;
+    EXPECT_TRUE(both({x}, [&](auto& v) { return min(v[0] * v[0], {0}, true); })) << "vector column minima " << name;
+    EXPECT_TRUE(both({x}, [&](auto& v) { return sum(slice(v[0], {0, 8}, {3000, 1000}), {0}); }, 10.0)) << "aligned view " << name;
+    EXPECT_TRUE(both({x}, [&](auto& v) { return sum(slice(v[0], {0, 1}, {3000, 1000}), {0}); }, 10.0)) << "offset view " << name;
+    const Array gx = to(x, gpu);
+    const auto compiled = compile([](const std::vector<Array>& v) { return std::vector<Array>{sum(v[0], {0}), max(v[0], {0})}; })({gx});
+    EXPECT_TRUE(same_bits(compiled[0], sum(gx, {0}))) << "compiled vector columns " << name;
+    EXPECT_TRUE(same_bits(compiled[1], max(gx, {0}))) << "compiled vector column maxima " << name;
+    if (is_floating(d)) {
+      Array y = input({3000, 1000}, float32, 81);
+      EXPECT_TRUE(both({x, y}, [&](auto& v) { return mean(v[0] * v[1], {0}); }, 1.0)) << "mixed dtypes " << name;
+    }
+  }
+  {
+    std::vector<double> vals = kt::random_values(4000 * 512, bfloat16, 82, -2, 2);
+    vals[static_cast<size_t>(1234 * 512 + 7)] = NAN;  // column 7
+    vals[static_cast<size_t>(17 * 512 + 300)] = INFINITY;  // column 300
+    vals[static_cast<size_t>(3999 * 512 + 511)] = -INFINITY;  // the last column's last element
+    Array special = kt::from_values(vals, {4000, 512}, bfloat16);
+    EXPECT_TRUE(both({special}, [&](auto& v) { return sum(v[0], {0}); }, 10.0)) << "column sums with NaN and infinities";
+    EXPECT_TRUE(both({special}, [&](auto& v) { return max(v[0], {0}); })) << "column maxima with NaN and infinities";
+  }
   auto body = [](const std::vector<Array>& v) -> std::vector<Array> {
     return {sum(v[0] * v[1]), mean(exp(v[0] * 0.25f), {1}), max(abs(v[0] - v[1]), {1}), sum(v[0] * v[1], {0})};
   };

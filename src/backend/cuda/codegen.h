@@ -54,7 +54,8 @@ struct RowVariant {
   bool exact = false;     // n == chunks * threads * vec: no element lies past the row
   // Split rows (staged, nothing cached): 1, each block reduces one part of a row into its
   // partials; 2, each block folds a row's partials and computes its per-row ops and outputs;
-  // 3, as 1 for rows next to each other (rs == 1), each thread reducing a part of one row.
+  // 3, as 1 for rows next to each other (rs == 1), each thread reducing a part of one row
+  // (with vector_passes, each lane a part of vector_out rows).
   int split = 0;
   uint64_t key() const;   // distinct for every variant that generates different source
 };

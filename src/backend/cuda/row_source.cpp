@@ -279,9 +279,10 @@ class RowSource {
   // Split rows whose neighbours lie next to each other (a sum over the first axis): a thread
   // a row, so a warp reads 32 neighbouring addresses at each j; block w covers rows
   // (w % row_blocks) * threads ... of part w / row_blocks of their length. No block
-  // reduction: each thread writes its row's partial. (Rows as vectors of neighbours measured
-  // slower on an H100: the same bytes in flight from fewer threads.)
+  // reduction: each thread writes its row's partial. Rows aligned to vectors take
+  // column_vector_parts instead.
   std::string column_parts() {
+    if (var_.vector_passes) return column_vector_parts();
     std::vector<size_t> reductions, roots;
     reductions_at(1, reductions, roots);  // split programs have one pass
     s_ << "  const long row_blocks = (rows + blockDim.x - 1) / blockDim.x;\n";
@@ -297,6 +298,59 @@ class RowSource {
     for (size_t i : reductions) fold(i, "      ");
     s_ << "    }\n";
     for (size_t i : reductions) s_ << "    part" << i << "[r * splits + s] = acc" << i << ";\n";
+    s_ << "  }\n}\n";
+    return s_.str();
+  }
+
+  // Split rows next to each other, a vector of v of them a lane (every input's rows aligned
+  // to v, rows a multiple of v, no per-row values): a warp reads 32 v neighbouring rows at
+  // each j in one access a lane, the block's 8 warps take every 8th j of the part, and the
+  // warps' accumulators are folded through shared memory at the part's end. Block w covers
+  // rows (w % row_blocks) * 32 v ... of part w / row_blocks.
+  std::string column_vector_parts() {
+    const int v = var_.vector_out, span = 32 * v;
+    std::vector<size_t> reductions, roots;
+    reductions_at(1, reductions, roots);
+    const std::set<size_t> closure = compiler::row_element_closure(p_, roots);
+    s_ << "  __shared__ __align__(8) unsigned char kiln_colsh[8 * " << span + 1 << " * 8];  // a warp's row of 8-byte slots\n";
+    s_ << "  const int lane = tid & 31, warp = tid >> 5;\n";
+    s_ << "  const long row_blocks = (rows + " << span - 1 << ") / " << span << ";\n";
+    s_ << "  for (long w = blockIdx.x; w < row_blocks * splits; w += gridDim.x) {\n";
+    s_ << "    const long r0 = (w % row_blocks) * " << span << ", r = r0 + lane * " << v << ", s = w / row_blocks;\n";
+    s_ << "    const long j0 = s * part_len, j1 = min(n, j0 + part_len);\n";
+    for (size_t i : reductions) {
+      s_ << "    " << wide(i) << " acc" << i << "v[" << v << "];\n";
+      s_ << "    for (int e = 0; e < " << v << "; ++e) acc" << i << "v[e] = " << init(i) << ";\n";
+    }
+    // 4 vector loads in flight a thread (the loop is unrolled, the folds wait on the loads).
+    s_ << "    if (r < rows) {\n#pragma unroll 4\n      for (long j = j0 + warp; j < j1; j += 8) {\n";
+    for (size_t i : closure) {
+      const RowOp& op = ops_[i];
+      if (!element_input(op)) continue;
+      const std::string k = std::to_string(op.input), vt = vec_type(op.dtype, v);
+      s_ << "        const " << vt << " a" << k << " = *reinterpret_cast<const " << vt << "*>(in" << k << " + r + j * cs" << k
+         << ");\n";
+    }
+    for (int e = 0; e < v; ++e) {  // unrolled: constant indices keep vectors and accumulators in registers
+      s_ << "        {\n";
+      for (size_t i : reductions) s_ << "          " << wide(i) << "& acc" << i << " = acc" << i << "v[" << e << "];\n";
+      for (size_t i : closure) emit_op(i, "          ", 0, e);
+      for (size_t i : reductions) fold(i, "          ");
+      s_ << "        }\n";
+    }
+    s_ << "      }\n    }\n";
+    for (size_t i : reductions) {
+      const std::string sh = "sh" + std::to_string(i) + "c";
+      s_ << "    {\n      " << wide(i) << "* " << sh << " = reinterpret_cast<" << wide(i) << "*>(kiln_colsh);\n";
+      s_ << "      for (int e = 0; e < " << v << "; ++e) " << sh << "[warp * " << span + 1 << " + lane * " << v
+         << " + e] = acc" << i << "v[e];\n";
+      s_ << "      __syncthreads();\n";
+      s_ << "      for (int q = tid; q < " << span << " && r0 + q < rows; q += blockDim.x) {\n";
+      s_ << "        " << wide(i) << " t = " << sh << "[q];\n";
+      s_ << "        for (int k = 1; k < 8; ++k) t = " << functor(kind(i)) << "{}(t, " << sh << "[k * " << span + 1 << " + q]);\n";
+      s_ << "        part" << i << "[(r0 + q) * splits + s] = t;\n      }\n";
+      s_ << "      __syncthreads();  // the slots are written again next\n    }\n";
+    }
     s_ << "  }\n}\n";
     return s_.str();
   }
