@@ -19,7 +19,7 @@ struct Tuning {
   int row_min_blocks = 0;  // KILN_CUDA_ROW_MIN_BLOCKS: resident blocks per SM to ask of the compiler
   bool row_vector_passes = true;  // KILN_CUDA_ROW_VECTOR_PASSES=0: staged rows read one element at a time
   bool row_split = true;   // KILN_CUDA_ROW_SPLIT=0: reductions (and arg-reductions) of long rows not in parts
-  int column_parts = 256;  // KILN_CUDA_COLUMN_PARTS: parts of a column = SMs * 8 * this / columns
+  int column_parts = 256;  // KILN_CUDA_COLUMN_PARTS: parts of a column read a thread a column = SMs * 8 * this / columns
   int part_waves = 1;      // KILN_CUDA_PART_WAVES: parts of few long rows = SMs * 8 * this / rows
   int flat_blocks_per_sm = 128;  // KILN_CUDA_FLAT_BLOCKS: most blocks per SM of a flat kernel (0: no limit)
   int graph_min_kernels = 1;  // KILN_CUDA_GRAPH_MIN_KERNELS: fewest kernels a plan replays as a CUDA graph
