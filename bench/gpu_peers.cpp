@@ -17,10 +17,13 @@
 //   sum        x: (64M,)               sum of every element (one value)
 //   colsum     x: (16384, 4096)        sum over the first axis (4096 values)
 //   argmax     x: (64, 1M)             index of the largest element of each row
+//   transpose  x: (16384, 4096)        x transposed, as a new row-major (4096, 16384) array
+//   transpose_add  x: (16384, 4096), y: (4096, 16384)
+//                                      transpose(x) + y
 // each in float32 and bfloat16 (Python float constants: they never widen the dtype), on
 // fresh inputs uniform in [-3, 3] (made on the host, uploaded, cast on the device; not
 // timed). Fewest bytes that must move: gelu, softmax, chain10: 2n; swiglu 3n; rmsnorm
-// 2n + 4096; layernorm 2n + 2*4096; sum, argmax n; colsum n + 4096 (elements times the dtype's
+// 2n + 4096; layernorm 2n + 2*4096; sum, argmax n; colsum n + 4096; transpose 2n; transpose_add 3n (elements times the dtype's
 // size; argmax's 64 int32 indices left out).
 //
 // Timing: CUDA events recorded on kiln's own stream for this thread (cuda::stream(0)), one
@@ -219,6 +222,7 @@ struct Workload {
   std::vector<Shape> shapes;  // inputs
   Fn fn;
   int64_t min_elems;  // fewest elements that must move (read + written)
+  std::vector<Shape> check_shapes = {};  // the sanity check's inputs (empty: 8 rows of each 2-D input)
 };
 
 std::vector<Workload> workloads(int64_t scale) {
@@ -241,6 +245,8 @@ std::vector<Workload> workloads(int64_t scale) {
       {"argmax", {{64, n / 64}}, [=](const std::vector<Array>& in) { return one(kiln::argmax(in[0], -1)); }, n},
       {"transpose", {{rows, cols}}, [=](const std::vector<Array>& in) { return one(kiln::copy(kiln::transpose(in[0]))); },
        2 * m},
+      {"transpose_add", {{rows, cols}, {cols, rows}},
+       [=](const std::vector<Array>& in) { return one(kiln::transpose(in[0]) + in[1]); }, 3 * m, {{72, 40}, {40, 72}}},
   };
 }
 
@@ -527,9 +533,10 @@ void run_peers(const Options& opt, const Timer& timer, Device dev, Report& rep, 
         in.clear();
         // Sanity check on a small slice of the problem: compiled on `dev` against eager on the CPU.
         std::vector<Array> small_dev, small_cpu;
-        for (auto& s : w.shapes) {
-          Shape t = s;
-          if (t.size() == 2) t[0] = 8;
+        for (size_t k = 0; k < w.shapes.size(); ++k) {
+          Shape t = w.shapes[k];
+          if (!w.check_shapes.empty()) t = w.check_shapes[k];
+          else if (t.size() == 2) t[0] = 8;
           else if (t[0] > 4096) t[0] = 32768;
           Array h = kiln::array(host_uniform(numel(t), g_seed++, -3.0f, 3.0f), t);
           Array c = dt == kiln::float32 ? h : kiln::astype(h, dt);

@@ -17,6 +17,8 @@ Workloads (the same formulas as bench/gpu_peers.cpp; keep them in step):
   colsum     x: (16384, 4096)        sum over the first axis (4096 values)
   argmax     x: (64, 1M)             index of the largest element of each row
   transpose  x: (16384, 4096)        x transposed, as a new row-major (4096, 16384) array
+  transpose_add  x: (16384, 4096), y: (4096, 16384)
+                                     transpose(x) + y
 in float32 and bfloat16 (Python float constants keep the dtype in both libraries), on
 fresh inputs uniform in [-3, 3] made on the device (not timed).
 
@@ -133,6 +135,10 @@ class TorchOps:
         return x.t().contiguous()
 
     @staticmethod
+    def transpose(x):
+        return x.t()
+
+    @staticmethod
     def gelu_tanh(x):
         return F.gelu(x, approximate="tanh")
 
@@ -185,6 +191,10 @@ class JaxOps:
     @staticmethod
     def transpose_copy(x):
         return jnp.transpose(x)  # a jitted function's output is a new row-major array
+
+    @staticmethod
+    def transpose(x):
+        return jnp.transpose(x)
 
     @staticmethod
     def gelu_tanh(x):
@@ -240,6 +250,10 @@ def argmax_rows(m, x):
 
 def transposed(m, x):
     return m.transpose_copy(x)
+
+
+def transposed_add(m, x, y):
+    return m.transpose(x) + y
 
 
 def graph32(m, x, y):
@@ -305,6 +319,7 @@ def workloads(scale):
         ("colsum", [(rows, cols)], colsum, None, m + cols),
         ("argmax", [(64, n // 64)], argmax_rows, None, n),
         ("transpose", [(rows, cols)], transposed, None, 2 * m),
+        ("transpose_add", [(rows, cols), (cols, rows)], transposed_add, None, 3 * m),
     ]
 
 

@@ -730,6 +730,28 @@ TEST_F(Cuda, TransposedCopiesInTiles) {
   Array x = input({700, 600}, float32, 72), y = input({600, 700}, float32, 73), r = input({700}, float32, 74);
   EXPECT_TRUE(both({x, y, r}, [](auto& v) { return exp(transpose(v[0]) * 0.25f) + v[1] * v[2]; }, 1.0));
   EXPECT_TRUE(exact({x, y, r}, [](auto& v) { return transpose(v[0]) * v[1] + v[2]; }));
+  // Programs whose other inputs are row-major or one element run in tiles, one pass: one or
+  // two transposed inputs, mixed dtypes, batched, a conversion, small and odd sides; five
+  // transposed inputs (more than the tiles) are copied first.
+  for (Dtype d : {float32, bfloat16, int32}) {
+    const std::string name = dtype_name(d);
+    Array a = input({700, 600}, d, 83), a2 = input({700, 600}, d, 84), b = input({600, 700}, float32, 85);
+    EXPECT_TRUE(exact({a, b}, [](auto& v) { return transpose(v[0]) * v[1] + 0.5f; })) << "tiled " << name;
+    EXPECT_TRUE(exact({a, a2, b}, [](auto& v) { return transpose(v[0]) - transpose(v[1]) * v[2]; })) << "two tiled " << name;
+    EXPECT_TRUE(exact({a}, [](auto& v) { return astype(transpose(v[0]), float64); })) << "converted " << name;
+    Array small = input({40, 50}, d, 86), small_y = input({50, 40}, d, 87);
+    EXPECT_TRUE(exact({small, small_y}, [](auto& v) { return transpose(v[0]) + v[1]; })) << "small " << name;
+    Array c = input({3, 65, 97}, d, 88), cy = input({3, 97, 65}, d, 89);
+    EXPECT_TRUE(exact({c, cy}, [](auto& v) { return maximum(transpose(v[0], {0, 2, 1}), v[1]); })) << "batched " << name;
+    Array e = input({2, 130, 260}, d, 90), ey = input({2, 260, 130}, float32, 91);  // even sides: pairs
+    EXPECT_TRUE(exact({e, ey}, [](auto& v) { return transpose(v[0], {0, 2, 1}) * v[1]; })) << "batched pairs " << name;
+    EXPECT_TRUE(exact({a, b}, [](auto& v) { return transpose(slice(v[0], {0, 1}, {700, 600})) - slice(v[1], {1, 0}, {600, 700}); }))
+        << "pairs off the start " << name;
+    EXPECT_TRUE(exact({a, a2, b}, [](auto& v) {
+      const Array t = transpose(v[0]), u = transpose(v[1]);
+      return t + u * t - transpose(v[0] * 2.0f) + transpose(v[1] - v[0]) * v[2] + transpose(v[0] + v[1]);
+    })) << "five transposed inputs " << name;
+  }
 }
 
 // Arg-reductions of long rows go in parts (a block a part, then a thread a row folds them):

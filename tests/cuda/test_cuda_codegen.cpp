@@ -112,6 +112,11 @@ TEST_F(CudaCodegen, ElementwiseVariantsCompile) {
     compiles(cuda::elementwise_flat_source(p, 0, vec));
     compiles(cuda::elementwise_flat_source(p, 0b100, vec));  // c is one broadcast element
   }
+  compiles(cuda::elementwise_tiled_source(p, 0b100, 0b001));  // a through a tile, c one element
+  const std::string tiled = cuda::elementwise_tiled_source(p, 0, 0b011);
+  compiles(tiled);
+  EXPECT_NE(tiled.find("tile1[q][2 * tx + e] = in1["), std::string::npos) << tiled;  // b through a tile too
+  EXPECT_NE(tiled.find("in2[i + e]"), std::string::npos) << tiled;  // c row-major
 }
 
 TEST_F(CudaCodegen, RowVariantsCompile) {

@@ -525,6 +525,7 @@ template <class T, int N> __device__ void kiln_matmul(const KilnMeta<N>& m) {
 
 int elementwise_meta_len(int operands) { return 2 + kMaxDims + operands * (kMaxDims + 1); }
 int flat_meta_len(int operands) { return 1 + operands; }
+int tiled_meta_len(int inputs, int outputs) { return 4 + 3 * inputs + outputs; }
 
 namespace {
 
@@ -715,6 +716,84 @@ std::string instantiate(const std::string& call, int meta_len) {
   std::ostringstream s;
   s << "#include \"kiln/cuda_support.h\"\n\n";
   s << "extern \"C\" __global__ void kiln_kernel(const KilnMeta<" << meta_len << "> m) { " << call << "(m); }\n";
+  return s.str();
+}
+
+std::string elementwise_tiled_source(const compiler::FusedProgram& p, uint64_t scalar_inputs, uint64_t tiled_inputs) {
+  const int nin = p.num_inputs(), nout = static_cast<int>(p.outputs.size());
+  auto scalar = [&](int k) { return ((scalar_inputs >> k) & 1) != 0; };
+  auto tiled = [&](int k) { return ((tiled_inputs >> k) & 1) != 0; };
+  auto each_input = [&](auto&& f) {
+    for (auto& op : p.ops) {
+      if (!op.prim) f(op.input, std::to_string(op.input), std::string(cpp_type(op.dtype)));
+    }
+  };
+  std::ostringstream s;
+  s << "#include \"kiln/cuda_support.h\"\n\n";
+  s << "extern \"C\" __global__ void __launch_bounds__(256) kiln_kernel(const KilnMeta<" << tiled_meta_len(nin, nout)
+    << "> m) {\n  const long R = m.v[1], C = m.v[2];\n  const bool words = m.v[3] != 0;\n";
+  emit_pointers(s, p, 4 + 2 * nin);
+  each_input([&](int in, const std::string& k, const std::string& t) {
+    if (scalar(in)) s << "  const " << t << " s" << k << " = in" << k << "[0];\n";
+    if (!tiled(in)) return;
+    s << "  const long sb" << k << " = m.v[" << 4 + 2 * in << "], sc" << k << " = m.v[" << 5 + 2 * in << "];\n";
+    s << "  __shared__ " << t << " tile" << k << "[64][65];  // [column][row] of the tile\n";
+  });
+  s << "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n";
+  s << "  const unsigned tiles_r = static_cast<unsigned>((R + 63) / 64), tiles_c = static_cast<unsigned>((C + 63) / 64);\n";
+  s << "  const unsigned tiles = static_cast<unsigned>(m.v[0]) * tiles_r * tiles_c;\n";
+  s << "  for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {\n";
+  s << "    const long b = t / (tiles_r * tiles_c), r0 = static_cast<long>(t / tiles_c % tiles_r) * 64, "
+       "c0 = static_cast<long>(t % tiles_c) * 64;\n";
+  s << "    const bool whole = words && r0 + 64 <= R && c0 + 64 <= C;  // pairs of elements a load or store\n";
+  s << "    for (int q = ty; q < 64; q += 8) {  // the tiled inputs' column c0 + q, rows r0 + 2 tx and the next\n";
+  s << "      const long c = c0 + q, r = r0 + 2 * tx;\n      if (whole) {\n";
+  each_input([&](int in, const std::string& k, const std::string& t) {
+    if (!tiled(in)) return;
+    s << "        const kiln_vec<" << t << ", 2> x" << k << " = *reinterpret_cast<const kiln_vec<" << t << ", 2>*>(in" << k
+      << " + b * sb" << k << " + r + c * sc" << k << ");\n";
+    s << "        tile" << k << "[q][2 * tx] = x" << k << ".v[0];\n        tile" << k << "[q][2 * tx + 1] = x" << k << ".v[1];\n";
+  });
+  s << "      } else if (c < C) {\n        for (int e = 0; e < 2 && r + e < R; ++e) {\n";
+  each_input([&](int in, const std::string& k, const std::string&) {
+    if (tiled(in)) s << "          tile" << k << "[q][2 * tx + e] = in" << k << "[b * sb" << k << " + r + e + c * sc" << k << "];\n";
+  });
+  s << "        }\n      }\n    }\n    __syncthreads();\n";
+  s << "    for (int q = ty; q < 64; q += 8) {  // row r0 + q, columns c0 + 2 tx and the next\n";
+  s << "      const long r = r0 + q, c = c0 + 2 * tx, i = (b * R + r) * C + c;\n      if (whole) {\n";
+  each_input([&](int in, const std::string& k, const std::string& t) {
+    if (!scalar(in) && !tiled(in)) {
+      s << "        const kiln_vec<" << t << ", 2> a" << k << " = *reinterpret_cast<const kiln_vec<" << t << ", 2>*>(in" << k
+        << " + i);\n";
+    }
+  });
+  for (int o = 0; o < nout; ++o) {
+    s << "        kiln_vec<" << cpp_type(p.ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])].dtype) << ", 2> r" << o
+      << ";\n";
+  }
+  for (int e = 0; e < 2; ++e) {  // unrolled: constant indices keep the pairs in registers
+    s << "        {\n          constexpr int e = " << e << ";\n";
+    emit_element(
+        s, p, "          ",
+        [&](int k) {
+          const std::string n = std::to_string(k);
+          return scalar(k) ? "s" + n : tiled(k) ? "tile" + n + "[2 * tx + e][q]" : "a" + n + ".v[e]";
+        },
+        [](int o, const std::string& v) { return "r" + std::to_string(o) + ".v[e] = " + v; });
+    s << "        }\n";
+  }
+  for (int o = 0; o < nout; ++o) {
+    s << "        *reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + i) = r" << o << ";\n";
+  }
+  s << "      } else if (r < R) {\n        for (int e = 0; e < 2 && c + e < C; ++e) {\n";
+  emit_element(
+      s, p, "          ",
+      [&](int k) {
+        const std::string n = std::to_string(k);
+        return scalar(k) ? "s" + n : tiled(k) ? "tile" + n + "[2 * tx + e][q]" : "in" + n + "[i + e]";
+      },
+      [](int o, const std::string& v) { return "out" + std::to_string(o) + "[i + e] = " + v; });
+  s << "        }\n      }\n    }\n    __syncthreads();  // the tiles are written again next\n  }\n}\n";
   return s.str();
 }
 

@@ -29,6 +29,15 @@ int elementwise_meta_len(int operands);
    neighbours per step with aligned vector accesses (every operand aligned to vec elements).
    Parameter: KilnMeta<flat_meta_len(ops)>: v[0] = n, then one pointer per operand. */
 std::string elementwise_flat_source(const compiler::FusedProgram& p, uint64_t scalar_inputs, int vec);
+
+/* The program over (batch, R, C) in 64 x 64 tiles, for row-major outputs where the inputs in
+   `tiled_inputs` (a bit each) run down the columns: each passes through a tile in shared
+   memory, so its reads are coalesced too. Inputs in `scalar_inputs` are one element, the
+   others row-major. A thread reads and writes pairs of neighbours where `words` (every pair
+   aligned). Meta: batch, R, C, words, each input's batch and column strides, then the
+   pointers (tiled_meta_len values). */
+std::string elementwise_tiled_source(const compiler::FusedProgram& p, uint64_t scalar_inputs, uint64_t tiled_inputs);
+int tiled_meta_len(int inputs, int outputs);
 int flat_meta_len(int operands);
 
 /* Row kernel, one block per row of a (rows, n) view: v[0] = rows, v[1] = n, then row and

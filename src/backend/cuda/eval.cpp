@@ -1,6 +1,7 @@
 // Every primitive on a CUDA device: one switch on the op kind, so primitives need no
 // GPU methods and all CUDA code stays in this directory.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <optional>
 #include <tuple>
@@ -122,6 +123,58 @@ bool plainly_flat(const Shape& shape, int64_t n, const std::vector<Tensor>& ins,
   return true;
 }
 
+// Runs the program in tiles (elementwise_tiled_source) where its outputs are row-major, at
+// least one input runs down their columns (a transpose; all such merging to the same batch,
+// rows and columns, their 64 x 65 tiles within 48 KiB of shared memory) and the others are
+// row-major or one element: one pass, every read and write coalesced. False when the
+// program is not of that form.
+bool run_tiled(int dev, const FusedProgram& p, const Shape& shape, const std::vector<Tensor>& ins,
+               const std::vector<Tensor>& outs, const compiler::KernelSlots* slots) {
+  if (ins.size() > 24) return false;  // both masks in the variant key
+  bool pairs = detail::shape_size(shape) % 2 == 0;  // every pair of neighbours aligned
+  for (auto& o : outs) {
+    if (o.shape != shape || !o.row_contiguous()) return false;
+    pairs = pairs && ptr_bits(o) % (2 * static_cast<long>(o.itemsize())) == 0;
+  }
+  const Strides dense = detail::row_major_strides(shape);
+  uint64_t scalars = 0, tiled = 0;
+  size_t tile_bytes = 0;
+  std::optional<detail::ColumnRuns> form;
+  std::vector<long> meta(static_cast<size_t>(tiled_meta_len(static_cast<int>(ins.size()), static_cast<int>(outs.size()))), 0);
+  for (size_t k = 0; k < ins.size(); ++k) {
+    const Tensor& t = ins[k];
+    const long pair = 2 * static_cast<long>(t.itemsize());
+    if (t.size() == 1) {
+      scalars |= uint64_t{1} << k;
+      continue;
+    }
+    pairs = pairs && ptr_bits(t) % pair == 0;
+    if (t.shape == shape && t.row_contiguous()) continue;
+    const auto runs = runs_down_columns(t, shape, dense);
+    tile_bytes += 64 * 65 * t.itemsize();
+    if (!runs || runs->src_col == 0 || tile_bytes > 48 * 1024) return false;
+    if (form && (runs->batch != form->batch || runs->rows != form->rows || runs->cols != form->cols)) return false;
+    form = runs;
+    tiled |= uint64_t{1} << k;
+    pairs = pairs && runs->src_batch % 2 == 0 && runs->src_col % 2 == 0;
+    meta[4 + 2 * k] = runs->src_batch;
+    meta[5 + 2 * k] = runs->src_col;
+  }
+  if (!form) return false;
+  meta[0] = form->batch;
+  meta[1] = form->rows;
+  meta[2] = form->cols;
+  meta[3] = pairs && form->cols % 2 == 0 ? 1 : 0;
+  const size_t ptr0 = 4 + 2 * ins.size();
+  for (size_t o = 0; o < outs.size(); ++o) meta[ptr0 + o] = ptr_bits(outs[o]);
+  for (size_t k = 0; k < ins.size(); ++k) meta[ptr0 + outs.size() + k] = ptr_bits(ins[k]);
+  CUfunction f = program_kernel(dev, slots, ((tiled << 24 | scalars) << 2) | 2,
+                                [&] { return elementwise_tiled_source(p, scalars, tiled); });
+  const int64_t tiles = form->batch * ((form->rows + 63) / 64) * ((form->cols + 63) / 64);
+  launch(dev, f, static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{device_info(dev).sms} * 32)), 256, meta);
+  return true;
+}
+
 // Runs an elementwise program: outputs (any strides, exactly `shape`) then inputs
 // (broadcast to `shape`). Contiguous operands and broadcast scalars take the flat kernel.
 void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::vector<Tensor>& ins,
@@ -130,7 +183,8 @@ void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::
   if (n == 0) return;
   uint64_t scalars = 0;
   if (plainly_flat(shape, n, ins, outs, scalars)) return run_flat(dev, p, n, ins, outs, scalars, slots);
-  // An input read down the output's columns (a transpose) is copied in tiles first: two
+  if (run_tiled(dev, p, shape, ins, outs, slots)) return;
+  // Other inputs read down the output's columns (a transpose) are copied in tiles first: two
   // passes at a copy's bandwidth beat one strided pass that reads a word of each row. Small
   // arrays are not worth the extra launch.
   if (n >= (int64_t{1} << 18)) {
