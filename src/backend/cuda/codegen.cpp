@@ -746,8 +746,9 @@ std::string elementwise_tiled_source(const compiler::FusedProgram& p, uint64_t s
   s << "    const long b = t / (tiles_r * tiles_c), r0 = static_cast<long>(t / tiles_c % tiles_r) * 64, "
        "c0 = static_cast<long>(t % tiles_c) * 64;\n";
   s << "    const bool whole = words && r0 + 64 <= R && c0 + 64 <= C;  // pairs of elements a load or store\n";
-  s << "    for (int q = ty; q < 64; q += 8) {  // the tiled inputs' column c0 + q, rows r0 + 2 tx and the next\n";
-  s << "      const long c = c0 + q, r = r0 + 2 * tx;\n      if (whole) {\n";
+  // Unrolled with a fixed trip count: every load of a phase issued before its stores.
+  s << "#pragma unroll\n    for (int k = 0; k < 64; k += 8) {  // the tiled inputs' column c0 + q, rows r0 + 2 tx and the next\n";
+  s << "      const int q = ty + k;\n      const long c = c0 + q, r = r0 + 2 * tx;\n      if (whole) {\n";
   each_input([&](int in, const std::string& k, const std::string& t) {
     if (!tiled(in)) return;
     s << "        const kiln_vec<" << t << ", 2> x" << k << " = *reinterpret_cast<const kiln_vec<" << t << ", 2>*>(in" << k
@@ -759,8 +760,8 @@ std::string elementwise_tiled_source(const compiler::FusedProgram& p, uint64_t s
     if (tiled(in)) s << "          tile" << k << "[q][2 * tx + e] = in" << k << "[b * sb" << k << " + r + e + c * sc" << k << "];\n";
   });
   s << "        }\n      }\n    }\n    __syncthreads();\n";
-  s << "    for (int q = ty; q < 64; q += 8) {  // row r0 + q, columns c0 + 2 tx and the next\n";
-  s << "      const long r = r0 + q, c = c0 + 2 * tx, i = (b * R + r) * C + c;\n      if (whole) {\n";
+  s << "#pragma unroll\n    for (int k = 0; k < 64; k += 8) {  // row r0 + q, columns c0 + 2 tx and the next\n";
+  s << "      const int q = ty + k;\n      const long r = r0 + q, c = c0 + 2 * tx, i = (b * R + r) * C + c;\n      if (whole) {\n";
   each_input([&](int in, const std::string& k, const std::string& t) {
     if (!scalar(in) && !tiled(in)) {
       s << "        const kiln_vec<" << t << ", 2> a" << k << " = *reinterpret_cast<const kiln_vec<" << t << ", 2>*>(in" << k
