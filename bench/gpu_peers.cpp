@@ -17,14 +17,16 @@
 //   sum        x: (64M,)               sum of every element (one value)
 //   colsum     x: (16384, 4096)        sum over the first axis (4096 values)
 //   argmax     x: (64, 1M)             index of the largest element of each row
+//   scale_bias x: (16384, 4096), w, b: (4096,)
+//                                      x * w + b
 //   transpose  x: (16384, 4096)        x transposed, as a new row-major (4096, 16384) array
 //   transpose_add  x: (16384, 4096), y: (4096, 16384)
 //                                      transpose(x) + y
 // each in float32 and bfloat16 (Python float constants: they never widen the dtype), on
 // fresh inputs uniform in [-3, 3] (made on the host, uploaded, cast on the device; not
-// timed). Fewest bytes that must move: gelu, softmax, chain10: 2n; swiglu 3n; rmsnorm
-// 2n + 4096; layernorm 2n + 2*4096; sum, argmax n; colsum n + 4096; transpose 2n; transpose_add 3n (elements times the dtype's
-// size; argmax's 64 int32 indices left out).
+// timed). Fewest bytes that must move: gelu, softmax, chain10, transpose: 2n; swiglu,
+// transpose_add: 3n; rmsnorm 2n + 4096; layernorm, scale_bias: 2n + 2*4096; sum, argmax n;
+// colsum n + 4096 (elements times the dtype's size; argmax's 64 int32 indices left out).
 //
 // Timing: CUDA events recorded on kiln's own stream for this thread (cuda::stream(0)), one
 // pair around each repetition, the repetitions enqueued back to back and synchronized
@@ -245,6 +247,8 @@ std::vector<Workload> workloads(int64_t scale) {
       {"argmax", {{64, n / 64}}, [=](const std::vector<Array>& in) { return one(kiln::argmax(in[0], -1)); }, n},
       {"transpose", {{rows, cols}}, [=](const std::vector<Array>& in) { return one(kiln::copy(kiln::transpose(in[0]))); },
        2 * m},
+      {"scale_bias", {{rows, cols}, {cols}, {cols}},
+       [=](const std::vector<Array>& in) { return one(in[0] * in[1] + in[2]); }, 2 * m + 2 * cols},
       {"transpose_add", {{rows, cols}, {cols, rows}},
        [=](const std::vector<Array>& in) { return one(kiln::transpose(in[0]) + in[1]); }, 3 * m, {{72, 40}, {40, 72}}},
   };

@@ -16,6 +16,8 @@ Workloads (the same formulas as bench/gpu_peers.cpp; keep them in step):
   sum        x: (64M,)               sum of every element (one value)
   colsum     x: (16384, 4096)        sum over the first axis (4096 values)
   argmax     x: (64, 1M)             index of the largest element of each row
+  scale_bias x: (16384, 4096), w, b: (4096,)
+                                     x * w + b
   transpose  x: (16384, 4096)        x transposed, as a new row-major (4096, 16384) array
   transpose_add  x: (16384, 4096), y: (4096, 16384)
                                      transpose(x) + y
@@ -248,6 +250,10 @@ def argmax_rows(m, x):
     return m.argmax_last(x)
 
 
+def scale_bias(m, x, w, b):
+    return x * w + b
+
+
 def transposed(m, x):
     return m.transpose_copy(x)
 
@@ -318,6 +324,7 @@ def workloads(scale):
         ("sum", [(n,)], total, None, n),
         ("colsum", [(rows, cols)], colsum, None, m + cols),
         ("argmax", [(64, n // 64)], argmax_rows, None, n),
+        ("scale_bias", [(rows, cols), (cols,), (cols,)], scale_bias, None, 2 * m + 2 * cols),
         ("transpose", [(rows, cols)], transposed, None, 2 * m),
         ("transpose_add", [(rows, cols), (cols, rows)], transposed_add, None, 3 * m),
     ]

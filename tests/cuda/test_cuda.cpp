@@ -754,6 +754,34 @@ TEST_F(Cuda, TransposedCopiesInTiles) {
   }
 }
 
+// Programs over two merged axes where each operand walks rows contiguously or is one value a
+// row (a row or column broadcast, rows with gaps) run over rows without per-axis index math,
+// in vectors where every row start is aligned.
+TEST_F(Cuda, BroadcastRowsAndColumns) {
+  auto exact = [&](const std::vector<Array>& in, const std::function<Array(const std::vector<Array>&)>& f) {
+    std::vector<Array> g;
+    for (auto& a : in) g.push_back(to(a, gpu));
+    auto fn = compile([&](const std::vector<Array>& v) { return std::vector<Array>{f(v)}; });
+    const Array want = f(in), eager = f(g), compiled = fn(g)[0];
+    return same_bits(eager, want) && same_bits(compiled, want);
+  };
+  for (Dtype d : {float32, bfloat16, float16, float64, int32, uint8}) {
+    const std::string name = dtype_name(d);
+    Array x = input({300, 1000}, d, 92), w = input({1000}, d, 93), b = input({1000}, d, 94), c = input({300, 1}, d, 95);
+    EXPECT_TRUE(exact({x, w, b}, [](auto& v) { return v[0] * v[1] + v[2]; })) << "row broadcast " << name;
+    EXPECT_TRUE(exact({x, c}, [](auto& v) { return v[0] - v[1]; })) << "column broadcast " << name;
+    EXPECT_TRUE(exact({x, w, c}, [](auto& v) { return maximum(v[0], v[1]) * v[2]; })) << "both " << name;
+    EXPECT_TRUE(exact({x, b}, [](auto& v) { return slice(v[0], {0, 0}, {300, 992}) + slice(v[1], {0}, {992}); }))
+        << "rows with gaps " << name;
+    EXPECT_TRUE(exact({x, b}, [](auto& v) { return slice(v[0], {0, 1}, {300, 1000}) * slice(v[1], {1}, {1000}); }))
+        << "rows off a vector " << name;
+    Array batched = input({4, 30, 1000}, d, 96);
+    EXPECT_TRUE(exact({batched, b}, [](auto& v) { return v[0] + v[1]; })) << "batched " << name;
+    Array odd = input({5, 7}, d, 97), odd_row = input({7}, d, 98);
+    EXPECT_TRUE(exact({odd, odd_row}, [](auto& v) { return v[0] * v[1]; })) << "short rows " << name;
+  }
+}
+
 // Arg-reductions of long rows go in parts (a block a part, then a thread a row folds them):
 // ties keep the first index, NaN is the extreme, every dtype, rows along or across memory.
 TEST_F(Cuda, ArgReductionsOfLongRowsInParts) {

@@ -112,6 +112,9 @@ TEST_F(CudaCodegen, ElementwiseVariantsCompile) {
     compiles(cuda::elementwise_flat_source(p, 0, vec));
     compiles(cuda::elementwise_flat_source(p, 0b100, vec));  // c is one broadcast element
   }
+  for (int vec : {1, 4}) {
+    for (bool narrow : {false, true}) compiles(cuda::elementwise_rows_source(p, 0b010, vec, narrow));  // b one value a row
+  }
   compiles(cuda::elementwise_tiled_source(p, 0b100, 0b001));  // a through a tile, c one element
   const std::string tiled = cuda::elementwise_tiled_source(p, 0, 0b011);
   compiles(tiled);

@@ -526,6 +526,7 @@ template <class T, int N> __device__ void kiln_matmul(const KilnMeta<N>& m) {
 int elementwise_meta_len(int operands) { return 2 + kMaxDims + operands * (kMaxDims + 1); }
 int flat_meta_len(int operands) { return 1 + operands; }
 int tiled_meta_len(int inputs, int outputs) { return 4 + 3 * inputs + outputs; }
+int rows_meta_len(int operands) { return 2 + 2 * operands; }
 
 namespace {
 
@@ -716,6 +717,53 @@ std::string instantiate(const std::string& call, int meta_len) {
   std::ostringstream s;
   s << "#include \"kiln/cuda_support.h\"\n\n";
   s << "extern \"C\" __global__ void kiln_kernel(const KilnMeta<" << meta_len << "> m) { " << call << "(m); }\n";
+  return s.str();
+}
+
+std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t row_inputs, int vec, bool narrow) {
+  const int nin = p.num_inputs(), nout = static_cast<int>(p.outputs.size());
+  auto per_row = [&](int k) { return ((row_inputs >> k) & 1) != 0; };
+  const std::string v = std::to_string(vec), index = narrow ? "unsigned" : "long";
+  std::ostringstream s;
+  s << "#include \"kiln/cuda_support.h\"\n\n";
+  s << "extern \"C\" __global__ void __launch_bounds__(256) kiln_kernel(const KilnMeta<" << rows_meta_len(nin + nout)
+    << "> m) {\n";
+  s << "  const " << index << " rows = static_cast<" << index << ">(m.v[0]), per_row = static_cast<" << index
+    << ">(m.v[1] / " << v << ");\n";
+  emit_pointers(s, p, 2 + nin + nout);
+  for (int o = 0; o < nout; ++o) s << "  const long out_rs" << o << " = m.v[" << 2 + o << "];\n";
+  for (auto& op : p.ops) {
+    if (!op.prim) s << "  const long rs" << op.input << " = m.v[" << 2 + nout + op.input << "];\n";
+  }
+  s << "  for (" << index << " w = static_cast<" << index << ">(blockIdx.x) * blockDim.x + threadIdx.x; w < rows * per_row; "
+    << "w += static_cast<" << index << ">(gridDim.x) * blockDim.x) {\n";
+  s << "    const long r = w / per_row, c = static_cast<long>(w - r * per_row) * " << v << ";\n";
+  for (auto& op : p.ops) {
+    if (op.prim) continue;
+    const std::string k = std::to_string(op.input), t = cpp_type(op.dtype);
+    if (per_row(op.input)) {
+      s << "    const " << t << " s" << k << " = in" << k << "[r * rs" << k << "];\n";
+    } else {
+      s << "    const kiln_vec<" << t << ", " << v << "> a" << k << " = *reinterpret_cast<const kiln_vec<" << t << ", " << v
+        << ">*>(in" << k << " + r * rs" << k << " + c);\n";
+    }
+  }
+  for (int o = 0; o < nout; ++o) {
+    s << "    kiln_vec<" << cpp_type(p.ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])].dtype) << ", " << v << "> r"
+      << o << ";\n";
+  }
+  for (int e = 0; e < vec; ++e) {  // unrolled: constant indices keep the vectors in registers
+    s << "    {\n      constexpr int e = " << e << ";\n";
+    emit_element(
+        s, p, "      ",
+        [&](int k) { return per_row(k) ? "s" + std::to_string(k) : "a" + std::to_string(k) + ".v[e]"; },
+        [](int o, const std::string& val) { return "r" + std::to_string(o) + ".v[e] = " + val; });
+    s << "    }\n";
+  }
+  for (int o = 0; o < nout; ++o) {
+    s << "    *reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + r * out_rs" << o << " + c) = r" << o << ";\n";
+  }
+  s << "  }\n}\n";
   return s.str();
 }
 

@@ -30,6 +30,14 @@ int elementwise_meta_len(int operands);
    Parameter: KilnMeta<flat_meta_len(ops)>: v[0] = n, then one pointer per operand. */
 std::string elementwise_flat_source(const compiler::FusedProgram& p, uint64_t scalar_inputs, int vec);
 
+/* The program over rows: every operand is contiguous along the rows (inner stride 1) or, for
+   inputs in `row_inputs` (a bit each), one value a row (inner stride 0), with any row
+   stride. A thread computes `vec` neighbours of a row (the row length a multiple of it);
+   `narrow`: rows * length / vec fits 32 bits. Meta: rows, length, each operand's row stride
+   (outputs first), then the pointers (rows_meta_len values). */
+std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t row_inputs, int vec, bool narrow);
+int rows_meta_len(int operands);
+
 /* The program over (batch, R, C) in 64 x 64 tiles, for row-major outputs where the inputs in
    `tiled_inputs` (a bit each) run down the columns: each passes through a tile in shared
    memory, so its reads are coalesced too. Inputs in `scalar_inputs` are one element, the
