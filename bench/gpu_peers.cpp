@@ -19,14 +19,17 @@
 //   argmax     x: (64, 1M)             index of the largest element of each row
 //   scale_bias x: (16384, 4096), w, b: (4096,)
 //                                      x * w + b
+//   batch_bias x: (64, 256, 4096), b: (64, 1, 4096)
+//                                      x + b
 //   transpose  x: (16384, 4096)        x transposed, as a new row-major (4096, 16384) array
 //   transpose_add  x: (16384, 4096), y: (4096, 16384)
 //                                      transpose(x) + y
 // each in float32 and bfloat16 (Python float constants: they never widen the dtype), on
 // fresh inputs uniform in [-3, 3] (made on the host, uploaded, cast on the device; not
 // timed). Fewest bytes that must move: gelu, softmax, chain10, transpose: 2n; swiglu,
-// transpose_add: 3n; rmsnorm 2n + 4096; layernorm, scale_bias: 2n + 2*4096; sum, argmax n;
-// colsum n + 4096 (elements times the dtype's size; argmax's 64 int32 indices left out).
+// transpose_add: 3n; rmsnorm 2n + 4096; layernorm, scale_bias: 2n + 2*4096; batch_bias
+// 2n + 64*4096; sum, argmax n; colsum n + 4096 (elements times the dtype's size; argmax's
+// 64 int32 indices left out).
 //
 // Timing: CUDA events recorded on kiln's own stream for this thread (cuda::stream(0)), one
 // pair around each repetition, the repetitions enqueued back to back and synchronized
@@ -249,6 +252,8 @@ std::vector<Workload> workloads(int64_t scale) {
        2 * m},
       {"scale_bias", {{rows, cols}, {cols}, {cols}},
        [=](const std::vector<Array>& in) { return one(in[0] * in[1] + in[2]); }, 2 * m + 2 * cols},
+      {"batch_bias", {{64, rows / 64, cols}, {64, 1, cols}},
+       [=](const std::vector<Array>& in) { return one(in[0] + in[1]); }, 2 * m + 64 * cols, {{4, 8, 96}, {4, 1, 96}}},
       {"transpose_add", {{rows, cols}, {cols, rows}},
        [=](const std::vector<Array>& in) { return one(kiln::transpose(in[0]) + in[1]); }, 3 * m, {{72, 40}, {40, 72}}},
   };

@@ -18,6 +18,8 @@ Workloads (the same formulas as bench/gpu_peers.cpp; keep them in step):
   argmax     x: (64, 1M)             index of the largest element of each row
   scale_bias x: (16384, 4096), w, b: (4096,)
                                      x * w + b
+  batch_bias x: (64, 256, 4096), b: (64, 1, 4096)
+                                     x + b
   transpose  x: (16384, 4096)        x transposed, as a new row-major (4096, 16384) array
   transpose_add  x: (16384, 4096), y: (4096, 16384)
                                      transpose(x) + y
@@ -254,6 +256,10 @@ def scale_bias(m, x, w, b):
     return x * w + b
 
 
+def batch_bias(m, x, b):
+    return x + b
+
+
 def transposed(m, x):
     return m.transpose_copy(x)
 
@@ -325,6 +331,7 @@ def workloads(scale):
         ("colsum", [(rows, cols)], colsum, None, m + cols),
         ("argmax", [(64, n // 64)], argmax_rows, None, n),
         ("scale_bias", [(rows, cols), (cols,), (cols,)], scale_bias, None, 2 * m + 2 * cols),
+        ("batch_bias", [(64, rows // 64, cols), (64, 1, cols)], batch_bias, None, 2 * m + 64 * cols),
         ("transpose", [(rows, cols)], transposed, None, 2 * m),
         ("transpose_add", [(rows, cols), (cols, rows)], transposed_add, None, 3 * m),
     ]

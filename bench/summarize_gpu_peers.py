@@ -29,7 +29,7 @@ import os
 import sys
 
 PEER_MS = ("torch_eager_ms", "torch_builtin_ms", "torch_compile_ms", "jax_jit_ms")
-WORKLOAD_ORDER = ["gelu", "swiglu", "rmsnorm", "softmax", "layernorm", "chain10", "sum", "colsum", "argmax", "scale_bias", "transpose", "transpose_add"]
+WORKLOAD_ORDER = ["gelu", "swiglu", "rmsnorm", "softmax", "layernorm", "chain10", "sum", "colsum", "argmax", "scale_bias", "batch_bias", "transpose", "transpose_add"]
 DTYPE_ORDER = ["float32", "bfloat16", "float16"]
 
 

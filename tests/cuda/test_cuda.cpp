@@ -777,6 +777,10 @@ TEST_F(Cuda, BroadcastRowsAndColumns) {
         << "rows off a vector " << name;
     Array batched = input({4, 30, 1000}, d, 96);
     EXPECT_TRUE(exact({batched, b}, [](auto& v) { return v[0] + v[1]; })) << "batched " << name;
+    Array per_batch = input({4, 1, 1000}, d, 99), per_row = input({30, 1}, d, 100);  // three merged axes
+    EXPECT_TRUE(exact({batched, per_batch, per_row}, [](auto& v) { return v[0] * v[1] - v[2]; })) << "per batch " << name;
+    Array many = input({2, 3, 4, 5, 64}, d, 101), sparse = input({3, 1, 5, 1}, d, 102);
+    EXPECT_TRUE(exact({many, sparse}, [](auto& v) { return maximum(v[0], v[1]); })) << "five axes " << name;
     Array odd = input({5, 7}, d, 97), odd_row = input({7}, d, 98);
     EXPECT_TRUE(exact({odd, odd_row}, [](auto& v) { return v[0] * v[1]; })) << "short rows " << name;
   }

@@ -526,7 +526,7 @@ template <class T, int N> __device__ void kiln_matmul(const KilnMeta<N>& m) {
 int elementwise_meta_len(int operands) { return 2 + kMaxDims + operands * (kMaxDims + 1); }
 int flat_meta_len(int operands) { return 1 + operands; }
 int tiled_meta_len(int inputs, int outputs) { return 4 + 3 * inputs + outputs; }
-int rows_meta_len(int operands) { return 2 + 2 * operands; }
+int rows_meta_len(int operands) { return 3 + kMaxDims + operands * (kMaxDims + 1); }
 
 namespace {
 
@@ -721,31 +721,37 @@ std::string instantiate(const std::string& call, int meta_len) {
 }
 
 std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t row_inputs, int vec, bool narrow) {
-  const int nin = p.num_inputs(), nout = static_cast<int>(p.outputs.size());
+  const int nin = p.num_inputs(), nout = static_cast<int>(p.outputs.size()), nops = nin + nout;
   auto per_row = [&](int k) { return ((row_inputs >> k) & 1) != 0; };
   const std::string v = std::to_string(vec), index = narrow ? "unsigned" : "long";
+  const int strides0 = 3 + kMaxDims;
   std::ostringstream s;
   s << "#include \"kiln/cuda_support.h\"\n\n";
-  s << "extern \"C\" __global__ void __launch_bounds__(256) kiln_kernel(const KilnMeta<" << rows_meta_len(nin + nout)
-    << "> m) {\n";
+  s << "extern \"C\" __global__ void __launch_bounds__(256) kiln_kernel(const KilnMeta<" << rows_meta_len(nops) << "> m) {\n";
   s << "  const " << index << " rows = static_cast<" << index << ">(m.v[0]), per_row = static_cast<" << index
-    << ">(m.v[1] / " << v << ");\n";
-  emit_pointers(s, p, 2 + nin + nout);
-  for (int o = 0; o < nout; ++o) s << "  const long out_rs" << o << " = m.v[" << 2 + o << "];\n";
-  for (auto& op : p.ops) {
-    if (!op.prim) s << "  const long rs" << op.input << " = m.v[" << 2 + nout + op.input << "];\n";
-  }
+    << ">(m.v[1] / " << v << ");\n  const int outer = static_cast<int>(m.v[2]);  // the axes before the last\n";
+  emit_pointers(s, p, strides0 + nops * kMaxDims);
   s << "  for (" << index << " w = static_cast<" << index << ">(blockIdx.x) * blockDim.x + threadIdx.x; w < rows * per_row; "
     << "w += static_cast<" << index << ">(gridDim.x) * blockDim.x) {\n";
-  s << "    const long r = w / per_row, c = static_cast<long>(w - r * per_row) * " << v << ";\n";
+  s << "    const " << index << " r = w / per_row;\n    const long c = static_cast<long>(w - r * per_row) * " << v << ";\n";
+  // Each operand's offset of row r (operand o: outputs first, then inputs).
+  s << "    long at[" << nops << "] = {};\n";
+  s << "    if (outer == 1) {\n";
+  s << "#pragma unroll\n      for (int o = 0; o < " << nops << "; ++o) at[o] = static_cast<long>(r) * m.v[" << strides0 << " + o * " << kMaxDims
+    << "];\n";
+  s << "    } else {\n      " << index << " rem = r;\n      for (int d = outer - 1; d >= 0; --d) {\n";
+  s << "        const " << index << " size = static_cast<" << index << ">(m.v[3 + d]), q = rem / size;\n";
+  s << "        const long i = static_cast<long>(rem - q * size);\n        rem = q;\n";
+  s << "#pragma unroll\n        for (int o = 0; o < " << nops << "; ++o) at[o] += i * m.v[" << strides0 << " + o * " << kMaxDims << " + d];\n";
+  s << "      }\n    }\n";
   for (auto& op : p.ops) {
     if (op.prim) continue;
-    const std::string k = std::to_string(op.input), t = cpp_type(op.dtype);
+    const std::string k = std::to_string(op.input), t = cpp_type(op.dtype), at = "at[" + std::to_string(nout + op.input) + "]";
     if (per_row(op.input)) {
-      s << "    const " << t << " s" << k << " = in" << k << "[r * rs" << k << "];\n";
+      s << "    const " << t << " s" << k << " = in" << k << "[" << at << "];\n";
     } else {
       s << "    const kiln_vec<" << t << ", " << v << "> a" << k << " = *reinterpret_cast<const kiln_vec<" << t << ", " << v
-        << ">*>(in" << k << " + r * rs" << k << " + c);\n";
+        << ">*>(in" << k << " + " << at << " + c);\n";
     }
   }
   for (int o = 0; o < nout; ++o) {
@@ -761,7 +767,7 @@ std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t ro
     s << "    }\n";
   }
   for (int o = 0; o < nout; ++o) {
-    s << "    *reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + r * out_rs" << o << " + c) = r" << o << ";\n";
+    s << "    *reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + at[" << o << "] + c) = r" << o << ";\n";
   }
   s << "  }\n}\n";
   return s.str();

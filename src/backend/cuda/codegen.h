@@ -30,11 +30,13 @@ int elementwise_meta_len(int operands);
    Parameter: KilnMeta<flat_meta_len(ops)>: v[0] = n, then one pointer per operand. */
 std::string elementwise_flat_source(const compiler::FusedProgram& p, uint64_t scalar_inputs, int vec);
 
-/* The program over rows: every operand is contiguous along the rows (inner stride 1) or, for
-   inputs in `row_inputs` (a bit each), one value a row (inner stride 0), with any row
-   stride. A thread computes `vec` neighbours of a row (the row length a multiple of it);
-   `narrow`: rows * length / vec fits 32 bits. Meta: rows, length, each operand's row stride
-   (outputs first), then the pointers (rows_meta_len values). */
+/* The program over rows (the last of up to kMaxDims merged axes): every operand is
+   contiguous along the rows (inner stride 1) or, for inputs in `row_inputs` (a bit each),
+   one value a row (inner stride 0), with any strides on the other axes. A thread computes
+   `vec` neighbours of a row (the row length a multiple of it); `narrow`: the index fits 32
+   bits. Meta: rows (all of them), the row length, the other axes' count, their sizes
+   (kMaxDims), each operand's strides on them (kMaxDims each, outputs first), then the
+   pointers (rows_meta_len values). */
 std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t row_inputs, int vec, bool narrow);
 int rows_meta_len(int operands);
 

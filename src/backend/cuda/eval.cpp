@@ -175,35 +175,45 @@ bool run_tiled(int dev, const FusedProgram& p, const Shape& shape, const std::ve
   return true;
 }
 
-// Runs the program over rows (elementwise_rows_source) where the merged layout has two axes
-// and every operand walks the second contiguously or, for inputs, not at all (a row or a
-// column broadcast, rows with gaps between them): no index arithmetic per axis and element,
-// and vectors where every row start is aligned. False when the layout is not of that form.
+// Runs the program over rows (elementwise_rows_source) where every operand walks the last
+// merged axis contiguously or, for inputs, not at all (`x * w + b` with a row w, b; a column
+// broadcast; rows with gaps; a batch of such): index arithmetic a row, not an axis and
+// element, and vectors where every row start is aligned. False when the layout is not of
+// that form.
 bool run_rows(int dev, const FusedProgram& p, const Shape& ms, const std::vector<Strides>& strides,
               const std::vector<Tensor>& ins, const std::vector<Tensor>& outs, const compiler::KernelSlots* slots) {
-  const size_t nout = outs.size(), nops = strides.size();
-  if (ins.size() > 48) return false;  // a bit per input in the variant key
+  const size_t nout = outs.size(), nops = strides.size(), last = ms.size() - 1;
+  if (ins.size() > 48 || ms.size() < 2 || last > kMaxDims) return false;  // a bit per input in the variant key
   auto operand = [&](size_t k) -> const Tensor& { return k < nout ? outs[k] : ins[k - nout]; };
   uint64_t row_inputs = 0;
   int widest = 1;
   for (size_t k = 0; k < nops; ++k) {
-    if (strides[k][1] == 0 && k >= nout) row_inputs |= uint64_t{1} << (k - nout);
-    else if (strides[k][1] != 1) return false;
+    if (strides[k][last] == 0 && k >= nout) row_inputs |= uint64_t{1} << (k - nout);
+    else if (strides[k][last] != 1) return false;
     else widest = std::max(widest, static_cast<int>(operand(k).itemsize()));
   }
   int vec = std::max(tuning().vector_bytes / widest, 1);
+  auto aligned = [&](size_t k) {  // every row start of operand k on a vector
+    if (strides[k][last] == 0) return true;
+    for (size_t d = 0; d < last; ++d) {
+      if (strides[k][d] % vec != 0) return false;
+    }
+    return ptr_bits(operand(k)) % (vec * static_cast<long>(operand(k).itemsize())) == 0;
+  };
   for (size_t k = 0; k < nops && vec > 1; ++k) {
-    const bool along = strides[k][1] == 1;
-    if (ms[1] % vec != 0 || (along && (strides[k][0] % vec != 0 || ptr_bits(operand(k)) % (vec * static_cast<long>(operand(k).itemsize())) != 0))) vec = 1;
+    if (ms[last] % vec != 0 || !aligned(k)) vec = 1;
   }
-  std::vector<long> meta(static_cast<size_t>(rows_meta_len(static_cast<int>(nops))));
-  meta[0] = ms[0];
-  meta[1] = ms[1];
+  std::vector<long> meta(static_cast<size_t>(rows_meta_len(static_cast<int>(nops))), 0);
+  const int64_t rows = detail::shape_size(ms) / ms[last];
+  meta[0] = rows;
+  meta[1] = ms[last];
+  meta[2] = static_cast<long>(last);
+  for (size_t d = 0; d < last; ++d) meta[3 + d] = ms[d];
   for (size_t k = 0; k < nops; ++k) {
-    meta[2 + k] = strides[k][0];
-    meta[2 + nops + k] = ptr_bits(operand(k));
+    for (size_t d = 0; d < last; ++d) meta[3 + kMaxDims + k * kMaxDims + d] = strides[k][d];
+    meta[3 + kMaxDims + nops * kMaxDims + k] = ptr_bits(operand(k));
   }
-  const int64_t vectors = ms[0] * (ms[1] / vec);
+  const int64_t vectors = rows * (ms[last] / vec);
   const unsigned grid = grid_for(dev, vectors, 256, tuning().flat_blocks_per_sm);
   const bool narrow = vectors + int64_t{grid} * 256 < (int64_t{1} << 32);  // the 32-bit index never wraps
   const uint64_t variant = (((row_inputs << 5 | static_cast<uint64_t>(vec)) << 1 | (narrow ? 1 : 0)) << 3) | 4;
@@ -253,7 +263,7 @@ void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::
     else if (st != 1) flat = false;
   }
   if (flat) return run_flat(dev, p, n, ins, outs, scalars, slots);
-  if (ms.size() == 2 && run_rows(dev, p, ms, strides, ins, outs, slots)) return;
+  if (run_rows(dev, p, ms, strides, ins, outs, slots)) return;
   if (static_cast<int>(ms.size()) > kMaxDims) {
     fail("cuda", "elementwise kernel over ", ms.size(), " axes that do not merge (at most ", kMaxDims, ")");
   }
