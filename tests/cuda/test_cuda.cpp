@@ -100,6 +100,19 @@ template <class F>
   return ::testing::AssertionSuccess();
 }
 
+// f on CPU inputs, and on the same inputs on the GPU eagerly and compiled: both bit-equal to
+// the CPU's result.
+::testing::AssertionResult equal_everywhere(const std::vector<Array>& in,
+                                            const std::function<Array(const std::vector<Array>&)>& f) {
+  std::vector<Array> g;
+  for (auto& a : in) g.push_back(to(a, gpu));
+  auto fn = compile([&](const std::vector<Array>& v) { return std::vector<Array>{f(v)}; });
+  const Array want = f(in), eager = f(g), compiled = fn(g)[0];
+  if (auto r = same_bits(eager, want); !r) return r << " (eager)";
+  if (auto r = same_bits(compiled, want); !r) return r << " (compiled)";
+  return ::testing::AssertionSuccess();
+}
+
 }  // namespace
 
 TEST_F(Cuda, DeviceBasics) {
@@ -695,59 +708,52 @@ TEST_F(Cuda, ReductionsSplitIntoParts) {
 // edges no tile divides, views at an offset and with negative strides; eager and compiled
 // equal to the CPU bit for bit.
 TEST_F(Cuda, TransposedCopiesInTiles) {
-  auto exact = [&](const std::vector<Array>& in, const std::function<Array(const std::vector<Array>&)>& f) {
-    std::vector<Array> g;
-    for (auto& a : in) g.push_back(to(a, gpu));
-    auto fn = compile([&](const std::vector<Array>& v) { return std::vector<Array>{f(v)}; });
-    const Array want = f(in), eager = f(g), compiled = fn(g)[0];
-    return same_bits(eager, want) && same_bits(compiled, want);
-  };
   for (Dtype d : {float32, bfloat16, float64, uint8, bool_, int64, int16}) {
     const std::string name = dtype_name(d);
     Array x = input({333, 1000}, d, 70, -4, 4);
-    EXPECT_TRUE(exact({x}, [](auto& v) { return copy(transpose(v[0])); })) << "2-D " << name;
-    EXPECT_TRUE(exact({x}, [](auto& v) { return copy(transpose(slice(v[0], {1, 3}, {333, 1000}))); })) << "offset " << name;
-    EXPECT_TRUE(exact({x}, [](auto& v) { return copy(transpose(slice(v[0], {332, 0}, {0, 1000}, {-1, 1}))); }))
+    EXPECT_TRUE(equal_everywhere({x}, [](auto& v) { return copy(transpose(v[0])); })) << "2-D " << name;
+    EXPECT_TRUE(equal_everywhere({x}, [](auto& v) { return copy(transpose(slice(v[0], {1, 3}, {333, 1000}))); })) << "offset " << name;
+    EXPECT_TRUE(equal_everywhere({x}, [](auto& v) { return copy(transpose(slice(v[0], {332, 0}, {0, 1000}, {-1, 1}))); }))
         << "rows reversed " << name;
     Array b = input({3, 65, 97}, d, 71, -4, 4);
-    EXPECT_TRUE(exact({b}, [](auto& v) { return copy(transpose(v[0], {0, 2, 1})); })) << "batched " << name;
-    EXPECT_TRUE(exact({b}, [](auto& v) { return copy(transpose(v[0], {2, 0, 1})); })) << "batch last " << name;
+    EXPECT_TRUE(equal_everywhere({b}, [](auto& v) { return copy(transpose(v[0], {0, 2, 1})); })) << "batched " << name;
+    EXPECT_TRUE(equal_everywhere({b}, [](auto& v) { return copy(transpose(v[0], {2, 0, 1})); })) << "batch last " << name;
     // Even sides: 1- and 2-byte elements move a word at a time (not where a view starts off one).
     Array e = input({2, 130, 260}, d, 75, -4, 4);
-    EXPECT_TRUE(exact({e}, [](auto& v) { return copy(transpose(v[0], {0, 2, 1})); })) << "words " << name;
-    EXPECT_TRUE(exact({e}, [](auto& v) { return copy(transpose(slice(v[0], {0, 0, 1}, {2, 130, 257}), {0, 2, 1})); }))
+    EXPECT_TRUE(equal_everywhere({e}, [](auto& v) { return copy(transpose(v[0], {0, 2, 1})); })) << "words " << name;
+    EXPECT_TRUE(equal_everywhere({e}, [](auto& v) { return copy(transpose(slice(v[0], {0, 0, 1}, {2, 130, 257}), {0, 2, 1})); }))
         << "words off the start " << name;
     // Into views whose rows are longer than the copy's: concatenated and padded transposes
     // (an odd offset or row length takes the element path).
     Array f = input({260, 128}, d, 76, -4, 4), g = input({2, 64, 260}, d, 77, -4, 4);
-    EXPECT_TRUE(exact({e, g}, [](auto& v) { return concatenate({transpose(v[0], {0, 2, 1}), transpose(v[1], {0, 2, 1})}, 2); }))
+    EXPECT_TRUE(equal_everywhere({e, g}, [](auto& v) { return concatenate({transpose(v[0], {0, 2, 1}), transpose(v[1], {0, 2, 1})}, 2); }))
         << "concatenated " << name;
-    EXPECT_TRUE(exact({f}, [](auto& v) { return concatenate({transpose(v[0]), transpose(v[0])}, 1); })) << "side by side " << name;
-    EXPECT_TRUE(exact({f}, [](auto& v) { return pad(transpose(v[0]), {{2, 2}, {4, 4}}, 1.0); })) << "padded " << name;
-    EXPECT_TRUE(exact({f}, [](auto& v) { return pad(transpose(v[0]), {{1, 0}, {1, 0}}, 1.0); })) << "padded off a word " << name;
+    EXPECT_TRUE(equal_everywhere({f}, [](auto& v) { return concatenate({transpose(v[0]), transpose(v[0])}, 1); })) << "side by side " << name;
+    EXPECT_TRUE(equal_everywhere({f}, [](auto& v) { return pad(transpose(v[0]), {{2, 2}, {4, 4}}, 1.0); })) << "padded " << name;
+    EXPECT_TRUE(equal_everywhere({f}, [](auto& v) { return pad(transpose(v[0]), {{1, 0}, {1, 0}}, 1.0); })) << "padded off a word " << name;
   }
   // A fused program of a transposed input, a row-major one and a broadcast row.
   Array x = input({700, 600}, float32, 72), y = input({600, 700}, float32, 73), r = input({700}, float32, 74);
   EXPECT_TRUE(both({x, y, r}, [](auto& v) { return exp(transpose(v[0]) * 0.25f) + v[1] * v[2]; }, 1.0));
-  EXPECT_TRUE(exact({x, y, r}, [](auto& v) { return transpose(v[0]) * v[1] + v[2]; }));
+  EXPECT_TRUE(equal_everywhere({x, y, r}, [](auto& v) { return transpose(v[0]) * v[1] + v[2]; }));
   // Programs whose other inputs are row-major or one element run in tiles, one pass: one or
   // two transposed inputs, mixed dtypes, batched, a conversion, small and odd sides; five
   // transposed inputs (more than the tiles) are copied first.
   for (Dtype d : {float32, bfloat16, int32}) {
     const std::string name = dtype_name(d);
     Array a = input({700, 600}, d, 83), a2 = input({700, 600}, d, 84), b = input({600, 700}, float32, 85);
-    EXPECT_TRUE(exact({a, b}, [](auto& v) { return transpose(v[0]) * v[1] + 0.5f; })) << "tiled " << name;
-    EXPECT_TRUE(exact({a, a2, b}, [](auto& v) { return transpose(v[0]) - transpose(v[1]) * v[2]; })) << "two tiled " << name;
-    EXPECT_TRUE(exact({a}, [](auto& v) { return astype(transpose(v[0]), float64); })) << "converted " << name;
+    EXPECT_TRUE(equal_everywhere({a, b}, [](auto& v) { return transpose(v[0]) * v[1] + 0.5f; })) << "tiled " << name;
+    EXPECT_TRUE(equal_everywhere({a, a2, b}, [](auto& v) { return transpose(v[0]) - transpose(v[1]) * v[2]; })) << "two tiled " << name;
+    EXPECT_TRUE(equal_everywhere({a}, [](auto& v) { return astype(transpose(v[0]), float64); })) << "converted " << name;
     Array small = input({40, 50}, d, 86), small_y = input({50, 40}, d, 87);
-    EXPECT_TRUE(exact({small, small_y}, [](auto& v) { return transpose(v[0]) + v[1]; })) << "small " << name;
+    EXPECT_TRUE(equal_everywhere({small, small_y}, [](auto& v) { return transpose(v[0]) + v[1]; })) << "small " << name;
     Array c = input({3, 65, 97}, d, 88), cy = input({3, 97, 65}, d, 89);
-    EXPECT_TRUE(exact({c, cy}, [](auto& v) { return maximum(transpose(v[0], {0, 2, 1}), v[1]); })) << "batched " << name;
+    EXPECT_TRUE(equal_everywhere({c, cy}, [](auto& v) { return maximum(transpose(v[0], {0, 2, 1}), v[1]); })) << "batched " << name;
     Array e = input({2, 130, 260}, d, 90), ey = input({2, 260, 130}, float32, 91);  // even sides: pairs
-    EXPECT_TRUE(exact({e, ey}, [](auto& v) { return transpose(v[0], {0, 2, 1}) * v[1]; })) << "batched pairs " << name;
-    EXPECT_TRUE(exact({a, b}, [](auto& v) { return transpose(slice(v[0], {0, 1}, {700, 600})) - slice(v[1], {1, 0}, {600, 700}); }))
+    EXPECT_TRUE(equal_everywhere({e, ey}, [](auto& v) { return transpose(v[0], {0, 2, 1}) * v[1]; })) << "batched pairs " << name;
+    EXPECT_TRUE(equal_everywhere({a, b}, [](auto& v) { return transpose(slice(v[0], {0, 1}, {700, 600})) - slice(v[1], {1, 0}, {600, 700}); }))
         << "pairs off the start " << name;
-    EXPECT_TRUE(exact({a, a2, b}, [](auto& v) {
+    EXPECT_TRUE(equal_everywhere({a, a2, b}, [](auto& v) {
       const Array t = transpose(v[0]), u = transpose(v[1]);
       return t + u * t - transpose(v[0] * 2.0f) + transpose(v[1] - v[0]) * v[2] + transpose(v[0] + v[1]);
     })) << "five transposed inputs " << name;
@@ -758,31 +764,24 @@ TEST_F(Cuda, TransposedCopiesInTiles) {
 // row (a row or column broadcast, rows with gaps) run over rows without per-axis index math,
 // in vectors where every row start is aligned.
 TEST_F(Cuda, BroadcastRowsAndColumns) {
-  auto exact = [&](const std::vector<Array>& in, const std::function<Array(const std::vector<Array>&)>& f) {
-    std::vector<Array> g;
-    for (auto& a : in) g.push_back(to(a, gpu));
-    auto fn = compile([&](const std::vector<Array>& v) { return std::vector<Array>{f(v)}; });
-    const Array want = f(in), eager = f(g), compiled = fn(g)[0];
-    return same_bits(eager, want) && same_bits(compiled, want);
-  };
   for (Dtype d : {float32, bfloat16, float16, float64, int32, uint8}) {
     const std::string name = dtype_name(d);
     Array x = input({300, 1000}, d, 92), w = input({1000}, d, 93), b = input({1000}, d, 94), c = input({300, 1}, d, 95);
-    EXPECT_TRUE(exact({x, w, b}, [](auto& v) { return v[0] * v[1] + v[2]; })) << "row broadcast " << name;
-    EXPECT_TRUE(exact({x, c}, [](auto& v) { return v[0] - v[1]; })) << "column broadcast " << name;
-    EXPECT_TRUE(exact({x, w, c}, [](auto& v) { return maximum(v[0], v[1]) * v[2]; })) << "both " << name;
-    EXPECT_TRUE(exact({x, b}, [](auto& v) { return slice(v[0], {0, 0}, {300, 992}) + slice(v[1], {0}, {992}); }))
+    EXPECT_TRUE(equal_everywhere({x, w, b}, [](auto& v) { return v[0] * v[1] + v[2]; })) << "row broadcast " << name;
+    EXPECT_TRUE(equal_everywhere({x, c}, [](auto& v) { return v[0] - v[1]; })) << "column broadcast " << name;
+    EXPECT_TRUE(equal_everywhere({x, w, c}, [](auto& v) { return maximum(v[0], v[1]) * v[2]; })) << "both " << name;
+    EXPECT_TRUE(equal_everywhere({x, b}, [](auto& v) { return slice(v[0], {0, 0}, {300, 992}) + slice(v[1], {0}, {992}); }))
         << "rows with gaps " << name;
-    EXPECT_TRUE(exact({x, b}, [](auto& v) { return slice(v[0], {0, 1}, {300, 1000}) * slice(v[1], {1}, {1000}); }))
+    EXPECT_TRUE(equal_everywhere({x, b}, [](auto& v) { return slice(v[0], {0, 1}, {300, 1000}) * slice(v[1], {1}, {1000}); }))
         << "rows off a vector " << name;
     Array batched = input({4, 30, 1000}, d, 96);
-    EXPECT_TRUE(exact({batched, b}, [](auto& v) { return v[0] + v[1]; })) << "batched " << name;
+    EXPECT_TRUE(equal_everywhere({batched, b}, [](auto& v) { return v[0] + v[1]; })) << "batched " << name;
     Array per_batch = input({4, 1, 1000}, d, 99), per_row = input({30, 1}, d, 100);  // three merged axes
-    EXPECT_TRUE(exact({batched, per_batch, per_row}, [](auto& v) { return v[0] * v[1] - v[2]; })) << "per batch " << name;
+    EXPECT_TRUE(equal_everywhere({batched, per_batch, per_row}, [](auto& v) { return v[0] * v[1] - v[2]; })) << "per batch " << name;
     Array many = input({2, 3, 4, 5, 64}, d, 101), sparse = input({3, 1, 5, 1}, d, 102);
-    EXPECT_TRUE(exact({many, sparse}, [](auto& v) { return maximum(v[0], v[1]); })) << "five axes " << name;
+    EXPECT_TRUE(equal_everywhere({many, sparse}, [](auto& v) { return maximum(v[0], v[1]); })) << "five axes " << name;
     Array odd = input({5, 7}, d, 97), odd_row = input({7}, d, 98);
-    EXPECT_TRUE(exact({odd, odd_row}, [](auto& v) { return v[0] * v[1]; })) << "short rows " << name;
+    EXPECT_TRUE(equal_everywhere({odd, odd_row}, [](auto& v) { return v[0] * v[1]; })) << "short rows " << name;
   }
 }
 

@@ -620,6 +620,38 @@ void emit_element(std::ostringstream& s, const compiler::FusedProgram& p, const 
   }
 }
 
+// Output vectors r<o> of `vec` elements, declared at `indent`.
+void declare_output_vectors(std::ostringstream& s, const compiler::FusedProgram& p, int vec, const std::string& indent) {
+  for (size_t o = 0; o < p.outputs.size(); ++o) {
+    s << indent << "kiln_vec<" << cpp_type(p.ops[static_cast<size_t>(p.outputs[o])].dtype) << ", " << vec << "> r" << o << ";\n";
+  }
+}
+
+// Every op for elements e = 0 .. vec - 1 into r<o>.v[e], unrolled by the generator: constant
+// indices keep the vectors in registers. load(k) reads input k's element e. Where ops have
+// fast forms, the vector is computed with them, and again with the full forms only when one
+// of them met an argument it does not cover.
+void emit_vectors(std::ostringstream& s, const compiler::FusedProgram& p, int vec, const std::string& indent,
+                  const std::function<std::string(int)>& load) {
+  bool fast = false;
+  for (size_t i = 0; i < p.ops.size(); ++i) fast = fast || has_fast_form(p.ops, i);
+  auto elements = [&](bool fast_forms, const std::string& in) {
+    for (int e = 0; e < vec; ++e) {
+      s << in << "{\n" << in << "  constexpr int e = " << e << ";\n";
+      emit_element(s, p, in + "  ", load, [](int o, const std::string& val) { return "r" + std::to_string(o) + ".v[e] = " + val; },
+                   fast_forms);
+      s << in << "}\n";
+    }
+  };
+  if (fast) s << indent << "bool slow = false;\n";
+  elements(fast, indent);
+  if (fast) {
+    s << indent << "if (slow) {\n";
+    elements(false, indent + "  ");
+    s << indent << "}\n";
+  }
+}
+
 }  // namespace
 
 std::string elementwise_source(const compiler::FusedProgram& p) {
@@ -670,32 +702,8 @@ std::string elementwise_flat_source(const compiler::FusedProgram& p, uint64_t sc
     s << "    const kiln_vec<" << t << ", " << v << "> a" << k << " = reinterpret_cast<const kiln_vec<" << t << ", "
       << v << ">*>(in" << k << ")[b];\n";
   }
-  for (int o = 0; o < nout; ++o) {
-    s << "    kiln_vec<" << cpp_type(p.ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])].dtype) << ", " << v
-      << "> r" << o << ";\n";
-  }
-  // Unrolled by the generator: constant indices keep the vectors in registers. Where ops
-  // have fast forms, the vector is computed with them, and again with the full forms only
-  // when one of them met an argument it does not cover.
-  bool fast = false;
-  for (size_t i = 0; i < p.ops.size(); ++i) fast = fast || has_fast_form(p.ops, i);
-  auto elements = [&](bool fast_forms, const std::string& indent) {
-    for (int e = 0; e < vec; ++e) {
-      s << indent << "{\n" << indent << "  constexpr int e = " << e << ";\n";
-      emit_element(
-          s, p, indent + "  ",
-          [&](int k) { return scalar(k) ? "s" + std::to_string(k) : "a" + std::to_string(k) + ".v[e]"; },
-          [](int o, const std::string& val) { return "r" + std::to_string(o) + ".v[e] = " + val; }, fast_forms);
-      s << indent << "}\n";
-    }
-  };
-  if (fast) s << "    bool slow = false;\n";
-  elements(fast, "    ");
-  if (fast) {
-    s << "    if (slow) {\n";
-    elements(false, "      ");
-    s << "    }\n";
-  }
+  declare_output_vectors(s, p, vec, "    ");
+  emit_vectors(s, p, vec, "    ", [&](int k) { return scalar(k) ? "s" + std::to_string(k) : "a" + std::to_string(k) + ".v[e]"; });
   for (int o = 0; o < nout; ++o) {
     s << "    reinterpret_cast<decltype(r" << o << ")*>(out" << o << ")[b] = r" << o << ";\n";
   }
@@ -754,18 +762,8 @@ std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t ro
         << ">*>(in" << k << " + " << at << " + c);\n";
     }
   }
-  for (int o = 0; o < nout; ++o) {
-    s << "    kiln_vec<" << cpp_type(p.ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])].dtype) << ", " << v << "> r"
-      << o << ";\n";
-  }
-  for (int e = 0; e < vec; ++e) {  // unrolled: constant indices keep the vectors in registers
-    s << "    {\n      constexpr int e = " << e << ";\n";
-    emit_element(
-        s, p, "      ",
-        [&](int k) { return per_row(k) ? "s" + std::to_string(k) : "a" + std::to_string(k) + ".v[e]"; },
-        [](int o, const std::string& val) { return "r" + std::to_string(o) + ".v[e] = " + val; });
-    s << "    }\n";
-  }
+  declare_output_vectors(s, p, vec, "    ");
+  emit_vectors(s, p, vec, "    ", [&](int k) { return per_row(k) ? "s" + std::to_string(k) : "a" + std::to_string(k) + ".v[e]"; });
   for (int o = 0; o < nout; ++o) {
     s << "    *reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + at[" << o << "] + c) = r" << o << ";\n";
   }
@@ -818,36 +816,25 @@ std::string elementwise_tiled_source(const compiler::FusedProgram& p, uint64_t s
   s << "      const int q = ty + k;\n      const long r = r0 + q, c = c0 + 2 * tx, i = (b * R + r) * C + c;\n      if (whole) {\n";
   each_input([&](int in, const std::string& k, const std::string& t) {
     if (!scalar(in) && !tiled(in)) {
-      s << "        const kiln_vec<" << t << ", 2> a" << k << " = *reinterpret_cast<const kiln_vec<" << t << ", 2>*>(in" << k
-        << " + i);\n";
+      s << "        const kiln_vec<" << t << ", 2> in" << k << "_pair = *reinterpret_cast<const kiln_vec<" << t << ", 2>*>(in"
+        << k << " + i);\n";
     }
   });
-  for (int o = 0; o < nout; ++o) {
-    s << "        kiln_vec<" << cpp_type(p.ops[static_cast<size_t>(p.outputs[static_cast<size_t>(o)])].dtype) << ", 2> r" << o
-      << ";\n";
-  }
-  for (int e = 0; e < 2; ++e) {  // unrolled: constant indices keep the pairs in registers
-    s << "        {\n          constexpr int e = " << e << ";\n";
-    emit_element(
-        s, p, "          ",
-        [&](int k) {
-          const std::string n = std::to_string(k);
-          return scalar(k) ? "s" + n : tiled(k) ? "tile" + n + "[2 * tx + e][q]" : "a" + n + ".v[e]";
-        },
-        [](int o, const std::string& v) { return "r" + std::to_string(o) + ".v[e] = " + v; });
-    s << "        }\n";
-  }
+  // Input k's element e of the pair at row q, column 2 tx: `row_major` is a row-major input's.
+  auto load = [&](const std::string& row_major) {
+    return [&, row_major](int k) {
+      const std::string n = std::to_string(k);
+      return scalar(k) ? "s" + n : tiled(k) ? "tile" + n + "[2 * tx + e][q]" : "in" + n + row_major;
+    };
+  };
+  declare_output_vectors(s, p, 2, "        ");
+  emit_vectors(s, p, 2, "        ", load("_pair.v[e]"));
   for (int o = 0; o < nout; ++o) {
     s << "        *reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + i) = r" << o << ";\n";
   }
   s << "      } else if (r < R) {\n        for (int e = 0; e < 2 && c + e < C; ++e) {\n";
-  emit_element(
-      s, p, "          ",
-      [&](int k) {
-        const std::string n = std::to_string(k);
-        return scalar(k) ? "s" + n : tiled(k) ? "tile" + n + "[2 * tx + e][q]" : "in" + n + "[i + e]";
-      },
-      [](int o, const std::string& v) { return "out" + std::to_string(o) + "[i + e] = " + v; });
+  emit_element(s, p, "          ", load("[i + e]"),
+               [](int o, const std::string& v) { return "out" + std::to_string(o) + "[i + e] = " + v; });
   s << "        }\n      }\n    }\n    __syncthreads();  // the tiles are written again next\n  }\n}\n";
   return s.str();
 }
