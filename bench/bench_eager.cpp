@@ -74,6 +74,21 @@ void BM_Transpose(benchmark::State& state) {
 }
 BENCHMARK(BM_Transpose)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// A binary op with a transposed operand: transpose(a) + b, 4096 x 4096 float32 arrays.
+// Bytes: read a and b, write the sum (as BM_Add).
+void BM_TransposeAdd(benchmark::State& state) {
+  Array a = random_array({kRows, kCols}, 6), b = random_array({kRows, kCols}, 7);
+  kiln::eval({a, b});
+  for (auto _ : state) {
+    Array c = kiln::transpose(a) + b;
+    c.eval();
+    benchmark::DoNotOptimize(c.id());
+  }
+  state.SetBytesProcessed(state.iterations() * 3 * kRows * kCols * int64_t{sizeof(float)});
+  state.SetItemsProcessed(state.iterations() * kRows * kCols);
+}
+BENCHMARK(BM_TransposeAdd)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // A transcendental: exp over 16M elements (compute-bound rather than memory-bound).
 void BM_Exp(benchmark::State& state) {
   Array a = random_array({kElems}, 3);

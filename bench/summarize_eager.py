@@ -51,6 +51,9 @@ def main():
     if "BM_Transpose" in b and "BM_Memcpy" in b:  # no target: how far a transpose is from a copy
         ratio = b["BM_Transpose"]["bytes_per_second"] / b["BM_Memcpy"]["bytes_per_second"]
         rows.append(("transpose bytes/s / memcpy", ratio, None, True))
+    if "BM_TransposeAdd" in b and "BM_Add" in b:  # no target: a transposed operand against a plain add
+        ratio = b["BM_TransposeAdd"]["bytes_per_second"] / b["BM_Add"]["bytes_per_second"]
+        rows.append(("transpose add / add bytes/s", ratio, None, True))
     if "BM_Matmul" in b and "BM_Sgemm" in b:
         ratio = b["BM_Sgemm"]["real_time"] / b["BM_Matmul"]["real_time"]
         ok = ratio >= 0.95

@@ -2,6 +2,7 @@
 // against references built element by element in the test.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -98,6 +99,30 @@ TEST(Copy, TransposesInBlocks) {
       Array wide = astype(transpose(x, {0, 2, 1}), float64);
       kt::expect_array(wide, {3, 45, 70}, float64, batched, "converted " + name);
     }
+  }
+}
+
+// Any elementwise walk with an operand running down the columns goes in 32 x 32 blocks:
+// every element still meets its partners, batched, at sides no block divides, in views at
+// an offset, and with the transposed operand second.
+TEST(Copy, ElementwiseOpsWithATransposedOperandWalkInBlocks) {
+  const Shape s{3, 70, 45};
+  for (Dtype d : {float32, float64, bfloat16, int32, uint8}) {
+    auto xv = kt::random_values(kt::numel(s), d, 21), yv = kt::random_values(kt::numel(s), d, 22);
+    Array x = kt::from_values(xv, s, d), y = kt::from_values(yv, {3, 45, 70}, d);
+    auto xt = [&](int64_t b, int64_t j, int64_t i) { return xv[static_cast<size_t>((b * 70 + i) * 45 + j)]; };
+    auto yat = [&](int64_t b, int64_t j, int64_t i) { return yv[static_cast<size_t>((b * 45 + j) * 70 + i)]; };
+    std::vector<double> larger, offset;
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t j = 0; j < 45; ++j)
+        for (int64_t i = 0; i < 70; ++i) larger.push_back(std::max(xt(b, j, i), yat(b, j, i)));
+    for (int64_t j = 1; j < 45; ++j)
+      for (int64_t i = 2; i < 70; ++i) offset.push_back(std::max(xt(1, j, i), yat(1, j, i)));
+    const std::string name = dtype_name(d);
+    kt::expect_array(maximum(transpose(x, {0, 2, 1}), y), {3, 45, 70}, d, larger, "batched " + name);
+    kt::expect_array(maximum(y, transpose(x, {0, 2, 1})), {3, 45, 70}, d, larger, "second " + name);
+    kt::expect_array(maximum(transpose(slice(x, {1, 2, 1}, {2, 70, 45}), {0, 2, 1}), slice(y, {1, 1, 2}, {2, 45, 70})),
+                     {1, 44, 68}, d, offset, "offset " + name);
   }
 }
 

@@ -4,6 +4,7 @@
 // the compiler can vectorize (stride 1 or 0 is the common case).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -117,9 +118,59 @@ inline Strides broadcast_strides(const Tensor& t, const Shape& shape) {
 /* Elements per task below which kernels stay on one thread. */
 inline constexpr int64_t kParallelGrain = 1 << 15;
 
-/* Runs row() over every row of the layout, in parallel for large work. */
+/* Side of the blocks a layout with an operand running down its columns is walked in. */
+inline constexpr int64_t kBlock = 32;
+
+/* Whether some operand runs down the columns (stride 1 on the axis before the last, a
+   stride other than 0 or 1 on the last: a transpose), both at least kBlock long. Row by row,
+   that operand's lines would be left before the next row came back to them. */
+template <int N>
+bool runs_down_columns(const StridedLayout<N>& L) {
+  const size_t nd = L.shape.size();
+  if (nd < 2 || L.shape[nd - 2] < kBlock || L.shape[nd - 1] < kBlock) return false;
+  for (int k = 0; k < N; ++k) {
+    const int64_t inner = L.strides[k][nd - 1];
+    if (L.strides[k][nd - 2] == 1 && inner != 0 && inner != 1) return true;
+  }
+  return false;
+}
+
+/* Calls row() over the layout in kBlock x kBlock blocks of its last two axes, a block's rows
+   in turn (pieces of kBlock elements), so each line an operand reads down the columns serves
+   kBlock rows while it is in the cache; in parallel over blocks of rows. */
+template <int N, class Row>
+void parallel_blocks(const StridedLayout<N>& L, int64_t cost_per_element, Row&& row) {
+  const int nd = static_cast<int>(L.shape.size());
+  const int64_t R = L.shape[nd - 2], C = L.shape[nd - 1];
+  const int64_t outer = shape_size(L.shape) / (R * C), row_blocks = (R + kBlock - 1) / kBlock;
+  std::array<int64_t, N> inner;
+  for (int k = 0; k < N; ++k) inner[k] = L.strides[k][nd - 1];
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / (kBlock * C * std::max<int64_t>(cost_per_element, 1)));
+  parallel_for(outer * row_blocks, grain, [&](int64_t w0, int64_t w1) {
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t r0 = w % row_blocks * kBlock, r1 = std::min(R, r0 + kBlock);
+      std::array<int64_t, N> base{};
+      for (int64_t d = nd - 3, rem = w / row_blocks; d >= 0; --d) {  // the outer axes' index
+        const int64_t i = rem % L.shape[d];
+        rem /= L.shape[d];
+        for (int k = 0; k < N; ++k) base[k] += i * L.strides[k][d];
+      }
+      for (int64_t c0 = 0; c0 < C; c0 += kBlock) {
+        for (int64_t r = r0; r < r1; ++r) {
+          std::array<int64_t, N> off;
+          for (int k = 0; k < N; ++k) off[k] = base[k] + r * L.strides[k][nd - 2] + c0 * inner[k];
+          row(off, std::min(kBlock, C - c0), inner);
+        }
+      }
+    }
+  });
+}
+
+/* Runs row() over every row of the layout, in parallel for large work; in blocks where an
+   operand runs down the columns. */
 template <int N, class Row>
 void parallel_rows(const StridedLayout<N>& L, int64_t cost_per_element, Row&& row) {
+  if (runs_down_columns(L)) return parallel_blocks(L, cost_per_element, row);
   int64_t rows = L.rows();
   int64_t per_row = std::max<int64_t>(1, L.inner() * cost_per_element);
   int64_t grain_rows = std::max<int64_t>(1, kParallelGrain / per_row);
