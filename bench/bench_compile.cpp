@@ -1,6 +1,7 @@
 // Compiled against eager (one kernel per op) on the CPU, float32, 16M elements:
 // GELU (tanh form), SwiGLU, RMSNorm, softmax and LayerNorm over rows of 4096, and a
-// 10-op chain of sin, multiply and add. Every workload reports bytes/s (inputs read
+// 10-op chain of sin, multiply and add, and transpose(a) * b + 0.5 on 4096 x 4096 (a fused
+// program with a transposed input). Every workload reports bytes/s (inputs read
 // plus outputs written, once each), next to std::memcpy of 64 MiB between warmed
 // buffers. BM_HostCall32 measures the host cost of one compiled call of a 32-op
 // elementwise graph on 1k elements (call + eval), with the per-call median as a counter.
@@ -76,6 +77,11 @@ const std::vector<Workload>& workloads() {
        (2 * kRows * kCols + 2 * kCols) * kF},
       {"Chain10", [](const std::vector<Array>& in) { return std::vector<Array>{chain10(in[0])}; },
        [] { return std::vector<Array>{random_array({kElems}, 10)}; }, 2 * kElems * kF},
+      // A fused program with a transposed input: transpose(a) * b + 0.5.
+      {"TransposeFma",
+       [](const std::vector<Array>& in) { return std::vector<Array>{kiln::transpose(in[0]) * in[1] + 0.5f}; },
+       [] { return std::vector<Array>{random_array({kRows, kCols}, 11), random_array({kRows, kCols}, 12)}; },
+       3 * kRows * kCols * kF},
   };
   return w;
 }

@@ -47,16 +47,16 @@ def main():
     memcpy_bps = med(memcpy, "bytes_per_second") if memcpy else None
 
     failed = False
-    print(f"\n{'workload':<10} {'eager ms':>9} {'compiled ms':>12} {'speedup':>8} {'compiled GB/s':>14} {'of memcpy':>10}")
+    print(f"\n{'workload':<13} {'eager ms':>9} {'compiled ms':>12} {'speedup':>8} {'compiled GB/s':>14} {'of memcpy':>10}")
     for w, modes in workloads.items():
         if "eager" not in modes or "compiled" not in modes:
             continue
         te, tc = med(modes["eager"], "real_time"), med(modes["compiled"], "real_time")
         bps = med(modes["compiled"], "bytes_per_second")
         frac = bps / memcpy_bps if memcpy_bps else float("nan")
-        print(f"{w:<10} {te:9.1f} {tc:12.1f} {te / tc:8.2f} {bps / 1e9:14.2f} {frac:10.2f}")
+        print(f"{w:<13} {te:9.1f} {tc:12.1f} {te / tc:8.2f} {bps / 1e9:14.2f} {frac:10.2f}")
     if memcpy_bps:
-        print(f"{'memcpy':<10} {'':9} {med(memcpy, 'real_time'):12.1f} {'':8} {memcpy_bps / 1e9:14.2f} {1.0:10.2f}")
+        print(f"{'memcpy':<13} {'':9} {med(memcpy, 'real_time'):12.1f} {'':8} {memcpy_bps / 1e9:14.2f} {1.0:10.2f}")
 
     rows = []
     if "Chain10" in workloads and len(workloads["Chain10"]) == 2:

@@ -93,6 +93,14 @@ TEST(Fusion, BroadcastTransposedAndSlicedInputs) {
   Array big = rand_of({300, 301}, float32, 9);  // above the thread-pool threshold
   Array bias = rand_of({301}, float32, 10), scale = rand_of({300, 1}, float32, 11);
   expect_bits_equal(f({big, scale, bias})[0], tanh(big) * scale + bias, "large");
+  // Transposed inputs at least 32 x 32 go in blocks: batched, sides no block divides, with a
+  // broadcast column and row beside them.
+  Array batch = rand_of({3, 70, 45}, float32, 12);
+  Array batch_col = rand_of({3, 45, 1}, float32, 13), batch_row = rand_of({70}, float32, 14);
+  Array xt = transpose(batch, {0, 2, 1});
+  expect_bits_equal(f({xt, batch_col, batch_row})[0], tanh(xt) * batch_col + batch_row, "batched transposed");
+  Array plain = rand_of({45, 70}, float32, 15);
+  expect_bits_equal(f({plain, xt, batch_row})[0], tanh(plain) * xt + batch_row, "transposed second");
   Array empty = zeros({0, 4}, float32);
   EXPECT_EQ(f({empty, empty, empty})[0].shape(), (Shape{0, 4}));
 }

@@ -121,16 +121,16 @@ inline constexpr int64_t kParallelGrain = 1 << 15;
 /* Side of the blocks a layout with an operand running down its columns is walked in. */
 inline constexpr int64_t kBlock = 32;
 
-/* Whether some operand runs down the columns (stride 1 on the axis before the last, a
-   stride other than 0 or 1 on the last: a transpose), both at least kBlock long. Row by row,
-   that operand's lines would be left before the next row came back to them. */
-template <int N>
-bool runs_down_columns(const StridedLayout<N>& L) {
-  const size_t nd = L.shape.size();
-  if (nd < 2 || L.shape[nd - 2] < kBlock || L.shape[nd - 1] < kBlock) return false;
-  for (int k = 0; k < N; ++k) {
-    const int64_t inner = L.strides[k][nd - 1];
-    if (L.strides[k][nd - 2] == 1 && inner != 0 && inner != 1) return true;
+/* Whether some operand (strides: one Strides each, over the merged `shape`) runs down the
+   columns (stride 1 on the axis before the last, a stride other than 0 or 1 on the last: a
+   transpose), both at least kBlock long. Row by row, that operand's lines would be left
+   before the next row came back to them. */
+template <class OperandStrides>
+bool runs_down_columns(const Shape& shape, const OperandStrides& strides) {
+  const size_t nd = shape.size();
+  if (nd < 2 || shape[nd - 2] < kBlock || shape[nd - 1] < kBlock) return false;
+  for (const Strides& s : strides) {
+    if (s[nd - 2] == 1 && s[nd - 1] != 0 && s[nd - 1] != 1) return true;
   }
   return false;
 }
@@ -170,7 +170,7 @@ void parallel_blocks(const StridedLayout<N>& L, int64_t cost_per_element, Row&& 
    operand runs down the columns. */
 template <int N, class Row>
 void parallel_rows(const StridedLayout<N>& L, int64_t cost_per_element, Row&& row) {
-  if (runs_down_columns(L)) return parallel_blocks(L, cost_per_element, row);
+  if (runs_down_columns(L.shape, L.strides)) return parallel_blocks(L, cost_per_element, row);
   int64_t rows = L.rows();
   int64_t per_row = std::max<int64_t>(1, L.inner() * cost_per_element);
   int64_t grain_rows = std::max<int64_t>(1, kParallelGrain / per_row);
