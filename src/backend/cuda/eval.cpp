@@ -43,7 +43,7 @@ std::shared_ptr<Primitive> borrow(const Primitive& p) {
 
 // How a copy of src, broadcast to `shape`, into a destination with `dst_strides` runs down
 // its columns (the copy of a transpose, batched or not), when it does.
-std::optional<detail::ColumnRuns> runs_down_columns(const Tensor& src, const Shape& shape, const Strides& dst_strides) {
+std::optional<detail::ColumnRuns> copy_column_runs(const Tensor& src, const Shape& shape, const Strides& dst_strides) {
   if (detail::shape_size(shape) >= (int64_t{1} << 40)) return std::nullopt;  // the tiles' 32-bit coordinates
   const Strides from = detail::broadcast_strides(src, shape);
   return detail::column_runs(detail::merge_axes<2>(shape, {&dst_strides, &from}), 32);
@@ -149,7 +149,7 @@ bool run_tiled(int dev, const FusedProgram& p, const Shape& shape, const std::ve
     }
     pairs = pairs && ptr_bits(t) % pair == 0;
     if (t.shape == shape && t.row_contiguous()) continue;
-    const auto runs = runs_down_columns(t, shape, dense);
+    const auto runs = copy_column_runs(t, shape, dense);
     tile_bytes += 64 * 65 * t.itemsize();
     if (!runs || runs->src_col == 0 || tile_bytes > 48 * 1024) return false;
     if (form && (runs->batch != form->batch || runs->rows != form->rows || runs->cols != form->cols)) return false;
@@ -238,7 +238,7 @@ void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::
     bool copied = false;
     for (Tensor& t : read) {
       Tensor dense(shape, t.dtype);
-      const auto runs = t.size() > 1 ? runs_down_columns(t, shape, dense.strides) : std::nullopt;
+      const auto runs = t.size() > 1 ? copy_column_runs(t, shape, dense.strides) : std::nullopt;
       if (!runs || runs->src_col == 0) continue;  // src_col == 0: a broadcast, not a transpose
       allocate_output(dev, dense);
       copy_tiles(dev, *runs, t, dense);
@@ -305,7 +305,7 @@ void run_single(int dev, const Primitive& prim, const std::vector<Tensor>& in, T
 // src (broadcast) into dst (any strides), converting the dtype.
 void copy_into(int dev, const Tensor& src, const Tensor& dst) {
   if (src.dtype == dst.dtype) {
-    if (auto t = runs_down_columns(src, dst.shape, dst.strides)) return copy_tiles(dev, *t, src, dst);
+    if (auto t = copy_column_runs(src, dst.shape, dst.strides)) return copy_tiles(dev, *t, src, dst);
   }
   FusedProgram p;
   FusedOp in;

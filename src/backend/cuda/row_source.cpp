@@ -331,13 +331,7 @@ class RowSource {
       s_ << "        const " << vt << " a" << k << " = *reinterpret_cast<const " << vt << "*>(in" << k << " + r + j * cs" << k
          << ");\n";
     }
-    for (int e = 0; e < v; ++e) {  // unrolled: constant indices keep vectors and accumulators in registers
-      s_ << "        {\n";
-      for (size_t i : reductions) s_ << "          " << wide(i) << "& acc" << i << " = acc" << i << "v[" << e << "];\n";
-      for (size_t i : closure) emit_op(i, "          ", 0, e);
-      for (size_t i : reductions) fold(i, "          ");
-      s_ << "        }\n";
-    }
+    fold_vector(closure, reductions, v, "        ", true);
     s_ << "      }\n    }\n";
     for (size_t i : reductions) {
       const std::string sh = "sh" + std::to_string(i) + "c";
@@ -405,13 +399,17 @@ class RowSource {
   }
 
   // The elements of vectors a<k> folded into the reductions, unrolled: constant indices
-  // keep the vectors in registers.
-  void fold_vector(const std::set<size_t>& closure, const std::vector<size_t>& reductions, int v) {
+  // keep the vectors in registers. `per_element`: element e folds into acc<i>v[e], not acc<i>.
+  void fold_vector(const std::set<size_t>& closure, const std::vector<size_t>& reductions, int v,
+                   const std::string& indent = "      ", bool per_element = false) {
     for (int e = 0; e < v; ++e) {
-      s_ << "      {\n";
-      for (size_t i : closure) emit_op(i, "        ", 0, e);
-      for (size_t i : reductions) fold(i, "        ");
-      s_ << "      }\n";
+      s_ << indent << "{\n";
+      for (size_t i : reductions) {
+        if (per_element) s_ << indent << "  " << wide(i) << "& acc" << i << " = acc" << i << "v[" << e << "];\n";
+      }
+      for (size_t i : closure) emit_op(i, indent + "  ", 0, e);
+      for (size_t i : reductions) fold(i, indent + "  ");
+      s_ << indent << "}\n";
     }
   }
 
