@@ -24,10 +24,13 @@
 //   transpose  x: (16384, 4096)        x transposed, as a new row-major (4096, 16384) array
 //   transpose_add  x: (16384, 4096), y: (4096, 16384)
 //                                      transpose(x) + y
+//   transpose_bias x: (16384, 4096), b: (16384,)
+//                                      transpose(x) + b
+//   strided_mul    x: (16384, 8192)     x[:, 0::2] * x[:, 1::2]  (even columns times odd ones)
 // each in float32 and bfloat16 (Python float constants: they never widen the dtype), on
 // fresh inputs uniform in [-3, 3] (made on the host, uploaded, cast on the device; not
 // timed). Fewest bytes that must move: gelu, softmax, chain10, transpose: 2n; swiglu,
-// transpose_add: 3n; rmsnorm 2n + 4096; layernorm, scale_bias: 2n + 2*4096; batch_bias
+// transpose_add, strided_mul: 3n; transpose_bias 2n + 16384; rmsnorm 2n + 4096; layernorm, scale_bias: 2n + 2*4096; batch_bias
 // 2n + 64*4096; sum, argmax n; colsum n + 4096 (elements times the dtype's size; argmax's
 // 64 int32 indices left out).
 //
@@ -256,6 +259,14 @@ std::vector<Workload> workloads(int64_t scale) {
        [=](const std::vector<Array>& in) { return one(in[0] + in[1]); }, 2 * m + 64 * cols, {{4, 8, 96}, {4, 1, 96}}},
       {"transpose_add", {{rows, cols}, {cols, rows}},
        [=](const std::vector<Array>& in) { return one(kiln::transpose(in[0]) + in[1]); }, 3 * m, {{72, 40}, {40, 72}}},
+      {"transpose_bias", {{rows, cols}, {rows}},
+       [=](const std::vector<Array>& in) { return one(kiln::transpose(in[0]) + in[1]); }, 2 * m + rows, {{72, 40}, {72}}},
+      {"strided_mul", {{rows, 2 * cols}},
+       [=](const std::vector<Array>& in) {
+         const Array& x = in[0];
+         return one(kiln::slice(x, {0, 0}, x.shape(), {1, 2}) * kiln::slice(x, {0, 1}, x.shape(), {1, 2}));
+       },
+       3 * m},
   };
 }
 

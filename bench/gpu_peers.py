@@ -23,6 +23,9 @@ Workloads (the same formulas as bench/gpu_peers.cpp; keep them in step):
   transpose  x: (16384, 4096)        x transposed, as a new row-major (4096, 16384) array
   transpose_add  x: (16384, 4096), y: (4096, 16384)
                                      transpose(x) + y
+  transpose_bias x: (16384, 4096), b: (16384,)
+                                     transpose(x) + b
+  strided_mul    x: (16384, 8192)     x[:, 0::2] * x[:, 1::2]  (even columns times odd ones)
 in float32 and bfloat16 (Python float constants keep the dtype in both libraries), on
 fresh inputs uniform in [-3, 3] made on the device (not timed).
 
@@ -268,6 +271,10 @@ def transposed_add(m, x, y):
     return m.transpose(x) + y
 
 
+def strided_mul(m, x):
+    return x[:, 0::2] * x[:, 1::2]
+
+
 def graph32(m, x, y):
     a = x + y
     b = x * y  # 2 ops
@@ -334,6 +341,8 @@ def workloads(scale):
         ("batch_bias", [(64, rows // 64, cols), (64, 1, cols)], batch_bias, None, 2 * m + 64 * cols),
         ("transpose", [(rows, cols)], transposed, None, 2 * m),
         ("transpose_add", [(rows, cols), (cols, rows)], transposed_add, None, 3 * m),
+        ("transpose_bias", [(rows, cols), (rows,)], transposed_add, None, 2 * m + rows),
+        ("strided_mul", [(rows, 2 * cols)], strided_mul, None, 3 * m),
     ]
 
 

@@ -753,6 +753,14 @@ TEST_F(Cuda, TransposedCopiesInTiles) {
     EXPECT_TRUE(equal_everywhere({e, ey}, [](auto& v) { return transpose(v[0], {0, 2, 1}) * v[1]; })) << "batched pairs " << name;
     EXPECT_TRUE(equal_everywhere({a, b}, [](auto& v) { return transpose(slice(v[0], {0, 1}, {700, 600})) - slice(v[1], {1, 0}, {600, 700}); }))
         << "pairs off the start " << name;
+    // Beside broadcasts: a row, a column, one element, a row a batch; rows with gaps.
+    Array row = input({700}, float32, 92), col = input({600, 1}, d, 93), one = input({}, d, 94), per_batch = input({3, 1, 65}, d, 95);
+    EXPECT_TRUE(equal_everywhere({a, row, col}, [](auto& v) { return transpose(v[0]) * v[1] + v[2]; })) << "row and column " << name;
+    EXPECT_TRUE(equal_everywhere({a, one}, [](auto& v) { return transpose(v[0]) - v[1]; })) << "one element " << name;
+    EXPECT_TRUE(equal_everywhere({c, per_batch}, [](auto& v) { return transpose(v[0], {0, 2, 1}) * v[1]; })) << "a row a batch " << name;
+    Array wide = input({600, 800}, d, 96);
+    EXPECT_TRUE(equal_everywhere({a, wide}, [](auto& v) { return transpose(v[0]) + slice(v[1], {0, 0}, {600, 700}); }))
+        << "rows with gaps " << name;
     EXPECT_TRUE(equal_everywhere({a, a2, b}, [](auto& v) {
       const Array t = transpose(v[0]), u = transpose(v[1]);
       return t + u * t - transpose(v[0] * 2.0f) + transpose(v[1] - v[0]) * v[2] + transpose(v[0] + v[1]);
@@ -782,6 +790,28 @@ TEST_F(Cuda, BroadcastRowsAndColumns) {
     EXPECT_TRUE(equal_everywhere({many, sparse}, [](auto& v) { return maximum(v[0], v[1]); })) << "five axes " << name;
     Array odd = input({5, 7}, d, 97), odd_row = input({7}, d, 98);
     EXPECT_TRUE(equal_everywhere({odd, odd_row}, [](auto& v) { return v[0] * v[1]; })) << "short rows " << name;
+  }
+}
+
+// Operands that step along the rows with a stride of their own (every other element,
+// reversed rows, a flat array's every third) run over rows too, beside contiguous operands
+// and broadcasts (from 2^16 elements; the generic kernel below that, also checked).
+TEST_F(Cuda, SteppedRows) {
+  const SliceArg all{}, reversed{std::nullopt, std::nullopt, -1};
+  for (Dtype d : {float32, bfloat16, float64, int32, uint8}) {
+    const std::string name = dtype_name(d);
+    Array x = input({300, 1000}, d, 103), w = input({500}, d, 104), c = input({300, 1}, d, 105), flat = input({300001}, d, 106);
+    EXPECT_TRUE(equal_everywhere({x}, [](auto& v) { return slice(v[0], {0, 0}, {300, 1000}, {1, 2}) * slice(v[0], {0, 1}, {300, 1000}, {1, 2}); }))
+        << "interleaved " << name;
+    EXPECT_TRUE(equal_everywhere({x, w, c}, [](auto& v) { return slice(v[0], {0, 1}, {300, 1000}, {1, 2}) * v[1] - v[2]; }))
+        << "beside broadcasts " << name;
+    EXPECT_TRUE(equal_everywhere({x}, [&](auto& v) { return slice(v[0], {all, reversed}) - v[0]; })) << "reversed " << name;
+    EXPECT_TRUE(equal_everywhere({flat}, [](auto& v) { return slice(v[0], {0}, {300001}, {3}) * 3.0f; })) << "every third " << name;
+    Array batched = input({3, 400, 660}, d, 107), small = input({3, 40, 66}, d, 108);
+    EXPECT_TRUE(equal_everywhere({batched}, [](auto& v) { return maximum(slice(v[0], {0, 0, 0}, {3, 400, 660}, {1, 2, 3}), 0.5f); }))
+        << "batched " << name;
+    EXPECT_TRUE(equal_everywhere({small}, [](auto& v) { return maximum(slice(v[0], {0, 0, 0}, {3, 40, 66}, {1, 2, 3}), 0.5f); }))
+        << "small " << name;
   }
 }
 

@@ -113,13 +113,20 @@ TEST_F(CudaCodegen, ElementwiseVariantsCompile) {
     compiles(cuda::elementwise_flat_source(p, 0b100, vec));  // c is one broadcast element
   }
   for (int vec : {1, 4}) {
-    for (bool narrow : {false, true}) compiles(cuda::elementwise_rows_source(p, 0b010, vec, narrow));  // b one value a row
+    for (bool narrow : {false, true}) compiles(cuda::elementwise_rows_source(p, 0b010, 0, vec, narrow));  // b one value a row
   }
-  compiles(cuda::elementwise_tiled_source(p, 0b100, 0b001));  // a through a tile, c one element
+  // Operands 1 (an output) and 3 (input a) step along the rows with strides of their own.
+  const std::string stepped = cuda::elementwise_rows_source(p, 0b100, 0b1010, 4, true);
+  compiles(stepped);
+  EXPECT_NE(stepped.find("in0[at[3] + (c + e) * step3]"), std::string::npos) << stepped;
+  EXPECT_NE(stepped.find("out1[at[1] + (c + e) * step1] = r1.v[e]"), std::string::npos) << stepped;
+  const std::string per_row = cuda::elementwise_tiled_source(p, 0b100, 0b001);  // a through a tile, c one value a row
+  compiles(per_row);
+  EXPECT_NE(per_row.find("s2 = in2[row2 + k * sr2]"), std::string::npos) << per_row;
   const std::string tiled = cuda::elementwise_tiled_source(p, 0, 0b011);
   compiles(tiled);
-  EXPECT_NE(tiled.find("tile1[q][2 * tx + e] = in1["), std::string::npos) << tiled;  // b through a tile too
-  EXPECT_NE(tiled.find("in2[i + e]"), std::string::npos) << tiled;  // c row-major
+  EXPECT_NE(tiled.find("tile1[q][2 * tx + e] = in1[col1"), std::string::npos) << tiled;  // b through a tile too
+  EXPECT_NE(tiled.find("in2[row2 + k * sr2 + e]"), std::string::npos) << tiled;  // c along the rows
 }
 
 TEST_F(CudaCodegen, RowVariantsCompile) {

@@ -525,8 +525,8 @@ template <class T, int N> __device__ void kiln_matmul(const KilnMeta<N>& m) {
 
 int elementwise_meta_len(int operands) { return 2 + kMaxDims + operands * (kMaxDims + 1); }
 int flat_meta_len(int operands) { return 1 + operands; }
-int tiled_meta_len(int inputs, int outputs) { return 4 + 3 * inputs + outputs; }
-int rows_meta_len(int operands) { return 3 + kMaxDims + operands * (kMaxDims + 1); }
+int tiled_meta_len(int operands) { return 4 + 3 * operands; }
+int rows_meta_len(int operands) { return 3 + kMaxDims + operands * (kMaxDims + 2); }
 
 namespace {
 
@@ -728,17 +728,22 @@ std::string instantiate(const std::string& call, int meta_len) {
   return s.str();
 }
 
-std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t row_inputs, int vec, bool narrow) {
+std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t row_inputs, uint64_t strided, int vec,
+                                   bool narrow) {
   const int nin = p.num_inputs(), nout = static_cast<int>(p.outputs.size()), nops = nin + nout;
   auto per_row = [&](int k) { return ((row_inputs >> k) & 1) != 0; };
+  auto stepped = [&](int operand) { return ((strided >> operand) & 1) != 0; };
   const std::string v = std::to_string(vec), index = narrow ? "unsigned" : "long";
-  const int strides0 = 3 + kMaxDims;
+  const int strides0 = 3 + kMaxDims, steps0 = strides0 + nops * kMaxDims;
   std::ostringstream s;
   s << "#include \"kiln/cuda_support.h\"\n\n";
   s << "extern \"C\" __global__ void __launch_bounds__(256) kiln_kernel(const KilnMeta<" << rows_meta_len(nops) << "> m) {\n";
   s << "  const " << index << " rows = static_cast<" << index << ">(m.v[0]), per_row = static_cast<" << index
     << ">(m.v[1] / " << v << ");\n  const int outer = static_cast<int>(m.v[2]);  // the axes before the last\n";
-  emit_pointers(s, p, strides0 + nops * kMaxDims);
+  emit_pointers(s, p, steps0 + nops);
+  for (int k = 0; k < nops; ++k) {
+    if (stepped(k)) s << "  const long step" << k << " = m.v[" << steps0 + k << "];  // along the rows\n";
+  }
   s << "  for (" << index << " w = static_cast<" << index << ">(blockIdx.x) * blockDim.x + threadIdx.x; w < rows * per_row; "
     << "w += static_cast<" << index << ">(gridDim.x) * blockDim.x) {\n";
   s << "    const " << index << " r = w / per_row;\n    const long c = static_cast<long>(w - r * per_row) * " << v << ";\n";
@@ -753,7 +758,7 @@ std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t ro
   s << "#pragma unroll\n        for (int o = 0; o < " << nops << "; ++o) at[o] += i * m.v[" << strides0 << " + o * " << kMaxDims << " + d];\n";
   s << "      }\n    }\n";
   for (auto& op : p.ops) {
-    if (op.prim) continue;
+    if (op.prim || stepped(nout + op.input)) continue;
     const std::string k = std::to_string(op.input), t = cpp_type(op.dtype), at = "at[" + std::to_string(nout + op.input) + "]";
     if (per_row(op.input)) {
       s << "    const " << t << " s" << k << " = in" << k << "[" << at << "];\n";
@@ -763,17 +768,26 @@ std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t ro
     }
   }
   declare_output_vectors(s, p, vec, "    ");
-  emit_vectors(s, p, vec, "    ", [&](int k) { return per_row(k) ? "s" + std::to_string(k) : "a" + std::to_string(k) + ".v[e]"; });
+  emit_vectors(s, p, vec, "    ", [&](int k) {
+    const std::string n = std::to_string(k), o = std::to_string(nout + k);
+    if (stepped(nout + k)) return "in" + n + "[at[" + o + "] + (c + e) * step" + o + "]";
+    return per_row(k) ? "s" + n : "a" + n + ".v[e]";
+  });
   for (int o = 0; o < nout; ++o) {
-    s << "    *reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + at[" << o << "] + c) = r" << o << ";\n";
+    if (!stepped(o)) {  // by index into vectors, which NVCC stores at once (through a cast pointer, in 4-byte parts)
+      s << "    reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + at[" << o << "])[c / " << v << "] = r" << o << ";\n";
+      continue;
+    }
+    s << "#pragma unroll\n    for (int e = 0; e < " << v << "; ++e) out" << o << "[at[" << o << "] + (c + e) * step" << o << "] = r" << o
+      << ".v[e];\n";
   }
   s << "  }\n}\n";
   return s.str();
 }
 
-std::string elementwise_tiled_source(const compiler::FusedProgram& p, uint64_t scalar_inputs, uint64_t tiled_inputs) {
-  const int nin = p.num_inputs(), nout = static_cast<int>(p.outputs.size());
-  auto scalar = [&](int k) { return ((scalar_inputs >> k) & 1) != 0; };
+std::string elementwise_tiled_source(const compiler::FusedProgram& p, uint64_t row_inputs, uint64_t tiled_inputs) {
+  const int nin = p.num_inputs(), nout = static_cast<int>(p.outputs.size()), nops = nin + nout;
+  auto per_row = [&](int k) { return ((row_inputs >> k) & 1) != 0; };
   auto tiled = [&](int k) { return ((tiled_inputs >> k) & 1) != 0; };
   auto each_input = [&](auto&& f) {
     for (auto& op : p.ops) {
@@ -782,14 +796,16 @@ std::string elementwise_tiled_source(const compiler::FusedProgram& p, uint64_t s
   };
   std::ostringstream s;
   s << "#include \"kiln/cuda_support.h\"\n\n";
-  s << "extern \"C\" __global__ void __launch_bounds__(256) kiln_kernel(const KilnMeta<" << tiled_meta_len(nin, nout)
+  s << "extern \"C\" __global__ void __launch_bounds__(256) kiln_kernel(const KilnMeta<" << tiled_meta_len(nops)
     << "> m) {\n  const long R = m.v[1], C = m.v[2];\n  const bool words = m.v[3] != 0;\n";
-  emit_pointers(s, p, 4 + 2 * nin);
+  emit_pointers(s, p, 4 + 2 * nops);
+  for (int o = 0; o < nout; ++o) {
+    s << "  const long ob" << o << " = m.v[" << 4 + 2 * o << "], osr" << o << " = m.v[" << 5 + 2 * o << "];\n";
+  }
   each_input([&](int in, const std::string& k, const std::string& t) {
-    if (scalar(in)) s << "  const " << t << " s" << k << " = in" << k << "[0];\n";
-    if (!tiled(in)) return;
-    s << "  const long sb" << k << " = m.v[" << 4 + 2 * in << "], sc" << k << " = m.v[" << 5 + 2 * in << "];\n";
-    s << "  __shared__ " << t << " tile" << k << "[64][65];  // [column][row] of the tile\n";
+    const int at = 4 + 2 * (nout + in);
+    s << "  const long sb" << k << " = m.v[" << at << "], " << (tiled(in) ? "sc" : "sr") << k << " = m.v[" << at + 1 << "];\n";
+    if (tiled(in)) s << "  __shared__ " << t << " tile" << k << "[64][65];  // [column][row] of the tile\n";
   });
   s << "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n";
   s << "  const unsigned tiles_r = static_cast<unsigned>((R + 63) / 64), tiles_c = static_cast<unsigned>((C + 63) / 64);\n";
@@ -798,43 +814,75 @@ std::string elementwise_tiled_source(const compiler::FusedProgram& p, uint64_t s
   s << "    const long b = t / (tiles_r * tiles_c), r0 = static_cast<long>(t / tiles_c % tiles_r) * 64, "
        "c0 = static_cast<long>(t % tiles_c) * 64;\n";
   s << "    const bool whole = words && r0 + 64 <= R && c0 + 64 <= C;  // pairs of elements a load or store\n";
-  // Unrolled with a fixed trip count: every load of a phase issued before its stores.
-  s << "#pragma unroll\n    for (int k = 0; k < 64; k += 8) {  // the tiled inputs' column c0 + q, rows r0 + 2 tx and the next\n";
-  s << "      const int q = ty + k;\n      const long c = c0 + q, r = r0 + 2 * tx;\n      if (whole) {\n";
+  // Offsets are found once a tile, each phase's accesses stepping by constant multiples of the
+  // strides; the loops are unrolled with a fixed trip count, every load of a phase issued
+  // before its stores. Accesses index the restrict pointers themselves: through pointers
+  // derived in the loop NVCC issued each step's loads after the last step's stores.
+  s << "    const long rt = r0 + 2 * tx;  // the tiled inputs' rows rt and rt + 1, columns c0 + ty + k\n";
+  each_input([&](int in, const std::string& k, const std::string& t) {
+    if (tiled(in)) s << "    const long col" << k << " = b * sb" << k << " + rt + (c0 + ty) * sc" << k << ";\n";
+  });
+  // Whole tiles take loops of their own, so that nothing between the unrolled iterations
+  // keeps their loads from being issued first.
+  s << "    if (whole) {\n#pragma unroll\n      for (int k = 0; k < 64; k += 8) {\n        const int q = ty + k;\n";
   each_input([&](int in, const std::string& k, const std::string& t) {
     if (!tiled(in)) return;
     s << "        const kiln_vec<" << t << ", 2> x" << k << " = *reinterpret_cast<const kiln_vec<" << t << ", 2>*>(in" << k
-      << " + b * sb" << k << " + r + c * sc" << k << ");\n";
+      << " + col" << k << " + k * sc" << k << ");\n";
     s << "        tile" << k << "[q][2 * tx] = x" << k << ".v[0];\n        tile" << k << "[q][2 * tx + 1] = x" << k << ".v[1];\n";
   });
-  s << "      } else if (c < C) {\n        for (int e = 0; e < 2 && r + e < R; ++e) {\n";
+  s << "      }\n    } else {\n      for (int k = 0; k < 64 && c0 + ty + k < C; k += 8) {\n        const int q = ty + k;\n";
+  s << "        for (int e = 0; e < 2 && rt + e < R; ++e) {\n";
   each_input([&](int in, const std::string& k, const std::string&) {
-    if (tiled(in)) s << "          tile" << k << "[q][2 * tx + e] = in" << k << "[b * sb" << k << " + r + e + c * sc" << k << "];\n";
+    if (tiled(in)) s << "          tile" << k << "[q][2 * tx + e] = in" << k << "[col" << k << " + k * sc" << k << " + e];\n";
   });
   s << "        }\n      }\n    }\n    __syncthreads();\n";
-  s << "#pragma unroll\n    for (int k = 0; k < 64; k += 8) {  // row r0 + q, columns c0 + 2 tx and the next\n";
-  s << "      const int q = ty + k;\n      const long r = r0 + q, c = c0 + 2 * tx, i = (b * R + r) * C + c;\n      if (whole) {\n";
+  s << "    const long ry = r0 + ty, c = c0 + 2 * tx;  // rows ry + k, columns c and c + 1\n";
   each_input([&](int in, const std::string& k, const std::string& t) {
-    if (!scalar(in) && !tiled(in)) {
+    if (tiled(in)) return;
+    s << "    const long row" << k << " = b * sb" << k << " + ry * sr" << k << (per_row(in) ? "" : " + c") << ";\n";
+  });
+  // Outputs are stored a pair at a time by index into pairs (where `whole`: every offset even),
+  // which NVCC turns into one store; a store through a cast pointer took one an element.
+  for (int o = 0; o < nout; ++o) {
+    s << "    const long dst" << o << " = b * ob" << o << " + ry * osr" << o << " + c, pair" << o << " = dst" << o
+      << " / 2, pair_sr" << o << " = osr" << o << " / 2;\n";
+  }
+  auto per_row_loads = [&](const std::string& indent) {
+    each_input([&](int in, const std::string& k, const std::string& t) {
+      if (per_row(in)) s << indent << "const " << t << " s" << k << " = in" << k << "[row" << k << " + k * sr" << k << "];\n";
+    });
+  };
+  s << "    if (whole) {\n#pragma unroll\n      for (int k = 0; k < 64; k += 8) {\n        const int q = ty + k;\n";
+  per_row_loads("        ");
+  each_input([&](int in, const std::string& k, const std::string& t) {
+    if (!per_row(in) && !tiled(in)) {
       s << "        const kiln_vec<" << t << ", 2> in" << k << "_pair = *reinterpret_cast<const kiln_vec<" << t << ", 2>*>(in"
-        << k << " + i);\n";
+        << k << " + row" << k << " + k * sr" << k << ");\n";
     }
   });
-  // Input k's element e of the pair at row q, column 2 tx: `row_major` is a row-major input's.
-  auto load = [&](const std::string& row_major) {
-    return [&, row_major](int k) {
+  // Input k's element e of the pair at row q, column 2 tx (a row-major input's from its
+  // loaded pair or, at the edges, from memory).
+  auto load = [&](bool loaded_pair) {
+    return [&, loaded_pair](int k) {
       const std::string n = std::to_string(k);
-      return scalar(k) ? "s" + n : tiled(k) ? "tile" + n + "[2 * tx + e][q]" : "in" + n + row_major;
+      if (per_row(k)) return "s" + n;
+      if (tiled(k)) return "tile" + n + "[2 * tx + e][q]";
+      return loaded_pair ? "in" + n + "_pair.v[e]" : "in" + n + "[row" + n + " + k * sr" + n + " + e]";
     };
   };
   declare_output_vectors(s, p, 2, "        ");
-  emit_vectors(s, p, 2, "        ", load("_pair.v[e]"));
+  emit_vectors(s, p, 2, "        ", load(true));
   for (int o = 0; o < nout; ++o) {
-    s << "        *reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + i) = r" << o << ";\n";
+    s << "        reinterpret_cast<decltype(r" << o << ")*>(out" << o << ")[pair" << o << " + k * pair_sr" << o << "] = r" << o << ";\n";
   }
-  s << "      } else if (r < R) {\n        for (int e = 0; e < 2 && c + e < C; ++e) {\n";
-  emit_element(s, p, "          ", load("[i + e]"),
-               [](int o, const std::string& v) { return "out" + std::to_string(o) + "[i + e] = " + v; });
+  s << "      }\n    } else {\n      for (int k = 0; k < 64 && ry + k < R; k += 8) {\n        const int q = ty + k;\n";
+  per_row_loads("        ");
+  s << "        for (int e = 0; e < 2 && c + e < C; ++e) {\n";
+  emit_element(s, p, "          ", load(false), [](int o, const std::string& v) {
+    const std::string n = std::to_string(o);
+    return "out" + n + "[dst" + n + " + k * osr" + n + " + e] = " + v;
+  });
   s << "        }\n      }\n    }\n    __syncthreads();  // the tiles are written again next\n  }\n}\n";
   return s.str();
 }

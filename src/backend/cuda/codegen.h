@@ -31,23 +31,26 @@ int elementwise_meta_len(int operands);
 std::string elementwise_flat_source(const compiler::FusedProgram& p, uint64_t scalar_inputs, int vec);
 
 /* The program over rows (the last of up to kMaxDims merged axes): every operand is
-   contiguous along the rows (inner stride 1) or, for inputs in `row_inputs` (a bit each),
-   one value a row (inner stride 0), with any strides on the other axes. A thread computes
-   `vec` neighbours of a row (the row length a multiple of it); `narrow`: the index fits 32
-   bits. Meta: rows (all of them), the row length, the other axes' count, their sizes
-   (kMaxDims), each operand's strides on them (kMaxDims each, outputs first), then the
-   pointers (rows_meta_len values). */
-std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t row_inputs, int vec, bool narrow);
+   contiguous along the rows (inner stride 1), or steps along them with a stride of its own
+   (`strided`, a bit per operand, outputs first), or, for inputs in `row_inputs` (a bit
+   each), is one value a row (inner stride 0); any strides on the other axes. A thread
+   computes `vec` neighbours of a row (the row length a multiple of it); `narrow`: the index
+   fits 32 bits. Meta: rows (all of them), the row length, the other axes' count, their
+   sizes (kMaxDims), each operand's strides on them (kMaxDims each, outputs first), each
+   operand's stride along the rows, then the pointers (rows_meta_len values). */
+std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t row_inputs, uint64_t strided, int vec,
+                                   bool narrow);
 int rows_meta_len(int operands);
 
-/* The program over (batch, R, C) in 64 x 64 tiles, for row-major outputs where the inputs in
-   `tiled_inputs` (a bit each) run down the columns: each passes through a tile in shared
-   memory, so its reads are coalesced too. Inputs in `scalar_inputs` are one element, the
-   others row-major. A thread reads and writes pairs of neighbours where `words` (every pair
-   aligned). Meta: batch, R, C, words, each input's batch and column strides, then the
-   pointers (tiled_meta_len values). */
-std::string elementwise_tiled_source(const compiler::FusedProgram& p, uint64_t scalar_inputs, uint64_t tiled_inputs);
-int tiled_meta_len(int inputs, int outputs);
+/* The program over (batch, R, C) in 64 x 64 tiles, for outputs that run along the rows
+   where the inputs in `tiled_inputs` (a bit each) run down the columns: each passes through
+   a tile in shared memory, so its reads are coalesced too. Inputs in `row_inputs` are one
+   value a row (a column broadcast or one element), the others run along the rows. A thread
+   reads and writes pairs of neighbours where `words` (every pair aligned). Meta: batch, R,
+   C, words, each operand's batch stride and row stride (a tiled input's column stride;
+   outputs first), then the pointers (tiled_meta_len values). */
+std::string elementwise_tiled_source(const compiler::FusedProgram& p, uint64_t row_inputs, uint64_t tiled_inputs);
+int tiled_meta_len(int operands);
 int flat_meta_len(int operands);
 
 /* Row kernel, one block per row of a (rows, n) view: v[0] = rows, v[1] = n, then row and

@@ -122,78 +122,82 @@ bool plainly_flat(const Shape& shape, int64_t n, const std::vector<Tensor>& ins,
   return true;
 }
 
-// Runs the program in tiles (elementwise_tiled_source) where its outputs are row-major, at
-// least one input runs down their columns (a transpose; all such merging to the same batch,
-// rows and columns, their 64 x 65 tiles within 48 KiB of shared memory) and the others are
-// row-major or one element: one pass, every read and write coalesced. False when the
-// program is not of that form.
-bool run_tiled(int dev, const FusedProgram& p, const Shape& shape, const std::vector<Tensor>& ins,
-               const std::vector<Tensor>& outs, const compiler::KernelSlots* slots) {
-  if (ins.size() > 24) return false;  // both masks in the variant key
-  bool pairs = true;  // every pair of neighbours aligned (and, below, an even row length)
-  for (auto& o : outs) {
-    if (o.shape != shape || !o.row_contiguous()) return false;
-    pairs = pairs && ptr_bits(o) % (2 * static_cast<long>(o.itemsize())) == 0;
-  }
-  const Strides dense = detail::row_major_strides(shape);
-  uint64_t scalars = 0, tiled = 0;
+// Runs the program in tiles (elementwise_tiled_source) where the merged layout is (batch,
+// rows, columns), at least one input runs down the columns (a transpose; all such alike, at
+// least 32 x 32, their 64 x 65 tiles within 48 KiB of shared memory), and every other
+// operand runs along them or, for inputs, is one value a row: one pass, every read and
+// write coalesced. False when the program is not of that form.
+bool run_tiled(int dev, const FusedProgram& p, const Shape& ms, const std::vector<Strides>& strides,
+               const std::vector<Tensor>& ins, const std::vector<Tensor>& outs, const compiler::KernelSlots* slots) {
+  const size_t nout = outs.size(), nops = strides.size(), nd = ms.size();
+  if (ins.size() > 24 || nd < 2 || nd > 3 || detail::shape_size(ms) >= (int64_t{1} << 40)) return false;
+  const int64_t R = ms[nd - 2], C = ms[nd - 1];
+  auto operand = [&](size_t k) -> const Tensor& { return k < nout ? outs[k] : ins[k - nout]; };
+  uint64_t per_row = 0, tiled = 0;
   size_t tile_bytes = 0;
-  std::optional<detail::ColumnRuns> form;
-  std::vector<long> meta(static_cast<size_t>(tiled_meta_len(static_cast<int>(ins.size()), static_cast<int>(outs.size()))), 0);
-  for (size_t k = 0; k < ins.size(); ++k) {
-    const Tensor& t = ins[k];
-    const long pair = 2 * static_cast<long>(t.itemsize());
-    if (t.size() == 1) {
-      scalars |= uint64_t{1} << k;
-      continue;
+  bool pairs = C % 2 == 0;  // every pair of neighbours aligned
+  std::vector<long> meta(static_cast<size_t>(tiled_meta_len(static_cast<int>(nops))), 0);
+  for (size_t k = 0; k < nops; ++k) {
+    const Strides& st = strides[k];
+    const int64_t sb = nd == 3 ? st[0] : 0, sr = st[nd - 2], sc = st[nd - 1];
+    const uint64_t bit = k < nout ? 0 : uint64_t{1} << (k - nout);
+    int64_t second = sr;  // the row stride, or a tiled input's column stride
+    if (sc == 0 && bit) {
+      per_row |= bit;
+    } else if (sc != 1) {
+      tile_bytes += 64 * 65 * operand(k).itemsize();
+      if (!bit || sr != 1 || R < 32 || C < 32 || tile_bytes > 48 * 1024) return false;
+      tiled |= bit;
+      second = sc;
     }
-    pairs = pairs && ptr_bits(t) % pair == 0;
-    if (t.shape == shape && t.row_contiguous()) continue;
-    const auto runs = copy_column_runs(t, shape, dense);
-    tile_bytes += 64 * 65 * t.itemsize();
-    if (!runs || runs->src_col == 0 || tile_bytes > 48 * 1024) return false;
-    if (form && (runs->batch != form->batch || runs->rows != form->rows || runs->cols != form->cols)) return false;
-    form = runs;
-    tiled |= uint64_t{1} << k;
-    pairs = pairs && runs->src_batch % 2 == 0 && runs->src_col % 2 == 0;
-    meta[4 + 2 * k] = runs->src_batch;
-    meta[5 + 2 * k] = runs->src_col;
+    if (sc != 0) pairs = pairs && sb % 2 == 0 && second % 2 == 0 && ptr_bits(operand(k)) % (2 * static_cast<long>(operand(k).itemsize())) == 0;
+    meta[4 + 2 * k] = sb;
+    meta[5 + 2 * k] = second;
+    meta[4 + 2 * nops + k] = ptr_bits(operand(k));
   }
-  if (!form) return false;
-  meta[0] = form->batch;
-  meta[1] = form->rows;
-  meta[2] = form->cols;
-  meta[3] = pairs && form->cols % 2 == 0 ? 1 : 0;
-  const size_t ptr0 = 4 + 2 * ins.size();
-  for (size_t o = 0; o < outs.size(); ++o) meta[ptr0 + o] = ptr_bits(outs[o]);
-  for (size_t k = 0; k < ins.size(); ++k) meta[ptr0 + outs.size() + k] = ptr_bits(ins[k]);
-  CUfunction f = program_kernel(dev, slots, ((tiled << 24 | scalars) << 2) | 2,
-                                [&] { return elementwise_tiled_source(p, scalars, tiled); });
-  const int64_t tiles = form->batch * ((form->rows + 63) / 64) * ((form->cols + 63) / 64);
+  if (!tiled) return false;
+  meta[0] = nd == 3 ? ms[0] : 1;
+  meta[1] = R;
+  meta[2] = C;
+  meta[3] = pairs ? 1 : 0;
+  CUfunction f = program_kernel(dev, slots, ((tiled << 24 | per_row) << 2) | 2,
+                                [&] { return elementwise_tiled_source(p, per_row, tiled); });
+  const int64_t tiles = meta[0] * ((R + 63) / 64) * ((C + 63) / 64);
   launch(dev, f, static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{device_info(dev).sms} * 32)), 256, meta);
   return true;
 }
 
-// Runs the program over rows (elementwise_rows_source) where every operand walks the last
-// merged axis contiguously or, for inputs, not at all (`x * w + b` with a row w, b; a column
-// broadcast; rows with gaps; a batch of such): index arithmetic a row, not an axis and
-// element, and vectors where every row start is aligned. False when the layout is not of
-// that form.
+// Runs the program over rows (elementwise_rows_source) of the last merged axis, which every
+// operand walks contiguously, with a stride of its own (`x[:, ::2]`) or, for inputs, not at
+// all (`x * w + b` with a row w, b; a column broadcast; rows with gaps; a batch of such):
+// index arithmetic a row, not an axis and element, and vectors where every contiguous row
+// start is aligned. False when the layout is not of that form.
 bool run_rows(int dev, const FusedProgram& p, const Shape& ms, const std::vector<Strides>& strides,
               const std::vector<Tensor>& ins, const std::vector<Tensor>& outs, const compiler::KernelSlots* slots) {
-  const size_t nout = outs.size(), nops = strides.size(), last = ms.size() - 1;
-  if (ins.size() > 48 || ms.size() < 2 || last > kMaxDims) return false;  // a bit per input in the variant key
+  const size_t nout = outs.size(), nops = strides.size();
+  if (nops > 24 || ms.empty() || ms.size() > kMaxDims + 1) return false;  // a bit per operand in the variant key
+  const size_t last = ms.size() - 1;
   auto operand = [&](size_t k) -> const Tensor& { return k < nout ? outs[k] : ins[k - nout]; };
-  uint64_t row_inputs = 0;
+  uint64_t row_inputs = 0, strided = 0;
   int widest = 1;
   for (size_t k = 0; k < nops; ++k) {
-    if (strides[k][last] == 0 && k >= nout) row_inputs |= uint64_t{1} << (k - nout);
-    else if (strides[k][last] != 1) return false;
-    else widest = std::max(widest, static_cast<int>(operand(k).itemsize()));
+    const int64_t step = strides[k][last];
+    if (step == 0 && k >= nout) {
+      row_inputs |= uint64_t{1} << (k - nout);
+      continue;
+    }
+    if (step != 1) strided |= uint64_t{1} << k;
+    widest = std::max(widest, static_cast<int>(operand(k).itemsize()));
   }
-  int vec = std::max(tuning().vector_bytes / widest, 1);
-  auto aligned = [&](size_t k) {  // every row start of operand k on a vector
-    if (strides[k][last] == 0) return true;
+  // Small stepped programs keep the generic kernel: one variant a program, not one a layout,
+  // where the speed does not matter but the compile time does.
+  const int64_t n = detail::shape_size(ms);
+  if (strided && n < (int64_t{1} << 16)) return false;
+  // Half-width vectors where operands step: a warp's element loads of a stepped operand then
+  // touch half the lines (strided_mul bfloat16: 0.86 -> 0.95 of a copy, float32 level).
+  int vec = std::max((strided ? tuning().vector_bytes / 2 : tuning().vector_bytes) / widest, 1);
+  auto aligned = [&](size_t k) {  // every row start of a contiguous operand k on a vector
+    if (strides[k][last] != 1) return true;
     for (size_t d = 0; d < last; ++d) {
       if (strides[k][d] % vec != 0) return false;
     }
@@ -203,20 +207,22 @@ bool run_rows(int dev, const FusedProgram& p, const Shape& ms, const std::vector
     if (ms[last] % vec != 0 || !aligned(k)) vec = 1;
   }
   std::vector<long> meta(static_cast<size_t>(rows_meta_len(static_cast<int>(nops))), 0);
-  const int64_t rows = detail::shape_size(ms) / ms[last];
+  const int64_t rows = n / ms[last];
+  const size_t strides0 = 3 + kMaxDims, steps0 = strides0 + nops * kMaxDims;
   meta[0] = rows;
   meta[1] = ms[last];
   meta[2] = static_cast<long>(last);
   for (size_t d = 0; d < last; ++d) meta[3 + d] = ms[d];
   for (size_t k = 0; k < nops; ++k) {
-    for (size_t d = 0; d < last; ++d) meta[3 + kMaxDims + k * kMaxDims + d] = strides[k][d];
-    meta[3 + kMaxDims + nops * kMaxDims + k] = ptr_bits(operand(k));
+    for (size_t d = 0; d < last; ++d) meta[strides0 + k * kMaxDims + d] = strides[k][d];
+    meta[steps0 + k] = strides[k][last];
+    meta[steps0 + nops + k] = ptr_bits(operand(k));
   }
   const int64_t vectors = rows * (ms[last] / vec);
   const unsigned grid = grid_for(dev, vectors, 256, tuning().flat_blocks_per_sm);
   const bool narrow = vectors + int64_t{grid} * 256 < (int64_t{1} << 32);  // the 32-bit index never wraps
-  const uint64_t variant = (((row_inputs << 5 | static_cast<uint64_t>(vec)) << 1 | (narrow ? 1 : 0)) << 3) | 4;
-  CUfunction f = program_kernel(dev, slots, variant, [&] { return elementwise_rows_source(p, row_inputs, vec, narrow); });
+  const uint64_t variant = ((((strided << 24 | row_inputs) << 5 | static_cast<uint64_t>(vec)) << 1 | (narrow ? 1 : 0)) << 3) | 4;
+  CUfunction f = program_kernel(dev, slots, variant, [&] { return elementwise_rows_source(p, row_inputs, strided, vec, narrow); });
   launch(dev, f, grid, 256, meta);
   return true;
 }
@@ -229,7 +235,12 @@ void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::
   if (n == 0) return;
   uint64_t scalars = 0;
   if (plainly_flat(shape, n, ins, outs, scalars)) return run_flat(dev, p, n, ins, outs, scalars, slots);
-  if (run_tiled(dev, p, shape, ins, outs, slots)) return;
+  std::vector<Strides> strides;
+  for (auto& o : outs) strides.push_back(o.strides);
+  for (auto& t : ins) strides.push_back(detail::broadcast_strides(t, shape));
+  Shape ms = shape;
+  detail::merge_axes_in_place(ms, strides);
+  if (run_tiled(dev, p, ms, strides, ins, outs, slots)) return;
   // Other inputs read down the output's columns (a transpose) are copied in tiles first: two
   // passes at a copy's bandwidth beat one strided pass that reads a word of each row. Small
   // arrays are not worth the extra launch.
@@ -247,11 +258,6 @@ void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::
     }
     if (copied) return run_program(dev, p, shape, read, outs, slots);
   }
-  std::vector<Strides> strides;
-  for (auto& o : outs) strides.push_back(o.strides);
-  for (auto& t : ins) strides.push_back(detail::broadcast_strides(t, shape));
-  Shape ms = shape;
-  detail::merge_axes_in_place(ms, strides);
   const int nops = static_cast<int>(strides.size());
   bool flat = ms.size() <= 1 && ins.size() <= 48;  // a bit per input in the variant key
   scalars = 0;
