@@ -150,7 +150,8 @@ bool run_tiled(int dev, const FusedProgram& p, const Shape& ms, const std::vecto
       tiled |= bit;
       second = sc;
     }
-    if (sc != 0) pairs = pairs && sb % 2 == 0 && second % 2 == 0 && ptr_bits(operand(k)) % (2 * static_cast<long>(operand(k).itemsize())) == 0;
+    const long pair = 2 * static_cast<long>(operand(k).itemsize());
+    if (sc != 0) pairs = pairs && sb % 2 == 0 && second % 2 == 0 && ptr_bits(operand(k)) % pair == 0;
     meta[4 + 2 * k] = sb;
     meta[5 + 2 * k] = second;
     meta[4 + 2 * nops + k] = ptr_bits(operand(k));
