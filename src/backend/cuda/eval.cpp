@@ -81,25 +81,29 @@ CUfunction program_kernel(int dev, const compiler::KernelSlots* slots, uint64_t 
   return f;
 }
 
+// Operand k of an elementwise program: its outputs first, then its inputs.
+const Tensor& operand(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins, size_t k) {
+  return k < outs.size() ? outs[k] : ins[k - outs.size()];
+}
+
 // Runs the flat kernel: every output and every input outside the `scalars` mask is
 // contiguous over the n elements. Accesses are 16 bytes of the widest dtype when every
 // dense pointer is aligned to that, else one element.
 void run_flat(int dev, const FusedProgram& p, int64_t n, const std::vector<Tensor>& ins,
               const std::vector<Tensor>& outs, uint64_t scalars, const compiler::KernelSlots* slots) {
   auto dense = [&](size_t i) { return i < outs.size() || !(scalars >> (i - outs.size()) & 1); };
-  auto operand = [&](size_t i) -> const Tensor& { return i < outs.size() ? outs[i] : ins[i - outs.size()]; };
   const size_t nops = outs.size() + ins.size();
   int widest = 1;
   for (size_t i = 0; i < nops; ++i) {
-    if (dense(i)) widest = std::max(widest, static_cast<int>(operand(i).itemsize()));
+    if (dense(i)) widest = std::max(widest, static_cast<int>(operand(outs, ins, i).itemsize()));
   }
   int vec = std::max(tuning().vector_bytes / widest, 1);
   for (size_t i = 0; i < nops && vec > 1; ++i) {
-    if (dense(i) && ptr_bits(operand(i)) % (vec * static_cast<long>(operand(i).itemsize())) != 0) vec = 1;
+    if (dense(i) && !aligned_to(operand(outs, ins, i), vec)) vec = 1;
   }
   std::vector<long> meta(static_cast<size_t>(flat_meta_len(static_cast<int>(nops))));
   meta[0] = n;
-  for (size_t i = 0; i < nops; ++i) meta[1 + i] = ptr_bits(operand(i));
+  for (size_t i = 0; i < nops; ++i) meta[1 + i] = ptr_bits(operand(outs, ins, i));
   CUfunction f = program_kernel(dev, slots, (scalars * 32 + static_cast<uint64_t>(vec)) * 2 + 1,
                                 [&] { return elementwise_flat_source(p, scalars, vec); });
   launch(dev, f, grid_for(dev, (n + vec - 1) / vec, 256, tuning().flat_blocks_per_sm), 256, meta);
@@ -132,7 +136,6 @@ bool run_tiled(int dev, const FusedProgram& p, const Shape& ms, const std::vecto
   const size_t nout = outs.size(), nops = strides.size(), nd = ms.size();
   if (ins.size() > 24 || nd < 2 || nd > 3 || detail::shape_size(ms) >= (int64_t{1} << 40)) return false;
   const int64_t R = ms[nd - 2], C = ms[nd - 1];
-  auto operand = [&](size_t k) -> const Tensor& { return k < nout ? outs[k] : ins[k - nout]; };
   uint64_t per_row = 0, tiled = 0;
   size_t tile_bytes = 0;
   bool pairs = C % 2 == 0;  // every pair of neighbours aligned
@@ -145,16 +148,15 @@ bool run_tiled(int dev, const FusedProgram& p, const Shape& ms, const std::vecto
     if (sc == 0 && bit) {
       per_row |= bit;
     } else if (sc != 1) {
-      tile_bytes += 64 * 65 * operand(k).itemsize();
+      tile_bytes += 64 * 65 * operand(outs, ins, k).itemsize();
       if (!bit || sr != 1 || R < 32 || C < 32 || tile_bytes > 48 * 1024) return false;
       tiled |= bit;
       second = sc;
     }
-    const long pair = 2 * static_cast<long>(operand(k).itemsize());
-    if (sc != 0) pairs = pairs && sb % 2 == 0 && second % 2 == 0 && ptr_bits(operand(k)) % pair == 0;
+    if (sc != 0) pairs = pairs && sb % 2 == 0 && second % 2 == 0 && aligned_to(operand(outs, ins, k), 2);
     meta[4 + 2 * k] = sb;
     meta[5 + 2 * k] = second;
-    meta[4 + 2 * nops + k] = ptr_bits(operand(k));
+    meta[4 + 2 * nops + k] = ptr_bits(operand(outs, ins, k));
   }
   if (!tiled) return false;
   meta[0] = nd == 3 ? ms[0] : 1;
@@ -178,7 +180,6 @@ bool run_rows(int dev, const FusedProgram& p, const Shape& ms, const std::vector
   const size_t nout = outs.size(), nops = strides.size();
   if (nops > 24 || ms.empty() || ms.size() > kMaxDims + 1) return false;  // a bit per operand in the variant key
   const size_t last = ms.size() - 1;
-  auto operand = [&](size_t k) -> const Tensor& { return k < nout ? outs[k] : ins[k - nout]; };
   uint64_t row_inputs = 0, strided = 0;
   int widest = 1;
   for (size_t k = 0; k < nops; ++k) {
@@ -188,7 +189,7 @@ bool run_rows(int dev, const FusedProgram& p, const Shape& ms, const std::vector
       continue;
     }
     if (step != 1) strided |= uint64_t{1} << k;
-    widest = std::max(widest, static_cast<int>(operand(k).itemsize()));
+    widest = std::max(widest, static_cast<int>(operand(outs, ins, k).itemsize()));
   }
   // Small stepped programs keep the generic kernel: one variant a program, not one a layout,
   // where the speed does not matter but the compile time does.
@@ -202,7 +203,7 @@ bool run_rows(int dev, const FusedProgram& p, const Shape& ms, const std::vector
     for (size_t d = 0; d < last; ++d) {
       if (strides[k][d] % vec != 0) return false;
     }
-    return ptr_bits(operand(k)) % (vec * static_cast<long>(operand(k).itemsize())) == 0;
+    return aligned_to(operand(outs, ins, k), vec);
   };
   for (size_t k = 0; k < nops && vec > 1; ++k) {
     if (ms[last] % vec != 0 || !aligned(k)) vec = 1;
@@ -217,7 +218,7 @@ bool run_rows(int dev, const FusedProgram& p, const Shape& ms, const std::vector
   for (size_t k = 0; k < nops; ++k) {
     for (size_t d = 0; d < last; ++d) meta[strides0 + k * kMaxDims + d] = strides[k][d];
     meta[steps0 + k] = strides[k][last];
-    meta[steps0 + nops + k] = ptr_bits(operand(k));
+    meta[steps0 + nops + k] = ptr_bits(operand(outs, ins, k));
   }
   const int64_t vectors = rows * (ms[last] / vec);
   const unsigned grid = grid_for(dev, vectors, 256, tuning().flat_blocks_per_sm);
@@ -377,12 +378,11 @@ bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, cons
   for (auto& op : p.ops) {
     if (op.prim || op.per_row || op.uniform) continue;
     const size_t k = static_cast<size_t>(op.input);
-    const long bytes = vec * static_cast<long>(ins[k].itemsize());
-    aligned = aligned && meta[2 + nin + k] == 1 && meta[2 + k] % vec == 0 && ptr_bits(ins[k]) % bytes == 0;
+    aligned = aligned && meta[2 + nin + k] == 1 && meta[2 + k] % vec == 0 && aligned_to(ins[k], vec);
   }
   for (size_t o = 0; o < outs.size(); ++o) {
     if (p.ops[static_cast<size_t>(p.outputs[o])].per_row) continue;
-    aligned = aligned && ptr_bits(outs[o]) % (vec * static_cast<long>(outs[o].itemsize())) == 0;
+    aligned = aligned && aligned_to(outs[o], vec);
   }
   if (!aligned) vec = 1;
   // One reduction pass (RMSNorm, a row sum) measured fastest with more threads and fewer
@@ -425,7 +425,7 @@ size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const
   auto outputs_align = [&](int v) {
     for (size_t o = 0; o < outs.size(); ++o) {
       if (p.ops[static_cast<size_t>(p.outputs[o])].per_row) continue;
-      if (ptr_bits(outs[o]) % (v * static_cast<long>(outs[o].itemsize())) != 0 || n % v != 0) return false;
+      if (!aligned_to(outs[o], v) || n % v != 0) return false;
     }
     return true;
   };
@@ -436,8 +436,7 @@ size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const
   for (auto& op : p.ops) {
     if (op.prim || op.per_row || op.uniform || (op.input < 32 && ((var.cached_inputs >> op.input) & 1))) continue;
     const size_t k = static_cast<size_t>(op.input);
-    const long bytes = v * static_cast<long>(ins[k].itemsize());
-    passes = passes && meta[2 + nin + k] == 1 && meta[2 + k] % v == 0 && ptr_bits(ins[k]) % bytes == 0;
+    passes = passes && meta[2 + nin + k] == 1 && meta[2 + k] % v == 0 && aligned_to(ins[k], v);
   }
   var.vector_passes = passes;
   var.vector_out = passes ? v : std::max(tuning().vector_bytes / widest_element_item(p, ins, outs, false), 1);

@@ -121,6 +121,11 @@ inline long ptr_bits(const detail::Tensor& t) {
   return static_cast<long>(reinterpret_cast<uintptr_t>(t.buffer ? t.raw() : nullptr));
 }
 
+/* Whether the tensor's data starts on a vector of `elements` of its elements. */
+inline bool aligned_to(const detail::Tensor& t, long elements) {
+  return ptr_bits(t) % (elements * static_cast<long>(t.itemsize())) == 0;
+}
+
 /* Releases every cached free block on every device (tests call this). */
 void trim_memory_cache();
 /* Bytes held in free cached blocks, and bytes in use, summed over devices. */
