@@ -63,8 +63,9 @@
 //
 // Usage: gpu_peers [--out FILE] [--reps N] [--sections peers,host,latency,matmul]
 //                  [--workloads gelu,...] [--dtypes float32,bfloat16] [--scale K]
-//                  [--cpu-dry-run]
-//   --scale K divides the large sizes by K (quick runs); --cpu-dry-run runs everything on
+//                  [--cols C] [--cpu-dry-run]
+//   --scale K divides the large sizes by K (quick runs); --cols C sets the row length of
+//   the 2-D workloads (4096), with 64M / C rows (the same bytes); --cpu-dry-run runs everything on
 //   the CPU with host timers and --scale 256 unless given (tests the harness where there
 //   is no GPU; its numbers mean nothing).
 // Exit status: 0 when every section ran, 1 when some measurement failed (the JSON still
@@ -116,6 +117,7 @@ struct Options {
   std::string out = "gpu_peers_kiln.json";
   int reps = 20;
   int64_t scale = 0;  // 0: 1 on the GPU, 256 for --cpu-dry-run
+  int64_t cols = 4096;  // the row length of the 2-D workloads
   bool cpu = false;
   bool latency_child = false;
   std::vector<std::string> sections = {"peers", "host", "latency", "matmul"};
@@ -233,9 +235,9 @@ struct Workload {
   std::vector<Shape> check_shapes = {};  // the sanity check's inputs (empty: 8 rows of each 2-D input)
 };
 
-std::vector<Workload> workloads(int64_t scale) {
+std::vector<Workload> workloads(int64_t scale, int64_t cols) {
   const int64_t n = (int64_t{1} << 26) / scale;  // 64M
-  const int64_t rows = 16384 / scale, cols = 4096;
+  const int64_t rows = std::max<int64_t>(n / cols, 1);
   const int64_t m = rows * cols;
   auto one = [](Array a) { return std::vector<Array>{std::move(a)}; };
   return {
@@ -502,7 +504,7 @@ std::pair<double, double> max_err(const Array& a, const Array& b) {
 
 void run_peers(const Options& opt, const Timer& timer, Device dev, Report& rep, double ceiling) {
   const int64_t scale = opt.scale;
-  for (const Workload& w : workloads(scale)) {
+  for (const Workload& w : workloads(scale, opt.cols)) {
     if (!opt.workloads.empty() && !has(opt.workloads, w.name)) continue;
     for (const std::string& dname : opt.dtypes) {
       Dtype dt = dname == "bfloat16" ? kiln::bfloat16 : dname == "float16" ? kiln::float16 : kiln::float32;
@@ -557,7 +559,7 @@ void run_peers(const Options& opt, const Timer& timer, Device dev, Report& rep, 
           Shape t = w.shapes[k];
           if (!w.check_shapes.empty()) t = w.check_shapes[k];
           else if (t.size() == 2) t[0] = 8;
-          else if (t[0] > 4096) t[0] = 32768;
+          else if (t[0] > (1 << 20)) t[0] = 32768;  // the 64M flat inputs (not a row's weights)
           Array h = kiln::array(host_uniform(numel(t), g_seed++, -3.0f, 3.0f), t);
           Array c = dt == kiln::float32 ? h : kiln::astype(h, dt);
           c.eval();
@@ -857,7 +859,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: gpu_peers [--out FILE] [--reps N] [--sections peers,host,latency,matmul]\n"
                "                 [--workloads gelu,swiglu,rmsnorm,softmax,layernorm,chain10,sum,colsum,argmax]\n"
-               "                 [--dtypes float32,bfloat16] [--scale K] [--cpu-dry-run]\n");
+               "                 [--dtypes float32,bfloat16] [--scale K] [--cols C] [--cpu-dry-run]\n");
   return 2;
 }
 
@@ -877,6 +879,7 @@ int main(int argc, char** argv) {
     if (a == "--out") opt.out = next();
     else if (a == "--reps") opt.reps = std::max(1, std::atoi(next().c_str()));
     else if (a == "--scale") opt.scale = std::max<int64_t>(1, std::atoll(next().c_str()));
+    else if (a == "--cols") opt.cols = std::max<int64_t>(1, std::atoll(next().c_str()));
     else if (a == "--sections") opt.sections = split_list(next());
     else if (a == "--workloads") opt.workloads = split_list(next());
     else if (a == "--dtypes") opt.dtypes = split_list(next());
@@ -902,7 +905,7 @@ int main(int argc, char** argv) {
   Report rep;
   rep.path = opt.out;
   rep.meta.str("harness", "kiln bench/gpu_peers.cpp").str("date", today());
-  rep.meta.num("reps", opt.reps).num("scale", static_cast<double>(opt.scale));
+  rep.meta.num("reps", opt.reps).num("scale", static_cast<double>(opt.scale)).num("cols", static_cast<double>(opt.cols));
   rep.meta.str("timing", opt.cpu ? "host steady_clock (CPU dry run: numbers mean nothing)"
                                  : "CUDA events on kiln's stream, back to back, median");
   Timer timer;

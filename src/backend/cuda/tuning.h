@@ -21,6 +21,7 @@ struct Tuning {
   bool row_split = true;   // KILN_CUDA_ROW_SPLIT=0: reductions (and arg-reductions) of long rows not in parts
   int column_parts = 256;  // KILN_CUDA_COLUMN_PARTS: parts of a column read a thread a column = SMs * 8 * this / columns
   int part_waves = 1;      // KILN_CUDA_PART_WAVES: parts of few long rows = SMs * 8 * this / rows
+  int row_blocks_per_sm = 128;  // KILN_CUDA_ROW_BLOCKS: most blocks per SM of a staged row kernel (0: a block a row)
   int flat_blocks_per_sm = 128;  // KILN_CUDA_FLAT_BLOCKS: most blocks per SM of a flat kernel (0: no limit)
   int graph_min_kernels = 1;  // KILN_CUDA_GRAPH_MIN_KERNELS: fewest kernels a plan replays as a CUDA graph
 };
@@ -49,6 +50,7 @@ inline const Tuning& tuning() {
     r.column_parts = number("KILN_CUDA_COLUMN_PARTS", 1, 8192, r.column_parts);
     r.part_waves = number("KILN_CUDA_PART_WAVES", 1, 64, r.part_waves);
     r.row_min_blocks = number("KILN_CUDA_ROW_MIN_BLOCKS", 1, 32, r.row_min_blocks, false);
+    r.row_blocks_per_sm = number("KILN_CUDA_ROW_BLOCKS", 0, 1024, r.row_blocks_per_sm, false);
     r.flat_blocks_per_sm = number("KILN_CUDA_FLAT_BLOCKS", 0, 1024, r.flat_blocks_per_sm, false);
     r.graph_min_kernels = number("KILN_CUDA_GRAPH_MIN_KERNELS", 1, 64, r.graph_min_kernels, false);
     return r;
