@@ -3,6 +3,7 @@
 // run as one kernel that makes a few passes over each row.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -38,8 +39,9 @@ bool is_row_reduce(const RowOp& op);
 /* The pass after which each op's value is known (0: before the first pass; a reduction
    ends the pass after its argument's); the largest is the number of passes. */
 std::vector<int> row_pass_levels(const RowProgram& p);
-/* The per-element ops that the roots need (themselves included), in op order. */
-std::set<size_t> row_element_closure(const RowProgram& p, const std::vector<size_t>& roots);
+/* The per-element ops that the roots need (themselves included), in op order; op `leaf`
+   is taken as known (its arguments are not needed for it). */
+std::set<size_t> row_element_closure(const RowProgram& p, const std::vector<size_t>& roots, size_t leaf = SIZE_MAX);
 
 /* Collapses strides (of an input broadcast to `full`) into one stride over the leading
    `lead` axes and one over the rest; false when the axes do not collapse that way. */

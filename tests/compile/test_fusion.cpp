@@ -219,6 +219,36 @@ TEST(RowFusion, TransposedInputsAndSeveralOutputs) {
   }
 }
 
+// Softmax's last pass keeps exp(x - max) in the output and the output pass reads it back:
+// the kept values equal eager's bit for bit (a maximum has no rounding), and the quotients
+// are within rounding of eager's (the row sums fold in another order), with a second
+// output of the same values, rows longer than an accumulation block, special values, and
+// bfloat16, whose compute type differs (not kept).
+TEST(RowFusion, KeptExponentialsMatchEager) {
+  auto body = [](const std::vector<Array>& in) {
+    Array x = in[0];
+    Array e = exp(x - max(x, {-1}, true));
+    return std::vector<Array>{e / sum(e, {-1}, true), e, softmax(x * 0.5f, {-1})};
+  };
+  auto f = compile(body);
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (Dtype d : {float32, float64, bfloat16}) {
+    for (int64_t n : {1, 7, 64, 4100}) {
+      std::vector<double> v = kt::random_values(5 * n, d, 31 + static_cast<uint64_t>(n), -20, 20);
+      v[static_cast<size_t>(n)] = inf;      // row 1: an infinity
+      v[static_cast<size_t>(2 * n)] = nan;  // row 2: a NaN
+      for (int64_t j = 0; j < n; ++j) v[static_cast<size_t>(3 * n + j)] = -inf;  // row 3: all -inf
+      Array x = kt::from_values(v, {5, n}, d);
+      auto got = f({x});
+      auto want = body({x});
+      const std::string what = std::string(dtype_name(d)) + " n=" + std::to_string(n);
+      expect_bits_equal(got[1], want[1], what + " exp");
+      kt::expect_close(got[0], want[0].to_vector<double>(), what + " softmax", 4);
+      kt::expect_close(got[2], want[2].to_vector<double>(), what + " softmax of x/2", 4);
+    }
+  }
+}
+
 TEST(RowFusion, FallbackWithoutCompilerMatchesEager) {
   cpu::reset_jit_for_tests("/nonexistent/compiler");
   Array x = rand_of({5, 12}, float32, 29), w = rand_of({12}, float32, 30);
