@@ -3,10 +3,6 @@
 // a fraction of a second, so the tests share few sources.
 #include <gtest/gtest.h>
 
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -22,11 +18,12 @@
 #include "backend/common/math.h"
 #include "backend/cpu/jit.h"
 #include "kiln/error.h"
-
-extern char** environ;
+#include "spawn_self.h"
 
 namespace fs = std::filesystem;
 using namespace kiln::cpu;
+using kt::spawn_self;
+using kt::wait_exit_code;
 
 namespace {
 
@@ -59,34 +56,6 @@ void spit(const std::string& path, const std::string& text) {
 JitStats delta(const JitStats& before) {
   JitStats now = jit_stats();
   return {now.compiles - before.compiles, now.disk_loads - before.disk_loads, now.memory_hits - before.memory_hits};
-}
-
-// Runs this test binary again with one (disabled) test and extra environment; returns its pid.
-pid_t spawn_self(const std::string& test, const std::vector<std::string>& env_extra) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    if (kv.rfind("KILN_", 0) != 0) env.push_back(kv);  // the child's KILN_* come from env_extra only
-  }
-  env.insert(env.end(), env_extra.begin(), env_extra.end());
-  std::vector<std::string> args = {fs::read_symlink("/proc/self/exe").string(), "--gtest_also_run_disabled_tests",
-                                   "--gtest_filter=" + test};
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data());
-  return rc == 0 ? pid : -1;
-}
-
-int wait_exit_code(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 class Jit : public ::testing::Test {

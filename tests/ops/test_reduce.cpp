@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -12,6 +15,7 @@
 
 #include "ops/reduce.h"
 #include "reference.h"
+#include "spawn_self.h"
 
 using namespace kiln;
 using kt::Layout;
@@ -725,4 +729,60 @@ TEST(Reduce, PrimitivesRecheckShapesOnReplay) {
   std::ostringstream os;
   sm.print(os);
   EXPECT_EQ(os.str(), "sum(0,1)");
+}
+
+namespace {
+
+// The bits of float32 sums whose form (whole outputs, or pieces of every output combined)
+// once depended on the thread count: few long rows, some rows, and columns.
+std::vector<uint32_t> sums_of_fixed_arrays() {
+  std::vector<uint32_t> bits;
+  struct Case {
+    int64_t rows, cols;
+    int axis;
+  };
+  for (Case c : {Case{1, 300000, 1}, Case{3, 300000, 1}, Case{16, 60000, 1}, Case{20000, 600, 0}}) {
+    Array x = kt::from_values(kt::random_values(c.rows * c.cols, float32, 40 + static_cast<uint64_t>(c.rows)), {c.rows, c.cols},
+                              float32);
+    for (float f : sum(x, {c.axis}).to_vector<float>()) {
+      uint32_t b;
+      std::memcpy(&b, &f, sizeof b);
+      bits.push_back(b);
+    }
+  }
+  return bits;
+}
+
+std::vector<uint32_t> read_bits(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<uint32_t> bits;
+  for (uint32_t b; f.read(reinterpret_cast<char*>(&b), sizeof b);) bits.push_back(b);
+  return bits;
+}
+
+}  // namespace
+
+// A sum rounds the same whatever the number of threads (KILN_NUM_THREADS is read once per
+// process, so each count runs in a child).
+TEST(Reduce, SumsRoundTheSameAtEveryThreadCount) {
+  const std::vector<uint32_t> here = sums_of_fixed_arrays();
+  for (int threads : {1, 3}) {
+    const std::string out = ::testing::TempDir() + "kiln_sums_" + std::to_string(threads) + "_" + std::to_string(::getpid());
+    pid_t child = kt::spawn_self("ReduceChild.DISABLED_WriteSums",
+                                 {"KILN_NUM_THREADS=" + std::to_string(threads), "KILN_REDUCE_TEST_OUT=" + out});
+    ASSERT_GT(child, 0);
+    ASSERT_EQ(kt::wait_exit_code(child), 0) << threads << " threads";
+    EXPECT_TRUE(read_bits(out) == here) << threads << " threads";
+    std::remove(out.c_str());
+  }
+}
+
+// Run by the test above in a child process; skipped when run directly.
+TEST(ReduceChild, DISABLED_WriteSums) {
+  const char* out = std::getenv("KILN_REDUCE_TEST_OUT");
+  if (!out) GTEST_SKIP();
+  const std::vector<uint32_t> bits = sums_of_fixed_arrays();
+  std::ofstream f(out, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bits.data()), static_cast<std::streamsize>(bits.size() * sizeof(uint32_t)));
+  ASSERT_TRUE(f.good());
 }

@@ -69,9 +69,8 @@ void arg_typed(const Tensor& xt, Tensor& yt, const ReduceLayout& L) {
   const T* x = xt.data<T>();
   int32_t* y = yt.data<int32_t>();
   const int64_t outs = L.out_size, len = L.red_size;
-  const int threads = detail::num_threads();
-  const int64_t min_outs = column_form(L) ? 64 : 1;
-  if (outs * len <= 2 * kReduceGrain || threads == 1 || outs >= 4 * threads * min_outs) {
+  if (whole_outputs(L)) {
+    const int64_t min_outs = column_form(L) ? 64 : 1;
     int64_t grain = std::max<int64_t>(min_outs, kReduceGrain / len);
     detail::parallel_for(outs, grain, [&](int64_t b, int64_t e) {
       Scratch<A> val(e - b);

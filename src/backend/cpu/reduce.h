@@ -194,6 +194,15 @@ void reduce_block(const T* x, const ReduceLayout& L, int64_t o0, int64_t o1, int
   }
 }
 
+/* Whether each task reduces whole outputs (little work, or enough outputs), rather than
+   pieces of every output's range combined after. Columns split across outputs only when
+   each task still gets a wide strip of them. The shape alone decides, never the thread
+   count, so that a sum rounds the same on every machine (64 outputs keep 16 threads busy). */
+inline bool whole_outputs(const ReduceLayout& L) {
+  const int64_t min_outs = column_form(L) ? 64 : 1;
+  return L.out_size * L.red_size <= 2 * kReduceGrain || L.out_size >= 64 * min_outs;
+}
+
 /* Reduces x into y (allocated here) over L, in parallel when the work is large. */
 template <class F, class T>
 void reduce_typed(const Tensor& xt, Tensor& yt, const ReduceLayout& L) {
@@ -205,10 +214,8 @@ void reduce_typed(const Tensor& xt, Tensor& yt, const ReduceLayout& L) {
     for (int64_t o = 0; o < outs; ++o) y[o] = static_cast<T>(F::template init<A>());
     return;
   }
-  const int threads = detail::num_threads();
-  // Columns split across outputs only when each task still gets a wide strip of them.
-  const int64_t min_outs = column_form(L) ? 64 : 1;
-  if (outs * reds <= 2 * kReduceGrain || threads == 1 || outs >= 4 * threads * min_outs) {
+  if (whole_outputs(L)) {
+    const int64_t min_outs = column_form(L) ? 64 : 1;
     // Enough outputs (or little work): each task owns whole outputs.
     int64_t grain = std::max<int64_t>(min_outs, kReduceGrain / reds);
     detail::parallel_for(outs, grain, [&](int64_t b, int64_t e) {
