@@ -1,9 +1,9 @@
 // C++ source for a fused row region. The kernel runs rows [r0, r1) of a
 // (rows, n) view: input k's element (r, j) is at in[k] + r*rs[k] + j*cs[k];
 // per-element outputs are contiguous (rows, n), per-row outputs (rows).
-// Each reduction is one pass over the row (8 accumulator lanes, folded every
-// block into a wider total); elementwise work is recomputed in each pass that
-// needs it rather than stored.
+// Each reduction is one pass over the row, folding in the eager kernels' order
+// (backend/common/fold.h); elementwise work is recomputed in each pass that needs
+// it rather than stored, but for one costly value the output pass reads back.
 #include <algorithm>
 #include <functional>
 #include <optional>
@@ -106,9 +106,9 @@ std::string RowProgram::source(const std::string& symbol) const {
   const std::vector<int> level = row_pass_levels(*this);
   const int passes = level.empty() ? 0 : *std::max_element(level.begin(), level.end());
   std::ostringstream s;
-  s << "#include <cstdint>\n#include \"kiln/half.h\"\n#include \"backend/common/math.h\"\n\n";
+  s << "#include <cstdint>\n#include \"kiln/half.h\"\n#include \"backend/common/fold.h\"\n\n";
   s << "extern \"C\" void " << symbol
-    << "(int64_t r0, int64_t r1, int64_t n, const void* const* in, const int64_t* rs, const int64_t* cs, "
+    << "(int64_t r0, int64_t r1, int64_t rows, int64_t n, const void* const* in, const int64_t* rs, const int64_t* cs, "
        "void* const* out) {\n";
   for (auto& op : ops) {
     if (op.prim) continue;
@@ -147,44 +147,25 @@ std::string RowProgram::source(const std::string& symbol) const {
     for (size_t i = 0; i < n_ops; ++i) {
       if (is_row_reduce(ops[i]) && level[i] == p) reductions.push_back(i);
     }
-    std::vector<size_t> roots;
-    for (size_t i : reductions) roots.push_back(static_cast<size_t>(ops[i].args[0]));
-    auto need = element_closure(roots);
-    std::ostringstream body;
-    for (size_t i : need) emit_op(body, i, "j", "          ");
-    if (p == passes && kept) {  // the value the output pass reads back
-      body << "          out" << kept->output << "[r * n + j] = t" << kept->op << ";\n";
-    }
+    bool stored = false;  // the kept value, by the first reduction of the last pass that computes it
+    // Each reduction folds its values in the eager kernels' order (backend/common/fold.h),
+    // so compiled sums equal eager ones bit for bit. Captures by value: a row value captured
+    // by reference could alias the output stores, and the output pass then ran scalar.
     for (size_t i : reductions) {
       const char* ct = compute_type(ops[i].dtype);
-      const char* wide = wide_type(ops[i].prim->kind(), ops[i].dtype);
-      std::string f = functor(ops[i].prim->kind());
-      s << "    " << wide << " total" << i << " = static_cast<" << wide << ">(" << f << "::init<" << ct << ">());\n";
+      const size_t root = static_cast<size_t>(ops[i].args[0]);
+      const std::set<size_t> need = element_closure({root});
+      const std::string f = functor(ops[i].prim->kind());
+      s << "    const " << ct << " total" << i << " = kiln::fold::row<" << f << ", " << ct
+        << ">(rows, n, [=](int64_t a, int64_t b) {\n      return kiln::fold::run<" << f << ", " << ct << ">(b - a, [=](int64_t i) -> "
+        << ct << " {\n      const int64_t j = a + i;\n";
+      for (size_t k : need) emit_op(s, k, "j", "      ");
+      if (p == passes && kept && !stored && need.count(kept->op)) {  // the value the output pass reads back
+        s << "      out" << kept->output << "[r * n + j] = t" << kept->op << ";\n";
+        stored = true;
+      }
+      s << "      return static_cast<" << ct << ">(t" << root << ");\n      });\n    });\n";
     }
-    s << "    for (int64_t jb = 0; jb < n; jb += 4096) {\n      const int64_t je = jb + 4096 < n ? jb + 4096 : n;\n";
-    for (size_t i : reductions) {
-      const char* ct = compute_type(ops[i].dtype);
-      s << "      " << ct << " acc" << i << "[8];\n      for (int l = 0; l < 8; ++l) acc" << i << "[l] = "
-        << functor(ops[i].prim->kind()) << "::init<" << ct << ">();\n";
-    }
-    s << "      int64_t jj = jb;\n      for (; jj + 8 <= je; jj += 8) {\n        for (int l = 0; l < 8; ++l) {\n"
-      << "          const int64_t j = jj + l;\n" << body.str();
-    for (size_t i : reductions) {
-      s << "          acc" << i << "[l] = " << functor(ops[i].prim->kind()) << "{}(acc" << i << "[l], t" << ops[i].args[0]
-        << ");\n";
-    }
-    s << "        }\n      }\n      for (; jj < je; ++jj) {\n        const int64_t j = jj;\n" << body.str();
-    for (size_t i : reductions) {
-      s << "          acc" << i << "[0] = " << functor(ops[i].prim->kind()) << "{}(acc" << i << "[0], t" << ops[i].args[0]
-        << ");\n";
-    }
-    s << "      }\n";
-    for (size_t i : reductions) {
-      const char* wide = wide_type(ops[i].prim->kind(), ops[i].dtype);
-      s << "      for (int l = 0; l < 8; ++l) total" << i << " = " << functor(ops[i].prim->kind()) << "{}(total" << i
-        << ", static_cast<" << wide << ">(acc" << i << "[l]));\n";
-    }
-    s << "    }\n";
     for (size_t i : reductions) {
       s << "    const " << compute_type(ops[i].dtype) << " t" << i << " = static_cast<" << compute_type(ops[i].dtype)
         << ">(static_cast<" << cpp_type(ops[i].dtype) << ">(total" << i << "));\n";

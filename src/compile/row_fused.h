@@ -59,7 +59,7 @@ class RowFused : public Primitive {
   const RowProgram& program() const { return *program_; }
 
  private:
-  using KernelFn = void (*)(int64_t r0, int64_t r1, int64_t n, const void* const* in, const int64_t* row_strides,
+  using KernelFn = void (*)(int64_t r0, int64_t r1, int64_t rows, int64_t n, const void* const* in, const int64_t* row_strides,
                             const int64_t* col_strides, void* const* out);
   KernelFn kernel();
   bool per_row_inputs_hold(const std::vector<detail::Tensor>& in, const Shape& full, size_t lead) const;

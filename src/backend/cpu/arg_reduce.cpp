@@ -69,7 +69,8 @@ void arg_typed(const Tensor& xt, Tensor& yt, const ReduceLayout& L) {
   const T* x = xt.data<T>();
   int32_t* y = yt.data<int32_t>();
   const int64_t outs = L.out_size, len = L.red_size;
-  if (whole_outputs(L)) {
+  const int64_t piece = piece_length(L);
+  if (piece >= len) {
     const int64_t min_outs = column_form(L) ? 64 : 1;
     int64_t grain = std::max<int64_t>(min_outs, kReduceGrain / len);
     detail::parallel_for(outs, grain, [&](int64_t b, int64_t e) {
@@ -81,7 +82,6 @@ void arg_typed(const Tensor& xt, Tensor& yt, const ReduceLayout& L) {
     return;
   }
   // Few long axes: search pieces in parallel, then keep the earliest best.
-  int64_t piece = std::max<int64_t>(kReduceGrain / outs, (len + 63) / 64);
   int64_t pieces = (len + piece - 1) / piece;
   Scratch<A> val(pieces * outs);
   std::vector<int64_t> idx(static_cast<size_t>(pieces * outs));

@@ -6,7 +6,8 @@ cmake_minimum_required(VERSION 3.22)
 # Each entry: the name generated source includes, then its file under SOURCE_DIR.
 set(headers
   "kiln/half.h" "include/kiln/half.h"
-  "backend/common/math.h" "src/backend/common/math.h")
+  "backend/common/math.h" "src/backend/common/math.h"
+  "backend/common/fold.h" "src/backend/common/fold.h")
 
 set(names "")
 set(KILN_EMBEDDED_ENTRIES "")

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/common/dispatch.h"
+#include "backend/common/fold.h"
 #include "backend/common/math.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -32,7 +33,7 @@ class Scratch {
 };
 
 /* Elements of work per task below which kernels stay on one thread. */
-inline constexpr int64_t kReduceGrain = 1 << 15;
+inline constexpr int64_t kReduceGrain = fold::kGrain;
 
 struct ReduceLayout {
   Shape kept;       // output axes in output order, merged; never empty
@@ -83,67 +84,34 @@ class Odometer {
   int64_t offset_ = 0;
 };
 
-/* One accumulation step. Float max/min use a select that vectorizes and still
-   lets NaN through (a NaN accumulator fails every comparison and stays). */
 template <class F, class A>
-inline A reduce_step(A acc, A x) {
-  if constexpr (math::is_float_v<A> && std::is_same_v<F, math::Max>) return (x > acc || x != x) ? x : acc;
-  else if constexpr (math::is_float_v<A> && std::is_same_v<F, math::Min>) return (x < acc || x != x) ? x : acc;
-  else return F{}(acc, x);
-}
+inline constexpr bool kPairwise = fold::pairwise<F, A>;
 
-/* Float sums are split pairwise above this many elements so rounding error grows
-   with log(n) rather than n. */
-template <class F, class A>
-inline constexpr bool kPairwise = std::is_same_v<F, math::Sum> && math::is_float_v<A>;
-inline constexpr int64_t kPairwiseLeaf = 2048;
-
-/* Reduces n elements p[0], p[s], ... with independent lane accumulators. */
+/* Reduces n elements p[0], p[s], ... in fold::run's order. */
 template <class F, class A, class T>
 A reduce_run(const T* p, int64_t n, int64_t s) {
-  constexpr int W = 16;
-  A lane[W];
-  for (int l = 0; l < W; ++l) lane[l] = F::template init<A>();
-  int64_t i = 0;
-  if (s == 1) {
-    for (; i + W <= n; i += W) {
-      for (int l = 0; l < W; ++l) lane[l] = reduce_step<F, A>(lane[l], static_cast<A>(p[i + l]));
-    }
-  } else {
-    for (; i + W <= n; i += W) {
-      for (int l = 0; l < W; ++l) lane[l] = reduce_step<F, A>(lane[l], static_cast<A>(p[(i + l) * s]));
-    }
-  }
-  A acc = F::template init<A>();
-  for (; i < n; ++i) acc = reduce_step<F, A>(acc, static_cast<A>(p[i * s]));
-  for (int w = W / 2; w >= 1; w /= 2) {
-    for (int l = 0; l < w; ++l) lane[l] = F{}(lane[l], lane[l + w]);
-  }
-  return F{}(lane[0], acc);
+  if (s == 1) return fold::run<F, A>(n, [p](int64_t i) { return static_cast<A>(p[i]); });
+  return fold::run<F, A>(n, [p, s](int64_t i) { return static_cast<A>(p[i * s]); });
 }
 
 /* Reduces flat reduced indices [r0, r1) for the output whose first input element is `base`. */
 template <class F, class A, class T>
 A reduce_flat(const T* base, const ReduceLayout& L, int64_t r0, int64_t r1) {
-  if constexpr (kPairwise<F, A>) {
-    if (r1 - r0 > kPairwiseLeaf) {
-      int64_t mid = r0 + ((r1 - r0) / 2 + 15) / 16 * 16;
-      return F{}(reduce_flat<F, A>(base, L, r0, mid), reduce_flat<F, A>(base, L, mid, r1));
-    }
-  }
   const int64_t n = L.inner(), s = L.inner_stride();
-  if (L.red.size() == 1) return reduce_run<F, A>(base + r0 * s, r1 - r0, s);
-  Odometer od(L.red, L.red_x, r0 - r0 % n);
-  A acc = F::template init<A>();
-  int64_t r = r0, j = r0 % n;
-  while (r < r1) {
-    int64_t len = std::min(n - j, r1 - r);
-    acc = F{}(acc, reduce_run<F, A>(base + od.offset() + j * s, len, s));
-    r += len;
-    j = 0;
-    od.next(1);
-  }
-  return acc;
+  return fold::range<F, A>(r0, r1, [&](int64_t a, int64_t b) {
+    if (L.red.size() == 1) return reduce_run<F, A>(base + a * s, b - a, s);
+    Odometer od(L.red, L.red_x, a - a % n);
+    A acc = F::template init<A>();
+    int64_t r = a, j = a % n;
+    while (r < b) {
+      int64_t len = std::min(n - j, b - r);
+      acc = F{}(acc, reduce_run<F, A>(base + od.offset() + j * s, len, s));
+      r += len;
+      j = 0;
+      od.next(1);
+    }
+    return acc;
+  });
 }
 
 /* Column form: dst[j] (j < lanes) reduces base[j + r-th reduced offset] over r in [r0, r1).
@@ -164,7 +132,7 @@ void reduce_columns(const T* base, const ReduceLayout& L, int64_t r0, int64_t r1
   Odometer od(L.red, L.red_x, r0);
   for (int64_t r = r0; r < r1; ++r) {
     const T* p = base + od.offset();
-    for (int64_t j = 0; j < lanes; ++j) dst[j] = reduce_step<F, A>(dst[j], static_cast<A>(p[j]));
+    for (int64_t j = 0; j < lanes; ++j) dst[j] = F{}(dst[j], static_cast<A>(p[j]));
     od.next();
   }
 }
@@ -194,13 +162,9 @@ void reduce_block(const T* x, const ReduceLayout& L, int64_t o0, int64_t o1, int
   }
 }
 
-/* Whether each task reduces whole outputs (little work, or enough outputs), rather than
-   pieces of every output's range combined after. Columns split across outputs only when
-   each task still gets a wide strip of them. The shape alone decides, never the thread
-   count, so that a sum rounds the same on every machine (64 outputs keep 16 threads busy). */
-inline bool whole_outputs(const ReduceLayout& L) {
-  const int64_t min_outs = column_form(L) ? 64 : 1;
-  return L.out_size * L.red_size <= 2 * kReduceGrain || L.out_size >= 64 * min_outs;
+/* The length of the pieces of every output's reduced range (the whole range: one piece). */
+inline int64_t piece_length(const ReduceLayout& L) {
+  return fold::piece_length(L.out_size, L.red_size, column_form(L) ? 64 : 1);
 }
 
 /* Reduces x into y (allocated here) over L, in parallel when the work is large. */
@@ -214,7 +178,8 @@ void reduce_typed(const Tensor& xt, Tensor& yt, const ReduceLayout& L) {
     for (int64_t o = 0; o < outs; ++o) y[o] = static_cast<T>(F::template init<A>());
     return;
   }
-  if (whole_outputs(L)) {
+  const int64_t piece = piece_length(L);
+  if (piece >= reds) {
     const int64_t min_outs = column_form(L) ? 64 : 1;
     // Enough outputs (or little work): each task owns whole outputs.
     int64_t grain = std::max<int64_t>(min_outs, kReduceGrain / reds);
@@ -227,7 +192,6 @@ void reduce_typed(const Tensor& xt, Tensor& yt, const ReduceLayout& L) {
   }
   // Few long outputs: split the reduced range into a shape-determined number of
   // pieces (so results do not depend on the thread count), then combine.
-  int64_t piece = std::max<int64_t>(kReduceGrain / outs, (reds + 63) / 64);
   int64_t pieces = (reds + piece - 1) / piece;
   Scratch<A> part(pieces * outs);
   detail::parallel_for(pieces, 1, [&](int64_t b, int64_t e) {
