@@ -176,4 +176,14 @@ inline void expect_error(const std::function<void()>& fn, const std::string& mes
   }
 }
 
+/* Makes the CPU the default device for a scope (for tests of CPU behaviour that the suite
+   also runs with KILN_TEST_DEVICE=cuda). */
+struct OnCpu {
+  kiln::Device was = kiln::default_device();
+  OnCpu() { kiln::set_default_device(kiln::Device::cpu()); }
+  ~OnCpu() { kiln::set_default_device(was); }
+  OnCpu(const OnCpu&) = delete;
+  OnCpu& operator=(const OnCpu&) = delete;
+};
+
 }  // namespace kt
