@@ -1,8 +1,9 @@
 // The order in which kiln folds a row of values into a reduction, shared by the eager CPU
 // kernels (backend/cpu/reduce.h) and the generated row kernels, so that compiled results
-// equal eager ones bit for bit. Values come from get(i), i in [0, n) of the row.
+// equal eager ones bit for bit.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -17,7 +18,6 @@ inline constexpr int64_t kGrain = 1 << 15;
 inline constexpr int64_t kPairwiseLeaf = 2048;
 template <class F, class A>
 inline constexpr bool pairwise = std::is_same_v<F, math::Sum> && math::is_float_v<A>;
-
 
 /* get(0) ... get(n - 1) in 16 independent lanes, the rest in one more, folded as a tree. */
 template <class F, class A, class Get>
@@ -55,8 +55,7 @@ inline A range(int64_t r0, int64_t r1, Leaf&& leaf) {
    decides, never the thread count, so a sum rounds the same on every machine. */
 inline int64_t piece_length(int64_t outs, int64_t len, int64_t min_outs = 1) {
   if (outs * len <= 2 * kGrain || outs >= 64 * min_outs) return len;
-  const int64_t piece = kGrain / outs > (len + 63) / 64 ? kGrain / outs : (len + 63) / 64;
-  return piece < len ? piece : len;
+  return std::min(len, std::max(kGrain / outs, (len + 63) / 64));
 }
 
 /* One of `rows` rows of n values, as the eager reduction of a row-major (rows, n) array:
@@ -65,7 +64,7 @@ template <class F, class A, class Leaf>
 inline A row(int64_t rows, int64_t n, Leaf&& leaf) {
   const int64_t piece = piece_length(rows, n);
   A acc = range<F, A>(0, piece, leaf);
-  for (int64_t p = piece; p < n; p += piece) acc = F{}(acc, range<F, A>(p, p + piece < n ? p + piece : n, leaf));
+  for (int64_t p = piece; p < n; p += piece) acc = F{}(acc, range<F, A>(p, std::min(n, p + piece), leaf));
   return acc;
 }
 

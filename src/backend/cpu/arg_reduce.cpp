@@ -71,7 +71,7 @@ void arg_typed(const Tensor& xt, Tensor& yt, const ReduceLayout& L) {
   const int64_t outs = L.out_size, len = L.red_size;
   const int64_t piece = piece_length(L);
   if (piece >= len) {
-    const int64_t min_outs = column_form(L) ? 64 : 1;
+    const int64_t min_outs = min_outputs(L);
     int64_t grain = std::max<int64_t>(min_outs, kReduceGrain / len);
     detail::parallel_for(outs, grain, [&](int64_t b, int64_t e) {
       Scratch<A> val(e - b);

@@ -84,9 +84,6 @@ class Odometer {
   int64_t offset_ = 0;
 };
 
-template <class F, class A>
-inline constexpr bool kPairwise = fold::pairwise<F, A>;
-
 /* Reduces n elements p[0], p[s], ... in fold::run's order. */
 template <class F, class A, class T>
 A reduce_run(const T* p, int64_t n, int64_t s) {
@@ -119,7 +116,7 @@ A reduce_flat(const T* base, const ReduceLayout& L, int64_t r0, int64_t r1) {
 template <class F, class A, class T>
 void reduce_columns(const T* base, const ReduceLayout& L, int64_t r0, int64_t r1, int64_t lanes, A* dst,
                     A* scratch) {
-  if constexpr (kPairwise<F, A>) {
+  if constexpr (fold::pairwise<F, A>) {
     if (r1 - r0 > 128) {
       int64_t mid = r0 + (r1 - r0) / 2;
       reduce_columns<F, A>(base, L, r0, mid, lanes, dst, scratch + lanes);
@@ -152,7 +149,7 @@ void reduce_block(const T* x, const ReduceLayout& L, int64_t o0, int64_t o1, int
     return;
   }
   constexpr int64_t kTile = 512;
-  Scratch<A> scratch(kPairwise<F, A> ? kTile * 64 : 0);
+  Scratch<A> scratch(fold::pairwise<F, A> ? kTile * 64 : 0);
   for (int64_t o = o0; o < o1;) {
     int64_t j = o % lanes_axis;
     int64_t n = std::min({o1 - o, lanes_axis - j, kTile});
@@ -162,10 +159,11 @@ void reduce_block(const T* x, const ReduceLayout& L, int64_t o0, int64_t o1, int
   }
 }
 
+/* Outputs a task takes at least: columns split across tasks only in wide strips. */
+inline int64_t min_outputs(const ReduceLayout& L) { return column_form(L) ? 64 : 1; }
+
 /* The length of the pieces of every output's reduced range (the whole range: one piece). */
-inline int64_t piece_length(const ReduceLayout& L) {
-  return fold::piece_length(L.out_size, L.red_size, column_form(L) ? 64 : 1);
-}
+inline int64_t piece_length(const ReduceLayout& L) { return fold::piece_length(L.out_size, L.red_size, min_outputs(L)); }
 
 /* Reduces x into y (allocated here) over L, in parallel when the work is large. */
 template <class F, class T>
@@ -180,7 +178,7 @@ void reduce_typed(const Tensor& xt, Tensor& yt, const ReduceLayout& L) {
   }
   const int64_t piece = piece_length(L);
   if (piece >= reds) {
-    const int64_t min_outs = column_form(L) ? 64 : 1;
+    const int64_t min_outs = min_outputs(L);
     // Enough outputs (or little work): each task owns whole outputs.
     int64_t grain = std::max<int64_t>(min_outs, kReduceGrain / reds);
     detail::parallel_for(outs, grain, [&](int64_t b, int64_t e) {
