@@ -31,6 +31,9 @@ CUresult device_attribute(int* v, CUdevice_attribute a, CUdevice) {
   *v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR   ? 9
        : a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? 0
        : a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT     ? 132
+       : a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN ? 232448
+       : a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR ? 233472
+       : a == CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR ? 2048
                                                            : 0;
   return CUDA_SUCCESS;
 }
@@ -164,6 +167,7 @@ const Entry kEntries[] = {
     KILN_NULL(cuEventElapsedTime, elapsed),
     KILN_NULL(cuModuleLoadData, module_load),
     KILN_NULL(cuModuleGetFunction, module_function),
+    KILN_NULL(cuFuncSetAttribute, no_op),
     KILN_NULL(cuLaunchKernel, launch),
     KILN_NULL(cuOccupancyMaxActiveBlocksPerMultiprocessor, occupancy),
     KILN_NULL(cuGraphCreate, graph_create),

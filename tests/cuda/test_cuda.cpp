@@ -562,7 +562,8 @@ TEST_F(Cuda, CompiledAgainstEager) {
 }
 
 // Compiled row regions at every kind of row kernel: rows held in registers (whole or partial
-// last chunk, vector or strided loads) and staged rows (too long for registers). Rows hold
+// last chunk, vector or strided loads), staged rows (too long for registers; past 48 KB of
+// shared memory from 16384 floats) and rows too long to stage (60000 floats). Rows hold
 // NaN and infinities, and values too small or too large for the one-reciprocal division, so
 // x / max|x| (an order-free reduction) must equal eager bit for bit.
 TEST_F(Cuda, RowRegionsMatchEagerAtEveryLengthLayoutAndValue) {
@@ -572,7 +573,7 @@ TEST_F(Cuda, RowRegionsMatchEagerAtEveryLengthLayoutAndValue) {
   };
   auto fn = compile(body);
   for (Dtype d : {float32, bfloat16, float16}) {
-    for (int64_t n : {1, 7, 300, 4096, 4100, 40000}) {
+    for (int64_t n : {1, 7, 300, 4096, 4100, 16384, 40000, 60000}) {
       const int64_t rows = 5;
       std::vector<double> v = kt::random_values(rows * n, d, 131 + static_cast<uint64_t>(n), -3, 3);
       const double specials[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0};

@@ -143,6 +143,11 @@ TEST_F(CudaCodegen, RowVariantsCompile) {
       compiles(cuda::row_source(p, staged));
       staged.vector_passes = true;
       compiles(cuda::row_source(p, staged));
+      staged.async_stage = true;  // the row copied into shared memory by cp.async
+      const std::string async = cuda::row_source(p, staged);
+      compiles(async);
+      EXPECT_NE(async.find("kiln_stage16("), std::string::npos);
+      EXPECT_NE(async.find("kiln_stage_wait();"), std::string::npos);
       for (int vec : {1, 16 / size_of(d)}) {
         for (bool exact : {false, true}) {
           cuda::RowVariant regs = plain;

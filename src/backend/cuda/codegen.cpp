@@ -43,6 +43,23 @@ template <int N> __device__ inline long kiln_offset(const KilnMeta<N>& m, long i
   return off;
 }
 
+// 16 bytes from global to shared memory without passing through a register: an asynchronous
+// copy on sm_80 and later, so a thread can have its whole share of a row in flight at once.
+// kiln_stage_wait() waits for the thread's copies (then a barrier makes them the block's).
+__device__ inline void kiln_stage16(void* to, const void* from) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(to))),
+               "l"(from) : "memory");
+#else
+  *static_cast<kiln_vec<unsigned, 4>*>(to) = *static_cast<const kiln_vec<unsigned, 4>*>(from);
+#endif
+}
+__device__ inline void kiln_stage_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
 // bfloat16 add, subtract and multiply of floats that hold bfloat16 values, as one bf16 fma on
 // their bits. This equals rounding the float result (double rounding through float is
 // harmless: 24 >= 2 * 8 + 2 bits) without the f32->bf16 cvt, which issues at 16 a clock per SM.

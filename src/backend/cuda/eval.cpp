@@ -401,10 +401,31 @@ bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, cons
   return true;
 }
 
-// Staged rows: inputs read in more than one pass are staged in shared memory when they fit,
-// so global memory is read once. Returns the shared memory bytes.
+// The shared memory a staged row may take: the device's opt-in limit (227 KB on an H100),
+// less room for the kernel's own arrays, or KILN_CUDA_ROW_SHARED_KB.
+size_t staged_cap(int dev) {
+  if (tuning().row_shared_kb > 0) return size_t{1024} * static_cast<size_t>(tuning().row_shared_kb);
+  constexpr size_t kStaticRoom = 8 * 1024;
+  const size_t optin = static_cast<size_t>(std::max(device_info(dev).shared_optin, 0));
+  return std::max<size_t>(kDefaultSharedBytes, optin > kStaticRoom ? optin - kStaticRoom : 0);
+}
+
+// Threads a row for staged rows of `smem` bytes, past 48 KB, where few blocks fit an SM: as
+// many as fill the SM's threads with the blocks its shared memory holds (KILN_CUDA_LONG_ROW_THREADS).
+int long_row_threads(int dev, size_t smem) {
+  if (tuning().long_row_threads > 0) return tuning().long_row_threads;
+  constexpr size_t kBlockReserve = 1024;  // the block's own arrays and the driver's share
+  const DeviceInfo& info = device_info(dev);
+  const size_t blocks = std::max<size_t>(static_cast<size_t>(std::max(info.shared_per_sm, 0)) / (smem + kBlockReserve), 1);
+  int threads = 32;
+  while (threads < 1024 && static_cast<size_t>(threads) * 2 * blocks <= static_cast<size_t>(std::max(info.threads_per_sm, 1024))) threads *= 2;
+  return threads;
+}
+
+// Staged rows: inputs read in more than one pass are staged in shared memory when they fit
+// in `shared_cap` bytes, so global memory is read once. Returns the shared memory bytes.
 size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
-                      const std::vector<long>& meta, int64_t n, RowVariant& var, bool cache = true) {
+                      const std::vector<long>& meta, int64_t n, RowVariant& var, int dev, size_t shared_cap) {
   const size_t nin = ins.size();
   var.threads = 32;
   while (var.threads < tuning().row_threads && var.threads * 8 < n) var.threads *= 2;
@@ -414,14 +435,16 @@ size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const
     if (op.prim || op.per_row || op.uniform || op.input >= 32) continue;  // a bit per input in the key
     size_t k = static_cast<size_t>(op.input);
     const long item = static_cast<long>(ins[k].itemsize());
-    if (!cache || meta[2 + nin + k] != 1 || meta[2 + k] == 0) continue;
+    if (meta[2 + nin + k] != 1 || meta[2 + k] == 0) continue;
     size_t bytes = (static_cast<size_t>(n) * static_cast<size_t>(item) + 15) / 16 * 16;
-    if (smem + bytes > 48 * 1024) continue;
+    if (smem + bytes > shared_cap) continue;
     smem += bytes;
     var.cached_inputs |= uint64_t{1} << k;
     aligned_in = aligned_in && ptr_bits(ins[k]) % 16 == 0 && (meta[2 + k] * item) % 16 == 0 && (n * item) % 16 == 0;
   }
   var.vector_in = var.cached_inputs != 0 && aligned_in;
+  var.async_stage = var.vector_in && tuning().row_async_stage;
+  if (smem > kDefaultSharedBytes) var.threads = std::max(var.threads, long_row_threads(dev, smem));
   auto outputs_align = [&](int v) {
     for (size_t o = 0; o < outs.size(); ++o) {
       if (p.ops[static_cast<size_t>(p.outputs[o])].per_row) continue;
@@ -510,7 +533,7 @@ Parts row_parts(const RowProgram& p, const std::vector<Tensor>& ins, const std::
                 const std::vector<long>& meta, int64_t rows, int64_t n, int64_t target) {
   constexpr int64_t kMinPart = 4096;  // elements: a block's share, worth its partial and fold
   Parts parts;
-  staged_variant(p, ins, outs, meta, n, parts.var, false);
+  staged_variant(p, ins, outs, meta, n, parts.var, 0, 0);
   parts.var.split = 1;
   const int64_t v = parts.var.vector_passes ? parts.var.vector_out : 1;
   parts.splits = std::min((target * tuning().part_waves + rows - 1) / rows, n / kMinPart);
@@ -598,7 +621,7 @@ void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tenso
   if (split_rows(dev, p, rows, n, meta, ins, outs, slots)) return;
   RowVariant var;
   size_t smem = 0;
-  if (!registers_variant(p, ins, outs, meta, n, var)) smem = staged_variant(p, ins, outs, meta, n, var);
+  if (!registers_variant(p, ins, outs, meta, n, var)) smem = staged_variant(p, ins, outs, meta, n, var, dev, staged_cap(dev));
   CUfunction f = program_kernel(dev, slots, var.key(), [&] { return row_source(p, var); });
   // Register-row blocks loop over the rows: one wave of resident blocks. Staged blocks: up
   // to 128 an SM, nearly a block a row, which ends more evenly (both as measured).

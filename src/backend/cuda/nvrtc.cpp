@@ -226,9 +226,27 @@ CUfunction kernel(int device, const std::string& key, const std::string& name,
   return e->fn;
 }
 
+namespace {
+
+// Blocks may use more than 48 KB of dynamic shared memory only once their kernel allows it.
+void allow_shared(CUfunction f, unsigned bytes) {
+  if (bytes <= kDefaultSharedBytes) return;
+  static std::mutex mu;
+  static std::unordered_map<CUfunction, unsigned> allowed;  // guarded by mu
+  std::lock_guard<std::mutex> lock(mu);
+  unsigned& most = allowed[f];
+  if (bytes <= most) return;
+  check(drv().cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes)),
+        "cuFuncSetAttribute");
+  most = bytes;
+}
+
+}  // namespace
+
 void launch(int device, CUfunction f, unsigned grid, unsigned block, const std::vector<long>& meta,
             unsigned shared_bytes) {
   if (grid == 0) return;
+  allow_shared(f, shared_bytes);
   if (Recording* r = recording()) r->launches.push_back({f, grid, block, shared_bytes, meta, nullptr});
   void* args[] = {const_cast<long*>(meta.data())};
   check(drv().cuLaunchKernel(f, grid, 1, 1, block, 1, 1, shared_bytes, stream(device), args, nullptr),
@@ -238,6 +256,7 @@ void launch(int device, CUfunction f, unsigned grid, unsigned block, const std::
 void launch(int device, CUfunction f, unsigned grid, unsigned block, void** args, unsigned shared_bytes) {
   if (grid == 0) return;
   not_replayable();
+  allow_shared(f, shared_bytes);
   check(drv().cuLaunchKernel(f, grid, 1, 1, block, 1, 1, shared_bytes, stream(device), args, nullptr),
         "cuLaunchKernel");
 }

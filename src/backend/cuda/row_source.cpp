@@ -21,14 +21,14 @@ using compiler::RowOp;
 using compiler::wide_type;
 
 uint64_t RowVariant::key() const {
-  if (chunks > 0) {  // bit 55 set: apart from every staged key (those stay below 2^50)
+  if (chunks > 0) {  // bit 55 set: apart from every staged key (those stay below 2^54)
     uint64_t k = static_cast<uint64_t>(min_blocks) * 2 + (exact ? 1 : 0);
     k = ((k * 32 + static_cast<uint64_t>(vec)) * 64 + static_cast<uint64_t>(chunks)) * 2048 + static_cast<uint64_t>(threads);
     return (uint64_t{1} << 55) | k;
   }
-  const uint64_t flags = (cached_inputs * 2 + (vector_in ? 1 : 0)) * 2 + (vector_passes ? 1 : 0);
+  const uint64_t flags = ((cached_inputs * 2 + (vector_in ? 1 : 0)) * 2 + (vector_passes ? 1 : 0)) * 2 + (async_stage ? 1 : 0);
   const uint64_t k = (flags * 32 + static_cast<uint64_t>(vector_out)) * 2048 + static_cast<uint64_t>(threads);
-  return k | (static_cast<uint64_t>(split) << 51);
+  return k | (static_cast<uint64_t>(split) << 52);  // k < 2^51: 32 input bits, 4 flags, 5 + 11 bits
 }
 
 namespace {
@@ -227,12 +227,16 @@ class RowSource {
       if (var_.vector_in) {
         const int v = 16 / size_of(op.dtype);
         std::string vec = vec_type(op.dtype, v);
-        s_ << "    for (long j = tid; j < n / " << v << "; j += blockDim.x) reinterpret_cast<" << vec << "*>(c" << k
-           << ")[j] = reinterpret_cast<const " << vec << "*>(in" << k << " + r * rs" << k << ")[j];\n";
+        const std::string to = "reinterpret_cast<" + vec + "*>(c" + k + ") + j";
+        const std::string from = "reinterpret_cast<const " + vec + "*>(in" + k + " + r * rs" + k + ") + j";
+        s_ << "    for (long j = tid; j < n / " << v << "; j += blockDim.x) ";
+        if (var_.async_stage) s_ << "kiln_stage16(" << to << ", " << from << ");\n";
+        else s_ << "*(" << to << ") = *(" << from << ");\n";
       } else {
         s_ << "    for (long j = tid; j < n; j += blockDim.x) c" << k << "[j] = in" << k << "[r * rs" << k << " + j];\n";
       }
     }
+    if (var_.vector_in && var_.async_stage) s_ << "    kiln_stage_wait();\n";
     if (var_.cached_inputs) s_ << "    __syncthreads();\n";
   }
 

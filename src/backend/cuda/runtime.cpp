@@ -91,6 +91,9 @@ State* load() {
     d.cuDeviceGetAttribute(&ds.info.major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
     d.cuDeviceGetAttribute(&ds.info.minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
     d.cuDeviceGetAttribute(&ds.info.sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    d.cuDeviceGetAttribute(&ds.info.shared_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
+    d.cuDeviceGetAttribute(&ds.info.shared_per_sm, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, dev);
+    d.cuDeviceGetAttribute(&ds.info.threads_per_sm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, dev);
     char name[256] = {};
     d.cuDeviceGetName(name, sizeof(name), dev);
     ds.info.name = name;

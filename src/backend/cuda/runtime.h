@@ -34,10 +34,15 @@ void check(CUresult r, const char* what);
 
 struct DeviceInfo {
   int major = 0, minor = 0, sms = 0;
+  int shared_optin = 0;   // bytes of shared memory a block may ask for beyond the default 48 KB
+  int shared_per_sm = 0;  // bytes of shared memory of an SM, for all its blocks
+  int threads_per_sm = 0;  // resident threads an SM holds
   std::string name;
   std::string arch() const { return "sm_" + std::to_string(major) + std::to_string(minor); }
 };
 const DeviceInfo& device_info(int device);
+/* Dynamic shared memory a block gets without asking (more needs the kernel's opt-in). */
+constexpr unsigned kDefaultSharedBytes = 48 * 1024;
 
 /* Makes the device's primary context current on this thread. */
 void bind(int device);

@@ -21,6 +21,9 @@ struct Tuning {
   bool row_split = true;   // KILN_CUDA_ROW_SPLIT=0: reductions (and arg-reductions) of long rows not in parts
   int column_parts = 256;  // KILN_CUDA_COLUMN_PARTS: parts of a column read a thread a column = SMs * 8 * this / columns
   int part_waves = 1;      // KILN_CUDA_PART_WAVES: parts of few long rows = SMs * 8 * this / rows
+  int row_shared_kb = 0;  // KILN_CUDA_ROW_SHARED_KB: most shared memory of a staged row (0: the device's limit)
+  int long_row_threads = 0;  // KILN_CUDA_LONG_ROW_THREADS: threads a staged row over 48 KB (0: fill the SM)
+  bool row_async_stage = true;  // KILN_CUDA_ROW_ASYNC_STAGE=0: stage rows through registers, not cp.async
   int row_blocks_per_sm = 128;  // KILN_CUDA_ROW_BLOCKS: most blocks per SM of a staged row kernel (0: a block a row)
   int flat_blocks_per_sm = 128;  // KILN_CUDA_FLAT_BLOCKS: most blocks per SM of a flat kernel (0: no limit)
   int graph_min_kernels = 1;  // KILN_CUDA_GRAPH_MIN_KERNELS: fewest kernels a plan replays as a CUDA graph
@@ -37,6 +40,8 @@ inline const Tuning& tuning() {
     };
     r.vector_bytes = number("KILN_CUDA_VECTOR_BYTES", 1, 16, r.vector_bytes);
     r.row_threads = number("KILN_CUDA_ROW_THREADS", 32, 1024, r.row_threads);
+    r.row_shared_kb = number("KILN_CUDA_ROW_SHARED_KB", 1, 1024, r.row_shared_kb, false);
+    r.long_row_threads = number("KILN_CUDA_LONG_ROW_THREADS", 32, 1024, r.long_row_threads);
     r.row_elems = number("KILN_CUDA_ROW_ELEMS", 1, 32, r.row_elems);
     r.row_elems_one_pass = number("KILN_CUDA_ROW_ELEMS_ONE_PASS", 1, 32, r.row_elems_one_pass);
     auto flag = [](const char* name, auto fallback) -> decltype(fallback) {  // "1" on, anything else set off
@@ -47,6 +52,7 @@ inline const Tuning& tuning() {
     r.row_registers = flag("KILN_CUDA_ROW_REGISTERS", r.row_registers);
     r.row_vector_passes = flag("KILN_CUDA_ROW_VECTOR_PASSES", r.row_vector_passes);
     r.row_split = flag("KILN_CUDA_ROW_SPLIT", r.row_split);
+    r.row_async_stage = flag("KILN_CUDA_ROW_ASYNC_STAGE", r.row_async_stage);
     r.column_parts = number("KILN_CUDA_COLUMN_PARTS", 1, 8192, r.column_parts);
     r.part_waves = number("KILN_CUDA_PART_WAVES", 1, 64, r.part_waves);
     r.row_min_blocks = number("KILN_CUDA_ROW_MIN_BLOCKS", 1, 32, r.row_min_blocks, false);
