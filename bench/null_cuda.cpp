@@ -34,6 +34,7 @@ CUresult device_attribute(int* v, CUdevice_attribute a, CUdevice) {
        : a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN ? 232448
        : a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR ? 233472
        : a == CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR ? 2048
+       : a == CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE ? 52428800
                                                            : 0;
   return CUDA_SUCCESS;
 }

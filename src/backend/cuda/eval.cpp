@@ -363,6 +363,10 @@ int reduction_passes(const RowProgram& p) {
   return levels.empty() ? 0 : *std::max_element(levels.begin(), levels.end());
 }
 
+bool has_element_outputs(const RowProgram& p) {
+  return std::any_of(p.outputs.begin(), p.outputs.end(), [&](int o) { return !p.ops[static_cast<size_t>(o)].per_row; });
+}
+
 // Register rows: each thread keeps its share of the row from load to store, so the row is
 // read once and every element op computed once. False when a row does not fit.
 bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
@@ -371,8 +375,9 @@ bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, cons
   constexpr int kMostElements = 32;  // per thread; more would spill
   const size_t nin = ins.size();
   const int widest = widest_element_item(p, ins, outs, true);
-  // Measured on an H100 (docs/benchmarks.md): float32 rows run as fast staged.
-  if (tuning().row_registers < 0 && widest > 2) return false;
+  // Measured (docs/benchmarks.md): float32 rows run as fast staged, and so do 16-bit rows
+  // with one reduction pass before per-element outputs (RMSNorm), staged by cp.async.
+  if (tuning().row_registers < 0 && (widest > 2 || (reduction_passes(p) == 1 && has_element_outputs(p)))) return false;
   int vec = std::max(tuning().vector_bytes / widest, 1);
   bool aligned = n % vec == 0;
   for (auto& op : p.ops) {
@@ -465,6 +470,26 @@ size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const
   var.vector_out = passes ? v : std::max(tuning().vector_bytes / widest_element_item(p, ins, outs, false), 1);
   if (!passes && !outputs_align(var.vector_out)) var.vector_out = 1;
   return smem;
+}
+
+// Rows too long to stage are read from global memory in every pass: 1024 threads a row and
+// as few blocks an SM as keep the rows in flight within the L2 cache, so the passes after
+// the first read them there (KILN_CUDA_ROWS_IN_L2=0: as many blocks as fit). Returns the
+// blocks an SM; 0 where every long row was staged, or where not even a row an SM fits.
+int64_t rows_in_l2(int dev, const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<long>& meta,
+                   int64_t n, const RowVariant& var) {
+  if (!tuning().rows_in_l2 || reduction_passes(p) == 0) return 0;
+  const size_t nin = ins.size();
+  int64_t row_bytes = 0;  // of the contiguous rows left unstaged
+  for (auto& op : p.ops) {
+    if (op.prim || op.per_row || op.uniform || meta[2 + nin + op.input] != 1 || meta[2 + op.input] == 0) continue;
+    if (op.input < 64 && ((var.cached_inputs >> op.input) & 1)) continue;
+    row_bytes += n * static_cast<int64_t>(ins[static_cast<size_t>(op.input)].itemsize());
+  }
+  if (row_bytes <= int64_t{kDefaultSharedBytes}) return 0;
+  const DeviceInfo& info = device_info(dev);
+  const int64_t rows = static_cast<int64_t>(std::max(info.l2_bytes, 0)) / row_bytes;
+  return std::min<int64_t>(rows / std::max(info.sms, 1), 2);
 }
 
 // How a split reduction cuts its rows: the first kernel's variant, the parts per row and
@@ -621,11 +646,18 @@ void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tenso
   if (split_rows(dev, p, rows, n, meta, ins, outs, slots)) return;
   RowVariant var;
   size_t smem = 0;
-  if (!registers_variant(p, ins, outs, meta, n, var)) smem = staged_variant(p, ins, outs, meta, n, var, dev, staged_cap(dev));
+  int64_t per_sm = tuning().row_blocks_per_sm;
+  if (!registers_variant(p, ins, outs, meta, n, var)) {
+    smem = staged_variant(p, ins, outs, meta, n, var, dev, staged_cap(dev));
+    if (const int64_t l2 = rows_in_l2(dev, p, ins, meta, n, var); l2 > 0) {
+      var.threads = 1024;
+      per_sm = l2;
+    }
+  }
   CUfunction f = program_kernel(dev, slots, var.key(), [&] { return row_source(p, var); });
   // Register-row blocks loop over the rows: one wave of resident blocks. Staged blocks: up
   // to 128 an SM, nearly a block a row, which ends more evenly (both as measured).
-  const int64_t per_sm = var.chunks > 0 ? resident_blocks(f, static_cast<unsigned>(var.threads), 0) : tuning().row_blocks_per_sm;
+  if (var.chunks > 0) per_sm = resident_blocks(f, static_cast<unsigned>(var.threads), 0);
   const int64_t most = per_sm == 0 ? INT32_MAX : int64_t{device_info(dev).sms} * per_sm;
   const unsigned grid = static_cast<unsigned>(std::min(rows, most));
   launch(dev, f, grid, static_cast<unsigned>(var.threads), meta, static_cast<unsigned>(smem));

@@ -94,6 +94,7 @@ State* load() {
     d.cuDeviceGetAttribute(&ds.info.shared_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
     d.cuDeviceGetAttribute(&ds.info.shared_per_sm, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, dev);
     d.cuDeviceGetAttribute(&ds.info.threads_per_sm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, dev);
+    d.cuDeviceGetAttribute(&ds.info.l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev);
     char name[256] = {};
     d.cuDeviceGetName(name, sizeof(name), dev);
     ds.info.name = name;

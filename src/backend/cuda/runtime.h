@@ -37,6 +37,7 @@ struct DeviceInfo {
   int shared_optin = 0;   // bytes of shared memory a block may ask for beyond the default 48 KB
   int shared_per_sm = 0;  // bytes of shared memory of an SM, for all its blocks
   int threads_per_sm = 0;  // resident threads an SM holds
+  int l2_bytes = 0;        // the L2 cache
   std::string name;
   std::string arch() const { return "sm_" + std::to_string(major) + std::to_string(minor); }
 };

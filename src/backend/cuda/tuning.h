@@ -23,6 +23,7 @@ struct Tuning {
   int part_waves = 1;      // KILN_CUDA_PART_WAVES: parts of few long rows = SMs * 8 * this / rows
   int row_shared_kb = 0;  // KILN_CUDA_ROW_SHARED_KB: most shared memory of a staged row (0: the device's limit)
   int long_row_threads = 0;  // KILN_CUDA_LONG_ROW_THREADS: threads a staged row over 48 KB (0: fill the SM)
+  bool rows_in_l2 = true;  // KILN_CUDA_ROWS_IN_L2=0: rows too long to stage with as many blocks as fit
   bool row_async_stage = true;  // KILN_CUDA_ROW_ASYNC_STAGE=0: stage rows through registers, not cp.async
   int row_blocks_per_sm = 128;  // KILN_CUDA_ROW_BLOCKS: most blocks per SM of a staged row kernel (0: a block a row)
   int flat_blocks_per_sm = 128;  // KILN_CUDA_FLAT_BLOCKS: most blocks per SM of a flat kernel (0: no limit)
@@ -52,6 +53,7 @@ inline const Tuning& tuning() {
     r.row_registers = flag("KILN_CUDA_ROW_REGISTERS", r.row_registers);
     r.row_vector_passes = flag("KILN_CUDA_ROW_VECTOR_PASSES", r.row_vector_passes);
     r.row_split = flag("KILN_CUDA_ROW_SPLIT", r.row_split);
+    r.rows_in_l2 = flag("KILN_CUDA_ROWS_IN_L2", r.rows_in_l2);
     r.row_async_stage = flag("KILN_CUDA_ROW_ASYNC_STAGE", r.row_async_stage);
     r.column_parts = number("KILN_CUDA_COLUMN_PARTS", 1, 8192, r.column_parts);
     r.part_waves = number("KILN_CUDA_PART_WAVES", 1, 64, r.part_waves);
