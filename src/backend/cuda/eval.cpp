@@ -376,8 +376,9 @@ bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, cons
   const size_t nin = ins.size();
   const int widest = widest_element_item(p, ins, outs, true);
   // Measured (docs/benchmarks.md): float32 rows run as fast staged, and so do 16-bit rows
-  // with one reduction pass before per-element outputs (RMSNorm), staged by cp.async.
-  if (tuning().row_registers < 0 && (widest > 2 || (reduction_passes(p) == 1 && has_element_outputs(p)))) return false;
+  // with per-element outputs past 4096 elements or after one reduction pass (RMSNorm).
+  const bool staged_faster = widest > 2 || (has_element_outputs(p) && (n > 4096 || reduction_passes(p) == 1));
+  if (tuning().row_registers < 0 && staged_faster) return false;
   int vec = std::max(tuning().vector_bytes / widest, 1);
   bool aligned = n % vec == 0;
   for (auto& op : p.ops) {
