@@ -148,6 +148,14 @@ TEST_F(CudaCodegen, RowVariantsCompile) {
       compiles(async);
       EXPECT_NE(async.find("kiln_stage16("), std::string::npos);
       EXPECT_NE(async.find("kiln_stage_wait();"), std::string::npos);
+      staged.cluster = 4;  // a row shared by a cluster of 4 blocks, reductions through distributed shared memory
+      const std::string cluster = cuda::row_source(p, staged);
+      compiles(cluster);
+      EXPECT_NE(cluster.find("__cluster_dims__(4, 1, 1)"), std::string::npos);
+      EXPECT_NE(cluster.find("kiln_cluster_reduce<"), std::string::npos);
+      EXPECT_NE(cluster.find("(r * n_all + j0)"), std::string::npos) << cluster;
+      staged.vector_passes = false;  // element passes of a part
+      compiles(cuda::row_source(p, staged));
       for (int vec : {1, 16 / size_of(d)}) {
         for (bool exact : {false, true}) {
           cuda::RowVariant regs = plain;

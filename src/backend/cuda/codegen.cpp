@@ -326,6 +326,35 @@ template <class F, class W> __device__ inline W kiln_block_reduce(W v, W init, W
   return sh[0];
 }
 
+#if __CUDA_ARCH__ >= 900
+// Thread-block clusters (sm_90): a barrier of every thread of the cluster, which also makes
+// each block's shared-memory writes before it visible to the others' reads after it.
+__device__ inline void kiln_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// The value of W (at most 8 bytes) that block `rank` of the cluster holds at `slot` in its
+// shared memory (8 bytes, 8-aligned): a read of distributed shared memory.
+template <class W> __device__ inline W kiln_cluster_read(const unsigned long long* slot, unsigned rank) {
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(slot))), "r"(rank));
+  union {
+    unsigned long long bits;
+    W value;
+  } u;
+  asm volatile("ld.shared::cluster.b64 %0, [%1];" : "=l"(u.bits) : "r"(remote) : "memory");
+  return u.value;
+}
+// F folded over the values of every block of the cluster, in rank order; each block's own
+// value must be in its slot. Every thread gets the result; the slots may be written again after.
+template <class F, class W> __device__ inline W kiln_cluster_reduce(const unsigned long long* slot, W init, unsigned blocks) {
+  kiln_cluster_sync();
+  W v = init;
+  for (unsigned q = 0; q < blocks; ++q) v = F{}(v, kiln_cluster_read<W>(slot, q));
+  kiln_cluster_sync();
+  return v;
+}
+#endif
+
 // Whether (v, i) comes before (best, bi) as the first extreme: NaN first, then the larger
 // (IsMax) or smaller value, then the lower index. A total order, so any order of picks agrees.
 template <class CT, bool IsMax> __device__ inline bool kiln_arg_better(CT v, long i, CT best, long bi) {

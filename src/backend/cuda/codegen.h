@@ -64,6 +64,9 @@ struct RowVariant {
   uint64_t cached_inputs = 0;  // inputs (a bit each, cs == 1) staged a row at a time in shared memory
   bool vector_in = false;      // staged with 16-byte loads (every row start 16-byte aligned, n a multiple)
   bool async_stage = false;    // vector_in through asynchronous copies (kiln_stage16), no register held
+  // Staged rows split over a thread-block cluster of this many blocks (sm_90), each staging
+  // a part of 16-element multiples and folding the reductions through distributed shared memory.
+  int cluster = 1;
   int vector_out = 1;          // per-element outputs written this many at a time (aligned, n a multiple)
   // Every pass reads vector_out neighbouring elements at a time: one vector load per input
   // (cached, or cs == 1 with aligned rows) instead of one load per element.

@@ -428,6 +428,19 @@ int long_row_threads(int dev, size_t smem) {
   return threads;
 }
 
+// Blocks of a thread-block cluster that share a staged row of `row_bytes`, where one block
+// cannot stage it: enough that each stages at most KILN_CUDA_ROW_CLUSTER_KB (32) KB, so
+// several blocks an SM overlap loads with reductions. Rows that fit stay a block each (a
+// cluster of two 64 KB parts measured slower than one 128 KB block).
+// Clusters need sm_90; KILN_CUDA_ROW_CLUSTER caps them (8, the portable size; 1: none).
+int row_cluster(int dev, size_t row_bytes, size_t shared_cap) {
+  if (device_info(dev).major < 9 || row_bytes <= shared_cap) return 1;
+  const size_t part_bytes = size_t{1024} * static_cast<size_t>(tuning().row_cluster_kb);
+  int blocks = 1;
+  while (blocks < tuning().row_cluster && row_bytes > part_bytes * static_cast<size_t>(blocks)) blocks *= 2;
+  return blocks;
+}
+
 // Staged rows: inputs read in more than one pass are staged in shared memory when they fit
 // in `shared_cap` bytes, so global memory is read once. Returns the shared memory bytes.
 size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
@@ -435,14 +448,22 @@ size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const
   const size_t nin = ins.size();
   var.threads = 32;
   while (var.threads < tuning().row_threads && var.threads * 8 < n) var.threads *= 2;
+  auto stageable = [&](const RowOp& op) {  // a row of its own, contiguous, with a bit in the key
+    return !op.prim && !op.per_row && !op.uniform && op.input < 32 && meta[2 + nin + op.input] == 1 && meta[2 + op.input] != 0;
+  };
+  size_t row_bytes = 0;
+  for (auto& op : p.ops) {
+    if (stageable(op)) row_bytes += static_cast<size_t>(n) * ins[static_cast<size_t>(op.input)].itemsize();
+  }
+  var.cluster = shared_cap > 0 ? row_cluster(dev, row_bytes, shared_cap) : 1;
+  const int64_t part = var.cluster > 1 ? ((n + var.cluster - 1) / var.cluster + 15) / 16 * 16 : n;  // as row_source cuts
   size_t smem = 0;
   bool aligned_in = true;
   for (auto& op : p.ops) {
-    if (op.prim || op.per_row || op.uniform || op.input >= 32) continue;  // a bit per input in the key
+    if (!stageable(op)) continue;
     size_t k = static_cast<size_t>(op.input);
     const long item = static_cast<long>(ins[k].itemsize());
-    if (meta[2 + nin + k] != 1 || meta[2 + k] == 0) continue;
-    size_t bytes = (static_cast<size_t>(n) * static_cast<size_t>(item) + 15) / 16 * 16;
+    size_t bytes = (static_cast<size_t>(part) * static_cast<size_t>(item) + 15) / 16 * 16;
     if (smem + bytes > shared_cap) continue;
     smem += bytes;
     var.cached_inputs |= uint64_t{1} << k;
@@ -660,7 +681,8 @@ void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tenso
   // to 128 an SM, nearly a block a row, which ends more evenly (both as measured).
   if (var.chunks > 0) per_sm = resident_blocks(f, static_cast<unsigned>(var.threads), 0);
   const int64_t most = per_sm == 0 ? INT32_MAX : int64_t{device_info(dev).sms} * per_sm;
-  const unsigned grid = static_cast<unsigned>(std::min(rows, most));
+  const int64_t clusters = std::min(rows, std::max<int64_t>(most / var.cluster, 1));  // a cluster a row (var.cluster blocks)
+  const unsigned grid = static_cast<unsigned>(clusters * var.cluster);
   launch(dev, f, grid, static_cast<unsigned>(var.threads), meta, static_cast<unsigned>(smem));
 }
 

@@ -4,6 +4,7 @@
 // memory) and register (each thread holds its elements from load to store and computes
 // every element op once).
 #include <algorithm>
+#include <bit>
 #include <functional>
 #include <map>
 #include <set>
@@ -28,7 +29,8 @@ uint64_t RowVariant::key() const {
   }
   const uint64_t flags = ((cached_inputs * 2 + (vector_in ? 1 : 0)) * 2 + (vector_passes ? 1 : 0)) * 2 + (async_stage ? 1 : 0);
   const uint64_t k = (flags * 32 + static_cast<uint64_t>(vector_out)) * 2048 + static_cast<uint64_t>(threads);
-  return k | (static_cast<uint64_t>(split) << 52);  // k < 2^51: 32 input bits, 4 flags, 5 + 11 bits
+  const uint64_t cluster_bits = static_cast<uint64_t>(std::countr_zero(static_cast<unsigned>(cluster)));
+  return k | (static_cast<uint64_t>(split) << 52) | (cluster_bits << 57);  // k < 2^51: 32 input bits, 4 flags, 5 + 11 bits
 }
 
 namespace {
@@ -58,6 +60,8 @@ class RowSource {
         const std::string k = std::to_string(op.input);
         s_ << "    const " << cpp_type(op.dtype) << "* __restrict__ in" << k << " = in" << k << "_all + j0 * cs" << k << ";\n";
       }
+    } else if (clustered()) {  // row r: cluster r of the grid's clusters
+      s_ << "  for (long r = blockIdx.x / " << var_.cluster << "; r < rows; r += gridDim.x / " << var_.cluster << ") {\n";
     } else {
       s_ << "  for (long r = blockIdx.x; r < rows; r += gridDim.x) {\n";
     }
@@ -81,8 +85,15 @@ class RowSource {
       }
       for (size_t i : reductions) {
         const char* ct = compute_type(ops_[i].dtype);
+        std::string value = block_reduce(i);
+        if (clustered()) {  // the blocks' parts folded in rank order
+          s_ << "    const " << wide(i) << " b" << i << " = " << value << ";\n";
+          s_ << "    if (tid == 0) *reinterpret_cast<" << wide(i) << "*>(&cl" << i << ") = b" << i << ";\n";
+          value = std::string("kiln_cluster_reduce<") + functor(kind(i)) + ">(&cl" + std::to_string(i) + ", " + init(i) +
+                  ", " + std::to_string(var_.cluster) + ")";
+        }
         s_ << "    const " << ct << " t" << i << " = static_cast<" << ct << ">(static_cast<" << cpp_type(ops_[i].dtype)
-           << ">(" << block_reduce(i) << "));\n";
+           << ">(" << value << "));\n";
         row_value_defined(i, "    ");
       }
       s_ << "    __syncthreads();\n";  // sh is rewritten by the next pass or row
@@ -96,7 +107,7 @@ class RowSource {
       if (registers()) register_outputs(elem_outputs);
       else staged_outputs(elem_outputs);
     }
-    s_ << "    if (tid == 0) {\n";
+    s_ << "    if (tid == 0" << (clustered() ? " && rank == 0" : "") << ") {\n";
     for (size_t o = 0; o < p_.outputs.size(); ++o) {
       const RowOp& op = output_op(o);
       if (!op.per_row) continue;
@@ -110,6 +121,10 @@ class RowSource {
 
  private:
   bool registers() const { return var_.chunks > 0; }
+  bool clustered() const { return var_.cluster > 1 && !registers() && var_.split == 0; }
+  bool parted() const { return var_.split == 1 || clustered(); }  // a block holds a part of a row
+  // The offset of this block's first output element of row r.
+  std::string out_row() const { return clustered() ? "(r * n_all + j0)" : "r * n"; }
   OpKind kind(size_t i) const { return ops_[i].prim->kind(); }
   const char* wide(size_t i) const { return wide_type(kind(i), ops_[i].dtype); }
   // The reductions of pass `pass`, and the element values they fold.
@@ -154,9 +169,15 @@ class RowSource {
     s_ << "#include \"kiln/cuda_support.h\"\n\n";
     const int nred = var_.split ? static_cast<int>(partial_.size()) : 0;
     s_ << "extern \"C\" __global__ void __launch_bounds__(" << var_.threads
-       << (registers() && var_.min_blocks > 0 ? ", " + std::to_string(var_.min_blocks) : "") << ") kiln_kernel(const KilnMeta<"
+       << (registers() && var_.min_blocks > 0 ? ", " + std::to_string(var_.min_blocks) : "") << ")"
+       << (clustered() ? " __cluster_dims__(" + std::to_string(var_.cluster) + ", 1, 1)" : "") << " kiln_kernel(const KilnMeta<"
        << row_meta_len(nin_, nout, nred) << "> m) {\n";
-    s_ << "  const long rows = m.v[0], " << (var_.split == 1 ? "n_all" : "n") << " = m.v[1];\n  const int tid = threadIdx.x;\n";
+    s_ << "  const long rows = m.v[0], " << (parted() ? "n_all" : "n") << " = m.v[1];\n  const int tid = threadIdx.x;\n";
+    if (clustered()) {  // block `rank` of each cluster holds elements j0 ... of its row (n of them)
+      s_ << "  const unsigned rank = blockIdx.x % " << var_.cluster << ";\n";
+      s_ << "  const long n_part = ((n_all + " << var_.cluster - 1 << ") / " << var_.cluster << " + 15) / 16 * 16;\n";
+      s_ << "  const long j0 = rank * n_part, n = max(0L, min(n_part, n_all - j0));\n";
+    }
     if (var_.cached_inputs && !registers()) {
       s_ << "  extern __shared__ __align__(16) unsigned char kiln_smem[];\n  long smem_at = 0;\n";
     }
@@ -164,14 +185,17 @@ class RowSource {
       if (op.prim) continue;
       const char* t = cpp_type(op.dtype);
       std::string k = std::to_string(op.input);
-      const bool offset = var_.split == 1 && element_input(op);  // each part points in<k> at its start
+      const bool offset = parted() && element_input(op);  // each part points in<k> at its start
       s_ << "  const " << t << "* __restrict__ in" << k << (offset ? "_all" : "") << " = reinterpret_cast<const " << t
          << "*>(m.v[" << in0 + op.input << "]);\n";
       s_ << "  const long rs" << k << " = m.v[" << rs0 + op.input << "], cs" << k << " = m.v[" << cs0 + op.input
          << "];\n";
+      if (clustered() && element_input(op)) {
+        s_ << "  const " << t << "* __restrict__ in" << k << " = in" << k << "_all + j0 * cs" << k << ";\n";
+      }
       if (cached(op.input) && !registers()) {  // this row of the input, staged in shared memory (cs == 1)
         s_ << "  " << t << "* c" << k << " = reinterpret_cast<" << t << "*>(kiln_smem + smem_at);\n";
-        s_ << "  smem_at += (n * static_cast<long>(sizeof(" << t << ")) + 15) / 16 * 16;\n";
+        s_ << "  smem_at += (" << (clustered() ? "n_part" : "n") << " * static_cast<long>(sizeof(" << t << ")) + 15) / 16 * 16;\n";
       }
     }
     for (int o = 0; o < nout; ++o) {
@@ -179,7 +203,9 @@ class RowSource {
       s_ << "  " << t << "* __restrict__ out" << o << " = reinterpret_cast<" << t << "*>(m.v[" << out0 + o << "]);\n";
     }
     for (size_t i = 0; i < ops_.size(); ++i) {
-      if (compiler::is_row_reduce(ops_[i])) s_ << "  __shared__ " << wide(i) << " sh" << i << "[32];\n";
+      if (!compiler::is_row_reduce(ops_[i])) continue;
+      s_ << "  __shared__ " << wide(i) << " sh" << i << "[32];\n";
+      if (clustered()) s_ << "  __shared__ unsigned long long cl" << i << ";  // this block's part of the reduction\n";
     }
     if (var_.split) {
       for (auto [i, slot] : partial_) {
@@ -446,7 +472,7 @@ class RowSource {
       s_ << "      }\n";
     }
     for (size_t o = 0; o < p_.outputs.size(); ++o) {
-      if (!output_op(o).per_row) s_ << "      reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + r * n)[jv] = r" << o << ";\n";
+      if (!output_op(o).per_row) s_ << "      reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + " << out_row() << ")[jv] = r" << o << ";\n";
     }
     s_ << "    }\n";
   }

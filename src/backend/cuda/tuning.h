@@ -23,6 +23,8 @@ struct Tuning {
   int part_waves = 1;      // KILN_CUDA_PART_WAVES: parts of few long rows = SMs * 8 * this / rows
   int row_shared_kb = 0;  // KILN_CUDA_ROW_SHARED_KB: most shared memory of a staged row (0: the device's limit)
   int long_row_threads = 0;  // KILN_CUDA_LONG_ROW_THREADS: threads a staged row over 48 KB (0: fill the SM)
+  int row_cluster = 8;  // KILN_CUDA_ROW_CLUSTER: most blocks of a cluster sharing a staged row (1: none)
+  int row_cluster_kb = 32;  // KILN_CUDA_ROW_CLUSTER_KB: most shared memory a block of such a cluster stages
   bool rows_in_l2 = true;  // KILN_CUDA_ROWS_IN_L2=0: rows too long to stage with as many blocks as fit
   bool row_async_stage = true;  // KILN_CUDA_ROW_ASYNC_STAGE=0: stage rows through registers, not cp.async
   int row_blocks_per_sm = 128;  // KILN_CUDA_ROW_BLOCKS: most blocks per SM of a staged row kernel (0: a block a row)
@@ -42,6 +44,8 @@ inline const Tuning& tuning() {
     r.vector_bytes = number("KILN_CUDA_VECTOR_BYTES", 1, 16, r.vector_bytes);
     r.row_threads = number("KILN_CUDA_ROW_THREADS", 32, 1024, r.row_threads);
     r.row_shared_kb = number("KILN_CUDA_ROW_SHARED_KB", 1, 1024, r.row_shared_kb, false);
+    r.row_cluster = number("KILN_CUDA_ROW_CLUSTER", 1, 16, r.row_cluster);
+    r.row_cluster_kb = number("KILN_CUDA_ROW_CLUSTER_KB", 8, 256, r.row_cluster_kb, false);
     r.long_row_threads = number("KILN_CUDA_LONG_ROW_THREADS", 32, 1024, r.long_row_threads);
     r.row_elems = number("KILN_CUDA_ROW_ELEMS", 1, 32, r.row_elems);
     r.row_elems_one_pass = number("KILN_CUDA_ROW_ELEMS_ONE_PASS", 1, 32, r.row_elems_one_pass);
