@@ -86,6 +86,9 @@ struct RowVariant {
   uint64_t key() const;   // distinct for every variant that generates different source
 };
 std::string row_source(const compiler::RowProgram& p, const RowVariant& variant);
+/* The elements of a row each block of a cluster of `cluster` stages (the last may hold fewer):
+   the generated kernel cuts its rows the same way. */
+int64_t cluster_part(int64_t n, int cluster);
 /* split_reductions: the program's reductions when the variant is split, else 0. */
 int row_meta_len(int inputs, int outputs, int split_reductions = 0);
 /* Op i of a row program as a CUDA expression of t<args> (shared with the elementwise kernels). */

@@ -407,6 +407,12 @@ bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, cons
   return true;
 }
 
+// An input read per element whose rows are its own and contiguous (cs == 1, rs != 0): one a
+// staged row may hold in shared memory.
+bool contiguous_rows(const RowOp& op, const std::vector<long>& meta, size_t nin) {
+  return !op.prim && !op.per_row && !op.uniform && meta[2 + nin + op.input] == 1 && meta[2 + op.input] != 0;
+}
+
 // The shared memory a staged row may take: the device's opt-in limit (227 KB on an H100),
 // less room for the kernel's own arrays, or KILN_CUDA_ROW_SHARED_KB.
 size_t staged_cap(int dev) {
@@ -448,15 +454,13 @@ size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const
   const size_t nin = ins.size();
   var.threads = 32;
   while (var.threads < tuning().row_threads && var.threads * 8 < n) var.threads *= 2;
-  auto stageable = [&](const RowOp& op) {  // a row of its own, contiguous, with a bit in the key
-    return !op.prim && !op.per_row && !op.uniform && op.input < 32 && meta[2 + nin + op.input] == 1 && meta[2 + op.input] != 0;
-  };
+  auto stageable = [&](const RowOp& op) { return op.input < 32 && contiguous_rows(op, meta, nin); };  // a bit in the key
   size_t row_bytes = 0;
   for (auto& op : p.ops) {
     if (stageable(op)) row_bytes += static_cast<size_t>(n) * ins[static_cast<size_t>(op.input)].itemsize();
   }
   var.cluster = shared_cap > 0 ? row_cluster(dev, row_bytes, shared_cap) : 1;
-  const int64_t part = var.cluster > 1 ? ((n + var.cluster - 1) / var.cluster + 15) / 16 * 16 : n;  // as row_source cuts
+  const int64_t part = var.cluster > 1 ? cluster_part(n, var.cluster) : n;
   size_t smem = 0;
   bool aligned_in = true;
   for (auto& op : p.ops) {
@@ -501,10 +505,9 @@ size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const
 int64_t rows_in_l2(int dev, const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<long>& meta,
                    int64_t n, const RowVariant& var) {
   if (!tuning().rows_in_l2 || reduction_passes(p) == 0) return 0;
-  const size_t nin = ins.size();
   int64_t row_bytes = 0;  // of the contiguous rows left unstaged
   for (auto& op : p.ops) {
-    if (op.prim || op.per_row || op.uniform || meta[2 + nin + op.input] != 1 || meta[2 + op.input] == 0) continue;
+    if (!contiguous_rows(op, meta, ins.size())) continue;
     if (op.input < 64 && ((var.cached_inputs >> op.input) & 1)) continue;
     row_bytes += n * static_cast<int64_t>(ins[static_cast<size_t>(op.input)].itemsize());
   }

@@ -579,6 +579,8 @@ class RowSource {
 
 }  // namespace
 
+int64_t cluster_part(int64_t n, int cluster) { return ((n + cluster - 1) / cluster + 15) / 16 * 16; }  // as header() emits
+
 std::string row_source(const compiler::RowProgram& p, const RowVariant& variant) {
   return RowSource(p, variant).str();
 }
