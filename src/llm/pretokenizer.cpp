@@ -48,6 +48,28 @@ const Kind kKinds[] = {
     {{"deepseek-v3"}, {R"(\p{N}{1,3})", "[一-龥぀-ゟ゠-ヿ]+", kDeepseekV3Words}},
 };
 
+// PCRE2 counts U+180E as \s (Perl's old list); Unicode's White_Space property, which llama.cpp,
+// Rust's regex and Oniguruma (Hugging Face) use, no longer does. Escape-aware rewrite of \s, \S.
+std::string with_unicode_spaces(std::string_view pattern) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '\\' || i + 1 == pattern.size()) {
+      out += pattern[i];
+      continue;
+    }
+    char next = pattern[++i];
+    if (next == 's') {
+      out += "\\p{White_Space}";
+    } else if (next == 'S') {
+      out += "\\P{White_Space}";
+    } else {
+      out += '\\';
+      out += next;
+    }
+  }
+  return out;
+}
+
 std::string known_names() {
   std::string all;
   for (const Kind& k : kKinds)
@@ -75,7 +97,8 @@ PreTokenizer::PreTokenizer(std::string_view name, const std::string& source) {
     auto re = std::make_unique<Regex>();
     int err = 0;
     PCRE2_SIZE offset = 0;
-    re->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
+    std::string rewritten = with_unicode_spaces(pattern);
+    re->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten.data()), rewritten.size(), PCRE2_UTF | PCRE2_UCP,
                              &err, &offset, nullptr);
     if (!re->code) {
       PCRE2_UCHAR message[256];

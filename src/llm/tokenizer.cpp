@@ -182,7 +182,8 @@ struct Fragment {
 // Cuts out the special tokens written in text: longer tokens first, each one everywhere it
 // occurs in text not yet cut, left to right (llama.cpp's order, which decides overlaps).
 std::vector<Fragment> cut_special_tokens(const Tokenizer::Impl& t, std::string_view text, bool parse_special) {
-  std::vector<Fragment> fragments{{0, text.size(), -1}}, next;
+  std::vector<Fragment> fragments, next;
+  if (!text.empty()) fragments.push_back({0, text.size(), -1});  // "" is no text at all: no space prefix
   for (TokenId id : t.specials) {
     if (!parse_special && t.is_hidden(id)) continue;  // user-defined tokens are always cut out
     const std::string& token = t.vocab.text[id];
