@@ -38,7 +38,7 @@ CONTROL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 USER_DEFINED = ["<tool_call>"]
 
 # Pre-tokenizer names kiln knows, one per family (llama.cpp gives each family one set of expressions).
-# The first four on every third string, the others (fewer ids to commit) on every eighth.
+# The first four on every fourth string, the others (fewer ids to commit) on every twelfth.
 PRE_NAMES = ["gpt-2", "llama-bpe", "qwen2", "smollm", "default", "falcon", "deepseek-coder", "deepseek-v3", "dbrx"]
 
 # How each model family's tokenizer.json pre-tokenizes (Hugging Face side).
@@ -263,6 +263,59 @@ def hf_bpe(vocab, pre):
 
 
 # ---------------------------------------------------------------------------------------------
+# Chat templates, rendered by Jinja as transformers' apply_chat_template renders them
+
+LLAMA3_TEMPLATE = (
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+    "message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
+    "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
+
+# Written after Qwen2.5's template, its tool-calling part left out.
+QWEN25_STYLE_TEMPLATE = """{%- if messages[0]['role'] == 'system' %}
+    {{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}
+{%- else %}
+    {{- '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n' }}
+{%- endif %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant") %}
+        {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+{%- endif %}
+"""
+
+CONVERSATIONS = [
+    [{"role": "user", "content": "Hi"}],
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+2?"}],
+    [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi! How can I help?"},
+     {"role": "user", "content": "  Tell me a joke.\n"}],
+    [{"role": "user", "content": "多语言 🙂 <b>test</b>\n\n\tend"}],
+]
+
+
+def chat_cases(templates):
+    import jinja2
+    import jinja2.sandbox
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                                       extensions=[jinja2.ext.loopcontrols])
+    cases = []
+    for name, source in templates:
+        template = env.from_string(source)
+        for messages in CONVERSATIONS:
+            for generation_prompt in (True, False):
+                text = template.render(messages=messages, add_generation_prompt=generation_prompt,
+                                       bos_token="<|begin_of_text|>", eos_token="<|eot_id|>")
+                # kiln leaves BOS to the tokenizer (add_special), as llama.cpp's chat code does.
+                text = text.removeprefix("<|begin_of_text|>")
+                cases.append({"template": name, "messages": messages, "add_generation_prompt": generation_prompt,
+                              "text": text})
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
 # References
 
 
@@ -280,13 +333,14 @@ def hf_ids(tok, text, add_special, parse_special, bos):
     return ([bos] if add_special and bos is not None else []) + ids
 
 
-def compare(name, strings, expected, other, label, disagreements, limit=12):
+def compare(name, strings, expected, other, label, disagreements, limit=6):
     bad = [i for i, s in enumerate(strings) if other(s) != expected[i]]
     print(f"  {label}: {len(strings) - len(bad)}/{len(strings)} agree with llama.cpp", file=sys.stderr)
     if bad:
-        disagreements.append({"config": name, "reference": label, "count": len(bad),
+        short = sorted(bad, key=lambda i: len(strings[i]))[:limit]  # the shortest examples say the most
+        disagreements.append({"config": name, "reference": label, "count": len(bad), "of": len(strings),
                               "examples": [{"text": strings[i], "llama.cpp": expected[i], label: other(strings[i])}
-                                           for i in bad[:limit]]})
+                                           for i in short]})
     return len(bad)
 
 
@@ -306,7 +360,8 @@ def main():
           file=sys.stderr)
 
     # Strings whose special-token handling matters get both modes; all get the plain one.
-    special_like = [i for i, s in enumerate(strings) if "<" in s]
+    markers = CONTROL + USER_DEFINED + ["<s>", "</s>", "<unk>", "<|"]
+    special_like = [i for i, s in enumerate(strings) if any(m in s for m in markers)]
     configs, disagreements = [], []
 
     def run(name, path, vocab_key, pre, hf_tokenizers, subset=None):
@@ -337,7 +392,7 @@ def main():
 
     # The small BPE vocabulary under each pre-tokenizer.
     for k, pre in enumerate(PRE_NAMES):
-        subset = sorted(set(range(0, len(strings), 3 if k < 4 else 8)) | set(special_like))
+        subset = list(range(0, len(strings), 4 if k < 4 else 12))
         print(f"bpe/{pre}", file=sys.stderr)
         path = os.path.join(work, f"bpe-{pre}.gguf")
         write_gguf(path, bpe, pre)
@@ -355,20 +410,29 @@ def main():
     refs = [("sentencepiece", lambda s, a, p: ([1] if a else []) + sp.encode(s), "plain only")]
     tf, tf_bos = transformers_gguf(path)
     refs.append(("transformers-gguf", lambda s, a, p: hf_ids(tf, s, a, p, tf_bos)))
-    run("spm", path, "spm", None, refs, sorted(set(range(0, len(strings), 2)) | set(special_like)))
+    run("spm", path, "spm", None, refs, list(range(0, len(strings), 3)))
 
+    templates = [("llama3", LLAMA3_TEMPLATE), ("qwen2.5-style", QWEN25_STYLE_TEMPLATE)]
+    if os.path.exists(args.model):
+        templates.insert(0, ("smollm2", gguf.GGUFReader(args.model).fields["tokenizer.chat_template"].contents()))
+    chats = chat_cases(templates)
+
+    import jinja2
     import tokenizers
     import transformers
     data = {
         "made_by": "tests/llm/golden/make_tokenizer_golden.py",
-        "references": {"llama-cpp-python": version("llama_cpp_python"), "llama.cpp": llama_cpp.__version__,
+        "references": {"llama.cpp": f"as vendored by llama-cpp-python {llama_cpp.__version__}",
                        "tokenizers": tokenizers.__version__, "transformers": transformers.__version__,
-                       "sentencepiece": version("sentencepiece"), "gguf": version("gguf")},
+                       "sentencepiece": version("sentencepiece"), "gguf": version("gguf"),
+                       "jinja2": jinja2.__version__},
         "expected_from": "llama.cpp (llama_tokenize through llama-cpp-python, vocab_only)",
         "vocabularies": {"bpe": bpe, "spm": spm_vocab},
         "strings": strings,
         "configs": configs,
         "disagreements": disagreements,
+        "chat_templates": {name: source for name, source in templates},
+        "chats": chats,
     }
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, separators=(",", ":"))
