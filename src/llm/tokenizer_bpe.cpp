@@ -1,12 +1,32 @@
 #include "llm/tokenizer_bpe.h"
 
-#include <queue>
+#include <algorithm>
 
 #include "kiln/error.h"
 #include "llm/byte_level.h"
 #include "llm/utf8.h"
 
 namespace kiln::llm {
+
+void BpeEncoder::MergeTable::reserve(size_t n) {
+  size_t size = 16;
+  while (size < 2 * n) size *= 2;  // at most half full
+  slots_.assign(size, Slot{});
+  mask_ = size - 1;
+}
+
+void BpeEncoder::MergeTable::insert_first(uint64_t key, Merge m) {
+  size_t i = slot_of(key);
+  while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & mask_;
+  if (slots_[i].key == kEmpty) slots_[i] = {key, m};
+}
+
+const BpeEncoder::Merge* BpeEncoder::MergeTable::find(uint64_t key) const {
+  for (size_t i = slot_of(key);; i = (i + 1) & mask_) {
+    if (slots_[i].key == key) return &slots_[i].merge;
+    if (slots_[i].key == kEmpty) return nullptr;
+  }
+}
 
 BpeEncoder::BpeEncoder(const Vocab& vocab, std::span<const std::string> merges, std::string_view pre,
                        const std::string& source)
@@ -16,6 +36,7 @@ BpeEncoder::BpeEncoder(const Vocab& vocab, std::span<const std::string> merges, 
     utf8::append(c, byte_level::codepoint(static_cast<uint8_t>(b)));
     byte_symbol_[b] = symbol_of(c);
   }
+  merges_.reserve(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const std::string& m = merges[rank];
     size_t space = m.size() > 1 ? m.find(' ', 1) : std::string::npos;  // a part may itself start with ' '
@@ -24,7 +45,7 @@ BpeEncoder::BpeEncoder(const Vocab& vocab, std::span<const std::string> merges, 
     std::string_view left(m.data(), space), right(m.data() + space + 1, m.size() - space - 1);
     Symbol l = symbol_of(left), r = symbol_of(right);
     Symbol result = symbol_of(std::string(left) + std::string(right));
-    merges_.emplace(pair_key(l, r), Merge{static_cast<int32_t>(rank), result});  // the first rank of a pair wins
+    merges_.insert_first(pair_key(l, r), Merge{static_cast<int32_t>(rank), result});  // a pair's first rank wins
   }
 }
 
@@ -48,45 +69,37 @@ void BpeEncoder::encode(std::string_view text, std::vector<TokenId>& out) const 
   }
   std::vector<std::string_view> words;
   pre_.split(text, words);
-  for (std::string_view w : words) encode_word(w, out);
+  Scratch scratch;
+  for (std::string_view w : words) encode_word(w, scratch, out);
 }
 
-void BpeEncoder::encode_word(std::string_view word, std::vector<TokenId>& out) const {
+void BpeEncoder::encode_word(std::string_view word, Scratch& scratch, std::vector<TokenId>& out) const {
   if (pre_.ignore_merges()) {
     if (auto id = vocab_.find(byte_level::encode(word))) {
       out.push_back(*id);
       return;
     }
   }
-  struct Node {
-    Symbol symbol;
-    int prev, next;
-    bool alive;
-  };
-  struct Candidate {
-    int32_t rank;
-    int left, right;
-    Symbol left_symbol, right_symbol, result;
-    bool operator<(const Candidate& o) const {  // priority_queue pops the largest: lowest rank, then leftmost
-      return rank != o.rank ? rank > o.rank : left > o.left;
-    }
-  };
   const int n = static_cast<int>(word.size());
-  std::vector<Node> nodes(n);
+  std::vector<Node>& nodes = scratch.nodes;
+  nodes.resize(n);
   for (int i = 0; i < n; ++i) nodes[i] = {byte_symbol_[static_cast<uint8_t>(word[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
 
-  std::priority_queue<Candidate> queue;
+  std::vector<Candidate>& heap = scratch.heap;
+  heap.clear();
   auto consider = [&](int left, int right) {
     if (left < 0 || right < 0) return;
-    auto it = merges_.find(pair_key(nodes[left].symbol, nodes[right].symbol));
-    if (it != merges_.end())
-      queue.push({it->second.rank, left, right, nodes[left].symbol, nodes[right].symbol, it->second.result});
+    if (const Merge* m = merges_.find(pair_key(nodes[left].symbol, nodes[right].symbol))) {
+      heap.push_back({m->rank, left, right, nodes[left].symbol, nodes[right].symbol, m->result});
+      std::push_heap(heap.begin(), heap.end());
+    }
   };
   for (int i = 0; i + 1 < n; ++i) consider(i, i + 1);
 
-  while (!queue.empty()) {
-    Candidate c = queue.top();
-    queue.pop();
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end());
+    Candidate c = heap.back();
+    heap.pop_back();
     Node& left = nodes[c.left];
     Node& right = nodes[c.right];
     // Stale when either side was merged since (a merge changes the left symbol, kills the right).

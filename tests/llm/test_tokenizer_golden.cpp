@@ -1,12 +1,16 @@
 // kiln's tokenizer against llama.cpp's ids on the strings of tests/llm/golden/tokenizer.json
 // (made by make_tokenizer_golden.py, which also checks llama.cpp against Hugging Face): a small
-// byte-level BPE under every pre-tokenizer, a SentencePiece vocabulary, and the default model.
+// byte-level BPE under every pre-tokenizer, a SentencePiece vocabulary, and the default model read
+// from its GGUF file.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "kiln/error.h"
+#include "kiln/llm.h"
 #include "kiln/llm_tokenizer.h"
 #include "runtime/json.h"
 
@@ -123,6 +127,40 @@ TEST(TokenizerGolden, SentencePiece) {
     ++configs;
   }
   EXPECT_EQ(configs, 1);
+}
+
+TEST(TokenizerGolden, DefaultModelFromItsGguf) {
+  const std::string path = default_model_path();
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no default model at " << path << " (scripts/setup fetches it)";
+  Tokenizer t(*ModelFile::open(path));
+  EXPECT_EQ(t.model(), "gpt2");
+  EXPECT_EQ(t.pre(), "smollm");
+  EXPECT_EQ(t.vocab_size(), 49152u);
+  EXPECT_EQ(t.bos(), 1);
+  EXPECT_EQ(t.eos(), 2);
+  EXPECT_EQ(t.eot(), 2);  // <|im_end|>
+  EXPECT_FALSE(t.add_bos());
+  EXPECT_TRUE(t.is_end_of_generation(2));
+  EXPECT_EQ(ChatTemplate::recognize(t.chat_template()).format(), ChatFormat::ChatML);
+  int configs = 0;
+  for (const Json& config : field(golden(), "configs").array) {
+    if (field(config, "vocab").str != std::filesystem::path(path).filename().string()) continue;
+    check_config(config, t);
+    ++configs;
+  }
+  EXPECT_EQ(configs, 1);
+  for (const Json& s : field(golden(), "strings").array) EXPECT_EQ(t.decode(t.encode(s.str)), s.str);
+}
+
+TEST(TokenizerGolden, FileWithoutATokenizerIsAClearError) {
+  const std::string path = std::string(KILN_TOKENIZER_GOLDEN_DIR) + "/../data/types.gguf";
+  try {
+    Tokenizer t(*ModelFile::open(path));
+    FAIL() << "no error";
+  } catch (const kiln::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("types.gguf"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tokenizer.ggml.model"), std::string::npos) << e.what();
+  }
 }
 
 TEST(TokenizerGolden, DecodeInvertsEncode) {
