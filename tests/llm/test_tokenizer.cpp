@@ -353,11 +353,8 @@ TEST(ChatTemplate, ChatMLWithTheTemplatesDefaultSystemMessage) {
 }
 
 TEST(ChatTemplate, Llama3) {
-  const std::string llama3 =
-      "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
-      "message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 "
-      "%}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
-      "'<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+  // Recognized by its two header markers (the real template is in the golden test).
+  const std::string llama3 = "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>' }}";
   ChatTemplate chat = ChatTemplate::recognize(llama3);
   EXPECT_EQ(chat.format(), ChatFormat::Llama3);
   std::vector<ChatMessage> msgs{{"system", "Be brief. "}, {"user", "\nHi"}};
