@@ -64,7 +64,8 @@ class Tokenizer {
   std::string piece(TokenId id, bool render_special = false) const;
 
   /* Ids to text: the pieces joined, less the space a SentencePiece vocabulary puts in front of
-     the text and after each special token, so decode(encode(s)) == s. Not checked as UTF-8. */
+     the text and after each special token, so decode(encode(s)) == s. Always valid UTF-8: bytes
+     that form no character become U+FFFD, as in StreamDecoder. */
   std::string decode(std::span<const TokenId> ids, bool render_special = false) const;
 
   size_t vocab_size() const;
