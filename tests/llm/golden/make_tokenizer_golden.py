@@ -13,7 +13,7 @@ Configurations: the default model SmolLM2-135M-Instruct (smollm; ids only, the f
 committed), and the small BPE vocabulary under each pre-tokenizer name kiln knows, and the
 SentencePiece vocabulary. The small vocabularies go in the data, so CI needs no model file.
 
-Needs (not in CI): pip install gguf tokenizers transformers sentencepiece protobuf llama-cpp-python
+Needs (not in CI): pip install gguf tokenizers transformers sentencepiece protobuf jinja2 llama-cpp-python
 Run:   python tests/llm/golden/make_tokenizer_golden.py [--model PATH] [--out PATH]
 """
 
