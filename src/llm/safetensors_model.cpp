@@ -120,18 +120,15 @@ void translate_config(const Json& config, const Arch& arch, std::map<std::string
     const Json* v = config.get(from);
     if (v && v->kind != Json::Kind::null) meta[to] = meta_of(*v);
   };
-  copy("num_hidden_layers", a + "block_count");
-  copy("hidden_size", a + "embedding_length");
-  copy("intermediate_size", a + "feed_forward_length");
-  copy("num_attention_heads", a + "attention.head_count");
-  copy("num_attention_heads", a + "attention.head_count_kv");
-  copy("num_key_value_heads", a + "attention.head_count_kv");
-  copy("max_position_embeddings", a + "context_length");
-  copy("rms_norm_eps", a + "attention.layer_norm_rms_epsilon");
-  copy("vocab_size", a + "vocab_size");
-  copy("head_dim", a + "attention.key_length");
-  copy("head_dim", a + "attention.value_length");
-  copy("head_dim", a + "rope.dimension_count");
+  // In order: a later source of the same key wins (num_key_value_heads over num_attention_heads).
+  static const std::pair<const char*, const char*> kFields[] = {
+      {"num_hidden_layers", "block_count"},          {"hidden_size", "embedding_length"},
+      {"intermediate_size", "feed_forward_length"},  {"num_attention_heads", "attention.head_count"},
+      {"num_attention_heads", "attention.head_count_kv"}, {"num_key_value_heads", "attention.head_count_kv"},
+      {"max_position_embeddings", "context_length"}, {"rms_norm_eps", "attention.layer_norm_rms_epsilon"},
+      {"vocab_size", "vocab_size"},                  {"head_dim", "attention.key_length"},
+      {"head_dim", "attention.value_length"},        {"head_dim", "rope.dimension_count"}};
+  for (const auto& [from, to] : kFields) copy(from, a + to);
   copy("bos_token_id", "tokenizer.ggml.bos_token_id");
   copy("eos_token_id", "tokenizer.ggml.eos_token_id");
   if (const Json* eos = config.get("eos_token_id"); eos && eos->kind == Json::Kind::array && !eos->array.empty())
@@ -206,7 +203,7 @@ struct Source {
 // halves interleave: new row 2i = old row i, new row 2i+1 = old row half+i, per head.
 Array permute_heads(const std::string& path, const std::string& name, const Array& a, int64_t heads) {
   const int64_t rows = a.ndim() == 0 ? 0 : a.shape(0);
-  if (heads <= 0 || rows % (2 * heads) != 0)
+  if (heads <= 0 || heads > rows || rows % (2 * heads) != 0)
     fail(kTag, path, ": tensor '", name, "': ", rows, " rows cannot split into ", heads, " heads of two rotary halves");
   const size_t row_bytes = rows == 0 ? 0 : a.nbytes() / static_cast<size_t>(rows);
   const int64_t head = rows / heads, half = head / 2;
@@ -359,13 +356,15 @@ std::unique_ptr<ModelFile::Impl> read_safetensors(const std::string& path,
     const std::string a = arch.name + ".";
     auto num = [&](const std::string& key) -> double {
       auto it = impl->meta.find(key);
-      if (it == impl->meta.end()) fail(kTag, path, ": config.json: '", key, "' is needed for llama3 rope scaling");
+      if (it == impl->meta.end() || (it->second.kind != MetaValue::Kind::real && it->second.kind != MetaValue::Kind::integer))
+        fail(kTag, path, ": config.json: '", key, "' (a number) is needed for llama3 rope scaling");
       return it->second.kind == MetaValue::Kind::real ? it->second.real : static_cast<double>(it->second.integer);
     };
-    const int64_t dim = impl->meta.count(a + "rope.dimension_count")
-                            ? static_cast<int64_t>(num(a + "rope.dimension_count"))
-                            : static_cast<int64_t>(num(a + "embedding_length") / num(a + "attention.head_count"));
-    if (dim <= 0 || dim > (1 << 20)) fail(kTag, path, ": config.json: rotary dimension ", dim, " is out of range");
+    const double d = impl->meta.count(a + "rope.dimension_count")
+                         ? num(a + "rope.dimension_count")
+                         : num(a + "embedding_length") / num(a + "attention.head_count");
+    if (!(d >= 2 && d <= (1 << 20))) fail(kTag, path, ": config.json: rotary dimension ", d, " is out of range");
+    const auto dim = static_cast<int64_t>(d);
     std::vector<float> divisors = llama3_rope_divisors(path, *rs, num(a + "rope.freq_base"), dim);
     TensorEntry e;
     e.info = TensorInfo{"rope_freqs.weight", "F32", Shape{dim / 2}};

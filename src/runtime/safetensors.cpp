@@ -40,7 +40,9 @@ SafetensorsHeader parse_safetensors(const detail::MappedFile& file, const char* 
   const uint64_t data_size = size - data_start;
 
   SafetensorsHeader out;
-  for (const auto& [name, info] : root.object) {
+  for (const auto& entry : root.object) {
+    const std::string& name = entry.first;  // not a structured binding: clang 14 cannot capture those
+    const Json& info = entry.second;
     if (name == "__metadata__") {
       if (info.kind != Json::Kind::object) fail(tag, path, ": '__metadata__' is not an object");
       for (const auto& [k, v] : info.object) {
