@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "core/tensor.h"
 #include "kiln/kiln.h"
@@ -423,4 +424,23 @@ TEST(DefaultModel, OpensListsAndMatchesReferenceRows) {
     std::vector<float> got(all.begin() + row * cols, all.begin() + (row + 1) * cols);
     EXPECT_EQ(got, ref.to_vector<float>());
   }
+}
+
+TEST(Gguf, WeightsFromManyThreadsAtOnce) {
+  auto m = ModelFile::open(data_dir() + "types.gguf");
+  const std::vector<std::string> names = {"q.q4_k", "q.q8_0", "q.q6_k", "dense.f32", "q.q4_1"};
+  std::vector<std::vector<const void*>> ids(8);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < ids.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (size_t k = 0; k < names.size(); ++k) ids[t].push_back(m->weight(names[(k + t) % names.size()]).w.id());
+    });
+  for (auto& t : threads) t.join();
+  // Every thread got the one converted copy of each quantized tensor.
+  for (size_t t = 1; t < ids.size(); ++t)
+    for (size_t k = 0; k < names.size(); ++k) {
+      const std::string& name = names[(k + t) % names.size()];
+      if (name == "dense.f32") continue;  // views: a new handle each time
+      EXPECT_EQ(ids[t][k], m->weight(name).w.id()) << name;
+    }
 }
