@@ -34,7 +34,7 @@ std::string read_text(const std::string& path) {
   return os.str();
 }
 
-std::string dir_of(const std::string& path) {
+std::string folder_of(const std::string& path) {
   auto slash = path.rfind('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
@@ -317,7 +317,8 @@ class Builder {
 
 std::unique_ptr<ModelFile::Impl> read_safetensors(const std::string& path,
                                                   const std::vector<std::shared_ptr<const detail::MappedFile>>& shards,
-                                                  const std::string& config_json) {
+                                                  const std::string& config_json,
+                                                  const std::map<std::string, std::string>* weight_map) {
   auto impl = std::make_unique<ModelFile::Impl>();
   impl->path = path;
   impl->format = "safetensors";
@@ -335,10 +336,19 @@ std::unique_ptr<ModelFile::Impl> read_safetensors(const std::string& path,
     for (auto& [k, v] : h.metadata) impl->meta.emplace("safetensors." + k, string_meta(v));
     for (auto& t : h.tensors) {
       if (all.count(t.name)) fail(kTag, shard->path(), ": tensor '", t.name, "' is also in another shard");
+      if (weight_map) {
+        auto it = weight_map->find(t.name);
+        if (it == weight_map->end() || folder_of(shard->path()) + "/" + it->second != shard->path())
+          fail(kTag, shard->path(), ": tensor '", t.name, "' is not where model.safetensors.index.json puts it");
+      }
       std::string name = t.name;
       all.emplace(std::move(name), Source{shard, std::move(t)});
     }
   }
+  if (weight_map)
+    for (const auto& [name, file] : *weight_map)
+      if (!all.count(name))
+        fail(kTag, path, "/model.safetensors.index.json: tensor '", name, "' is not in its shard '", file, "'");
   const Json* quant = config.get("quantization") ? config.get("quantization") : config.get("quantization_config");
   if (quant && quant->kind != Json::Kind::object) fail(kTag, path, ": config.json: 'quantization' is not an object");
   Builder builder(*impl);
@@ -377,7 +387,7 @@ std::unique_ptr<ModelFile::Impl> read_safetensors(const std::string& path,
 std::unique_ptr<ModelFile::Impl> open_safetensors(const std::string& path) {
   struct stat st{};
   const bool dir = ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-  const std::string folder = dir ? path : dir_of(path);
+  const std::string folder = dir ? path : folder_of(path);
   const std::string config_path = folder + "/config.json";
   std::string config = exists(config_path) ? read_text(config_path) : "";
   if (dir && config.empty()) fail(kTag, path, ": no config.json in the folder");
@@ -389,14 +399,17 @@ std::unique_ptr<ModelFile::Impl> open_safetensors(const std::string& path) {
     Json index = runtime::parse_json(read_text(index_path), index_path);
     const Json* map = index.kind == Json::Kind::object ? index.get("weight_map") : nullptr;
     if (!map || map->kind != Json::Kind::object) fail(kTag, index_path, ": no 'weight_map' object");
+    std::map<std::string, std::string> weight_map;
     std::set<std::string> files;
     for (const auto& [tensor, file] : map->object) {
       if (file.kind != Json::Kind::string || file.str.empty() || file.str.find('/') != std::string::npos ||
           file.str == "." || file.str == "..")
         fail(kTag, index_path, ": tensor '", tensor, "': shard must be a file name in the folder");
+      weight_map[tensor] = file.str;
       files.insert(file.str);
     }
     for (const auto& f : files) shards.push_back(detail::MappedFile::open(path + "/" + f, kTag));
+    return read_safetensors(path, shards, config, &weight_map);
   } else if (exists(path + "/model.safetensors")) {
     shards.push_back(detail::MappedFile::open(path + "/model.safetensors", kTag));
   } else {

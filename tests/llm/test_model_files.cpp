@@ -333,9 +333,23 @@ TEST(Safetensors, ShardedFolderAndSingleFile) {
   EXPECT_EQ(single->get_int("llama.block_count"), 1);
   EXPECT_LT(single->tensor_names().size(), 13u);
 
+  // The index and the shards must agree.
+  std::string e;
+  std::string wrong = index;
+  const std::string entry = "\"extra.tensor\": \"model-0000";
+  const size_t at = wrong.find(entry) + entry.size();  // the shard's digit: 1 becomes 2, 2 becomes 1
+  ASSERT_LT(at, wrong.size());
+  wrong[at] = wrong[at] == '1' ? '2' : '1';
+  write_text(c.dir + "/model.safetensors.index.json", wrong);
+  e = error_of([&] { ModelFile::open(c.dir); });
+  EXPECT_NE(e.find("tensor 'extra.tensor' is not where model.safetensors.index.json puts it"), std::string::npos) << e;
+  write_text(c.dir + "/model.safetensors.index.json", index.substr(0, index.size() - 2) + R"(, "ghost": "model-00001-of-00002.safetensors"}})");
+  e = error_of([&] { ModelFile::open(c.dir); });
+  EXPECT_NE(e.find("model.safetensors.index.json: tensor 'ghost' is not in its shard"), std::string::npos) << e;
+
   // A shard that escapes the folder is refused.
   write_text(c.dir + "/model.safetensors.index.json", R"({"weight_map": {"x": "../x.safetensors"}})");
-  std::string e = error_of([&] { ModelFile::open(c.dir); });
+  e = error_of([&] { ModelFile::open(c.dir); });
   EXPECT_NE(e.find("tensor 'x': shard must be a file name in the folder"), std::string::npos) << e;
 }
 
