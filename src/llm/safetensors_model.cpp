@@ -129,6 +129,14 @@ void translate_config(const Json& config, const Arch& arch, std::map<std::string
       {"vocab_size", "vocab_size"},                  {"head_dim", "attention.key_length"},
       {"head_dim", "attention.value_length"},        {"head_dim", "rope.dimension_count"}};
   for (const auto& [from, to] : kFields) copy(from, a + to);
+  const Json* hidden = config.get("hidden_size");
+  const Json* heads = config.get("num_attention_heads");
+  if (!meta.count(a + "rope.dimension_count") && hidden && heads && hidden->kind == Json::Kind::integer &&
+      heads->kind == Json::Kind::integer && heads->integer > 0 && hidden->integer > 0) {
+    MetaValue dim = meta_of(*hidden);  // GGUF files always say; Hugging Face's default is the head size
+    dim.integer = hidden->integer / heads->integer;
+    meta[a + "rope.dimension_count"] = dim;
+  }
   copy("bos_token_id", "tokenizer.ggml.bos_token_id");
   copy("eos_token_id", "tokenizer.ggml.eos_token_id");
   if (const Json* eos = config.get("eos_token_id"); eos && eos->kind == Json::Kind::array && !eos->array.empty())
@@ -370,9 +378,7 @@ std::unique_ptr<ModelFile::Impl> read_safetensors(const std::string& path,
         fail(kTag, path, ": config.json: '", key, "' (a number) is needed for llama3 rope scaling");
       return it->second.kind == MetaValue::Kind::real ? it->second.real : static_cast<double>(it->second.integer);
     };
-    const double d = impl->meta.count(a + "rope.dimension_count")
-                         ? num(a + "rope.dimension_count")
-                         : num(a + "embedding_length") / num(a + "attention.head_count");
+    const double d = num(a + "rope.dimension_count");
     if (!(d >= 2 && d <= (1 << 20))) fail(kTag, path, ": config.json: rotary dimension ", d, " is out of range");
     const auto dim = static_cast<int64_t>(d);
     std::vector<float> divisors = llama3_rope_divisors(path, *rs, num(a + "rope.freq_base"), dim);

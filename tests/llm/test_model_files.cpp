@@ -271,6 +271,7 @@ TEST(Safetensors, HuggingFaceLlamaFolder) {
   EXPECT_EQ(m->get_int("llama.attention.head_count_kv"), 1);
   EXPECT_EQ(m->get_int("llama.context_length"), 128);
   EXPECT_EQ(m->get_int("llama.vocab_size"), 6);
+  EXPECT_EQ(m->get_int("llama.rope.dimension_count"), 4);  // hidden_size / num_attention_heads
   EXPECT_EQ(m->get_float("llama.attention.layer_norm_rms_epsilon"), 1e-5);
   EXPECT_EQ(m->get_float("llama.rope.freq_base"), 500000.0);
   EXPECT_EQ(m->get_string("llama.rope.scaling.type"), "llama3");
