@@ -290,8 +290,9 @@ class Builder {
     if (w.shape.empty() || w.shape.size() != s.shape.size()) bad("scales must have the weight's rank");
     for (size_t i = 0; i + 1 < w.shape.size(); ++i)
       if (w.shape[i] != s.shape[i]) bad("scales ", detail::shape_str(s.shape), " do not match the weight ", detail::shape_str(w.shape));
+    // Dimensions are at most 2^48 (parse_safetensors), so none of these products overflows.
     const int64_t in = s.shape.back() * q.group_size;
-    if (w.shape.back() * 32 != in * q.bits)
+    if (static_cast<uint64_t>(w.shape.back()) * 32 != static_cast<uint64_t>(in) * static_cast<uint64_t>(q.bits))
       bad("packed width ", w.shape.back(), " is not ", s.shape.back(), " groups of ", q.group_size, " at ", q.bits, " bits");
     Shape logical = w.shape;
     logical.back() = in;

@@ -70,7 +70,8 @@ SafetensorsHeader parse_safetensors(const detail::MappedFile& file, const char* 
     uint64_t count = 1;
     for (const auto& d : shp->array) {
       if (d.kind != Json::Kind::integer || d.integer < 0) bad("shape entries must be non-negative integers");
-      if (d.integer > 0 && count > (uint64_t{1} << 48) / static_cast<uint64_t>(d.integer)) bad("shape is too large");
+      if (d.integer > (int64_t{1} << 48) || (d.integer > 0 && count > (uint64_t{1} << 48) / static_cast<uint64_t>(d.integer)))
+        bad("shape is too large");  // each dimension too, as a 0 elsewhere keeps the count at 0
       t.shape.push_back(d.integer);
       count *= static_cast<uint64_t>(d.integer);
     }
