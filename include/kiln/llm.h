@@ -27,7 +27,7 @@ struct Weight {
 /* What the file says about one tensor, before anything is loaded. */
 struct TensorInfo {
   std::string name;  // GGUF name ("blk.0.attn_q.weight")
-  std::string type;  // the file's type: "F32", "Q4_1", "Q6_K" (GGUF); "BF16", "U32" (safetensors)
+  std::string type;  // "F32", "Q4_1", "Q6_K" (GGUF); "BF16", "F32" or, MLX-quantized, "affine4/g64" (safetensors)
   Shape shape;       // logical and row-major ([out, in] for a matrix), before any packing
 };
 

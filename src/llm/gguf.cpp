@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/tensor.h"
+#include "core/thread_pool.h"
 #include "llm/affine.h"
 #include "llm/ggml_types.h"
 #include "llm/model_file_impl.h"
@@ -16,6 +17,7 @@ namespace {
 constexpr uint32_t kMaxDims = 4;        // GGML_MAX_DIMS
 constexpr int kMaxArrayDepth = 8;       // arrays of arrays nest at most this deep
 constexpr uint64_t kMaxElements = uint64_t{1} << 50;
+constexpr int64_t kRowsPerTask = 64;    // rows converted by one pool task
 
 enum ValueType : uint32_t { U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64, kNumValueTypes };
 constexpr const char* kValueTypeNames[] = {"uint8",  "int8",  "uint16", "int16", "uint32", "int32",  "float32",
@@ -181,7 +183,10 @@ Weight convert(const std::shared_ptr<const detail::MappedFile>& file, size_t at,
   if (dequantized_type(type)) {
     detail::Tensor out(shape, float32);
     out.allocate();
-    for (int64_t r = 0; r < rows; ++r) dequantize_row(type, src + r * row_bytes, cols, out.data<float>() + r * cols);
+    float* dst = out.data<float>();
+    detail::parallel_for(rows, kRowsPerTask, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) dequantize_row(type, src + r * row_bytes, cols, dst + r * cols);
+    });
     return Weight{Array::from_tensor(std::move(out), Device::cpu()), {}, {}, 0, 0};
   }
   const int bits = affine_bits(type);
@@ -190,13 +195,16 @@ Weight convert(const std::shared_ptr<const detail::MappedFile>& file, size_t at,
   groups.back() = cols / 32;
   detail::Tensor w(packed, uint32);
   w.allocate();
-  std::vector<uint8_t> codes(static_cast<size_t>(cols));
   std::vector<float> scales(static_cast<size_t>(rows * (cols / 32))), biases(scales.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    const size_t g = static_cast<size_t>(r * (cols / 32));
-    affine_row(type, src + r * row_bytes, cols, codes.data(), scales.data() + g, biases.data() + g);
-    pack_codes(codes.data(), cols, bits, w.data<uint32_t>() + r * packed.back());
-  }
+  uint32_t* words = w.data<uint32_t>();
+  detail::parallel_for(rows, kRowsPerTask, [&](int64_t begin, int64_t end) {
+    std::vector<uint8_t> codes(static_cast<size_t>(cols));
+    for (int64_t r = begin; r < end; ++r) {
+      const size_t g = static_cast<size_t>(r * (cols / 32));
+      affine_row(type, src + r * row_bytes, cols, codes.data(), scales.data() + g, biases.data() + g);
+      pack_codes(codes.data(), cols, bits, words + r * packed.back());
+    }
+  });
   auto [s, b] = group_params(scales, biases, groups);
   return Weight{Array::from_tensor(std::move(w), Device::cpu()), s, b, 32, bits};
 }

@@ -55,9 +55,11 @@ std::unique_ptr<ModelFile::Impl> read_gguf(std::shared_ptr<const detail::MappedF
    shards) or a single .safetensors file (with the config.json beside it, if there is one). */
 std::unique_ptr<ModelFile::Impl> open_safetensors(const std::string& path);
 /* The checkpoint made of `shards`, named `path` in errors; `config_json` is the text of
-   config.json, empty when there is none. */
+   config.json, empty when there is none. `weight_map`, when given, is the shard index (tensor
+   name to shard file name) that the shards must agree with. */
 std::unique_ptr<ModelFile::Impl> read_safetensors(const std::string& path,
                                                   const std::vector<std::shared_ptr<const detail::MappedFile>>& shards,
-                                                  const std::string& config_json);
+                                                  const std::string& config_json,
+                                                  const std::map<std::string, std::string>* weight_map = nullptr);
 
 }  // namespace kiln::llm

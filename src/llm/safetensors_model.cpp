@@ -34,7 +34,7 @@ std::string read_text(const std::string& path) {
   return os.str();
 }
 
-std::string dir_of(const std::string& path) {
+std::string folder_of(const std::string& path) {
   auto slash = path.rfind('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
@@ -120,18 +120,23 @@ void translate_config(const Json& config, const Arch& arch, std::map<std::string
     const Json* v = config.get(from);
     if (v && v->kind != Json::Kind::null) meta[to] = meta_of(*v);
   };
-  copy("num_hidden_layers", a + "block_count");
-  copy("hidden_size", a + "embedding_length");
-  copy("intermediate_size", a + "feed_forward_length");
-  copy("num_attention_heads", a + "attention.head_count");
-  copy("num_attention_heads", a + "attention.head_count_kv");
-  copy("num_key_value_heads", a + "attention.head_count_kv");
-  copy("max_position_embeddings", a + "context_length");
-  copy("rms_norm_eps", a + "attention.layer_norm_rms_epsilon");
-  copy("vocab_size", a + "vocab_size");
-  copy("head_dim", a + "attention.key_length");
-  copy("head_dim", a + "attention.value_length");
-  copy("head_dim", a + "rope.dimension_count");
+  // In order: a later source of the same key wins (num_key_value_heads over num_attention_heads).
+  static const std::pair<const char*, const char*> kFields[] = {
+      {"num_hidden_layers", "block_count"},          {"hidden_size", "embedding_length"},
+      {"intermediate_size", "feed_forward_length"},  {"num_attention_heads", "attention.head_count"},
+      {"num_attention_heads", "attention.head_count_kv"}, {"num_key_value_heads", "attention.head_count_kv"},
+      {"max_position_embeddings", "context_length"}, {"rms_norm_eps", "attention.layer_norm_rms_epsilon"},
+      {"vocab_size", "vocab_size"},                  {"head_dim", "attention.key_length"},
+      {"head_dim", "attention.value_length"},        {"head_dim", "rope.dimension_count"}};
+  for (const auto& [from, to] : kFields) copy(from, a + to);
+  const Json* hidden = config.get("hidden_size");
+  const Json* heads = config.get("num_attention_heads");
+  if (!meta.count(a + "rope.dimension_count") && hidden && heads && hidden->kind == Json::Kind::integer &&
+      heads->kind == Json::Kind::integer && heads->integer > 0 && hidden->integer > 0) {
+    MetaValue dim = meta_of(*hidden);  // GGUF files always say; Hugging Face's default is the head size
+    dim.integer = hidden->integer / heads->integer;
+    meta[a + "rope.dimension_count"] = dim;
+  }
   copy("bos_token_id", "tokenizer.ggml.bos_token_id");
   copy("eos_token_id", "tokenizer.ggml.eos_token_id");
   if (const Json* eos = config.get("eos_token_id"); eos && eos->kind == Json::Kind::array && !eos->array.empty())
@@ -206,7 +211,7 @@ struct Source {
 // halves interleave: new row 2i = old row i, new row 2i+1 = old row half+i, per head.
 Array permute_heads(const std::string& path, const std::string& name, const Array& a, int64_t heads) {
   const int64_t rows = a.ndim() == 0 ? 0 : a.shape(0);
-  if (heads <= 0 || rows % (2 * heads) != 0)
+  if (heads <= 0 || heads > rows || rows % (2 * heads) != 0)
     fail(kTag, path, ": tensor '", name, "': ", rows, " rows cannot split into ", heads, " heads of two rotary halves");
   const size_t row_bytes = rows == 0 ? 0 : a.nbytes() / static_cast<size_t>(rows);
   const int64_t head = rows / heads, half = head / 2;
@@ -285,8 +290,9 @@ class Builder {
     if (w.shape.empty() || w.shape.size() != s.shape.size()) bad("scales must have the weight's rank");
     for (size_t i = 0; i + 1 < w.shape.size(); ++i)
       if (w.shape[i] != s.shape[i]) bad("scales ", detail::shape_str(s.shape), " do not match the weight ", detail::shape_str(w.shape));
+    // Dimensions are at most 2^48 (parse_safetensors), so none of these products overflows.
     const int64_t in = s.shape.back() * q.group_size;
-    if (w.shape.back() * 32 != in * q.bits)
+    if (static_cast<uint64_t>(w.shape.back()) * 32 != static_cast<uint64_t>(in) * static_cast<uint64_t>(q.bits))
       bad("packed width ", w.shape.back(), " is not ", s.shape.back(), " groups of ", q.group_size, " at ", q.bits, " bits");
     Shape logical = w.shape;
     logical.back() = in;
@@ -320,7 +326,8 @@ class Builder {
 
 std::unique_ptr<ModelFile::Impl> read_safetensors(const std::string& path,
                                                   const std::vector<std::shared_ptr<const detail::MappedFile>>& shards,
-                                                  const std::string& config_json) {
+                                                  const std::string& config_json,
+                                                  const std::map<std::string, std::string>* weight_map) {
   auto impl = std::make_unique<ModelFile::Impl>();
   impl->path = path;
   impl->format = "safetensors";
@@ -338,10 +345,19 @@ std::unique_ptr<ModelFile::Impl> read_safetensors(const std::string& path,
     for (auto& [k, v] : h.metadata) impl->meta.emplace("safetensors." + k, string_meta(v));
     for (auto& t : h.tensors) {
       if (all.count(t.name)) fail(kTag, shard->path(), ": tensor '", t.name, "' is also in another shard");
+      if (weight_map) {
+        auto it = weight_map->find(t.name);
+        if (it == weight_map->end() || folder_of(shard->path()) + "/" + it->second != shard->path())
+          fail(kTag, shard->path(), ": tensor '", t.name, "' is not where model.safetensors.index.json puts it");
+      }
       std::string name = t.name;
       all.emplace(std::move(name), Source{shard, std::move(t)});
     }
   }
+  if (weight_map)
+    for (const auto& [name, file] : *weight_map)
+      if (!all.count(name))
+        fail(kTag, path, "/model.safetensors.index.json: tensor '", name, "' is not in its shard '", file, "'");
   const Json* quant = config.get("quantization") ? config.get("quantization") : config.get("quantization_config");
   if (quant && quant->kind != Json::Kind::object) fail(kTag, path, ": config.json: 'quantization' is not an object");
   Builder builder(*impl);
@@ -359,13 +375,13 @@ std::unique_ptr<ModelFile::Impl> read_safetensors(const std::string& path,
     const std::string a = arch.name + ".";
     auto num = [&](const std::string& key) -> double {
       auto it = impl->meta.find(key);
-      if (it == impl->meta.end()) fail(kTag, path, ": config.json: '", key, "' is needed for llama3 rope scaling");
+      if (it == impl->meta.end() || (it->second.kind != MetaValue::Kind::real && it->second.kind != MetaValue::Kind::integer))
+        fail(kTag, path, ": config.json: '", key, "' (a number) is needed for llama3 rope scaling");
       return it->second.kind == MetaValue::Kind::real ? it->second.real : static_cast<double>(it->second.integer);
     };
-    const int64_t dim = impl->meta.count(a + "rope.dimension_count")
-                            ? static_cast<int64_t>(num(a + "rope.dimension_count"))
-                            : static_cast<int64_t>(num(a + "embedding_length") / num(a + "attention.head_count"));
-    if (dim <= 0 || dim > (1 << 20)) fail(kTag, path, ": config.json: rotary dimension ", dim, " is out of range");
+    const double d = num(a + "rope.dimension_count");
+    if (!(d >= 2 && d <= (1 << 20))) fail(kTag, path, ": config.json: rotary dimension ", d, " is out of range");
+    const auto dim = static_cast<int64_t>(d);
     std::vector<float> divisors = llama3_rope_divisors(path, *rs, num(a + "rope.freq_base"), dim);
     TensorEntry e;
     e.info = TensorInfo{"rope_freqs.weight", "F32", Shape{dim / 2}};
@@ -378,7 +394,7 @@ std::unique_ptr<ModelFile::Impl> read_safetensors(const std::string& path,
 std::unique_ptr<ModelFile::Impl> open_safetensors(const std::string& path) {
   struct stat st{};
   const bool dir = ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-  const std::string folder = dir ? path : dir_of(path);
+  const std::string folder = dir ? path : folder_of(path);
   const std::string config_path = folder + "/config.json";
   std::string config = exists(config_path) ? read_text(config_path) : "";
   if (dir && config.empty()) fail(kTag, path, ": no config.json in the folder");
@@ -390,14 +406,17 @@ std::unique_ptr<ModelFile::Impl> open_safetensors(const std::string& path) {
     Json index = runtime::parse_json(read_text(index_path), index_path);
     const Json* map = index.kind == Json::Kind::object ? index.get("weight_map") : nullptr;
     if (!map || map->kind != Json::Kind::object) fail(kTag, index_path, ": no 'weight_map' object");
+    std::map<std::string, std::string> weight_map;
     std::set<std::string> files;
     for (const auto& [tensor, file] : map->object) {
       if (file.kind != Json::Kind::string || file.str.empty() || file.str.find('/') != std::string::npos ||
           file.str == "." || file.str == "..")
         fail(kTag, index_path, ": tensor '", tensor, "': shard must be a file name in the folder");
+      weight_map[tensor] = file.str;
       files.insert(file.str);
     }
     for (const auto& f : files) shards.push_back(detail::MappedFile::open(path + "/" + f, kTag));
+    return read_safetensors(path, shards, config, &weight_map);
   } else if (exists(path + "/model.safetensors")) {
     shards.push_back(detail::MappedFile::open(path + "/model.safetensors", kTag));
   } else {

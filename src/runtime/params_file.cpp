@@ -1,6 +1,7 @@
 // Parameter files in the safetensors layout (runtime/safetensors.h). Loading maps the
 // file read-only; arrays view the mapping and keep it alive.
 #include <fstream>
+#include <sstream>
 
 #include "kiln/graph.h"
 #include "runtime/json.h"
@@ -25,9 +26,12 @@ void save_params(const std::string& path, const std::map<std::string, Array>& pa
     offset = (offset + 63) / 64 * 64;
     uint64_t bytes = a.nbytes();
     if (header.size() > 1) header += ",";
-    header += runtime::json_quote(name) + ":{\"dtype\":\"" + runtime::safetensors_code(a.dtype()) + "\",\"shape\":[";
-    for (int i = 0; i < a.ndim(); ++i) header += (i ? "," : "") + std::to_string(a.shape(i));
-    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + bytes) + "]}";
+    // Streamed, not joined with operator+ (which GCC 12 misreads as an overlapping copy, -Wrestrict).
+    std::ostringstream entry;
+    entry << runtime::json_quote(name) << ":{\"dtype\":\"" << runtime::safetensors_code(a.dtype()) << "\",\"shape\":[";
+    for (int i = 0; i < a.ndim(); ++i) entry << (i ? "," : "") << a.shape(i);
+    entry << "],\"data_offsets\":[" << offset << "," << offset + bytes << "]}";
+    header += entry.str();
     layout.emplace_back(offset, &a);
     offset += bytes;
   }

@@ -40,7 +40,9 @@ SafetensorsHeader parse_safetensors(const detail::MappedFile& file, const char* 
   const uint64_t data_size = size - data_start;
 
   SafetensorsHeader out;
-  for (const auto& [name, info] : root.object) {
+  for (const auto& entry : root.object) {
+    const std::string& name = entry.first;  // not a structured binding: clang 14 cannot capture those
+    const Json& info = entry.second;
     if (name == "__metadata__") {
       if (info.kind != Json::Kind::object) fail(tag, path, ": '__metadata__' is not an object");
       for (const auto& [k, v] : info.object) {
@@ -68,7 +70,8 @@ SafetensorsHeader parse_safetensors(const detail::MappedFile& file, const char* 
     uint64_t count = 1;
     for (const auto& d : shp->array) {
       if (d.kind != Json::Kind::integer || d.integer < 0) bad("shape entries must be non-negative integers");
-      if (d.integer > 0 && count > (uint64_t{1} << 48) / static_cast<uint64_t>(d.integer)) bad("shape is too large");
+      if (d.integer > (int64_t{1} << 48) || (d.integer > 0 && count > (uint64_t{1} << 48) / static_cast<uint64_t>(d.integer)))
+        bad("shape is too large");  // each dimension too, as a 0 elsewhere keeps the count at 0
       t.shape.push_back(d.integer);
       count *= static_cast<uint64_t>(d.integer);
     }

@@ -61,10 +61,16 @@ inline const char* kFuzzConfig =
                          "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
         "quantization": {"group_size": 32, "bits": 4}})";
 
+// An input that starts with '{' is a config.json (a checkpoint with no tensors); any other is
+// a .safetensors file read with kFuzzConfig.
 inline void exercise_safetensors(const uint8_t* data, size_t size) {
-  auto file = kiln::detail::MappedFile::from_bytes("fuzz.safetensors", std::vector<uint8_t>(data, data + size));
+  const bool config = size > 0 && data[0] == '{';
+  std::vector<std::shared_ptr<const kiln::detail::MappedFile>> shards;
+  if (!config)
+    shards.push_back(kiln::detail::MappedFile::from_bytes("fuzz.safetensors", std::vector<uint8_t>(data, data + size)));
   try {
-    kiln::llm::ModelFile m(kiln::llm::read_safetensors("fuzz", {file}, kFuzzConfig));
+    kiln::llm::ModelFile m(kiln::llm::read_safetensors(
+        "fuzz", shards, config ? std::string(reinterpret_cast<const char*>(data), size) : std::string(kFuzzConfig)));
     exercise(m);
   } catch (const kiln::Error&) {
   }

@@ -159,6 +159,12 @@ def write_corpus():
     save_safetensors(os.path.join(st, "dense.safetensors"), {
         "model.embed_tokens.weight": rng.standard_normal((4, 8)).astype(np.float16),
         "model.layers.0.self_attn.q_proj.weight": rng.standard_normal((8, 8)).astype(np.float32)})
+    with open(os.path.join(st, "config.json"), "w") as f:
+        json.dump({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
+                   "num_key_value_heads": 2, "num_hidden_layers": 2, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+                   "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+                   "quantization": {"group_size": 64, "bits": 4, "lm_head": False}}, f)
     save_safetensors(os.path.join(st, "mlx.safetensors"), {
         "model.layers.0.mlp.up_proj.weight": rng.integers(0, 2**32, size=(2, 4), dtype=np.uint32),
         "model.layers.0.mlp.up_proj.scales": rng.standard_normal((2, 1)).astype(np.float16),

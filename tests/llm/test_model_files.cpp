@@ -7,7 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <numeric>
+#include <thread>
 
 #include "core/tensor.h"
 #include "kiln/kiln.h"
@@ -94,8 +94,11 @@ TEST(Gguf, EveryTypeMatchesTheReferenceDequantization) {
     const auto got = values_of(w), want = ref.to_vector<float>();
     ASSERT_EQ(got.size(), want.size());
     size_t differ = 0;
-    for (size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&got[i], &want[i], 4) != 0;
-    EXPECT_EQ(differ, 0u) << "elements not bit-equal to gguf.quants.dequantize";
+    // Bit-equal, except that a zero's sign may differ: d*(q-8) is -0 for a negative d where
+    // scale*q + bias is +0.
+    for (size_t i = 0; i < got.size(); ++i)
+      differ += std::memcmp(&got[i], &want[i], 4) != 0 && !(got[i] == 0 && want[i] == 0);
+    EXPECT_EQ(differ, 0u) << "elements not equal to gguf.quants.dequantize";
   }
   // Dense types view the mapped file; Q4_1's scales and biases are float16 exactly.
   for (const char* n : {"dense.f32", "dense.f16", "dense.bf16"}) EXPECT_TRUE(views_file(m->weight(n).w)) << n;
@@ -185,7 +188,9 @@ TEST(Gguf, ArraysOutliveTheModelFile) {
   const auto before = w.w.to_vector<float>();
   m.reset();
   EXPECT_EQ(w.w.to_vector<float>(), before);
-  EXPECT_FLOAT_EQ(sum(w.w).item<float>(), std::accumulate(before.begin(), before.end(), 0.0f));
+  std::vector<float> twice(before.size());
+  for (size_t i = 0; i < before.size(); ++i) twice[i] = 2 * before[i];
+  EXPECT_EQ(add(w.w, w.w).to_vector<float>(), twice);
 }
 
 namespace {
@@ -266,6 +271,7 @@ TEST(Safetensors, HuggingFaceLlamaFolder) {
   EXPECT_EQ(m->get_int("llama.attention.head_count_kv"), 1);
   EXPECT_EQ(m->get_int("llama.context_length"), 128);
   EXPECT_EQ(m->get_int("llama.vocab_size"), 6);
+  EXPECT_EQ(m->get_int("llama.rope.dimension_count"), 4);  // hidden_size / num_attention_heads
   EXPECT_EQ(m->get_float("llama.attention.layer_norm_rms_epsilon"), 1e-5);
   EXPECT_EQ(m->get_float("llama.rope.freq_base"), 500000.0);
   EXPECT_EQ(m->get_string("llama.rope.scaling.type"), "llama3");
@@ -328,9 +334,23 @@ TEST(Safetensors, ShardedFolderAndSingleFile) {
   EXPECT_EQ(single->get_int("llama.block_count"), 1);
   EXPECT_LT(single->tensor_names().size(), 13u);
 
+  // The index and the shards must agree.
+  std::string e;
+  std::string wrong = index;
+  const std::string entry = "\"extra.tensor\": \"model-0000";
+  const size_t at = wrong.find(entry) + entry.size();  // the shard's digit: 1 becomes 2, 2 becomes 1
+  ASSERT_LT(at, wrong.size());
+  wrong[at] = wrong[at] == '1' ? '2' : '1';
+  write_text(c.dir + "/model.safetensors.index.json", wrong);
+  e = error_of([&] { ModelFile::open(c.dir); });
+  EXPECT_NE(e.find("tensor 'extra.tensor' is not where model.safetensors.index.json puts it"), std::string::npos) << e;
+  write_text(c.dir + "/model.safetensors.index.json", index.substr(0, index.size() - 2) + R"(, "ghost": "model-00001-of-00002.safetensors"}})");
+  e = error_of([&] { ModelFile::open(c.dir); });
+  EXPECT_NE(e.find("model.safetensors.index.json: tensor 'ghost' is not in its shard"), std::string::npos) << e;
+
   // A shard that escapes the folder is refused.
   write_text(c.dir + "/model.safetensors.index.json", R"({"weight_map": {"x": "../x.safetensors"}})");
-  std::string e = error_of([&] { ModelFile::open(c.dir); });
+  e = error_of([&] { ModelFile::open(c.dir); });
   EXPECT_NE(e.find("tensor 'x': shard must be a file name in the folder"), std::string::npos) << e;
 }
 
@@ -419,4 +439,23 @@ TEST(DefaultModel, OpensListsAndMatchesReferenceRows) {
     std::vector<float> got(all.begin() + row * cols, all.begin() + (row + 1) * cols);
     EXPECT_EQ(got, ref.to_vector<float>());
   }
+}
+
+TEST(Gguf, WeightsFromManyThreadsAtOnce) {
+  auto m = ModelFile::open(data_dir() + "types.gguf");
+  const std::vector<std::string> names = {"q.q4_k", "q.q8_0", "q.q6_k", "dense.f32", "q.q4_1"};
+  std::vector<std::vector<const void*>> ids(8);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < ids.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (size_t k = 0; k < names.size(); ++k) ids[t].push_back(m->weight(names[(k + t) % names.size()]).w.id());
+    });
+  for (auto& t : threads) t.join();
+  // Every thread got the one converted copy of each quantized tensor.
+  for (size_t t = 1; t < ids.size(); ++t)
+    for (size_t k = 0; k < names.size(); ++k) {
+      const std::string& name = names[(k + t) % names.size()];
+      if (name == "dense.f32") continue;  // views: a new handle each time
+      EXPECT_EQ(ids[t][k], m->weight(name).w.id()) << name;
+    }
 }
