@@ -13,6 +13,7 @@
 #include <unordered_set>
 #include <variant>
 
+#include "core/config.h"
 #include "core/tensor.h"
 #include "kiln/eval.h"
 #include "kiln/ops.h"
@@ -39,18 +40,10 @@ ExecMode exec_mode_from_name(const std::string& s) {
   fail("executable", "unknown mode '", s, "' (expected eager, lazy or compiled)");
 }
 
+// KILN_MODE=no_fuse and no_simplify are compiled executables whose compile does less.
 ExecMode default_exec_mode() {
-  const char* env = std::getenv("KILN_MODE");
-  if (!env || !*env) return ExecMode::compiled;
-  try {
-    return exec_mode_from_name(env);
-  } catch (const Error&) {
-    static std::once_flag warned;
-    std::call_once(warned, [&] {
-      std::fprintf(stderr, "kiln: ignoring KILN_MODE=%s (expected eager, lazy or compiled)\n", env);
-    });
-    return ExecMode::compiled;
-  }
+  const std::string m = config::choice(config::Knob::mode);
+  return m == "eager" || m == "lazy" ? exec_mode_from_name(m) : ExecMode::compiled;
 }
 
 namespace {

@@ -20,6 +20,7 @@
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/plan_graph.h"
 #include "backend/cuda/runtime.h"
+#include "core/config.h"
 #include "kiln/half.h"
 #include "fuzz/random_graph.h"
 #include "reference.h"
@@ -491,18 +492,16 @@ TEST_F(Cuda, MatmulEpilogueInCublasLt) {
       << "shapeless, the bias broadcasts the product";
 }
 
-// gelu_tanh(x @ W + b) in bfloat16 at 4096^3 (KILN_EPILOGUE_N changes the size) runs in
+// gelu_tanh(x @ W + b) in bfloat16 at 4096^3 (KILN_TEST_EPILOGUE_N changes the size) runs in
 // cuBLASLt's epilogue, not declined into the fallback. The times are printed for a look;
 // the speed target (within 5% of the bare product) is measured by bench/gpu_peers.
 TEST_F(Cuda, MatmulEpilogueAtScaleRunsInCublasLt) {
-  int64_t n = 4096;
-  if (const char* s = std::getenv("KILN_EPILOGUE_N")) n = std::strtoll(s, nullptr, 10);
+  const int64_t n = config::integer(config::Knob::test_epilogue_n);
   Array x = to(input({n, n}, bfloat16, 160, -1, 1), gpu), w = to(input({n, n}, bfloat16, 161, -1, 1), gpu);
   Array b = to(input({n}, bfloat16, 162, -1, 1), gpu);
   auto bare = compile([](const std::vector<Array>& v) { return std::vector<Array>{matmul(v[0], v[1])}; });
   auto fused = compile([](const std::vector<Array>& v) { return std::vector<Array>{linear(v[0], v[1], v[2], 2)}; });
-  // KILN_EPILOGUE_RUNS=1: one call per timing (under a sanitizer, where time means nothing).
-  const bool one_run = std::getenv("KILN_EPILOGUE_RUNS") && std::string(std::getenv("KILN_EPILOGUE_RUNS")) == "1";
+  const bool one_run = config::flag(config::Knob::test_epilogue_one_run);
   auto time_ms = [&](const std::function<Array()>& call) {
     for (int i = 0; i < (one_run ? 1 : 3); ++i) call().eval();
     std::vector<double> runs;
@@ -1056,8 +1055,7 @@ TEST_F(Cuda, GraphReplaysFromManyThreads) {
   Array w = input({300}, float32, 230);
   fn({to(input({32, 300}, float32, 231), gpu), to(w, gpu)})[0].eval();  // recorded here
   // KILN_TEST_THREADS: fewer threads for slow tools (compute-sanitizer's racecheck).
-  const char* env = std::getenv("KILN_TEST_THREADS");
-  const int n_threads = env ? std::max(1, std::atoi(env)) : 6;
+  const int n_threads = static_cast<int>(config::integer(config::Knob::test_threads));
   std::vector<std::thread> threads;
   std::vector<int> bad(static_cast<size_t>(n_threads), 0);
   for (int t = 0; t < n_threads; ++t) {
@@ -1081,8 +1079,7 @@ TEST_F(Cuda, GraphReplaysFromManyThreads) {
 TEST_F(Cuda, SplitReductionsFromManyThreads) {
   auto body = [](const std::vector<Array>& v) { return std::vector<Array>{sum(v[0], {1}), argmax(v[0], 1), max(v[0])}; };
   auto fn = compile(body);
-  const char* env = std::getenv("KILN_TEST_THREADS");
-  const int n_threads = env ? std::max(1, std::atoi(env)) : 6;
+  const int n_threads = static_cast<int>(config::integer(config::Knob::test_threads));
   std::vector<std::array<Array, 2>> xs;
   std::vector<std::array<std::vector<Array>, 2>> want;  // on the GPU once, from this thread
   for (int t = 0; t < n_threads; ++t) {
@@ -1109,8 +1106,7 @@ TEST_F(Cuda, SplitReductionsFromManyThreads) {
 
 TEST_F(Cuda, RandomGraphsGpuAgainstCpu) {
   int compared = 0, unchecked = 0;
-  uint64_t count = 200;
-  if (const char* c = std::getenv("KILN_CUDA_FUZZ_COUNT")) count = std::strtoull(c, nullptr, 10);
+  const uint64_t count = static_cast<uint64_t>(config::integer(config::Knob::test_cuda_fuzz_count));
   for (uint64_t seed = 1; seed <= count; ++seed) {
     fuzz::Program p = fuzz::generate(seed);
     auto in = p.make_inputs();
@@ -1177,8 +1173,7 @@ TEST_F(Cuda, OutOfMemoryIsAnErrorAndTheProcessGoesOn) {
 
 TEST_F(Cuda, AsyncEvalReturnsWithoutWaiting) {
   set_default_device(gpu);
-  int64_t n = 2048;  // KILN_ASYNC_N: smaller products under a sanitizer
-  if (const char* s = std::getenv("KILN_ASYNC_N")) n = std::strtoll(s, nullptr, 10);
+  const int64_t n = config::integer(config::Knob::test_async_n);  // smaller products under a sanitizer
   Array a = input({n, n}, float32, 91);
   Array b = to(a, gpu);
   Array y = b;

@@ -20,6 +20,8 @@
 
 #include "backend/cpu/jit_headers.h"
 #include "backend/cpu/jit_support.h"
+#include "core/config.h"
+#include "kiln/cache.h"
 #include "kiln/error.h"
 
 namespace kiln::cpu {
@@ -64,11 +66,6 @@ struct MemoryEntry {
   MemoryEntry(JitKernel k, uint64_t tick) : kernel(std::move(k)), last_used(tick) {}
 };
 using Dropped = std::vector<std::unique_ptr<MemoryEntry>>;
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
 
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r\n");
@@ -128,14 +125,6 @@ std::string cpu_fingerprint() {
     }
   }
   return out;
-}
-
-std::string default_cache_dir() {
-  std::string dir = env("KILN_CACHE_DIR");
-  if (!dir.empty()) return dir;
-  std::string home = env("HOME");
-  if (!home.empty()) return home + "/.cache/kiln";
-  return "/tmp/kiln-cache-" + std::to_string(::getuid());
 }
 
 bool usable_cache_dir(const std::string& dir) {
@@ -247,7 +236,7 @@ std::shared_ptr<const JitConfig> JitState::config() {
 
 std::shared_ptr<JitConfig> JitState::build_config(const Settings& s) {
   auto c = std::make_shared<JitConfig>();
-  std::string requested = !s.compiler.empty() ? s.compiler : env("KILN_CXX");
+  std::string requested = !s.compiler.empty() ? s.compiler : config::text(config::Knob::cxx);
   std::vector<std::vector<std::string>> candidates;
   if (!trim(requested).empty()) {
     candidates.push_back(split_words(requested));
@@ -273,7 +262,7 @@ std::shared_ptr<JitConfig> JitState::build_config(const Settings& s) {
              c->identity.find("clang") == std::string::npos;
   if (gcc) c->flags.push_back("-fno-gnu-unique");
 
-  std::string dir = s.cache_dir ? *s.cache_dir : default_cache_dir();
+  std::string dir = s.cache_dir ? *s.cache_dir : kernel_cache_dir();
   if (usable_cache_dir(dir)) {
     c->cache_dir = dir;
     detail::remove_stale_temporaries(dir, 3600);  // an hour: no live compile takes that long
@@ -288,7 +277,7 @@ std::shared_ptr<JitConfig> JitState::build_config(const Settings& s) {
     c->work_dir = detail::private_temp_dir();
     c->include_dir = write_headers(c->work_dir);
   }
-  c->dump_dir = s.dump_dir ? *s.dump_dir : env("KILN_DUMP_KERNELS");
+  c->dump_dir = s.dump_dir ? *s.dump_dir : config::text(config::Knob::dump_kernels);
 
   const char* fallback = "fused regions run through an interpreter over cache-sized tiles (no generated code)";
   if (!c->available) {
@@ -536,3 +525,15 @@ std::string jit_cache_dir() { return state().config()->cache_dir; }
 std::string jit_cache_key(const std::string& source) { return cache_key(*state().config(), source); }
 
 }  // namespace kiln::cpu
+
+namespace kiln {
+
+std::string kernel_cache_dir() {
+  std::string dir = config::text(config::Knob::cache_dir);
+  if (!dir.empty()) return dir;
+  std::string home = config::system_variable("HOME");
+  if (!home.empty()) return home + "/.cache/kiln";
+  return "/tmp/kiln-cache-" + std::to_string(::getuid());
+}
+
+}  // namespace kiln

@@ -26,13 +26,7 @@ constexpr int kMaxAttempts = 3;  // recordings spoiled by uploads (constants go 
 constexpr size_t kStageBytes = size_t{1} << 20;  // per-call operands of a product copied through the graph's own buffers
 std::atomic<uint64_t> g_replays{0}, g_host_steps{0}, g_recaptures{0};
 
-bool graphs_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KILN_CUDA_GRAPHS");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
-  return on;
-}
+bool graphs_enabled() { return tuning().graphs; }
 
 size_t graph_min_kernels() { return static_cast<size_t>(tuning().graph_min_kernels); }
 
