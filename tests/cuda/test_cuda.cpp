@@ -1258,3 +1258,64 @@ TEST_F(Cuda, KernelsCompileOncePerSource) {
   EXPECT_EQ(s1.compiles, s0.compiles);
   EXPECT_EQ(s1.disk_loads, s0.disk_loads);
 }
+
+// The module cache filled past its bound: it keeps at most its capacity, a dropped kernel
+// still held runs (its module stays loaded until the last holder goes), and asking for a
+// dropped kernel again loads it again.
+TEST_F(Cuda, ModuleCacheFilledPastItsBound) {
+  struct Restore {
+    ~Restore() { set_kernel_cache_capacity(4096); }
+  } restore;
+  set_kernel_cache_capacity(4);
+  auto source = [](int k) {
+    return "extern \"C\" __global__ void kiln_kernel(float* out) { out[threadIdx.x] = " + std::to_string(k) + ".0f; }";
+  };
+  auto get = [&](int k) {
+    const std::string src = source(k);
+    return cuda::kernel(0, src, "kiln_kernel", [&] { return src; });
+  };
+  cuda::Kernel first = get(0);
+  for (int k = 1; k < 12; ++k) {
+    get(k);
+    EXPECT_LE(cuda::module_cache_size(), 4u);
+  }
+  auto buf = cuda::allocate(0, 32 * sizeof(float));
+  void* out = buf->data();
+  void* args[] = {&out};
+  cuda::launch(0, first, 1, 32, args);
+  std::vector<float> host(32, -1.0f);
+  cuda::check(cuda::drv().cuMemcpyDtoHAsync(host.data(), reinterpret_cast<CUdeviceptr>(out), 32 * sizeof(float),
+                                            cuda::stream(0)),
+              "cuMemcpyDtoHAsync");
+  cuda::synchronize(0);
+  for (float v : host) EXPECT_EQ(v, 0.0f);
+  auto before = cuda::nvrtc_stats();
+  get(1);  // dropped long ago
+  auto after = cuda::nvrtc_stats();
+  EXPECT_EQ(after.compiles + after.disk_loads, before.compiles + before.disk_loads + 1);
+  const size_t loaded = cuda::loaded_modules();
+  first = {};
+  EXPECT_EQ(cuda::loaded_modules(), loaded - 1) << "the last holder of a dropped module unloads it";
+}
+
+// The device memory pool keeps at most its limit in free blocks; clear_memory_cache gives
+// them all back.
+TEST_F(Cuda, DeviceMemoryPoolFilledPastItsBound) {
+  struct Restore {
+    ~Restore() { set_device_memory_cache_limit(0); }
+  } restore;
+  clear_memory_cache();
+  set_device_memory_cache_limit(size_t{6} << 20);
+  {
+    std::vector<std::shared_ptr<detail::Buffer>> held;
+    for (int i = 0; i < 8; ++i) held.push_back(cuda::allocate(0, size_t{2} << 20));
+  }
+  EXPECT_GT(cuda::cached_bytes(), 0u);
+  EXPECT_LE(cuda::cached_bytes(), size_t{6} << 20);
+  set_device_memory_cache_limit(size_t{2} << 20);  // a lower limit applies at once
+  EXPECT_LE(cuda::cached_bytes(), size_t{2} << 20);
+  clear_memory_cache();
+  EXPECT_EQ(cuda::cached_bytes(), 0u);
+  set_device_memory_cache_limit(0);
+  EXPECT_EQ(cuda::cache_limit(0), cuda::device_info(0).memory_bytes / 2);
+}

@@ -9,18 +9,16 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
-#include <future>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "backend/cpu/jit_headers.h"
 #include "backend/cpu/jit_support.h"
 #include "core/config.h"
+#include "core/bounded_cache.h"
 #include "kiln/cache.h"
 #include "kiln/error.h"
 
@@ -59,13 +57,6 @@ struct Settings {
   std::optional<std::string> dump_dir;
   std::string compiler;  // empty: $KILN_CXX, else c++ / g++ / clang++ from PATH
 };
-
-struct MemoryEntry {
-  JitKernel kernel;
-  std::atomic<uint64_t> last_used;  // tick of the latest hit; written under a shared lock
-  MemoryEntry(JitKernel k, uint64_t tick) : kernel(std::move(k)), last_used(tick) {}
-};
-using Dropped = std::vector<std::unique_ptr<MemoryEntry>>;
 
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r\n");
@@ -167,15 +158,13 @@ class JitState {
  public:
   std::shared_ptr<const JitConfig> config();
   JitKernel compile(const std::string& source, const std::string& symbol);
-  void set_capacity(size_t n);
-  void clear_memory();
   // Applies `change` to the settings and forces a new config (and compiler probe).
   template <class F>
   void reconfigure(F change, bool clear_memory);
 
   std::atomic<uint64_t> compiles_{0};     // statistics; relaxed
   std::atomic<uint64_t> disk_loads_{0};   // statistics; relaxed
-  std::atomic<uint64_t> memory_hits_{0};  // statistics; relaxed
+  kiln::detail::BoundedCache<JitKernel> kernels_{4096};  // by cache key and symbol; guarded inside
 
  private:
   std::shared_ptr<JitConfig> build_config(const Settings& s);
@@ -184,19 +173,13 @@ class JitState {
   Library run_compiler(const JitConfig& c, const std::string& key, const std::string& source,
                        const std::string& symbol);
   void dump_source(const JitConfig& c, const std::string& key, const std::string& source);
-  void insert_locked(const std::string& mem_key, const JitKernel& k, Dropped* dropped);
-  void evict_locked(size_t keep, Dropped* dropped);
   bool warn_once(std::atomic<bool>& flag, const std::string& message);
 
   std::mutex probe_mu_;  // held while a config is built, so the compiler is probed once
-  std::shared_mutex mu_;  // guards every field below except the atomics
+  std::shared_mutex mu_;  // guards settings_, config_ and retired_
   Settings settings_;     // guarded by mu_
   std::shared_ptr<const JitConfig> config_;                 // guarded by mu_; null until built
   std::vector<std::shared_ptr<const JitConfig>> retired_;  // guarded by mu_; keeps include-dir references valid
-  std::unordered_map<std::string, std::unique_ptr<MemoryEntry>> memory_;  // guarded by mu_ (lookups shared)
-  std::unordered_map<std::string, std::shared_future<Library>> in_flight_;  // guarded by mu_; key -> compile
-  size_t capacity_ = 4096;                                                  // guarded by mu_
-  std::atomic<uint64_t> tick_{0};  // LRU clock; relaxed
 
  public:
   std::atomic<bool> warned_compiler_{false};  // said once; reset by reset_jit_for_tests
@@ -364,119 +347,28 @@ Library JitState::run_compiler(const JitConfig& c, const std::string& key, const
   return lib;
 }
 
-void JitState::insert_locked(const std::string& mem_key, const JitKernel& k, Dropped* dropped) {
-  auto [it, inserted] = memory_.try_emplace(mem_key);
-  if (!inserted) return;
-  it->second = std::make_unique<MemoryEntry>(k, tick_.fetch_add(1, std::memory_order_relaxed));
-  // Evict in batches of an eighth so that a full cache does not sort on every insert.
-  if (memory_.size() > capacity_) evict_locked(capacity_ - capacity_ / 8, dropped);
-}
-
-void JitState::evict_locked(size_t keep, Dropped* dropped) {
-  if (memory_.size() <= keep) return;
-  using It = decltype(memory_)::iterator;
-  std::vector<std::pair<uint64_t, It>> order;
-  order.reserve(memory_.size());
-  for (It it = memory_.begin(); it != memory_.end(); ++it)
-    order.emplace_back(it->second->last_used.load(std::memory_order_relaxed), it);
-  size_t drop = memory_.size() - keep;
-  std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(drop - 1), order.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (size_t i = 0; i < drop; ++i) {
-    dropped->push_back(std::move(order[i].second->second));
-    memory_.erase(order[i].second);
-  }
-}
-
 JitKernel JitState::compile(const std::string& source, const std::string& symbol) {
   std::shared_ptr<const JitConfig> c = config();
   if (!c->available) return {};
-  std::string key = cache_key(*c, source);
-  std::string mem_key = key + "/" + symbol;
-  {
-    std::shared_lock lock(mu_);
-    if (auto it = memory_.find(mem_key); it != memory_.end()) {
-      it->second->last_used.store(tick_.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
-      memory_hits_.fetch_add(1, std::memory_order_relaxed);
-      return it->second->kernel;
-    }
-  }
-  std::promise<Library> promise;
-  std::shared_future<Library> pending;
-  bool owner = false;
-  {
-    std::unique_lock lock(mu_);
-    if (auto it = memory_.find(mem_key); it != memory_.end()) {
-      memory_hits_.fetch_add(1, std::memory_order_relaxed);
-      return it->second->kernel;
-    }
-    if (auto it = in_flight_.find(key); it != in_flight_.end()) {
-      pending = it->second;
-    } else {
-      pending = promise.get_future().share();
-      in_flight_.emplace(key, pending);
-      owner = true;
-    }
-  }
-
-  Library lib;
-  void* fn = nullptr;
-  Dropped dropped;  // destroyed (maybe dlclose'd) after the lock is released
-  if (owner) {
-    try {
-      lib = load_or_compile(*c, key, source, symbol);
-      fn = ::dlsym(lib.get(), symbol.c_str());
-      std::unique_lock lock(mu_);
-      // Publish the kernel and retire the in-flight entry together, so no caller sees neither.
-      if (fn) insert_locked(mem_key, JitKernel{fn, lib}, &dropped);
-      in_flight_.erase(key);
-    } catch (...) {
-      {
-        std::unique_lock lock(mu_);
-        in_flight_.erase(key);
-      }
-      promise.set_exception(std::current_exception());  // waiters see the same error
-      throw;
-    }
-    promise.set_value(lib);
-  } else {
-    lib = pending.get();  // rethrows the owner's compile error
-    memory_hits_.fetch_add(1, std::memory_order_relaxed);
-    fn = ::dlsym(lib.get(), symbol.c_str());
-    if (fn) {
-      std::unique_lock lock(mu_);
-      insert_locked(mem_key, JitKernel{fn, lib}, &dropped);
-    }
-  }
-  if (!fn) fail("jit", "the compiled kernel has no symbol '", symbol, "' (declare it extern \"C\")");
-  return JitKernel{fn, std::move(lib)};
-}
-
-void JitState::set_capacity(size_t n) {
-  Dropped dropped;
-  std::unique_lock lock(mu_);
-  capacity_ = n;
-  evict_locked(n, &dropped);
-  lock.unlock();
-}
-
-void JitState::clear_memory() {
-  Dropped dropped;
-  std::unique_lock lock(mu_);
-  evict_locked(0, &dropped);
-  lock.unlock();
+  const std::string key = cache_key(*c, source);
+  return kernels_.get(key + "/" + symbol, [&] {
+    Library lib = load_or_compile(*c, key, source, symbol);
+    void* fn = ::dlsym(lib.get(), symbol.c_str());
+    if (!fn) fail("jit", "the compiled kernel has no symbol '", symbol, "' (declare it extern \"C\")");
+    return JitKernel{fn, std::move(lib)};
+  });
 }
 
 template <class F>
 void JitState::reconfigure(F change, bool clear) {
-  Dropped dropped;
-  std::lock_guard probe(probe_mu_);
-  std::unique_lock lock(mu_);
-  change(settings_);
-  if (config_) retired_.push_back(std::move(config_));
-  config_.reset();
-  if (clear) evict_locked(0, &dropped);
-  lock.unlock();
+  {
+    std::lock_guard probe(probe_mu_);
+    std::unique_lock lock(mu_);
+    change(settings_);
+    if (config_) retired_.push_back(std::move(config_));
+    config_.reset();
+  }
+  if (clear) kernels_.clear();
 }
 
 }  // namespace
@@ -495,10 +387,14 @@ const std::string& jit_include_dir() {
 JitStats jit_stats() {
   JitState& s = state();
   return JitStats{s.compiles_.load(std::memory_order_relaxed), s.disk_loads_.load(std::memory_order_relaxed),
-                  s.memory_hits_.load(std::memory_order_relaxed)};
+                  s.kernels_.hits()};
 }
 
-void set_jit_cache_capacity(size_t n) { state().set_capacity(n); }
+void set_jit_cache_capacity(size_t n) { state().kernels_.set_capacity(n); }
+
+size_t jit_cache_capacity() { return state().kernels_.capacity(); }
+
+size_t jit_cache_size() { return state().kernels_.size(); }
 
 void set_jit_cache_dir(const std::string& path) {
   state().reconfigure(
@@ -510,7 +406,7 @@ void set_jit_dump_dir(const std::string& path) {
       [&](Settings& s) { s.dump_dir = path.empty() ? std::nullopt : std::optional<std::string>(path); }, false);
 }
 
-void clear_jit_memory_cache() { state().clear_memory(); }
+void clear_jit_memory_cache() { state().kernels_.clear(); }
 
 void reset_jit_for_tests(const std::string& compiler) {
   JitState& st = state();

@@ -155,7 +155,7 @@ bool within(long word, const Buffer& b) {
 // A kernel node for a recorded launch; args holds the address of its parameter.
 CUDA_KERNEL_NODE_PARAMS node_params(const LaunchRecord& r, void** args) {
   CUDA_KERNEL_NODE_PARAMS p{};
-  p.func = r.f;
+  p.func = r.kernel.fn;
   p.gridDimX = r.grid;
   p.gridDimY = p.gridDimZ = 1;
   p.blockDimX = r.block;
@@ -192,7 +192,7 @@ bool in_graph(const Layout& l, size_t i) { return !l.launches[i].host || l.captu
 LaunchRecord copy_launch(int device, long bytes, long src, long dst) {
   static const std::string source = instantiate("kiln_copy_bytes", 3);
   LaunchRecord r;
-  r.f = kernel(device, source, "kiln_kernel", [] { return source; });
+  r.kernel = kernel(device, source, "kiln_kernel", [] { return source; });
   r.block = 256;
   r.grid = grid_for(device, (bytes + 15) / 16, r.block);
   r.meta = {bytes, src, dst};

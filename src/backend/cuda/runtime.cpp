@@ -4,11 +4,13 @@
 
 #include <atomic>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <unordered_map>
 
 #include "backend/cpu/copy.h"
 #include "core/stats.h"
+#include "kiln/cache.h"
 #include "kiln/error.h"
 
 namespace kiln::cuda {
@@ -27,6 +29,7 @@ struct DeviceState {
   std::map<CUstream, std::multimap<size_t, Block*>> pool;  // free blocks by owning stream, then size
   std::vector<CUstream> idle_streams;                    // streams of threads that have exited
   size_t cached = 0, in_use = 0;
+  size_t limit = 0;  // most bytes of free blocks kept (cache_limit); set by set_cache_limits
 };
 
 struct State {
@@ -38,6 +41,12 @@ struct State {
   std::atomic<size_t> mallocs{0};
   std::atomic<size_t> stream_waits{0};
 };
+
+// Bytes of free blocks a device keeps: the limit set, else half its memory.
+size_t limit_for(const DeviceInfo& info) {
+  const size_t set = device_memory_cache_limit();
+  return set ? set : info.memory_bytes / 2;
+}
 
 State* load() {
   auto* s = new State;  // never destroyed: buffers may be released during static teardown
@@ -97,6 +106,8 @@ State* load() {
     d.cuDeviceGetAttribute(&ds.info.l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev);
     char name[256] = {};
     d.cuDeviceGetName(name, sizeof(name), dev);
+    d.cuDeviceTotalMem(&ds.info.memory_bytes, dev);
+    ds.limit = limit_for(ds.info);
     ds.info.name = name;
   }
   s->ok = true;
@@ -141,17 +152,50 @@ size_t round_size(size_t bytes) {
   return (bytes + kBig - 1) / kBig * kBig;
 }
 
-void free_cached_locked(DeviceState& ds) {
+// Returns a free block's memory to the driver; the device must be done with it.
+void free_block(Block* b) {
   const Driver& d = state().driver;
+  d.cuMemFree(b->ptr);
+  if (b->ready) d.cuEventDestroy(b->ready);
+  delete b;
+}
+
+void free_cached_locked(DeviceState& ds) {
   for (auto& [stream, blocks] : ds.pool) {
     for (auto& [size, b] : blocks) {
-      d.cuMemFree(b->ptr);
-      if (b->ready) d.cuEventDestroy(b->ready);
       ds.cached -= b->size;
-      delete b;
+      free_block(b);
     }
   }
   ds.pool.clear();
+}
+
+// Takes the largest free blocks out of the pool until it holds at most `limit` bytes.
+std::vector<Block*> take_past_limit_locked(DeviceState& ds, size_t limit) {
+  std::vector<Block*> out;
+  while (ds.cached > limit) {
+    std::multimap<size_t, Block*>* from = nullptr;
+    for (auto& [stream, blocks] : ds.pool) {
+      if (!blocks.empty() && (!from || blocks.rbegin()->first > from->rbegin()->first)) from = &blocks;
+    }
+    if (!from) break;
+    auto last = std::prev(from->end());
+    ds.cached -= last->second->size;
+    out.push_back(last->second);
+    from->erase(last);
+  }
+  return out;
+}
+
+// Frees blocks taken out of the pool once the device is done with them (the work queued
+// on their streams may still read them). Called without the pool's lock.
+void free_taken(int device, const std::vector<Block*>& blocks) {
+  if (blocks.empty()) return;
+  const Driver& d = state().driver;
+  if (d.cuCtxSetCurrent(state().devices[device].ctx) != CUDA_SUCCESS) return;  // leaked rather than raced
+  t_bound = device;
+  d.cuCtxSynchronize();
+  for (Block* b : blocks) free_block(b);
 }
 
 void release_block(void* p) {
@@ -178,10 +222,15 @@ void release_block(void* p) {
       d.cuEventDestroy(e);  // released once it completes
     }
   }
-  std::lock_guard<std::mutex> lock(ds.mu);
-  ds.in_use -= b->size;
-  ds.cached += b->size;
-  ds.pool[b->stream].emplace(b->size, b);
+  std::vector<Block*> past_limit;
+  {
+    std::lock_guard<std::mutex> lock(ds.mu);
+    ds.in_use -= b->size;
+    ds.cached += b->size;
+    ds.pool[b->stream].emplace(b->size, b);
+    if (ds.cached > ds.limit) past_limit = take_past_limit_locked(ds, ds.limit);
+  }
+  free_taken(b->device, past_limit);
 }
 
 }  // namespace
@@ -431,6 +480,23 @@ void trim_memory_cache() {
     s.driver.cuCtxSynchronize();
     std::lock_guard<std::mutex> lock(s.devices[i].mu);
     free_cached_locked(s.devices[i]);
+  }
+}
+
+size_t cache_limit(int device) { return limit_for(device_info(device)); }
+
+void trim_memory_cache_to_limit() {
+  State& s = state();
+  if (!s.ok) return;
+  for (int i = 0; i < s.count; ++i) {
+    DeviceState& ds = s.devices[i];
+    std::vector<Block*> past_limit;
+    {
+      std::lock_guard<std::mutex> lock(ds.mu);
+      ds.limit = cache_limit(i);
+      past_limit = take_past_limit_locked(ds, ds.limit);
+    }
+    free_taken(i, past_limit);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/nvrtc.h"
 #include "core/tensor.h"
 
 namespace kiln::cuda {
@@ -38,6 +39,7 @@ struct DeviceInfo {
   int shared_per_sm = 0;  // bytes of shared memory of an SM, for all its blocks
   int threads_per_sm = 0;  // resident threads an SM holds
   int l2_bytes = 0;        // the L2 cache
+  size_t memory_bytes = 0;  // the device's memory
   std::string name;
   std::string arch() const { return "sm_" + std::to_string(major) + std::to_string(minor); }
 };
@@ -103,7 +105,7 @@ struct HostStep {
 /* One kernel launch as a CUDA graph node holds it: function, shape and the parameter; or,
    with `host` set, a host step and the pointers it was given. */
 struct LaunchRecord {
-  CUfunction f = nullptr;
+  Kernel kernel;
   unsigned grid = 0, block = 0, shared = 0;
   std::vector<long> meta;  // the kernel's one by-value parameter, or the host step's pointers
   std::shared_ptr<HostStep> host;
@@ -132,8 +134,13 @@ inline bool aligned_to(const detail::Tensor& t, long elements) {
   return ptr_bits(t) % (elements * static_cast<long>(t.itemsize())) == 0;
 }
 
-/* Releases every cached free block on every device (tests call this). */
+/* Releases every cached free block on every device (kiln::clear_memory_cache). */
 void trim_memory_cache();
+/* Bytes of free blocks a device keeps: kiln::device_memory_cache_limit(), or half its
+   memory when that is 0. Past it, the largest free blocks go back to the driver. */
+size_t cache_limit(int device);
+/* Releases free blocks past each device's cache limit (after a lower limit is set). */
+void trim_memory_cache_to_limit();
 /* Bytes held in free cached blocks, and bytes in use, summed over devices. */
 size_t cached_bytes();
 size_t allocated_bytes();
