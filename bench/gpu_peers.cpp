@@ -100,7 +100,9 @@
 #include "workloads.h"
 
 #include "backend/cuda/nvrtc.h"
-#include "backend/cuda/runtime.h"
+#include "backend/cuda/allocator.h"
+#include "backend/cuda/driver.h"
+#include "backend/cuda/streams.h"
 #include "core/config.h"
 #include "core/node.h"
 

@@ -8,7 +8,7 @@
 #include "kiln/error.h"
 #ifdef KILN_WITH_CUDA
 #include "backend/cuda/nvrtc.h"
-#include "backend/cuda/runtime.h"
+#include "backend/cuda/allocator.h"
 #endif
 
 namespace kiln {

@@ -10,7 +10,10 @@
 
 #include "backend/cuda/codegen.h"
 #include "backend/cuda/nvrtc.h"
-#include "backend/cuda/runtime.h"
+#include "backend/cuda/allocator.h"
+#include "backend/cuda/driver.h"
+#include "backend/cuda/recording.h"
+#include "backend/cuda/streams.h"
 #include "backend/cuda/tuning.h"
 #include "core/stats.h"
 
