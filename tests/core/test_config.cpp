@@ -240,3 +240,20 @@ TEST(Config, SourcesReadTheEnvironmentOnlyThroughTheRegistry) {
 }
 
 }  // namespace
+
+namespace {
+
+// Layering reads one way: the compiler's files do not reach into the CPU JIT (the CPU
+// backend runs fused regions: backend/cpu/fused.cpp), and nothing names the CUDA backend's
+// old catch-all header.
+TEST(Layering, CompileDoesNotIncludeTheCpuJit) {
+  for (const fs::path& p : sources({"src/compile"})) {
+    const std::string text = read_text(p);
+    EXPECT_EQ(text.find("#include \"backend/cpu/jit"), std::string::npos) << p;
+  }
+  for (const fs::path& p : sources({"src", "tests", "bench"})) {
+    EXPECT_EQ(read_text(p).find("#include \"backend/cuda/runtime.h\""), std::string::npos) << p;
+  }
+}
+
+}  // namespace

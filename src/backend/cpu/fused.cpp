@@ -1,8 +1,9 @@
-// Running a fused region: inputs broadcast to the output shape, axes merged,
+// Running a fused region on the CPU: inputs broadcast to the output shape, axes merged,
 // rows handed to the generated kernel (or the interpreter) on the thread pool.
 #include <sstream>
 
 #include "backend/cpu/copy.h"
+#include "backend/cpu/jit.h"
 #include "backend/cpu/strided.h"
 #include "compile/codegen_util.h"
 #include "compile/fused.h"
@@ -58,9 +59,9 @@ Fused::KernelFn Fused::kernel() {
   std::call_once(compiled_, [&] {
     std::string sig = program_->signature();
     std::string symbol = "kiln_fused_" + std::to_string(std::hash<std::string>{}(sig));
-    jit_ = cpu::jit_compile(program_->source(symbol), symbol);
+    jit_ = std::make_shared<const cpu::JitKernel>(cpu::jit_compile(program_->source(symbol), symbol));
   });
-  return reinterpret_cast<KernelFn>(jit_.fn);
+  return reinterpret_cast<KernelFn>(jit_->fn);
 }
 
 void Fused::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
