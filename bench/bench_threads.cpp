@@ -11,6 +11,8 @@
 
 #include <kiln/kiln.h>
 
+#include "core/config.h"
+
 namespace {
 
 // CPU-bound per element (transcendentals), so memory bandwidth does not set the pace.
@@ -43,8 +45,8 @@ void BM_IndependentCompiledCalls(benchmark::State& state) {
     benchmark::DoNotOptimize(out.id());
   }
   state.SetItemsProcessed(state.iterations() * n);
-  const char* env = std::getenv("KILN_NUM_THREADS");
-  state.counters["kernel_threads"] = benchmark::Counter(env ? std::atoi(env) : 0, benchmark::Counter::kAvgThreads);
+  state.counters["kernel_threads"] = benchmark::Counter(static_cast<double>(kiln::config::integer(kiln::config::Knob::num_threads)),
+                                                         benchmark::Counter::kAvgThreads);
 }
 
 // Real time: with 2 threads, items_per_second is the total over both threads.

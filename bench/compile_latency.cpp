@@ -8,10 +8,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include <kiln/kiln.h>
 
+#include "core/config.h"
 #include "workloads.h"
 
 namespace {
@@ -23,8 +25,8 @@ using bench::chain10;
 }  // namespace
 
 int main() {
-  const char* dir = std::getenv("KILN_CACHE_DIR");
-  if (!dir || !*dir) {
+  const std::string dir = kiln::config::text(kiln::config::Knob::cache_dir);
+  if (dir.empty()) {
     std::fprintf(stderr, "compile_latency: set KILN_CACHE_DIR (empty for a cold run, reused for a warm one)\n");
     return 2;
   }
@@ -52,6 +54,6 @@ int main() {
   std::printf("{\"first_call_ms\": %.3f, \"second_call_us\": %.3f, \"cache_misses\": %llu, \"cache_dir\": \"%s\"}\n",
               std::chrono::duration<double, std::milli>(t1 - t0).count(),
               std::chrono::duration<double, std::micro>(t2 - t1).count(),
-              static_cast<unsigned long long>(s.cache_misses), dir);
+              static_cast<unsigned long long>(s.cache_misses), dir.c_str());
   return 0;
 }

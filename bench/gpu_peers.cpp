@@ -100,7 +100,10 @@
 #include "workloads.h"
 
 #include "backend/cuda/nvrtc.h"
-#include "backend/cuda/runtime.h"
+#include "backend/cuda/allocator.h"
+#include "backend/cuda/driver.h"
+#include "backend/cuda/streams.h"
+#include "core/config.h"
 #include "core/node.h"
 
 namespace {
@@ -717,8 +720,7 @@ void run_host_mlp(const Timer& timer, Device dev, Report& rep) {
 
 // The child: prints one line "LATENCY first_call_ms=... second_call_us=... compiles=... disk_loads=...".
 int latency_child(bool cpu) {
-  const char* dir = std::getenv("KILN_CACHE_DIR");
-  if (!dir || !*dir) {
+  if (kiln::config::text(kiln::config::Knob::cache_dir).empty()) {
     std::fprintf(stderr, "gpu_peers --latency-child: KILN_CACHE_DIR is not set\n");
     return 2;
   }
@@ -946,8 +948,8 @@ int main(int argc, char** argv) {
     std::printf("gpu_peers on %s (%s, %d SMs), driver API %d, %d reps\n", info.name.c_str(), info.arch().c_str(),
                 info.sms, drv_version, opt.reps);
   }
-  const char* cache = std::getenv("KILN_CACHE_DIR");
-  rep.meta.str("kiln_cache_dir", cache ? cache : "(default)");
+  const std::string cache = kiln::config::text(kiln::config::Knob::cache_dir);
+  rep.meta.str("kiln_cache_dir", cache.empty() ? "(default)" : cache);
   rep.write();
 
   Record copy_before, copy_after;

@@ -58,6 +58,7 @@ CUresult mem_info(size_t* free_bytes, size_t* total) {
   *free_bytes = *total = size_t{80} << 30;
   return CUDA_SUCCESS;
 }
+CUresult total_mem(size_t* total, CUdevice) { return *total = size_t{80} << 30, CUDA_SUCCESS; }
 CUresult htod(CUdeviceptr d, const void* h, size_t n, CUstream) {
   return std::memcpy(reinterpret_cast<void*>(d), h, n), CUDA_SUCCESS;
 }
@@ -147,6 +148,7 @@ const Entry kEntries[] = {
     KILN_NULL(cuDeviceGetCount, device_count),
     KILN_NULL(cuDeviceGet, device_get),
     KILN_NULL(cuDeviceGetAttribute, device_attribute),
+    KILN_NULL(cuDeviceTotalMem, total_mem),
     KILN_NULL(cuDeviceGetName, device_name),
     KILN_NULL(cuDevicePrimaryCtxRetain, ctx_retain),
     KILN_NULL(cuCtxSetCurrent, ctx_set),
@@ -168,6 +170,7 @@ const Entry kEntries[] = {
     KILN_NULL(cuEventElapsedTime, elapsed),
     KILN_NULL(cuModuleLoadData, module_load),
     KILN_NULL(cuModuleGetFunction, module_function),
+    KILN_NULL(cuModuleUnload, no_op),
     KILN_NULL(cuFuncSetAttribute, no_op),
     KILN_NULL(cuLaunchKernel, launch),
     KILN_NULL(cuOccupancyMaxActiveBlocksPerMultiprocessor, occupancy),

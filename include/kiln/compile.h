@@ -14,8 +14,9 @@
 namespace kiln {
 
 /* disabled: call the function directly; no_simplify: trace and replay without
-   graph passes; no_fuse: passes but no fusion; enabled: everything. Also set by
-   KILN_COMPILE_MODE=disabled|no_simplify|no_fuse|enabled. */
+   graph passes; no_fuse: passes but no fusion; enabled: everything. The default comes
+   from KILN_MODE: eager and lazy disable compile, no_simplify and no_fuse are those
+   modes, compiled (the default) enables it. */
 enum class CompileMode { disabled, no_simplify, no_fuse, enabled };
 void set_compile_mode(CompileMode mode);
 CompileMode compile_mode();

@@ -17,7 +17,7 @@ void eval(const std::vector<Array>& arrays);
    later eval, item or to_vector waits for it. Errors surface on that later call. */
 void async_eval(const std::vector<Array>& arrays);
 
-/* Evaluate every op as it is built (debugging). Also set by KILN_EAGER=1. */
+/* Evaluate every op as it is built (debugging). The default is on with KILN_MODE=eager. */
 void set_eager(bool eager);
 bool eager();
 

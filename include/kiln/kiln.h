@@ -2,6 +2,8 @@
 #pragma once
 
 #include "kiln/array.h"
+#include "kiln/cache.h"
+#include "kiln/config.h"
 #include "kiln/device.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"

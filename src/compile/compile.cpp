@@ -10,6 +10,7 @@
 #include "compile/cache_probe.h"
 #include "compile/plan.h"
 #include "compile/trace.h"
+#include "core/config.h"
 #include "core/stats.h"
 #include "kiln/compile.h"
 #include "passes/pass.h"
@@ -18,20 +19,17 @@ namespace kiln {
 
 namespace {
 
-std::atomic<int> g_mode{-1};  // -1: not yet read from KILN_COMPILE_MODE
+std::atomic<int> g_mode{-1};  // -1: not yet read from KILN_MODE
 std::atomic<size_t> g_cache_capacity{64};  // atomic: read by every insertion, set from any thread
 std::atomic<size_t> g_warn_after{32};      // atomic: read by every trace, set from any thread
 std::atomic<size_t> g_live_entries{0};     // atomic: CacheEntry objects alive (cache_probe.h)
 
+// KILN_MODE=eager or lazy call functions directly; no_simplify and no_fuse trace with fewer passes.
 CompileMode mode_from_env() {
-  const char* env = std::getenv("KILN_COMPILE_MODE");
-  if (!env || !*env) return CompileMode::enabled;
-  std::string s(env);
-  if (s == "disabled") return CompileMode::disabled;
-  if (s == "no_simplify") return CompileMode::no_simplify;
-  if (s == "no_fuse") return CompileMode::no_fuse;
-  if (s == "enabled") return CompileMode::enabled;
-  std::fprintf(stderr, "kiln: ignoring KILN_COMPILE_MODE=%s (expected disabled, no_simplify, no_fuse or enabled)\n", env);
+  const std::string m = config::choice(config::Knob::mode);
+  if (m == "eager" || m == "lazy") return CompileMode::disabled;
+  if (m == "no_simplify") return CompileMode::no_simplify;
+  if (m == "no_fuse") return CompileMode::no_fuse;
   return CompileMode::enabled;
 }
 

@@ -8,9 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/jit.h"
 #include "compile/kernel_slots.h"
 #include "ops/primitive.h"
+
+namespace kiln::cpu {
+struct JitKernel;  // backend/cpu/jit.h; the CPU backend runs this region (backend/cpu/fused.cpp)
+}
 
 namespace kiln::compiler {
 
@@ -53,7 +56,7 @@ class Fused : public Primitive {
 
   std::shared_ptr<const FusedProgram> program_;  // immutable, shared by every replay
   std::once_flag compiled_;
-  cpu::JitKernel jit_;  // written once under compiled_
+  std::shared_ptr<const cpu::JitKernel> jit_;  // written once under compiled_
 };
 
 }  // namespace kiln::compiler

@@ -10,9 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/jit.h"
 #include "compile/kernel_slots.h"
 #include "ops/primitive.h"
+
+namespace kiln::cpu {
+struct JitKernel;  // backend/cpu/jit.h; the CPU backend runs this region (backend/cpu/row_fused.cpp)
+}
 
 namespace kiln::compiler {
 
@@ -69,7 +72,7 @@ class RowFused : public Primitive {
 
   std::shared_ptr<const RowProgram> program_;
   std::once_flag compiled_;
-  cpu::JitKernel jit_;  // written once under compiled_
+  std::shared_ptr<const cpu::JitKernel> jit_;  // written once under compiled_
 };
 
 }  // namespace kiln::compiler

@@ -8,6 +8,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "core/config.h"
 #include "core/node.h"
 #include "core/stats.h"
 #include "kiln/eval.h"
@@ -187,7 +188,7 @@ std::vector<std::shared_ptr<Node>> post_order(const std::vector<Array>& roots) {
   return order;
 }
 
-std::atomic<int> g_eager{-1};  // atomic; -1: not yet read from KILN_EAGER
+std::atomic<int> g_eager{-1};  // atomic; -1: not yet read from KILN_MODE
 
 // One worker thread per calling thread: that thread's default CPU stream.
 class Stream {
@@ -280,8 +281,7 @@ void set_eager(bool e) { detail::g_eager.store(e ? 1 : 0); }
 bool eager() {
   int v = detail::g_eager.load(std::memory_order_relaxed);
   if (v < 0) {
-    const char* env = std::getenv("KILN_EAGER");
-    v = (env && env[0] == '1') ? 1 : 0;
+    v = config::choice(config::Knob::mode) == "eager" ? 1 : 0;
     int expected = -1;
     detail::g_eager.compare_exchange_strong(expected, v);
     v = detail::g_eager.load();

@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/config.h"
 
 namespace kiln::detail {
 namespace {
@@ -91,10 +92,7 @@ class Pool {
 };
 
 int configured_threads() {
-  if (const char* env = std::getenv("KILN_NUM_THREADS")) {
-    int n = std::atoi(env);
-    if (n > 0) return n;
-  }
+  if (long n = config::integer(config::Knob::num_threads); n > 0) return static_cast<int>(n);
   return std::max(1u, std::thread::hardware_concurrency());
 }
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/config.h"
 #include "llm/model_file_impl.h"
 
 namespace kiln::llm {
@@ -151,9 +152,9 @@ Weight ModelFile::weight(const std::string& name) const {
 }
 
 std::string models_dir() {
-  if (const char* d = std::getenv("KILN_MODELS_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/kiln-models";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/kiln-models";
+  if (std::string d = config::text(config::Knob::models_dir); !d.empty()) return d;
+  if (std::string x = config::system_variable("XDG_CACHE_HOME"); !x.empty()) return x + "/kiln-models";
+  if (std::string h = config::system_variable("HOME"); !h.empty()) return h + "/.cache/kiln-models";
   fail("llm", "no models folder: set KILN_MODELS_DIR (or HOME)");
 }
 

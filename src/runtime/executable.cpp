@@ -13,6 +13,8 @@
 #include <unordered_set>
 #include <variant>
 
+#include "core/bounded_cache.h"
+#include "core/config.h"
 #include "core/tensor.h"
 #include "kiln/eval.h"
 #include "kiln/ops.h"
@@ -39,18 +41,10 @@ ExecMode exec_mode_from_name(const std::string& s) {
   fail("executable", "unknown mode '", s, "' (expected eager, lazy or compiled)");
 }
 
+// KILN_MODE=no_fuse and no_simplify are compiled executables whose compile does less.
 ExecMode default_exec_mode() {
-  const char* env = std::getenv("KILN_MODE");
-  if (!env || !*env) return ExecMode::compiled;
-  try {
-    return exec_mode_from_name(env);
-  } catch (const Error&) {
-    static std::once_flag warned;
-    std::call_once(warned, [&] {
-      std::fprintf(stderr, "kiln: ignoring KILN_MODE=%s (expected eager, lazy or compiled)\n", env);
-    });
-    return ExecMode::compiled;
-  }
+  const std::string m = config::choice(config::Knob::mode);
+  return m == "eager" || m == "lazy" ? exec_mode_from_name(m) : ExecMode::compiled;
 }
 
 namespace {
@@ -116,12 +110,11 @@ struct Executable::Impl {
 
   std::mutex feed_run_mu;  // held by a run for its whole length while feeds exist
 
-  std::mutex extent_mu;  // guards extent_plans
   struct ExtentPlan {
     runtime::ExtentAnalysis analysis;
     std::unique_ptr<runtime::Program> program;
   };
-  std::unordered_map<std::string, std::shared_ptr<ExtentPlan>> extent_plans;
+  detail::BoundedCache<std::shared_ptr<ExtentPlan>> extent_plans{64};  // by input shapes; guarded inside
 
   std::mutex pending_mu;  // guards pending
   std::deque<Pending> pending;
@@ -432,20 +425,18 @@ std::shared_ptr<Executable::Impl::ExtentPlan> Executable::Impl::extent_plan(cons
                                                                             const ParamMap& p) {
   std::string key;
   for (const Array& a : in) key += shape_of(a) + ";";
-  std::lock_guard lock(extent_mu);
-  auto& slot = extent_plans[key];
-  if (slot) return slot;
-  auto plan = std::make_shared<ExtentPlan>();
-  std::vector<Array> ph;
-  for (const Array& a : in) ph.push_back(broadcast_to(zeros({}, a.dtype()), a.shape()));
-  plan->analysis = runtime::analyze_extent(g, ph, rows, B, [&](const GraphNode& n) { return leaf(n, p); });
-  if (mode == ExecMode::compiled && plan->analysis.blocker.empty()) {
-    Impl* self = this;
-    plan->program = std::make_unique<runtime::Program>(g, [self](const GraphNode& n) { return self->consts.at(&n); },
-                                                       &plan->analysis.follow_rows);
-  }
-  slot = plan;
-  return plan;
+  return extent_plans.get(key, [&] {
+    auto plan = std::make_shared<ExtentPlan>();
+    std::vector<Array> ph;
+    for (const Array& a : in) ph.push_back(broadcast_to(zeros({}, a.dtype()), a.shape()));
+    plan->analysis = runtime::analyze_extent(g, ph, rows, B, [&](const GraphNode& n) { return leaf(n, p); });
+    if (mode == ExecMode::compiled && plan->analysis.blocker.empty()) {
+      Impl* self = this;
+      plan->program = std::make_unique<runtime::Program>(
+          g, [self](const GraphNode& n) { return self->consts.at(&n); }, &plan->analysis.follow_rows);
+    }
+    return plan;
+  });
 }
 
 std::vector<Array> Executable::Impl::execute(const std::map<std::string, Array>& given, const RunOptions& opt,

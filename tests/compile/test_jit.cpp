@@ -17,6 +17,7 @@
 
 #include "backend/common/math.h"
 #include "backend/cpu/jit.h"
+#include "core/config.h"
 #include "kiln/error.h"
 #include "spawn_self.h"
 
@@ -252,7 +253,7 @@ extern "C" float kiln_jit_half(float x) { return static_cast<float>(kiln::float1
 }
 
 TEST_F(Jit, TwoProcessesFillOneCacheAtOnce) {
-  std::vector<std::string> env = {"KILN_CACHE_DIR=" + dir_, "KILN_JIT_TEST_CHILD=1"};
+  std::vector<std::string> env = {"KILN_CACHE_DIR=" + dir_, "KILN_TEST_CHILD=1"};
   pid_t a = spawn_self("JitChild.DISABLED_FillCache", env);
   pid_t b = spawn_self("JitChild.DISABLED_FillCache", env);
   ASSERT_GT(a, 0);
@@ -276,7 +277,7 @@ TEST_F(Jit, TwoProcessesFillOneCacheAtOnce) {
 
 TEST_F(Jit, KilnCxxNamingNoCompilerMeansFallback) {
   pid_t p = spawn_self("JitChild.DISABLED_NoCompiler",
-                       {"KILN_CACHE_DIR=" + dir_, "KILN_CXX=/nonexistent/kiln-c++", "KILN_JIT_TEST_CHILD=1"});
+                       {"KILN_CACHE_DIR=" + dir_, "KILN_CXX=/nonexistent/kiln-c++", "KILN_TEST_CHILD=1"});
   ASSERT_GT(p, 0);
   EXPECT_EQ(wait_exit_code(p), 0);
 }
@@ -305,7 +306,7 @@ TEST(JitFallback, MissingCompilerReturnsEmptyKernelAndSaysSoOnce) {
 
 // Helpers run in child processes by the tests above; skipped when run directly.
 TEST(JitChild, DISABLED_FillCache) {
-  if (!std::getenv("KILN_JIT_TEST_CHILD")) GTEST_SKIP();
+  if (!kiln::config::flag(kiln::config::Knob::test_child)) GTEST_SKIP();
   ASSERT_TRUE(jit_available());
   for (int k : {200, 201}) {
     JitKernel kernel = jit_compile(add_source(k), "kiln_jit_add");
@@ -315,7 +316,7 @@ TEST(JitChild, DISABLED_FillCache) {
 }
 
 TEST(JitChild, DISABLED_NoCompiler) {
-  if (!std::getenv("KILN_JIT_TEST_CHILD")) GTEST_SKIP();
+  if (!kiln::config::flag(kiln::config::Knob::test_child)) GTEST_SKIP();
   EXPECT_FALSE(jit_available());
   EXPECT_FALSE(jit_compile(add_source(7), "kiln_jit_add"));
 }

@@ -3,18 +3,16 @@
 // references. Without a GPU those runs skip every test, saying why.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <string>
-
 #include <kiln/kiln.h>
+
+#include "core/config.h"
 
 namespace {
 
 class DeviceEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
-    const char* d = std::getenv("KILN_TEST_DEVICE");
-    if (!d || std::string(d) != "cuda") return;
+    if (kiln::config::choice(kiln::config::Knob::test_device) != "cuda") return;
     if (!kiln::cuda_available()) GTEST_SKIP() << "KILN_TEST_DEVICE=cuda but no CUDA device is available";
     kiln::set_default_device(kiln::Device::cuda(0));
   }

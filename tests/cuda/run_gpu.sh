@@ -10,7 +10,7 @@
 #             KILN_TEST_DEVICE=cuda), racecheck over test_cuda; SAN_JOBS at once, all
 #             within SAN_BUDGET seconds (a job still running then is stopped and reported)
 # Output: one line per executable plus its failures; full logs under the log dir.
-# Knobs: SUITE, SAN_SUITES (lists), KILN_FUZZ_COUNT (test_fuzz, 60), SUITE_TIMEOUT (240 s
+# Knobs: SUITE, SAN_SUITES (lists), KILN_TEST_FUZZ_COUNT (test_fuzz, 60), SUITE_TIMEOUT (240 s
 # each), SAN_FUZZ (test_cuda's random graphs under the sanitizers, 8), SAN_JOBS (4),
 # SAN_SHARDS (1: each sanitizer job split into this many gtest shards run side by side),
 # SAN_BUDGET (330 s), SAN_FILTER (test_cuda filter there; left out by default: the out-of-memory
@@ -51,7 +51,7 @@ for phase in $PHASES; do
         t=${entry%%:*}; filter=()
         [[ $entry == *:* ]] && filter=("--gtest_filter=${entry#*:}")
         log="$L/suite_$t.log"; start=$SECONDS
-        KILN_TEST_DEVICE=cuda KILN_FUZZ_COUNT=${KILN_FUZZ_COUNT:-60} timeout -k 10 "${SUITE_TIMEOUT:-240}" \
+        KILN_TEST_DEVICE=cuda KILN_TEST_FUZZ_COUNT=${KILN_TEST_FUZZ_COUNT:-60} timeout -k 10 "${SUITE_TIMEOUT:-240}" \
           "$B/tests/$t" "${filter[@]}" >"$log" 2>&1
         rc=$?
         echo "$t rc=$rc $((SECONDS - start))s $(verdict "$log")$([[ $rc == 124 ]] && echo "TIMED OUT")"
@@ -71,8 +71,8 @@ for phase in $PHASES; do
     sanitize)
       [[ -x $SAN ]] || { echo "compute-sanitizer not found (set COMPUTE_SANITIZER)"; exit 1; }
       # tool|executable|gtest filter|environment; racecheck first, the slowest.
-      jobs_list=("racecheck|test_cuda|${SAN_FILTER:--Cuda.OutOfMemory*:Cuda.MatmulEpilogueAtScaleRunsInCublasLt}|KILN_CUDA_FUZZ_COUNT=${SAN_FUZZ:-8}"
-                 "memcheck|test_cuda|${SAN_FILTER:--Cuda.OutOfMemory*:Cuda.MatmulEpilogueAtScaleRunsInCublasLt}|KILN_CUDA_FUZZ_COUNT=${SAN_FUZZ:-8}")
+      jobs_list=("racecheck|test_cuda|${SAN_FILTER:--Cuda.OutOfMemory*:Cuda.MatmulEpilogueAtScaleRunsInCublasLt}|KILN_TEST_CUDA_FUZZ_COUNT=${SAN_FUZZ:-8}"
+                 "memcheck|test_cuda|${SAN_FILTER:--Cuda.OutOfMemory*:Cuda.MatmulEpilogueAtScaleRunsInCublasLt}|KILN_TEST_CUDA_FUZZ_COUNT=${SAN_FUZZ:-8}")
       for t in $SAN_SUITES; do jobs_list+=("memcheck|$t||KILN_TEST_DEVICE=cuda"); done
       shards=${SAN_SHARDS:-1}
       if ((shards > 1)); then  # tool|executable|filter|environment with a shard each

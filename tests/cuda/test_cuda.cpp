@@ -19,7 +19,10 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/plan_graph.h"
-#include "backend/cuda/runtime.h"
+#include "backend/cuda/allocator.h"
+#include "backend/cuda/driver.h"
+#include "backend/cuda/streams.h"
+#include "core/config.h"
 #include "kiln/half.h"
 #include "fuzz/random_graph.h"
 #include "reference.h"
@@ -491,18 +494,16 @@ TEST_F(Cuda, MatmulEpilogueInCublasLt) {
       << "shapeless, the bias broadcasts the product";
 }
 
-// gelu_tanh(x @ W + b) in bfloat16 at 4096^3 (KILN_EPILOGUE_N changes the size) runs in
+// gelu_tanh(x @ W + b) in bfloat16 at 4096^3 (KILN_TEST_EPILOGUE_N changes the size) runs in
 // cuBLASLt's epilogue, not declined into the fallback. The times are printed for a look;
 // the speed target (within 5% of the bare product) is measured by bench/gpu_peers.
 TEST_F(Cuda, MatmulEpilogueAtScaleRunsInCublasLt) {
-  int64_t n = 4096;
-  if (const char* s = std::getenv("KILN_EPILOGUE_N")) n = std::strtoll(s, nullptr, 10);
+  const int64_t n = config::integer(config::Knob::test_epilogue_n);
   Array x = to(input({n, n}, bfloat16, 160, -1, 1), gpu), w = to(input({n, n}, bfloat16, 161, -1, 1), gpu);
   Array b = to(input({n}, bfloat16, 162, -1, 1), gpu);
   auto bare = compile([](const std::vector<Array>& v) { return std::vector<Array>{matmul(v[0], v[1])}; });
   auto fused = compile([](const std::vector<Array>& v) { return std::vector<Array>{linear(v[0], v[1], v[2], 2)}; });
-  // KILN_EPILOGUE_RUNS=1: one call per timing (under a sanitizer, where time means nothing).
-  const bool one_run = std::getenv("KILN_EPILOGUE_RUNS") && std::string(std::getenv("KILN_EPILOGUE_RUNS")) == "1";
+  const bool one_run = config::flag(config::Knob::test_epilogue_one_run);
   auto time_ms = [&](const std::function<Array()>& call) {
     for (int i = 0; i < (one_run ? 1 : 3); ++i) call().eval();
     std::vector<double> runs;
@@ -1056,8 +1057,7 @@ TEST_F(Cuda, GraphReplaysFromManyThreads) {
   Array w = input({300}, float32, 230);
   fn({to(input({32, 300}, float32, 231), gpu), to(w, gpu)})[0].eval();  // recorded here
   // KILN_TEST_THREADS: fewer threads for slow tools (compute-sanitizer's racecheck).
-  const char* env = std::getenv("KILN_TEST_THREADS");
-  const int n_threads = env ? std::max(1, std::atoi(env)) : 6;
+  const int n_threads = static_cast<int>(config::integer(config::Knob::test_threads));
   std::vector<std::thread> threads;
   std::vector<int> bad(static_cast<size_t>(n_threads), 0);
   for (int t = 0; t < n_threads; ++t) {
@@ -1081,8 +1081,7 @@ TEST_F(Cuda, GraphReplaysFromManyThreads) {
 TEST_F(Cuda, SplitReductionsFromManyThreads) {
   auto body = [](const std::vector<Array>& v) { return std::vector<Array>{sum(v[0], {1}), argmax(v[0], 1), max(v[0])}; };
   auto fn = compile(body);
-  const char* env = std::getenv("KILN_TEST_THREADS");
-  const int n_threads = env ? std::max(1, std::atoi(env)) : 6;
+  const int n_threads = static_cast<int>(config::integer(config::Knob::test_threads));
   std::vector<std::array<Array, 2>> xs;
   std::vector<std::array<std::vector<Array>, 2>> want;  // on the GPU once, from this thread
   for (int t = 0; t < n_threads; ++t) {
@@ -1109,8 +1108,7 @@ TEST_F(Cuda, SplitReductionsFromManyThreads) {
 
 TEST_F(Cuda, RandomGraphsGpuAgainstCpu) {
   int compared = 0, unchecked = 0;
-  uint64_t count = 200;
-  if (const char* c = std::getenv("KILN_CUDA_FUZZ_COUNT")) count = std::strtoull(c, nullptr, 10);
+  const uint64_t count = static_cast<uint64_t>(config::integer(config::Knob::test_cuda_fuzz_count));
   for (uint64_t seed = 1; seed <= count; ++seed) {
     fuzz::Program p = fuzz::generate(seed);
     auto in = p.make_inputs();
@@ -1177,8 +1175,7 @@ TEST_F(Cuda, OutOfMemoryIsAnErrorAndTheProcessGoesOn) {
 
 TEST_F(Cuda, AsyncEvalReturnsWithoutWaiting) {
   set_default_device(gpu);
-  int64_t n = 2048;  // KILN_ASYNC_N: smaller products under a sanitizer
-  if (const char* s = std::getenv("KILN_ASYNC_N")) n = std::strtoll(s, nullptr, 10);
+  const int64_t n = config::integer(config::Knob::test_async_n);  // smaller products under a sanitizer
   Array a = input({n, n}, float32, 91);
   Array b = to(a, gpu);
   Array y = b;
@@ -1262,4 +1259,65 @@ TEST_F(Cuda, KernelsCompileOncePerSource) {
   auto s1 = cuda::nvrtc_stats();
   EXPECT_EQ(s1.compiles, s0.compiles);
   EXPECT_EQ(s1.disk_loads, s0.disk_loads);
+}
+
+// The module cache filled past its bound: it keeps at most its capacity, a dropped kernel
+// still held runs (its module stays loaded until the last holder goes), and asking for a
+// dropped kernel again loads it again.
+TEST_F(Cuda, ModuleCacheFilledPastItsBound) {
+  struct Restore {
+    ~Restore() { set_kernel_cache_capacity(4096); }
+  } restore;
+  set_kernel_cache_capacity(4);
+  auto source = [](int k) {
+    return "extern \"C\" __global__ void kiln_kernel(float* out) { out[threadIdx.x] = " + std::to_string(k) + ".0f; }";
+  };
+  auto get = [&](int k) {
+    const std::string src = source(k);
+    return cuda::kernel(0, src, "kiln_kernel", [&] { return src; });
+  };
+  cuda::Kernel first = get(0);
+  for (int k = 1; k < 12; ++k) {
+    get(k);
+    EXPECT_LE(cuda::module_cache_size(), 4u);
+  }
+  auto buf = cuda::allocate(0, 32 * sizeof(float));
+  void* out = buf->data();
+  void* args[] = {&out};
+  cuda::launch(0, first, 1, 32, args);
+  std::vector<float> host(32, -1.0f);
+  cuda::check(cuda::drv().cuMemcpyDtoHAsync(host.data(), reinterpret_cast<CUdeviceptr>(out), 32 * sizeof(float),
+                                            cuda::stream(0)),
+              "cuMemcpyDtoHAsync");
+  cuda::synchronize(0);
+  for (float v : host) EXPECT_EQ(v, 0.0f);
+  auto before = cuda::nvrtc_stats();
+  get(1);  // dropped long ago
+  auto after = cuda::nvrtc_stats();
+  EXPECT_EQ(after.compiles + after.disk_loads, before.compiles + before.disk_loads + 1);
+  const size_t loaded = cuda::loaded_modules();
+  first = {};
+  EXPECT_EQ(cuda::loaded_modules(), loaded - 1) << "the last holder of a dropped module unloads it";
+}
+
+// The device memory pool keeps at most its limit in free blocks; clear_memory_cache gives
+// them all back.
+TEST_F(Cuda, DeviceMemoryPoolFilledPastItsBound) {
+  struct Restore {
+    ~Restore() { set_device_memory_cache_limit(0); }
+  } restore;
+  clear_memory_cache();
+  set_device_memory_cache_limit(size_t{6} << 20);
+  {
+    std::vector<std::shared_ptr<detail::Buffer>> held;
+    for (int i = 0; i < 8; ++i) held.push_back(cuda::allocate(0, size_t{2} << 20));
+  }
+  EXPECT_GT(cuda::cached_bytes(), 0u);
+  EXPECT_LE(cuda::cached_bytes(), size_t{6} << 20);
+  set_device_memory_cache_limit(size_t{2} << 20);  // a lower limit applies at once
+  EXPECT_LE(cuda::cached_bytes(), size_t{2} << 20);
+  clear_memory_cache();
+  EXPECT_EQ(cuda::cached_bytes(), 0u);
+  set_device_memory_cache_limit(0);
+  EXPECT_EQ(cuda::cache_limit(0), cuda::device_info(0).memory_bytes / 2);
 }

@@ -1,23 +1,19 @@
-// Differential fuzzing of compile against eager evaluation: KILN_FUZZ_COUNT random
-// programs (300 by default) from KILN_FUZZ_SEED on (1 by default). A failure prints
+// Differential fuzzing of compile against eager evaluation: KILN_TEST_FUZZ_COUNT random
+// programs (300 by default) from KILN_TEST_FUZZ_SEED on (1 by default). A failure prints
 // the seed and the program; `kiln_fuzz --seed S --count 1 --verbose` replays it.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "backend/cpu/jit.h"
+#include "core/config.h"
 #include "fuzz/random_graph.h"
 
 using namespace kiln;
 
 namespace {
 
-uint64_t env_u64(const char* name, uint64_t fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  return std::strtoull(v, nullptr, 10);
-}
+uint64_t knob(config::Knob k) { return static_cast<uint64_t>(config::integer(k)); }
 
 void run_cases(uint64_t first, uint64_t count) {
   int failures = 0;
@@ -72,11 +68,11 @@ TEST(Fuzz, GeneratorCoversTheOps) {
 }
 
 TEST_F(FuzzInterpreter, SeededCasesMatchEager) {
-  run_cases(env_u64("KILN_FUZZ_SEED", 1), env_u64("KILN_FUZZ_COUNT", 300));
+  run_cases(knob(config::Knob::test_fuzz_seed), knob(config::Knob::test_fuzz_count));
 }
 
 // Generated kernels through the system compiler: fewer cases, as each new fused
 // region costs a compile (the disk cache makes reruns cheap).
 TEST(Fuzz, SeededCasesMatchEagerWithJit) {
-  run_cases(env_u64("KILN_FUZZ_SEED", 1) + 1000000, env_u64("KILN_FUZZ_JIT_COUNT", 12));
+  run_cases(knob(config::Knob::test_fuzz_seed) + 1000000, knob(config::Knob::test_fuzz_jit_count));
 }

@@ -13,6 +13,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "core/config.h"
 #include "ops/reduce.h"
 #include "reference.h"
 #include "spawn_self.h"
@@ -770,7 +771,7 @@ TEST(Reduce, SumsRoundTheSameAtEveryThreadCount) {
   for (int threads : {1, 3}) {
     const std::string out = ::testing::TempDir() + "kiln_sums_" + std::to_string(threads) + "_" + std::to_string(::getpid());
     pid_t child = kt::spawn_self("ReduceChild.DISABLED_WriteSums",
-                                 {"KILN_NUM_THREADS=" + std::to_string(threads), "KILN_REDUCE_TEST_OUT=" + out});
+                                 {"KILN_NUM_THREADS=" + std::to_string(threads), "KILN_TEST_REDUCE_OUT=" + out});
     ASSERT_GT(child, 0);
     ASSERT_EQ(kt::wait_exit_code(child), 0) << threads << " threads";
     EXPECT_TRUE(read_bits(out) == here) << threads << " threads";
@@ -780,8 +781,8 @@ TEST(Reduce, SumsRoundTheSameAtEveryThreadCount) {
 
 // Run by the test above in a child process; skipped when run directly.
 TEST(ReduceChild, DISABLED_WriteSums) {
-  const char* out = std::getenv("KILN_REDUCE_TEST_OUT");
-  if (!out) GTEST_SKIP();
+  const std::string out = config::text(config::Knob::test_reduce_out);
+  if (out.empty()) GTEST_SKIP();
   const std::vector<uint32_t> bits = sums_of_fixed_arrays();
   std::ofstream f(out, std::ios::binary);
   f.write(reinterpret_cast<const char*>(bits.data()), static_cast<std::streamsize>(bits.size() * sizeof(uint32_t)));

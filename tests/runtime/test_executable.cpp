@@ -79,6 +79,10 @@ TEST(Executable, KilnModeEnvironment) {
   EXPECT_EQ(default_exec_mode(), ExecMode::eager);
   setenv("KILN_MODE", "lazy", 1);
   EXPECT_EQ(default_exec_mode(), ExecMode::lazy);
+  setenv("KILN_MODE", "no_fuse", 1);  // compiled, with a compile that does not fuse
+  EXPECT_EQ(default_exec_mode(), ExecMode::compiled);
+  setenv("KILN_MODE", "fast", 1);
+  EXPECT_THROW(default_exec_mode(), Error);
   unsetenv("KILN_MODE");
   EXPECT_EQ(default_exec_mode(), ExecMode::compiled);
   EXPECT_THROW(exec_mode_from_name("fast"), Error);

@@ -32,7 +32,8 @@ int usage(int code) {
                "  kiln fmt FILE              the graph in canonical text\n"
                "  kiln init-params FILE [--seed N] [--out PATH]\n"
                "      writes deterministic parameters (to the file the graph names, unless --out)\n"
-               "  kiln info                  version, devices, cache directory and its size\n");
+               "  kiln info                  version, devices, kernel cache directory and its size, every\n"
+               "                             KILN_* knob with its value and help\n");
   return code;
 }
 
@@ -233,20 +234,29 @@ uint64_t dir_size(const fs::path& p) {
   return total;
 }
 
+// Every knob with its value now and its help; a value kiln would reject is said so.
+void print_knobs() {
+  std::printf("configuration (KILN_* environment variables; unset or empty: the default):\n");
+  for (const ConfigKnob& k : config_knobs()) {
+    std::string value = !k.value.empty() ? k.value : k.fallback.empty() ? " (unset)" : k.fallback + " (default)";
+    if (!k.problem.empty()) value += "  <- not accepted: " + k.problem;
+    std::printf("  %s=%s\n      %s; %s\n", k.name.c_str(), value.c_str(), k.help.c_str(), k.accepts.c_str());
+  }
+  for (const std::string& kv : unknown_config_variables()) std::printf("  set but not read by kiln: %s\n", kv.c_str());
+}
+
 int cmd_info() {
   std::printf("kiln %s\n", KILN_VERSION);
   int gpus = cuda_device_count();
   std::printf("devices: cpu");
   for (int i = 0; i < gpus; ++i) std::printf(", cuda:%d", i);
-  std::printf(gpus ? "\n" : "  (no GPU: this build has no CUDA backend)\n");
-  std::printf("default mode: %s (KILN_MODE)\n", exec_mode_name(default_exec_mode()));
-  const char* env = std::getenv("KILN_CACHE_DIR");
-  const char* home = std::getenv("HOME");
-  fs::path dir = env && *env ? fs::path(env) : fs::path(home ? home : ".") / ".cache" / "kiln";
+  std::printf(gpus ? "\n" : "  (no GPU found, or a build without the CUDA backend)\n");
+  fs::path dir = kernel_cache_dir();
   std::error_code ec;
   bool exists = fs::exists(dir, ec);
-  std::printf("cache: %s (%s, %.1f KiB)\n", dir.c_str(), exists ? "exists" : "not created yet",
+  std::printf("kernel cache: %s (%s, %.1f KiB)\n", dir.c_str(), exists ? "exists" : "not created yet",
               static_cast<double>(dir_size(dir)) / 1024.0);
+  print_knobs();
   return 0;
 }
 

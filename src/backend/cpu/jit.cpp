@@ -9,17 +9,17 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
-#include <future>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "backend/cpu/jit_headers.h"
 #include "backend/cpu/jit_support.h"
+#include "core/config.h"
+#include "core/bounded_cache.h"
+#include "kiln/cache.h"
 #include "kiln/error.h"
 
 namespace kiln::cpu {
@@ -57,18 +57,6 @@ struct Settings {
   std::optional<std::string> dump_dir;
   std::string compiler;  // empty: $KILN_CXX, else c++ / g++ / clang++ from PATH
 };
-
-struct MemoryEntry {
-  JitKernel kernel;
-  std::atomic<uint64_t> last_used;  // tick of the latest hit; written under a shared lock
-  MemoryEntry(JitKernel k, uint64_t tick) : kernel(std::move(k)), last_used(tick) {}
-};
-using Dropped = std::vector<std::unique_ptr<MemoryEntry>>;
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
 
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r\n");
@@ -130,14 +118,6 @@ std::string cpu_fingerprint() {
   return out;
 }
 
-std::string default_cache_dir() {
-  std::string dir = env("KILN_CACHE_DIR");
-  if (!dir.empty()) return dir;
-  std::string home = env("HOME");
-  if (!home.empty()) return home + "/.cache/kiln";
-  return "/tmp/kiln-cache-" + std::to_string(::getuid());
-}
-
 bool usable_cache_dir(const std::string& dir) {
   if (!detail::make_dirs(dir) || ::access(dir.c_str(), W_OK | X_OK) != 0) return false;
   // A directory in the shared /tmp is trusted only if it is ours alone: we load code from it.
@@ -178,15 +158,13 @@ class JitState {
  public:
   std::shared_ptr<const JitConfig> config();
   JitKernel compile(const std::string& source, const std::string& symbol);
-  void set_capacity(size_t n);
-  void clear_memory();
   // Applies `change` to the settings and forces a new config (and compiler probe).
   template <class F>
   void reconfigure(F change, bool clear_memory);
 
   std::atomic<uint64_t> compiles_{0};     // statistics; relaxed
   std::atomic<uint64_t> disk_loads_{0};   // statistics; relaxed
-  std::atomic<uint64_t> memory_hits_{0};  // statistics; relaxed
+  kiln::detail::BoundedCache<JitKernel> kernels_{4096};  // by cache key and symbol; guarded inside
 
  private:
   std::shared_ptr<JitConfig> build_config(const Settings& s);
@@ -195,19 +173,13 @@ class JitState {
   Library run_compiler(const JitConfig& c, const std::string& key, const std::string& source,
                        const std::string& symbol);
   void dump_source(const JitConfig& c, const std::string& key, const std::string& source);
-  void insert_locked(const std::string& mem_key, const JitKernel& k, Dropped* dropped);
-  void evict_locked(size_t keep, Dropped* dropped);
   bool warn_once(std::atomic<bool>& flag, const std::string& message);
 
   std::mutex probe_mu_;  // held while a config is built, so the compiler is probed once
-  std::shared_mutex mu_;  // guards every field below except the atomics
+  std::shared_mutex mu_;  // guards settings_, config_ and retired_
   Settings settings_;     // guarded by mu_
   std::shared_ptr<const JitConfig> config_;                 // guarded by mu_; null until built
   std::vector<std::shared_ptr<const JitConfig>> retired_;  // guarded by mu_; keeps include-dir references valid
-  std::unordered_map<std::string, std::unique_ptr<MemoryEntry>> memory_;  // guarded by mu_ (lookups shared)
-  std::unordered_map<std::string, std::shared_future<Library>> in_flight_;  // guarded by mu_; key -> compile
-  size_t capacity_ = 4096;                                                  // guarded by mu_
-  std::atomic<uint64_t> tick_{0};  // LRU clock; relaxed
 
  public:
   std::atomic<bool> warned_compiler_{false};  // said once; reset by reset_jit_for_tests
@@ -247,7 +219,7 @@ std::shared_ptr<const JitConfig> JitState::config() {
 
 std::shared_ptr<JitConfig> JitState::build_config(const Settings& s) {
   auto c = std::make_shared<JitConfig>();
-  std::string requested = !s.compiler.empty() ? s.compiler : env("KILN_CXX");
+  std::string requested = !s.compiler.empty() ? s.compiler : config::text(config::Knob::cxx);
   std::vector<std::vector<std::string>> candidates;
   if (!trim(requested).empty()) {
     candidates.push_back(split_words(requested));
@@ -273,7 +245,7 @@ std::shared_ptr<JitConfig> JitState::build_config(const Settings& s) {
              c->identity.find("clang") == std::string::npos;
   if (gcc) c->flags.push_back("-fno-gnu-unique");
 
-  std::string dir = s.cache_dir ? *s.cache_dir : default_cache_dir();
+  std::string dir = s.cache_dir ? *s.cache_dir : kernel_cache_dir();
   if (usable_cache_dir(dir)) {
     c->cache_dir = dir;
     detail::remove_stale_temporaries(dir, 3600);  // an hour: no live compile takes that long
@@ -288,7 +260,7 @@ std::shared_ptr<JitConfig> JitState::build_config(const Settings& s) {
     c->work_dir = detail::private_temp_dir();
     c->include_dir = write_headers(c->work_dir);
   }
-  c->dump_dir = s.dump_dir ? *s.dump_dir : env("KILN_DUMP_KERNELS");
+  c->dump_dir = s.dump_dir ? *s.dump_dir : config::text(config::Knob::dump_kernels);
 
   const char* fallback = "fused regions run through an interpreter over cache-sized tiles (no generated code)";
   if (!c->available) {
@@ -375,119 +347,28 @@ Library JitState::run_compiler(const JitConfig& c, const std::string& key, const
   return lib;
 }
 
-void JitState::insert_locked(const std::string& mem_key, const JitKernel& k, Dropped* dropped) {
-  auto [it, inserted] = memory_.try_emplace(mem_key);
-  if (!inserted) return;
-  it->second = std::make_unique<MemoryEntry>(k, tick_.fetch_add(1, std::memory_order_relaxed));
-  // Evict in batches of an eighth so that a full cache does not sort on every insert.
-  if (memory_.size() > capacity_) evict_locked(capacity_ - capacity_ / 8, dropped);
-}
-
-void JitState::evict_locked(size_t keep, Dropped* dropped) {
-  if (memory_.size() <= keep) return;
-  using It = decltype(memory_)::iterator;
-  std::vector<std::pair<uint64_t, It>> order;
-  order.reserve(memory_.size());
-  for (It it = memory_.begin(); it != memory_.end(); ++it)
-    order.emplace_back(it->second->last_used.load(std::memory_order_relaxed), it);
-  size_t drop = memory_.size() - keep;
-  std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(drop - 1), order.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (size_t i = 0; i < drop; ++i) {
-    dropped->push_back(std::move(order[i].second->second));
-    memory_.erase(order[i].second);
-  }
-}
-
 JitKernel JitState::compile(const std::string& source, const std::string& symbol) {
   std::shared_ptr<const JitConfig> c = config();
   if (!c->available) return {};
-  std::string key = cache_key(*c, source);
-  std::string mem_key = key + "/" + symbol;
-  {
-    std::shared_lock lock(mu_);
-    if (auto it = memory_.find(mem_key); it != memory_.end()) {
-      it->second->last_used.store(tick_.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
-      memory_hits_.fetch_add(1, std::memory_order_relaxed);
-      return it->second->kernel;
-    }
-  }
-  std::promise<Library> promise;
-  std::shared_future<Library> pending;
-  bool owner = false;
-  {
-    std::unique_lock lock(mu_);
-    if (auto it = memory_.find(mem_key); it != memory_.end()) {
-      memory_hits_.fetch_add(1, std::memory_order_relaxed);
-      return it->second->kernel;
-    }
-    if (auto it = in_flight_.find(key); it != in_flight_.end()) {
-      pending = it->second;
-    } else {
-      pending = promise.get_future().share();
-      in_flight_.emplace(key, pending);
-      owner = true;
-    }
-  }
-
-  Library lib;
-  void* fn = nullptr;
-  Dropped dropped;  // destroyed (maybe dlclose'd) after the lock is released
-  if (owner) {
-    try {
-      lib = load_or_compile(*c, key, source, symbol);
-      fn = ::dlsym(lib.get(), symbol.c_str());
-      std::unique_lock lock(mu_);
-      // Publish the kernel and retire the in-flight entry together, so no caller sees neither.
-      if (fn) insert_locked(mem_key, JitKernel{fn, lib}, &dropped);
-      in_flight_.erase(key);
-    } catch (...) {
-      {
-        std::unique_lock lock(mu_);
-        in_flight_.erase(key);
-      }
-      promise.set_exception(std::current_exception());  // waiters see the same error
-      throw;
-    }
-    promise.set_value(lib);
-  } else {
-    lib = pending.get();  // rethrows the owner's compile error
-    memory_hits_.fetch_add(1, std::memory_order_relaxed);
-    fn = ::dlsym(lib.get(), symbol.c_str());
-    if (fn) {
-      std::unique_lock lock(mu_);
-      insert_locked(mem_key, JitKernel{fn, lib}, &dropped);
-    }
-  }
-  if (!fn) fail("jit", "the compiled kernel has no symbol '", symbol, "' (declare it extern \"C\")");
-  return JitKernel{fn, std::move(lib)};
-}
-
-void JitState::set_capacity(size_t n) {
-  Dropped dropped;
-  std::unique_lock lock(mu_);
-  capacity_ = n;
-  evict_locked(n, &dropped);
-  lock.unlock();
-}
-
-void JitState::clear_memory() {
-  Dropped dropped;
-  std::unique_lock lock(mu_);
-  evict_locked(0, &dropped);
-  lock.unlock();
+  const std::string key = cache_key(*c, source);
+  return kernels_.get(key + "/" + symbol, [&] {
+    Library lib = load_or_compile(*c, key, source, symbol);
+    void* fn = ::dlsym(lib.get(), symbol.c_str());
+    if (!fn) fail("jit", "the compiled kernel has no symbol '", symbol, "' (declare it extern \"C\")");
+    return JitKernel{fn, std::move(lib)};
+  });
 }
 
 template <class F>
 void JitState::reconfigure(F change, bool clear) {
-  Dropped dropped;
-  std::lock_guard probe(probe_mu_);
-  std::unique_lock lock(mu_);
-  change(settings_);
-  if (config_) retired_.push_back(std::move(config_));
-  config_.reset();
-  if (clear) evict_locked(0, &dropped);
-  lock.unlock();
+  {
+    std::lock_guard probe(probe_mu_);
+    std::unique_lock lock(mu_);
+    change(settings_);
+    if (config_) retired_.push_back(std::move(config_));
+    config_.reset();
+  }
+  if (clear) kernels_.clear();
 }
 
 }  // namespace
@@ -506,10 +387,14 @@ const std::string& jit_include_dir() {
 JitStats jit_stats() {
   JitState& s = state();
   return JitStats{s.compiles_.load(std::memory_order_relaxed), s.disk_loads_.load(std::memory_order_relaxed),
-                  s.memory_hits_.load(std::memory_order_relaxed)};
+                  s.kernels_.hits()};
 }
 
-void set_jit_cache_capacity(size_t n) { state().set_capacity(n); }
+void set_jit_cache_capacity(size_t n) { state().kernels_.set_capacity(n); }
+
+size_t jit_cache_capacity() { return state().kernels_.capacity(); }
+
+size_t jit_cache_size() { return state().kernels_.size(); }
 
 void set_jit_cache_dir(const std::string& path) {
   state().reconfigure(
@@ -521,7 +406,7 @@ void set_jit_dump_dir(const std::string& path) {
       [&](Settings& s) { s.dump_dir = path.empty() ? std::nullopt : std::optional<std::string>(path); }, false);
 }
 
-void clear_jit_memory_cache() { state().clear_memory(); }
+void clear_jit_memory_cache() { state().kernels_.clear(); }
 
 void reset_jit_for_tests(const std::string& compiler) {
   JitState& st = state();
@@ -536,3 +421,15 @@ std::string jit_cache_dir() { return state().config()->cache_dir; }
 std::string jit_cache_key(const std::string& source) { return cache_key(*state().config(), source); }
 
 }  // namespace kiln::cpu
+
+namespace kiln {
+
+std::string kernel_cache_dir() {
+  std::string dir = config::text(config::Knob::cache_dir);
+  if (!dir.empty()) return dir;
+  std::string home = config::system_variable("HOME");
+  if (!home.empty()) return home + "/.cache/kiln";
+  return "/tmp/kiln-cache-" + std::to_string(::getuid());
+}
+
+}  // namespace kiln

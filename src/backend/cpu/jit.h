@@ -38,8 +38,12 @@ struct JitStats {
 JitStats jit_stats();
 
 /* Bound on kernels kept in the in-memory cache (least recently used are dropped; a dropped
-   library stays loaded until no JitKernel refers to it). Default 4096. */
+   library stays loaded until no JitKernel refers to it). Default 4096; the public
+   kiln::set_kernel_cache_capacity sets it with NVRTC's. */
 void set_jit_cache_capacity(size_t n);
+size_t jit_cache_capacity();
+/* Kernels in the in-memory cache now. */
+size_t jit_cache_size();
 
 // ---- internal: for tests and tools; not part of the stable API ----
 

@@ -17,6 +17,8 @@
 #include <mutex>
 #include <system_error>
 
+#include "core/config.h"
+
 extern char** environ;
 
 namespace kiln::cpu::detail {
@@ -26,8 +28,8 @@ namespace {
 std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
 
 std::string temp_root() {
-  const char* t = std::getenv("TMPDIR");
-  return (t && *t) ? std::string(t) : std::string("/tmp");
+  std::string t = config::system_variable("TMPDIR");
+  return t.empty() ? std::string("/tmp") : t;
 }
 
 bool write_all(int fd, const std::string& text) {

@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda.h"
-#include "backend/cuda/runtime.h"
+#include "backend/cuda/allocator.h"
+#include "backend/cuda/driver.h"
 
 namespace kiln::cuda {
 

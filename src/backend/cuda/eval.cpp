@@ -14,7 +14,9 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/plan_graph.h"
-#include "backend/cuda/runtime.h"
+#include "backend/cuda/allocator.h"
+#include "backend/cuda/driver.h"
+#include "backend/cuda/streams.h"
 #include "backend/cuda/tuning.h"
 #include "compile/codegen_util.h"
 #include "compile/plan.h"
@@ -56,7 +58,7 @@ std::optional<detail::ColumnRuns> copy_column_runs(const Tensor& src, const Shap
 void copy_tiles(int dev, const detail::ColumnRuns& t, const Tensor& src, const Tensor& dst) {
   const int64_t item = static_cast<int64_t>(dst.itemsize());
   const std::string source = transpose_source(dst.itemsize());
-  CUfunction f = kernel(dev, source, "kiln_kernel", [&] { return source; });
+  Kernel f = kernel(dev, source, "kiln_kernel", [&] { return source; });
   const int64_t w = item == 4 ? 2 : item < 4 ? 4 / item : 1, side = 32 * w, word = w * item;
   const bool words = w > 1 && ptr_bits(src) % word == 0 && ptr_bits(dst) % word == 0 && t.src_batch % w == 0 &&
                      t.src_col % w == 0 && t.dst_batch % w == 0 && t.dst_row % w == 0;
@@ -70,15 +72,15 @@ void copy_tiles(int dev, const detail::ColumnRuns& t, const Tensor& src, const T
 // replayed compiled call), else from the source-keyed cache (eager ops). A template, so a
 // replay's call passes its source maker without allocating.
 template <class MakeSource>
-CUfunction program_kernel(int dev, const compiler::KernelSlots* slots, uint64_t variant, const MakeSource& make_source) {
+Kernel program_kernel(int dev, const compiler::KernelSlots* slots, uint64_t variant, const MakeSource& make_source) {
   const uint64_t key = variant * 16 + static_cast<uint64_t>(dev);
   if (slots) {
-    if (void* f = slots->find(key)) return static_cast<CUfunction>(f);
+    if (const void* k = slots->find(key)) return *static_cast<const Kernel*>(k);
   }
   std::string src = make_source();
-  CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
-  if (slots) slots->put(key, f);
-  return f;
+  Kernel k = kernel(dev, src, "kiln_kernel", [&] { return src; });
+  if (slots) slots->put(key, std::make_shared<const Kernel>(k));
+  return k;
 }
 
 // Operand k of an elementwise program: its outputs first, then its inputs.
@@ -104,7 +106,7 @@ void run_flat(int dev, const FusedProgram& p, int64_t n, const std::vector<Tenso
   std::vector<long> meta(static_cast<size_t>(flat_meta_len(static_cast<int>(nops))));
   meta[0] = n;
   for (size_t i = 0; i < nops; ++i) meta[1 + i] = ptr_bits(operand(outs, ins, i));
-  CUfunction f = program_kernel(dev, slots, (scalars * 32 + static_cast<uint64_t>(vec)) * 2 + 1,
+  Kernel f = program_kernel(dev, slots, (scalars * 32 + static_cast<uint64_t>(vec)) * 2 + 1,
                                 [&] { return elementwise_flat_source(p, scalars, vec); });
   launch(dev, f, grid_for(dev, (n + vec - 1) / vec, 256, tuning().flat_blocks_per_sm), 256, meta);
 }
@@ -163,7 +165,7 @@ bool run_tiled(int dev, const FusedProgram& p, const Shape& ms, const std::vecto
   meta[1] = R;
   meta[2] = C;
   meta[3] = pairs ? 1 : 0;
-  CUfunction f = program_kernel(dev, slots, ((tiled << 24 | per_row) << 2) | 2,
+  Kernel f = program_kernel(dev, slots, ((tiled << 24 | per_row) << 2) | 2,
                                 [&] { return elementwise_tiled_source(p, per_row, tiled); });
   const int64_t tiles = meta[0] * ((R + 63) / 64) * ((C + 63) / 64);
   launch(dev, f, static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{device_info(dev).sms} * 32)), 256, meta);
@@ -224,7 +226,7 @@ bool run_rows(int dev, const FusedProgram& p, const Shape& ms, const std::vector
   const unsigned grid = grid_for(dev, vectors, 256, tuning().flat_blocks_per_sm);
   const bool narrow = vectors + int64_t{grid} * 256 < (int64_t{1} << 32);  // the 32-bit index never wraps
   const uint64_t variant = ((((strided << 24 | row_inputs) << 5 | static_cast<uint64_t>(vec)) << 1 | (narrow ? 1 : 0)) << 3) | 4;
-  CUfunction f = program_kernel(dev, slots, variant, [&] { return elementwise_rows_source(p, row_inputs, strided, vec, narrow); });
+  Kernel f = program_kernel(dev, slots, variant, [&] { return elementwise_rows_source(p, row_inputs, strided, vec, narrow); });
   launch(dev, f, grid, 256, meta);
   return true;
 }
@@ -284,7 +286,7 @@ void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::
   size_t ptr0 = static_cast<size_t>(2 + kMaxDims + nops * kMaxDims);
   for (size_t o = 0; o < outs.size(); ++o) meta[ptr0 + o] = ptr_bits(outs[o]);
   for (size_t i = 0; i < ins.size(); ++i) meta[ptr0 + outs.size() + i] = ptr_bits(ins[i]);
-  CUfunction f = program_kernel(dev, slots, 0, [&] { return elementwise_source(p); });
+  Kernel f = program_kernel(dev, slots, 0, [&] { return elementwise_source(p); });
   launch(dev, f, grid_for(dev, n, 256), 256, meta);
 }
 
@@ -629,12 +631,12 @@ bool split_rows(int dev, const RowProgram& p, int64_t rows, int64_t n, std::vect
   meta.push_back(parts.splits);
   meta.push_back(parts.len);
   const int64_t most = sms * 32;
-  CUfunction first = program_kernel(dev, slots, parts.var.key(), [&] { return row_source(p, parts.var); });
+  Kernel first = program_kernel(dev, slots, parts.var.key(), [&] { return row_source(p, parts.var); });
   launch(dev, first, static_cast<unsigned>(std::min(parts.blocks, most)), static_cast<unsigned>(parts.var.threads), meta, 0);
   RowVariant fold;
   fold.threads = 128;
   fold.split = 2;
-  CUfunction second = program_kernel(dev, slots, fold.key(), [&] { return row_source(p, fold); });
+  Kernel second = program_kernel(dev, slots, fold.key(), [&] { return row_source(p, fold); });
   launch(dev, second, static_cast<unsigned>(std::min(rows, most)), static_cast<unsigned>(fold.threads), meta, 0);
   return true;
 }
@@ -679,7 +681,7 @@ void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tenso
       per_sm = l2;
     }
   }
-  CUfunction f = program_kernel(dev, slots, var.key(), [&] { return row_source(p, var); });
+  Kernel f = program_kernel(dev, slots, var.key(), [&] { return row_source(p, var); });
   // Register-row blocks loop over the rows: one wave of resident blocks. Staged blocks: up
   // to 128 an SM, nearly a block a row, which ends more evenly (both as measured).
   if (var.chunks > 0) per_sm = resident_blocks(f, static_cast<unsigned>(var.threads), 0);
@@ -769,15 +771,15 @@ void arg_reduce(int dev, const ArgReduce& prim, const Tensor& x, Tensor& y) {
     meta[24] = parts;
     meta[25] = part_len;
     const std::string first = instantiate("kiln_argreduce_parts" + args, 26);
-    CUfunction f = kernel(dev, first, "kiln_kernel", [&] { return first; });
+    Kernel f = kernel(dev, first, "kiln_kernel", [&] { return first; });
     launch(dev, f, static_cast<unsigned>(std::min(rows * parts, sms * 32)), 256, meta);
     const std::string second = instantiate("kiln_argreduce_fold" + args, 26);
-    CUfunction g = kernel(dev, second, "kiln_kernel", [&] { return second; });
+    Kernel g = kernel(dev, second, "kiln_kernel", [&] { return second; });
     launch(dev, g, grid_for(dev, rows * 32, 128), 128, meta);  // a warp a row
     return;
   }
   const std::string src = instantiate("kiln_argreduce" + args, 22);
-  CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
+  Kernel f = kernel(dev, src, "kiln_kernel", [&] { return src; });
   launch(dev, f, grid_for(dev, rows, 128), 128, meta);
 }
 
@@ -806,7 +808,7 @@ void cumsum(int dev, const CumSum& prim, const Tensor& x, Tensor& y) {
   meta[31] = ptr_bits(x);
   meta[32] = ptr_bits(y);
   std::string src = instantiate("kiln_cumsum<" + type_name(x.dtype) + ">", 33);
-  CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
+  Kernel f = kernel(dev, src, "kiln_kernel", [&] { return src; });
   launch(dev, f, grid_for(dev, lines, 128), 128, meta);
 }
 
@@ -849,7 +851,7 @@ void gather(int dev, const Tensor& a, const Strides& as, int64_t axis_stride, co
   meta[36] = ptr_bits(a);
   meta[37] = ptr_bits(idx);
   std::string src = instantiate(std::string("kiln_gather<") + word_type(y.itemsize()) + ">", 38);
-  CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
+  Kernel f = kernel(dev, src, "kiln_kernel", [&] { return src; });
   launch(dev, f, grid_for(dev, y.size(), 256), 256, meta);
 }
 

@@ -11,7 +11,10 @@
 
 #include "backend/cuda/codegen.h"
 #include "backend/cuda/nvrtc.h"
-#include "backend/cuda/runtime.h"
+#include "backend/cuda/allocator.h"
+#include "backend/cuda/driver.h"
+#include "backend/cuda/recording.h"
+#include "backend/cuda/streams.h"
 #include "compile/codegen_util.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
@@ -187,7 +190,7 @@ void naive_matmul(int device, const Tensor& a, const Tensor& b, Tensor& y, const
   meta[34] = ptr_bits(b);
   meta[35] = ptr_bits(y);
   std::string src = instantiate(std::string("kiln_matmul<") + compiler::cpp_type(y.dtype) + ">", 36);
-  CUfunction f = kernel(device, src, "kiln_kernel", [&] { return src; });
+  Kernel f = kernel(device, src, "kiln_kernel", [&] { return src; });
   launch(device, f, grid_for(device, y.size(), 128), 128, meta);
 }
 
@@ -449,7 +452,7 @@ bool product(int device, const Tensor& a, const Tensor& b, Tensor& y, const Tens
     fail("matmul", "cuBLASLt has no algorithm for this product");
   }
   // Recorded as a host step: a graph replay runs it between its graph launches.
-  if (Recording* r = recording()) r->launches.push_back({nullptr, 0, 0, 0, words, plan});
+  if (Recording* r = recording()) r->launches.push_back({Kernel{}, 0, 0, 0, words, plan});
   plan->run(device, words);
   return true;
 }

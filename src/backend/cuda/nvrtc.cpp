@@ -19,8 +19,11 @@
 #include "backend/cpu/jit_support.h"
 #include "backend/cuda/codegen.h"
 #include "backend/cuda/prelude.h"
-#include "backend/cuda/runtime.h"
+#include "backend/cuda/driver.h"
+#include "backend/cuda/recording.h"
+#include "backend/cuda/streams.h"
 #include "backend/cuda/tuning.h"
+#include "core/bounded_cache.h"
 #include "kiln/error.h"
 
 #ifndef KILN_CUDA_LIBDIR
@@ -155,16 +158,47 @@ std::string compile_cubin(const std::string& source, const std::string& name, co
   return cubin;
 }
 
-struct Entry {
-  std::mutex mu;  // held while compiling; guards fn
-  CUfunction fn = nullptr;
+}  // namespace
+
+// One loaded module and its kernel, with what kiln learned about launching it (kept here,
+// so a later module loaded at the same address starts afresh).
+struct Module {
+  int device;
+  CUmodule handle;
+  std::mutex mu;                                           // guards shared_allowed and resident
+  unsigned shared_allowed = kDefaultSharedBytes;           // dynamic shared memory the kernel may ask for
+  std::map<std::pair<unsigned, unsigned>, int> resident;  // (block, shared bytes) -> blocks an SM holds
+  static inline std::atomic<size_t> loaded{0};             // modules alive; relaxed
+
+  Module(int d, CUmodule h) : device(d), handle(h) { loaded.fetch_add(1, std::memory_order_relaxed); }
+  ~Module() {
+    loaded.fetch_sub(1, std::memory_order_relaxed);
+    const Driver* d = driver();
+    if (!d) return;
+    try {
+      bind(device);
+    } catch (const Error&) {
+      return;
+    }
+    d->cuCtxSynchronize();  // work queued with this kernel may still run: let it finish first
+    d->cuModuleUnload(handle);
+  }
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
 };
 
-std::mutex g_mu;                                                // guards g_kernels
-std::unordered_map<std::string, std::shared_ptr<Entry>> g_kernels;  // guarded by g_mu
-std::atomic<uint64_t> g_compiles{0}, g_disk{0}, g_hits{0};          // statistics; relaxed
+namespace {
 
-CUfunction load(int device, const std::string& name, const std::string& source) {
+// Compiled modules by device, kernel name and key. Never destroyed: kernels may be held
+// during static destruction.
+kiln::detail::BoundedCache<Kernel>& modules() {
+  static auto* cache = new kiln::detail::BoundedCache<Kernel>(4096);
+  return *cache;
+}
+
+std::atomic<uint64_t> g_compiles{0}, g_disk{0};  // statistics; relaxed
+
+Kernel load(int device, const std::string& name, const std::string& source) {
   const DeviceInfo& info = device_info(device);
   const Driver& d = drv();
   bind(device);
@@ -191,9 +225,10 @@ CUfunction load(int device, const std::string& name, const std::string& source) 
     check(d.cuModuleLoadData(&module, cubin.data()), "cuModuleLoadData");
     if (!path.empty()) cpu::detail::write_file_atomic(path, cubin);
   }
-  CUfunction fn = nullptr;
-  check(d.cuModuleGetFunction(&fn, module, name.c_str()), "cuModuleGetFunction");
-  return fn;  // modules stay loaded for the life of the process
+  Kernel k;
+  k.module = std::make_shared<Module>(device, module);  // unloads the module if the next line throws
+  check(d.cuModuleGetFunction(&k.fn, module, name.c_str()), "cuModuleGetFunction");
+  return k;
 }
 
 }  // namespace
@@ -207,57 +242,47 @@ std::string cubin_for_arch(const std::string& source, int major, int minor) {
   return compile_cubin(source, "kiln_kernel", info);
 }
 
-CUfunction kernel(int device, const std::string& key, const std::string& name,
-                  const std::function<std::string()>& make_source) {
-  std::string full = std::to_string(device) + "|" + name + "|" + key;
-  std::shared_ptr<Entry> e;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    auto& slot = g_kernels[full];
-    if (!slot) slot = std::make_shared<Entry>();
-    e = slot;
-  }
-  std::lock_guard<std::mutex> lock(e->mu);
-  if (e->fn) {
-    g_hits.fetch_add(1, std::memory_order_relaxed);
-    return e->fn;
-  }
-  e->fn = load(device, name, make_source());
-  return e->fn;
+Kernel kernel(int device, const std::string& key, const std::string& name,
+              const std::function<std::string()>& make_source) {
+  return modules().get(std::to_string(device) + "|" + name + "|" + key,
+                       [&] { return load(device, name, make_source()); });
 }
+
+void set_module_cache_capacity(size_t n) { modules().set_capacity(n); }
+size_t module_cache_capacity() { return modules().capacity(); }
+size_t module_cache_size() { return modules().size(); }
+void clear_module_cache() { modules().clear(); }
+size_t loaded_modules() { return Module::loaded.load(std::memory_order_relaxed); }
 
 namespace {
 
 // Blocks may use more than 48 KB of dynamic shared memory only once their kernel allows it.
-void allow_shared(CUfunction f, unsigned bytes) {
+void allow_shared(const Kernel& k, unsigned bytes) {
   if (bytes <= kDefaultSharedBytes) return;
-  static std::mutex mu;
-  static std::unordered_map<CUfunction, unsigned> allowed;  // guarded by mu
-  std::lock_guard<std::mutex> lock(mu);
-  unsigned& most = allowed[f];
-  if (bytes <= most) return;
-  check(drv().cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes)),
+  std::lock_guard<std::mutex> lock(k.module->mu);
+  if (bytes <= k.module->shared_allowed) return;
+  check(drv().cuFuncSetAttribute(k.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes)),
         "cuFuncSetAttribute");
-  most = bytes;
+  k.module->shared_allowed = bytes;
 }
 
 }  // namespace
 
-void launch(int device, CUfunction f, unsigned grid, unsigned block, const std::vector<long>& meta,
+void launch(int device, const Kernel& k, unsigned grid, unsigned block, const std::vector<long>& meta,
             unsigned shared_bytes) {
   if (grid == 0) return;
-  allow_shared(f, shared_bytes);
-  if (Recording* r = recording()) r->launches.push_back({f, grid, block, shared_bytes, meta, nullptr});
+  allow_shared(k, shared_bytes);
+  if (Recording* r = recording()) r->launches.push_back({k, grid, block, shared_bytes, meta, nullptr});
   void* args[] = {const_cast<long*>(meta.data())};
-  check(drv().cuLaunchKernel(f, grid, 1, 1, block, 1, 1, shared_bytes, stream(device), args, nullptr),
+  check(drv().cuLaunchKernel(k.fn, grid, 1, 1, block, 1, 1, shared_bytes, stream(device), args, nullptr),
         "cuLaunchKernel");
 }
 
-void launch(int device, CUfunction f, unsigned grid, unsigned block, void** args, unsigned shared_bytes) {
+void launch(int device, const Kernel& k, unsigned grid, unsigned block, void** args, unsigned shared_bytes) {
   if (grid == 0) return;
   not_replayable();
-  allow_shared(f, shared_bytes);
-  check(drv().cuLaunchKernel(f, grid, 1, 1, block, 1, 1, shared_bytes, stream(device), args, nullptr),
+  allow_shared(k, shared_bytes);
+  check(drv().cuLaunchKernel(k.fn, grid, 1, 1, block, 1, 1, shared_bytes, stream(device), args, nullptr),
         "cuLaunchKernel");
 }
 
@@ -268,20 +293,18 @@ unsigned grid_for(int device, int64_t n, unsigned block, int per_sm) {
   return static_cast<unsigned>(std::min(g, std::max<int64_t>(cap, 1)));
 }
 
-int resident_blocks(CUfunction f, unsigned block, unsigned shared_bytes) {
-  static std::mutex mu;
-  static std::map<std::tuple<CUfunction, unsigned, unsigned>, int> known;  // guarded by mu
-  std::lock_guard<std::mutex> lock(mu);
-  auto [it, fresh] = known.try_emplace({f, block, shared_bytes}, 1);
+int resident_blocks(const Kernel& k, unsigned block, unsigned shared_bytes) {
+  std::lock_guard<std::mutex> lock(k.module->mu);
+  auto [it, fresh] = k.module->resident.try_emplace({block, shared_bytes}, 1);
   if (fresh) {
     int n = 0;
-    check(drv().cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, static_cast<int>(block), shared_bytes),
+    check(drv().cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, k.fn, static_cast<int>(block), shared_bytes),
           "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     it->second = std::max(n, 1);
   }
   return it->second;
 }
 
-NvrtcStats nvrtc_stats() { return {g_compiles.load(), g_disk.load(), g_hits.load()}; }
+NvrtcStats nvrtc_stats() { return {g_compiles.load(), g_disk.load(), modules().hits()}; }
 
 }  // namespace kiln::cuda

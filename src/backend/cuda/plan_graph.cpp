@@ -10,7 +10,10 @@
 
 #include "backend/cuda/codegen.h"
 #include "backend/cuda/nvrtc.h"
-#include "backend/cuda/runtime.h"
+#include "backend/cuda/allocator.h"
+#include "backend/cuda/driver.h"
+#include "backend/cuda/recording.h"
+#include "backend/cuda/streams.h"
 #include "backend/cuda/tuning.h"
 #include "core/stats.h"
 
@@ -26,13 +29,7 @@ constexpr int kMaxAttempts = 3;  // recordings spoiled by uploads (constants go 
 constexpr size_t kStageBytes = size_t{1} << 20;  // per-call operands of a product copied through the graph's own buffers
 std::atomic<uint64_t> g_replays{0}, g_host_steps{0}, g_recaptures{0};
 
-bool graphs_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KILN_CUDA_GRAPHS");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
-  return on;
-}
+bool graphs_enabled() { return tuning().graphs; }
 
 size_t graph_min_kernels() { return static_cast<size_t>(tuning().graph_min_kernels); }
 
@@ -161,7 +158,7 @@ bool within(long word, const Buffer& b) {
 // A kernel node for a recorded launch; args holds the address of its parameter.
 CUDA_KERNEL_NODE_PARAMS node_params(const LaunchRecord& r, void** args) {
   CUDA_KERNEL_NODE_PARAMS p{};
-  p.func = r.f;
+  p.func = r.kernel.fn;
   p.gridDimX = r.grid;
   p.gridDimY = p.gridDimZ = 1;
   p.blockDimX = r.block;
@@ -198,7 +195,7 @@ bool in_graph(const Layout& l, size_t i) { return !l.launches[i].host || l.captu
 LaunchRecord copy_launch(int device, long bytes, long src, long dst) {
   static const std::string source = instantiate("kiln_copy_bytes", 3);
   LaunchRecord r;
-  r.f = kernel(device, source, "kiln_kernel", [] { return source; });
+  r.kernel = kernel(device, source, "kiln_kernel", [] { return source; });
   r.block = 256;
   r.grid = grid_for(device, (bytes + 15) / 16, r.block);
   r.meta = {bytes, src, dst};

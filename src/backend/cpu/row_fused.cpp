@@ -2,6 +2,7 @@
 #include <sstream>
 
 #include "backend/cpu/copy.h"
+#include "backend/cpu/jit.h"
 #include "backend/cpu/strided.h"
 #include "compile/codegen_util.h"
 #include "compile/row_fused.h"
@@ -31,9 +32,9 @@ void RowFused::print(std::ostream& os) const { print_region(os, name(), program_
 RowFused::KernelFn RowFused::kernel() {
   std::call_once(compiled_, [&] {
     std::string symbol = "kiln_rows_" + std::to_string(std::hash<std::string>{}(program_->signature()));
-    jit_ = cpu::jit_compile(program_->source(symbol), symbol);
+    jit_ = std::make_shared<const cpu::JitKernel>(cpu::jit_compile(program_->source(symbol), symbol));
   });
-  return reinterpret_cast<KernelFn>(jit_.fn);
+  return reinterpret_cast<KernelFn>(jit_->fn);
 }
 
 bool row_col_strides(const Strides& s, const Shape& full, size_t lead, int64_t& rs, int64_t& cs) {

@@ -1,8 +1,9 @@
-// Running a fused region: inputs broadcast to the output shape, axes merged,
+// Running a fused region on the CPU: inputs broadcast to the output shape, axes merged,
 // rows handed to the generated kernel (or the interpreter) on the thread pool.
 #include <sstream>
 
 #include "backend/cpu/copy.h"
+#include "backend/cpu/jit.h"
 #include "backend/cpu/strided.h"
 #include "compile/codegen_util.h"
 #include "compile/fused.h"
@@ -41,6 +42,14 @@ void row_offsets(const Layout& L, int64_t r, std::vector<int64_t>& off) {
   }
 }
 
+// The output's layout and every input's, broadcast to the output's shape, axes merged.
+Layout merged_layout(const std::vector<Tensor>& in, const Tensor& out) {
+  std::vector<Strides> strides;
+  strides.push_back(out.strides);
+  for (auto& t : in) strides.push_back(detail::broadcast_strides(t, out.shape));
+  return merge(out.shape, strides);
+}
+
 constexpr int64_t kTile = 1024;  // elements per interpreter tile and per kernel call chunk
 
 }  // namespace
@@ -58,9 +67,9 @@ Fused::KernelFn Fused::kernel() {
   std::call_once(compiled_, [&] {
     std::string sig = program_->signature();
     std::string symbol = "kiln_fused_" + std::to_string(std::hash<std::string>{}(sig));
-    jit_ = cpu::jit_compile(program_->source(symbol), symbol);
+    jit_ = std::make_shared<const cpu::JitKernel>(cpu::jit_compile(program_->source(symbol), symbol));
   });
-  return reinterpret_cast<KernelFn>(jit_.fn);
+  return reinterpret_cast<KernelFn>(jit_->fn);
 }
 
 void Fused::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
@@ -68,11 +77,7 @@ void Fused::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   if (out[0].size() == 0) return;
   KernelFn fn = kernel();
   if (!fn) return interpret(in, out);
-  const Shape& shape = out[0].shape;
-  std::vector<Strides> strides;
-  strides.push_back(out[0].strides);
-  for (auto& t : in) strides.push_back(detail::broadcast_strides(t, shape));
-  Layout L = merge(shape, strides);
+  Layout L = merged_layout(in, out[0]);
   int64_t inner = L.shape.back();
   int64_t rows = detail::shape_size(L.shape) / inner;
   size_t nin = in.size(), nout = out.size();
@@ -131,11 +136,7 @@ void Fused::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
 // Without a compiler: run each member's own kernel on tiles of one row at a time,
 // so intermediates stay in cache and results equal the unfused ones exactly.
 void Fused::interpret(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  const Shape& shape = out[0].shape;
-  std::vector<Strides> strides;
-  strides.push_back(out[0].strides);
-  for (auto& t : in) strides.push_back(detail::broadcast_strides(t, shape));
-  Layout L = merge(shape, strides);
+  Layout L = merged_layout(in, out[0]);
   int64_t inner = L.shape.back();
   int64_t rows = detail::shape_size(L.shape) / inner;
   int64_t tiles_per_row = (inner + kTile - 1) / kTile;

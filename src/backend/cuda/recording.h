@@ -1,0 +1,52 @@
+// What one run of a compiled plan did on the device, kept so that later runs replay it as a
+// CUDA graph (plan_graph.cpp): its kernel launches, the host steps between them and the
+// buffers it allocated.
+#pragma once
+
+#include <cuda.h>
+
+#include <memory>
+#include <vector>
+
+#include "backend/cuda/nvrtc.h"
+#include "core/buffer.h"
+
+namespace kiln::cuda {
+
+/* Device work a run issues from the host (a cuBLASLt product), kept so that a replay can
+   capture it into its graph, or run it again between its graph launches, with the
+   pointers in `words`, on this thread's stream. */
+struct HostStep {
+  virtual ~HostStep() = default;
+  virtual void run(int device, const std::vector<long>& words) = 0;
+  /* The same work with these pointers captured from this thread's stream as a graph (the
+     caller destroys it), whose other buffers `keep` then holds; null where it cannot be. */
+  virtual CUgraph capture(int device, const std::vector<long>& words,
+                          std::vector<std::shared_ptr<detail::Buffer>>& keep) = 0;
+};
+/* One kernel launch as a CUDA graph node holds it: function, shape and the parameter; or,
+   with `host` set, a host step and the pointers it was given. */
+struct LaunchRecord {
+  Kernel kernel;
+  unsigned grid = 0, block = 0, shared = 0;
+  std::vector<long> meta;  // the kernel's one by-value parameter, or the host step's pointers
+  std::shared_ptr<HostStep> host;
+};
+/* The launches and allocations of one run of a compiled plan on this thread, kept so the
+   run can be replayed as a CUDA graph (plan_graph.cpp). */
+struct Recording {
+  std::vector<LaunchRecord> launches;
+  std::vector<std::shared_ptr<detail::Buffer>> buffers;  // allocated while recording
+  bool replayable = true;  // false after device work that is not a recorded kernel launch
+};
+/* This thread's recording, or null when none is under way. */
+inline Recording*& recording() {
+  thread_local Recording* r = nullptr;
+  return r;
+}
+/* Marks the recording (if any) as not replayable: copies and host round trips. */
+inline void not_replayable() {
+  if (Recording* r = recording()) r->replayable = false;
+}
+
+}  // namespace kiln::cuda
