@@ -6,7 +6,7 @@
 package kiln
 
 /*
-#cgo LDFLAGS: -lkiln -lopenblas -lstdc++ -lm -ldl -lpthread
+#cgo LDFLAGS: -lkiln -lopenblas -lpcre2-8 -lstdc++ -lm -ldl -lpthread
 #include <stdlib.h>
 #include "kiln/c/kiln.h"
 */

@@ -23,7 +23,7 @@ fn main() {
     println!("cargo:rerun-if-changed={}", lib.display());
     println!("cargo:rustc-link-search=native={}", dir.display());
     println!("cargo:rustc-link-lib=static=kiln");
-    for l in ["openblas", "stdc++", "m", "dl", "pthread"] {
+    for l in ["openblas", "pcre2-8", "stdc++", "m", "dl", "pthread"] {
         println!("cargo:rustc-link-lib=dylib={l}");
     }
 }

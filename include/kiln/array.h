@@ -85,6 +85,11 @@ Array array(const void* data, Shape shape, Dtype dtype);
 /* As above, checking that `count` elements match the shape's product. */
 Array array_checked(const void* data, size_t count, Shape shape, Dtype dtype);
 
+/* An array over read-only host memory that never changes (a mapped file), with no copy:
+   `owner` keeps the memory alive for as long as any array or device upload uses it, and kiln
+   never writes or frees it. `data` must be aligned to the dtype's size. On the CPU device. */
+Array external_array(const void* data, Shape shape, Dtype dtype, std::shared_ptr<const void> owner);
+
 /* An array from host data; data.size() must equal the shape's product. */
 template <class T>
 Array array(const std::vector<T>& data, Shape shape) {

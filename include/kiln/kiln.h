@@ -11,3 +11,4 @@
 #include "kiln/compile.h"
 #include "kiln/graph.h"
 #include "kiln/executable.h"
+#include "kiln/llm.h"

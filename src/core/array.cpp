@@ -130,6 +130,22 @@ Array array_checked(const void* data, size_t count, Shape shape, Dtype dtype) {
   return array(data, std::move(shape), dtype);
 }
 
+Array external_array(const void* data, Shape shape, Dtype dtype, std::shared_ptr<const void> owner) {
+  const uint64_t item = static_cast<uint64_t>(size_of(dtype));
+  uint64_t bytes = item;
+  for (auto d : shape) {
+    if (d < 0) fail("external_array", "negative dimension in shape ", detail::shape_str(shape));
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > (uint64_t{1} << 62))
+      fail("external_array", "shape ", detail::shape_str(shape), " is too large");
+  }
+  if (!owner) fail("external_array", "no owner keeps the memory alive");
+  if (reinterpret_cast<uintptr_t>(data) % item != 0)
+    fail("external_array", "data at ", data, " is not aligned to ", item, " bytes for ", dtype_name(dtype));
+  detail::Tensor t(std::move(shape), dtype);
+  t.buffer = detail::Buffer::external(data, static_cast<size_t>(bytes), std::move(owner));
+  return Array::from_tensor(std::move(t), Device::cpu());
+}
+
 Array scalar(double value, Dtype dtype) {
   detail::Tensor src(Shape{}, float64), dst(Shape{}, dtype);
   src.allocate();

@@ -75,6 +75,12 @@ std::shared_ptr<Buffer> Buffer::borrow(void* data, size_t bytes) {
   return make(data, bytes, false);
 }
 
+std::shared_ptr<Buffer> Buffer::external(const void* data, size_t bytes, std::shared_ptr<const void> owner) {
+  auto b = make(const_cast<void*>(data), bytes, false);  // not owned: never reused for outputs
+  b->owner_ = std::move(owner);
+  return b;
+}
+
 std::shared_ptr<Buffer> Buffer::device_memory(void* data, size_t bytes, Device device, void* block,
                                               void (*release)(void*)) {
   auto b = make(data, bytes, false);

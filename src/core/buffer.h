@@ -16,6 +16,9 @@ class Buffer {
   static std::shared_ptr<Buffer> allocate(size_t bytes);
   /* Wraps memory the caller owns and keeps alive; it is never freed here. */
   static std::shared_ptr<Buffer> borrow(void* data, size_t bytes);
+  /* Read-only host memory that never changes (a mapped file) and that `owner` keeps alive:
+     never written or freed here, uploaded to a device once like an owned buffer. */
+  static std::shared_ptr<Buffer> external(const void* data, size_t bytes, std::shared_ptr<const void> owner);
   /* Device memory owned by a backend: `release(block)` runs when the buffer dies. */
   static std::shared_ptr<Buffer> device_memory(void* data, size_t bytes, Device device, void* block,
                                                void (*release)(void* block));
@@ -28,6 +31,8 @@ class Buffer {
   Device device() const { return device_; }
   bool on_host() const { return device_.type == Device::Type::cpu; }
   bool owned() const { return owned_; }
+  /* The contents never change: owned (kiln writes a buffer only before sharing it) or external. */
+  bool immutable() const { return owned_ || owner_ != nullptr; }
   void* block() const { return block_; }  // the backend's record of device memory, else null
   /* The device copy of this owned host buffer, made by `make` on first use (host
      buffers are immutable once written, so one upload serves every later use). */
@@ -47,6 +52,7 @@ class Buffer {
   Device device_;                          // immutable
   void* block_ = nullptr;                  // immutable
   void (*release_)(void*) = nullptr;       // immutable
+  std::shared_ptr<const void> owner_;      // immutable: keeps external memory alive
   std::mutex mirror_mu_;                   // guards mirror_
   std::shared_ptr<Buffer> mirror_;         // guarded by mirror_mu_
 };

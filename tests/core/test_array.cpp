@@ -67,3 +67,38 @@ TEST(Array, LongChainsDoNotOverflowTheStack) {
   for (int i = 0; i < 200000; ++i) y = y + 1.0f;
   // dropped without evaluation: destruction must not recurse either
 }
+
+TEST(Array, ExternalMemoryIsViewedKeptAliveAndNeverWritten) {
+  auto owner = std::make_shared<std::vector<float>>(std::vector<float>{1, -2, 3, -4, 5, -6});
+  std::weak_ptr<std::vector<float>> watch = owner;
+  const float* data = owner->data();
+  Array a = external_array(data, {2, 3}, float32, owner);
+  owner.reset();
+  EXPECT_FALSE(watch.expired());  // the array holds the owner
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1, -2, 3, -4, 5, -6}));
+  // A compiled call given the only reference to its input may reuse the input's buffer for its
+  // output: never external memory.
+  auto f = compile(std::function<Array(const Array&)>([](const Array& x) { return negative(x); }));
+  Array b = f(external_array(data, {2, 3}, float32, watch.lock()));
+  EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{-1, 2, -3, 4, -5, 6}));
+  EXPECT_EQ(data[0], 1.0f);
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1, -2, 3, -4, 5, -6}));
+  a = Array();
+  EXPECT_TRUE(watch.expired());
+
+  auto keep = std::make_shared<std::vector<float>>(4);
+  auto error = [&](auto f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(error([&] { external_array(reinterpret_cast<const char*>(keep->data()) + 1, {1}, float32, keep); })
+                .find("[external_array] data at"), std::string::npos);
+  EXPECT_NE(error([&] { external_array(keep->data(), {-1}, float32, keep); }).find("negative dimension"), std::string::npos);
+  EXPECT_NE(error([&] { external_array(keep->data(), {1}, float32, nullptr); }).find("no owner"), std::string::npos);
+  EXPECT_NE(error([&] { external_array(keep->data(), {int64_t{1} << 40, int64_t{1} << 40}, float32, keep); })
+                .find("too large"), std::string::npos);
+}

@@ -376,7 +376,7 @@ Tensor to_device(const Tensor& t, int device) {
     return to_device(to_host(t), device);
   }
   Tensor r = t;
-  if (t.buffer->owned()) {
+  if (t.buffer->immutable()) {
     Buffer* host = t.buffer.get();
     r.buffer = host->mirror(Device::cuda(device), [&] { return upload(device, host->data(), host->bytes()); });
     return r;
