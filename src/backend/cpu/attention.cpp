@@ -23,6 +23,43 @@ constexpr int64_t kTileQueries = 64;  // queries (heads x rows) per task, at mos
 /* max that propagates NaN (from q, k or an additive mask) into the softmax. */
 inline float nan_max(float a, float b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
 
+/* o = o * c + sum_j p[j] * v[j] for n rows v of width w, 32 outputs at a time held in four
+   registers across the rows (independent chains), then 8, then one. */
+[[gnu::always_inline]] inline void add_weighted_rows(float* o, float c, const float* p, const float* v, int64_t n,
+                                                     int64_t w) {
+  using detail::f32x8;
+  int64_t e0 = 0;
+  for (; e0 + 32 <= w; e0 += 32) {
+    f32x8 r[4], x;
+    for (int k = 0; k < 4; ++k) {
+      detail::load8(r[k], o + e0 + 8 * k);
+      r[k] *= c;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      for (int k = 0; k < 4; ++k) {
+        detail::load8(x, v + j * w + e0 + 8 * k);
+        r[k] += p[j] * x;
+      }
+    }
+    for (int k = 0; k < 4; ++k) detail::store8(o + e0 + 8 * k, r[k]);
+  }
+  for (; e0 + 8 <= w; e0 += 8) {
+    f32x8 r, x;
+    detail::load8(r, o + e0);
+    r *= c;
+    for (int64_t j = 0; j < n; ++j) {
+      detail::load8(x, v + j * w + e0);
+      r += p[j] * x;
+    }
+    detail::store8(o + e0, r);
+  }
+  for (; e0 < w; ++e0) {
+    float r = o[e0] * c;
+    for (int64_t j = 0; j < n; ++j) r += p[j] * v[j * w + e0];
+    o[e0] = r;
+  }
+}
+
 template <class T>
 struct AttentionArgs {
   const T *q, *k, *v;  // row-major [B, H, L, D]
@@ -39,7 +76,7 @@ struct AttentionArgs {
 
 /* The converted rows [j0, j0 + n) of a [L, width] matrix of T, or the rows themselves for float. */
 template <class T>
-const float* float_rows(const T* base, int64_t j0, int64_t n, int64_t width, std::vector<float>& buf) {
+[[gnu::always_inline]] inline const float* float_rows(const T* base, int64_t j0, int64_t n, int64_t width, std::vector<float>& buf) {
   if constexpr (std::is_same_v<T, float>) {
     return base + j0 * width;
   } else {
@@ -82,8 +119,7 @@ template <class T>
       const int64_t lim = limit[static_cast<size_t>(n)];
       float block_max = neg_inf;
       for (int64_t j = 0; j < jn; ++j) {
-        float dot = 0;
-        for (int64_t e = 0; e < a.d; ++e) dot += qn[e] * kb[j * a.d + e];
+        float dot = detail::dot_lanes(qn, kb + j * a.d, a.d);
         if (j0 + j >= lim) dot = neg_inf;
         if (a.mask_kind != ScaledDotProductAttention::Mask::none) {
           const int64_t at = b * a.mask_strides[0] + h * a.mask_strides[1] + i * a.mask_strides[2] + (j0 + j) * a.mask_strides[3];
@@ -99,24 +135,13 @@ template <class T>
       float& mn = m[static_cast<size_t>(n)];
       const float next = nan_max(mn, block_max);
       if (next == neg_inf) continue;  // nothing seen yet
-      const float correction = std::exp(mn - next);
+      const float correction = math::exp_f32(mn - next);
       float* o = acc.data() + n * a.dv;
+      for (int64_t j = 0; j < jn; ++j) s[static_cast<size_t>(j)] = math::exp_f32(s[static_cast<size_t>(j)] - next);
       float sum = 0;
-      for (int64_t j = 0; j < jn; ++j) {
-        const float p = std::exp(s[static_cast<size_t>(j)] - next);
-        s[static_cast<size_t>(j)] = p;
-        sum += p;
-      }
+      for (int64_t j = 0; j < jn; ++j) sum += s[static_cast<size_t>(j)];
       l[static_cast<size_t>(n)] = l[static_cast<size_t>(n)] * correction + sum;
-      if (correction != 1.0f) {
-        for (int64_t e = 0; e < a.dv; ++e) o[e] *= correction;
-      }
-      for (int64_t j = 0; j < jn; ++j) {
-        const float p = s[static_cast<size_t>(j)];
-        if (p == 0.0f) continue;
-        const float* vj = vb + j * a.dv;
-        for (int64_t e = 0; e < a.dv; ++e) o[e] += p * vj[e];
-      }
+      add_weighted_rows(o, correction, s.data(), vb, jn, a.dv);
       mn = next;
     }
   }

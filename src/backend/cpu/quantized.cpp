@@ -147,10 +147,7 @@ void gemv_generic(const QmmProblem& p) {
     for (int64_t n = n0; n < n1; ++n) {
       dequantize_run(p.w + n * p.words, 0, p.k, p.q, p.scales + n * groups, p.biases + n * groups, row.data());
       for (int64_t m = 0; m < p.m; ++m) {
-        const float* x = p.x + m * p.k;
-        float acc = 0;
-        for (int64_t i = 0; i < p.k; ++i) acc += x[i] * row[static_cast<size_t>(i)];
-        p.y[m * p.n + n] = acc;
+        p.y[m * p.n + n] = detail::dot_lanes(p.x + m * p.k, row.data(), p.k);
       }
     }
   });
@@ -170,62 +167,89 @@ __attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
 
 /* Decode product for B in {2, 4, 8}: 8 packed words (one AVX2 register) at a time. Value t
    of word j lands in lane j, so x is stored permuted (xp) to match; each lane sums the
-   products of its word, and the lanes are scaled by their word's group scale. The biases
-   multiply per-group sums of x (xsum). Rows [m0, m0 + MR) of x, outputs [n0, n1). */
-template <int B, int MR>
+   products of its word, and the lanes are scaled by their word's group scale. Value t is
+   taken in place (word & (mask << B*t), exact in float) against x pre-scaled by 2^-B*t, which
+   saves the shift; the top value is shifted down instead (it would read as negative). The
+   biases multiply per-group sums of x (xsum). Rows [m0, m0 + MR) of x against NR rows of w
+   at once (x loaded once for them), outputs [n0, n1) with n1 - n0 a multiple of NR. */
+template <int B, int MR, int NR>
 __attribute__((target("avx2,fma"))) void gemv_avx2_rows(const QmmProblem& p, const float* xp, const float* xsum,
                                                         int64_t m0, int64_t n0, int64_t n1) {
   constexpr int V = 32 / B;  // values per word
   const int64_t groups = p.k / p.q.group_size;
   const int64_t words_per_group = p.q.group_size * B / 32;
-  const __m256i mask = _mm256_set1_epi32((1 << B) - 1);
-  for (int64_t n = n0; n < n1; ++n) {
-    const uint32_t* wrow = p.w + n * p.words;
-    const float* s = p.scales + n * groups;
-    __m256 acc[MR];
-    for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t n = n0; n < n1; n += NR) {
+    __m256 acc[NR][MR];
+    for (int c = 0; c < NR; ++c) {
+      for (int r = 0; r < MR; ++r) acc[c][r] = _mm256_setzero_ps();
+    }
     for (int64_t blk = 0; blk < p.words / 8; ++blk) {
-      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wrow + blk * 8));
-      __m256 part[MR];
-      for (int r = 0; r < MR; ++r) part[r] = _mm256_setzero_ps();
+      __m256i wv[NR];
+      __m256 part[NR][MR];
+      for (int c = 0; c < NR; ++c) {
+        wv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.w + (n + c) * p.words + blk * 8));
+        for (int r = 0; r < MR; ++r) part[c][r] = _mm256_setzero_ps();
+      }
       const float* xb = xp + blk * 8 * V;
 #pragma GCC unroll 16
       for (int t = 0; t < V; ++t) {
-        const __m256 qf = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(wv, B * t), mask));
-        for (int r = 0; r < MR; ++r) part[r] = _mm256_fmadd_ps(qf, _mm256_loadu_ps(xb + (m0 + r) * p.k + t * 8), part[r]);
+        __m256 xv[MR];
+        for (int r = 0; r < MR; ++r) xv[r] = _mm256_loadu_ps(xb + (m0 + r) * p.k + t * 8);
+        for (int c = 0; c < NR; ++c) {
+          const __m256i qi = t == V - 1 ? _mm256_srli_epi32(wv[c], B * (V - 1))
+                                        : _mm256_and_si256(wv[c], _mm256_set1_epi32(((1 << B) - 1) << (B * t)));
+          const __m256 qf = _mm256_cvtepi32_ps(qi);
+          for (int r = 0; r < MR; ++r) part[c][r] = _mm256_fmadd_ps(qf, xv[r], part[c][r]);
+        }
       }
       const int64_t w0 = blk * 8;
-      __m256 sv;
-      if (words_per_group >= 8) {
-        sv = _mm256_set1_ps(s[w0 / words_per_group]);
-      } else {
-        alignas(32) float lanes[8];
-        for (int j = 0; j < 8; ++j) lanes[j] = s[(w0 + j) / words_per_group];
-        sv = _mm256_load_ps(lanes);
+      for (int c = 0; c < NR; ++c) {
+        const float* s = p.scales + (n + c) * groups;
+        __m256 sv;
+        if (words_per_group >= 8) {
+          sv = _mm256_set1_ps(s[w0 / words_per_group]);
+        } else {
+          alignas(32) float lanes[8];
+          for (int j = 0; j < 8; ++j) lanes[j] = s[(w0 + j) / words_per_group];
+          sv = _mm256_load_ps(lanes);
+        }
+        for (int r = 0; r < MR; ++r) acc[c][r] = _mm256_fmadd_ps(part[c][r], sv, acc[c][r]);
       }
-      for (int r = 0; r < MR; ++r) acc[r] = _mm256_fmadd_ps(part[r], sv, acc[r]);
     }
-    const float* b = p.biases + n * groups;
-    for (int r = 0; r < MR; ++r) {
-      float bias = 0;
-      for (int64_t g = 0; g < groups; ++g) bias += b[g] * xsum[(m0 + r) * groups + g];
-      p.y[(m0 + r) * p.n + n] = hsum(acc[r]) + bias;
+    for (int c = 0; c < NR; ++c) {
+      const float* b = p.biases + (n + c) * groups;
+      for (int r = 0; r < MR; ++r) {
+        float bias = 0;
+        for (int64_t g = 0; g < groups; ++g) bias += b[g] * xsum[(m0 + r) * groups + g];
+        p.y[(m0 + r) * p.n + n + c] = hsum(acc[c][r]) + bias;
+      }
     }
   }
+}
+
+/* Rows [m0, m0 + MR) of x against outputs [n0, n1): NR weight rows at a time, then the rest. */
+template <int B, int MR>
+void gemv_avx2_block(const QmmProblem& p, const float* xp, const float* xsum, int64_t m0, int64_t n0, int64_t n1) {
+  constexpr int NR = MR == 1 ? 4 : MR == 2 ? 2 : 1;
+  const int64_t paired = n0 + (n1 - n0) / NR * NR;
+  gemv_avx2_rows<B, MR, NR>(p, xp, xsum, m0, n0, paired);
+  if (paired < n1) gemv_avx2_rows<B, MR, 1>(p, xp, xsum, m0, paired, n1);
 }
 
 template <int B>
 void gemv_avx2(const QmmProblem& p) {
   constexpr int V = 32 / B;
   const int64_t groups = p.k / p.q.group_size;
-  // x permuted within blocks of 8 words: xp[blk*8V + t*8 + j] = x[blk*8V + j*V + t].
+  // x permuted within blocks of 8 words, xp[blk*8V + t*8 + j] = x[blk*8V + j*V + t], and
+  // scaled by 2^-B*t for every value t but the top one.
   std::vector<float> xp(static_cast<size_t>(p.m * p.k)), xsum(static_cast<size_t>(p.m * groups));
   for (int64_t m = 0; m < p.m; ++m) {
     const float* x = p.x + m * p.k;
     float* o = xp.data() + m * p.k;
     for (int64_t base = 0; base < p.k; base += 8 * V) {
-      for (int j = 0; j < 8; ++j) {
-        for (int t = 0; t < V; ++t) o[base + t * 8 + j] = x[base + j * V + t];
+      for (int t = 0; t < V; ++t) {
+        const float f = t == V - 1 ? 1.0f : std::ldexp(1.0f, -B * t);
+        for (int j = 0; j < 8; ++j) o[base + t * 8 + j] = x[base + j * V + t] * f;
       }
     }
     for (int64_t g = 0; g < groups; ++g) {
@@ -234,13 +258,13 @@ void gemv_avx2(const QmmProblem& p) {
       xsum[static_cast<size_t>(m * groups + g)] = sum;
     }
   }
-  detail::parallel_for(p.n, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(p.k * p.m, 1)), [&](int64_t n0, int64_t n1) {
+  detail::parallel_for(p.n, std::max<int64_t>(2, (1 << 15) / std::max<int64_t>(p.k * p.m, 1)), [&](int64_t n0, int64_t n1) {
     int64_t m = 0;
-    for (; m + 4 <= p.m; m += 4) gemv_avx2_rows<B, 4>(p, xp.data(), xsum.data(), m, n0, n1);
+    for (; m + 4 <= p.m; m += 4) gemv_avx2_block<B, 4>(p, xp.data(), xsum.data(), m, n0, n1);
     switch (p.m - m) {
-      case 3: gemv_avx2_rows<B, 3>(p, xp.data(), xsum.data(), m, n0, n1); break;
-      case 2: gemv_avx2_rows<B, 2>(p, xp.data(), xsum.data(), m, n0, n1); break;
-      case 1: gemv_avx2_rows<B, 1>(p, xp.data(), xsum.data(), m, n0, n1); break;
+      case 3: gemv_avx2_block<B, 3>(p, xp.data(), xsum.data(), m, n0, n1); break;
+      case 2: gemv_avx2_block<B, 2>(p, xp.data(), xsum.data(), m, n0, n1); break;
+      case 1: gemv_avx2_block<B, 1>(p, xp.data(), xsum.data(), m, n0, n1); break;
       default: break;
     }
   });
