@@ -10,6 +10,7 @@
 #include "kiln/eval.h"
 #include "kiln/half.h"
 #include "kiln/ops.h"
+#include "kiln/nn.h"
 #include "kiln/compile.h"
 #include "kiln/graph.h"
 #include "kiln/executable.h"

@@ -95,3 +95,9 @@ std::string models_dir();
 std::string default_model_path();
 
 }  // namespace kiln::llm
+
+// The rest of the language-model API: tokenizer, model and sessions, sampling, generation.
+#include "kiln/llm_generate.h"
+#include "kiln/llm_model.h"
+#include "kiln/llm_sampler.h"
+#include "kiln/llm_tokenizer.h"

@@ -76,6 +76,21 @@ std::vector<Shape> Plan::output_shapes(const std::vector<Shape>& input_shapes) c
   return out;
 }
 
+namespace {
+/* How many references hold a register's buffer when only the plan does: a donated input is
+   also held by its (unreachable) node and the call's input list. */
+long sole_holders(const Tensor& t) { return t.donated ? 3 : 1; }
+
+/* Whether slot v is read for the last time by `step` (once) and nothing outside the plan
+   holds its buffer, so the step may write into it. */
+bool dies_at(const Step& step, int v, const std::vector<Tensor>& regs) {
+  if (std::count(step.inputs.begin(), step.inputs.end(), v) != 1) return false;
+  if (std::find(step.release.begin(), step.release.end(), v) == step.release.end()) return false;
+  const Tensor& t = regs[static_cast<size_t>(v)];
+  return t.buffer && t.buffer.use_count() == sole_holders(t);
+}
+}  // namespace
+
 std::vector<Tensor> Plan::run(const std::vector<Tensor>& in) const {
   Device device = detail::device_of(in);  // a plan runs where its inputs are
   std::vector<Tensor> regs(num_values);
@@ -87,9 +102,12 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& in) const {
   for (auto& step : steps) {
     step_in.clear();
     std::vector<Shape> in_shapes;
-    for (int v : step.inputs) {
+    for (size_t j = 0; j < step.inputs.size(); ++j) {
+      const int v = step.inputs[j];
+      // Kernels never overwrite their inputs, but for an in-place op's input that dies here.
+      const bool in_place = static_cast<int>(j) == step.prim->in_place_input() && dies_at(step, v, regs);
       step_in.push_back(regs[static_cast<size_t>(v)]);
-      step_in.back().donated = false;  // kernels never overwrite their inputs
+      step_in.back().donated = in_place;
       if (shapeless) in_shapes.push_back(step_in.back().shape);
     }
     std::vector<Shape> out_shapes;
@@ -113,9 +131,7 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& in) const {
     step_in.clear();
     for (int v : step.release) {
       auto& buf = regs[static_cast<size_t>(v)].buffer;
-      // A donated input is also held by its (unreachable) node and the call's input list.
-      long sole = regs[static_cast<size_t>(v)].donated ? 3 : 1;
-      if (buf && buf.use_count() == sole) {
+      if (buf && buf.use_count() == sole_holders(regs[static_cast<size_t>(v)])) {
         size_t bytes = buf->bytes();
         free_buffers.emplace(bytes, std::move(buf));
       }

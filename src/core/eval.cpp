@@ -46,7 +46,8 @@ void Producer::run(Device device) {
     // Host memory kiln allocated, or device memory from a backend's allocator (an upload
     // is also held as its host buffer's mirror, so it never gets here).
     const bool ours = buf && (buf->on_host() ? buf->owned() : buf->block() != nullptr);
-    if (prim->kind() == OpKind::CompiledCall && a.node().use_count() == 1 && ours && buf.use_count() == 2) {
+    const bool may_donate = prim->kind() == OpKind::CompiledCall || prim->in_place_input() == static_cast<int>(in.size() - 1);
+    if (may_donate && a.node().use_count() == 1 && ours && buf.use_count() == 2) {
       in.back().donated = donated = true;
     }
   }
@@ -304,6 +305,7 @@ void reset_stats() {
   c.cache_misses = 0;
   c.host_to_device_copies = 0;
   c.device_to_host_copies = 0;
+  c.layout_bytes_copied = 0;
 }
 
 }  // namespace kiln

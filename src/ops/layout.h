@@ -49,8 +49,9 @@ class Pad : public Primitive {
   double value_;
 };
 
-/* Inputs (a, update): a copy of a whose region args_ holds update broadcast to the
-   region's shape. The region is resolved against a's shape on every run. */
+/* Inputs (a, update): a copy of a (or a itself, when donated) whose region args_ holds
+   update broadcast to the region's shape. The region is resolved against a's shape on
+   every run. */
 class SliceUpdate : public Primitive {
  public:
   explicit SliceUpdate(std::vector<SliceArg> args) : Primitive(OpKind::SliceUpdate), args_(std::move(args)) {}
@@ -58,6 +59,7 @@ class SliceUpdate : public Primitive {
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
   bool is_equivalent(const Primitive& o) const override;
   void print(std::ostream& os) const override;
+  int in_place_input() const override { return 0; }
   const std::vector<SliceArg>& args() const { return args_; }
 
  private:

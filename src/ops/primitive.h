@@ -18,7 +18,7 @@ enum class OpKind : uint16_t {
 };
 
 enum class OpCategory {
-  unary, binary, reduce, elementwise, creation, reduction, scan, matmul, view, layout, gather, fused, compiled
+  unary, binary, reduce, elementwise, creation, reduction, scan, matmul, view, layout, gather, nn, fused, compiled
 };
 
 const char* op_name(OpKind kind);
@@ -46,6 +46,9 @@ class Primitive {
   virtual void print(std::ostream& os) const { os << name(); }
   /* True when outputs alias an input's buffer and no kernel runs. */
   virtual bool is_view() const { return false; }
+  /* The input whose buffer the kernel writes its output into when that input arrives
+     donated (nothing else holds it), or -1. */
+  virtual int in_place_input() const { return -1; }
 
  private:
   OpKind kind_;

@@ -645,7 +645,7 @@ TEST(SliceUpdate, CastsUpdateAndLeavesInputAlone) {
   kt::expect_array(slice_update(a, array(5), {2}, {4}), {4}, int32, {1, 2, 5, 5}, "default step");
   kt::expect_array(slice_update(a, array(5), {3}, {1}), {4}, int32, {1, 2, 3, 4}, "empty region");
   kt::expect_array(slice_update(zeros({0, 2}), array(1.0f), {0, 0}, {1, 2}), {0, 2}, float32, {}, "empty array");
-  kt::expect_array(slice_update(array(1.0f), array(3.0f), {}, {}), {}, float32, {3}, "0-d");
+  kt::expect_array(slice_update(array(1.0f), array(3.0f), Shape{}, Shape{}), {}, float32, {3}, "0-d");
 }
 
 TEST(SliceUpdate, Large) {
@@ -666,7 +666,7 @@ TEST(SliceUpdate, Large) {
 
 TEST(SliceUpdate, Errors) {
   Array a = zeros({6, 5});
-  kt::expect_error([&] { slice_update(a, array(1.0f), {0}, {1}); },
+  kt::expect_error([&] { slice_update(a, array(1.0f), Shape{0}, Shape{1}); },
                    "[slice_update] start, stop and step need one entry per axis (2)");
   kt::expect_error([&] { slice_update(a, array(1.0f), {0, 0}, {1, 1}, {1}); },
                    "[slice_update] start, stop and step need one entry per axis (2)");
@@ -676,7 +676,7 @@ TEST(SliceUpdate, Errors) {
                    "[slice_update] cannot broadcast update of shape (1,2,5) to the region's shape (2,5)");
   kt::expect_error([&] { slice_update(a, array(1.0f), {0, 0}, {4, 5}, {1, 0}); },
                    "[slice_update] slice step cannot be zero (axis 1)");
-  kt::expect_error([&] { slice_update(Array(), a, {}, {}); }, "[slice_update] operation on an empty Array handle");
+  kt::expect_error([&] { slice_update(Array(), a, Shape{}, Shape{}); }, "[slice_update] operation on an empty Array handle");
   kt::expect_error([&] { slice_update(a, Array(), {0, 0}, {1, 1}); }, "[slice_update] operation on an empty Array handle");
 }
 

@@ -13,14 +13,17 @@
 
 #include <kiln/kiln.h>
 
+#include "llm_commands.h"
+
 namespace fs = std::filesystem;
 using namespace kiln;
 
 namespace {
 
 int usage(int code) {
+  std::fprintf(code ? stderr : stdout, "usage:\n%s", llm_usage());
   std::fprintf(code ? stderr : stdout,
-               "usage:\n"
+               ""
                "  kiln run FILE [--mode eager|lazy|compiled]... [--device cpu|cuda[:N]] [--input NAME=FILE]...\n"
                "           [--bench N] [--extent N] [--seed N] [--size N]\n"
                "      runs FILE in each mode (all three unless --mode is given), prints a summary of each\n"
@@ -275,6 +278,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (cmd == "init-params") return cmd_init_params(parse_args(argc, argv, 2));
+    if (cmd == "generate" || cmd == "chat" || cmd == "bench-llm") return cmd_llm(cmd, argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kiln: %s\n", e.what());
     return 1;

@@ -308,6 +308,35 @@ int kiln_take(kiln_array* out, const kiln_array a, const kiln_array indices, int
 /* numpy.take_along_axis. */
 int kiln_take_along_axis(kiln_array* out, const kiln_array a, const kiln_array indices, int axis);
 
+/* ---- ops: language models (kiln/nn.h) ---------------------------------------- */
+
+/* Affine quantization in MLX's format along the last axis: packed uint32 words,
+   scales and biases (in w's dtype) per group of group_size (32, 64, 128) at bits
+   2, 3, 4, 5, 6 or 8. */
+int kiln_quantize(kiln_array* packed, kiln_array* scales, kiln_array* biases, const kiln_array w, int group_size,
+                  int bits);
+int kiln_dequantize(kiln_array* out, const kiln_array w, const kiln_array scales, const kiln_array biases,
+                    int group_size, int bits);
+/* x @ dequantize(w)^T when transpose (w [N, K]), else x @ dequantize(w) (w [K, N]). */
+int kiln_quantized_matmul(kiln_array* out, const kiln_array x, const kiln_array w, const kiln_array scales,
+                          const kiln_array biases, bool transpose, int group_size, int bits);
+/* Norms over the last axis; weight and bias may be NULL. */
+int kiln_rms_norm(kiln_array* out, const kiln_array x, const kiln_array weight, float eps);
+int kiln_layer_norm(kiln_array* out, const kiln_array x, const kiln_array weight, const kiln_array bias, float eps);
+/* Rotary embedding of the first dims features of x [..., L, D] at positions offset + l
+   (offset: int32 [] or [B]); frequencies base^(-2i/dims), or 1/freqs when freqs is
+   not NULL (base is then ignored). */
+int kiln_rope(kiln_array* out, const kiln_array x, int dims, bool traditional, float base, float scale,
+              const kiln_array offset, const kiln_array freqs);
+/* Fused attention softmax(q k^T scale + mask) v, q [B, Hq, Lq, D], k/v [B, Hkv, Lk, D];
+   mask (boolean keep or additive) and key_lengths (int32 [B]) may be NULL. */
+int kiln_sdpa(kiln_array* out, const kiln_array q, const kiln_array k, const kiln_array v, float scale,
+              const kiln_array mask, bool causal, const kiln_array key_lengths);
+/* a with update written at start (int32, one entry per axis in axes) along the
+   naxes axes; in place when nothing else holds a's buffer. */
+int kiln_slice_update_at(kiln_array* out, const kiln_array a, const kiln_array update, const kiln_array start,
+                         const int* axes, size_t naxes);
+
 /* ---- closures and compile ----------------------------------------------------- */
 
 /* A function of arrays. `in` is owned by kiln and must not be freed or changed.

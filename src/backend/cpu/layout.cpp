@@ -10,7 +10,10 @@
 #include "backend/common/math.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/indices.h"
+#include "backend/cpu/nn_util.h"
 #include "backend/cpu/strided.h"
+#include "core/stats.h"
+#include "ops/nn.h"
 #include "ops/views.h"
 
 namespace kiln {
@@ -36,6 +39,7 @@ void dispatch_width(size_t bytes, F&& f) {
 /* Copies src into dst elementwise (same shape, any strides on both). */
 void copy_elements(const Tensor& src, Tensor& dst) {
   if (dst.size() == 0) return;
+  detail::count(detail::counters().layout_bytes_copied, static_cast<uint64_t>(dst.size()) * dst.itemsize());
   if (src.dtype != dst.dtype) return detail::copy_convert(src, dst);
   dispatch_width(dst.itemsize(), [&](auto w) {
     using E = decltype(w);
@@ -100,6 +104,19 @@ void gather(const Tensor& a, const Strides& a_strides, int64_t axis_stride, cons
       }
     });
   });
+}
+
+/* Makes y the input a itself when a arrived donated (nothing else can see its buffer) in a
+   layout the update may write through; else y is a fresh copy of a. */
+void start_from(const Tensor& a, Tensor& y) {
+  const bool reuse = a.donated && a.buffer && a.buffer->on_host() && a.buffer->owned() && a.row_contiguous() &&
+                     a.dtype == y.dtype;
+  if (reuse) {
+    y.view_of(a, a.strides, a.offset);
+    return;
+  }
+  y.allocate();
+  copy_elements(a, y);
 }
 
 }  // namespace
@@ -210,13 +227,12 @@ void SliceUpdate::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& o
   const Tensor& a = in[0];
   const Tensor& u = in[1];
   Tensor& y = out[0];
-  y.allocate();
-  copy_elements(a, y);
+  start_from(a, y);
   auto r = resolve_slice("slice_update", a.shape, args_);
   if (detail::shape_size(r.length) == 0) return;
   const size_t nd = a.shape.size();
   Strides rs(nd);
-  int64_t off = 0;
+  int64_t off = y.offset;
   for (size_t i = 0; i < nd; ++i) {
     rs[i] = y.strides[i] * r.step[i];
     off += r.start[i] * y.strides[i];
@@ -228,6 +244,25 @@ void SliceUpdate::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& o
   for (size_t i = 0; i < u.shape.size(); ++i) us[lead + i] = u.shape[i] == 1 ? 0 : u.strides[i];
   Tensor src = view(u, r.length, std::move(us), u.offset);
   copy_elements(src, region);
+}
+
+void DynamicSliceUpdate::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Tensor& a = in[0];
+  const Tensor& u = in[1];
+  const std::vector<int32_t> start = detail::elements_as<int32_t>(in[2]);
+  for (size_t i = 0; i < axes_.size(); ++i) {
+    const size_t ax = static_cast<size_t>(axes_[i]);
+    if (start[i] < 0 || start[i] + u.shape[ax] > a.shape[ax]) {
+      fail("slice_update", "start ", start[i], " on axis ", ax, " puts the update of length ", u.shape[ax],
+           " outside the axis of length ", a.shape[ax]);
+    }
+  }
+  Tensor& y = out[0];
+  start_from(a, y);
+  int64_t at = y.offset;
+  for (size_t i = 0; i < axes_.size(); ++i) at += start[i] * y.strides[static_cast<size_t>(axes_[i])];
+  Tensor region = view(y, u.shape, y.strides, at);
+  copy_elements(u, region);
 }
 
 void Take::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {

@@ -1009,6 +1009,15 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
       }
       break;
     }
+    case OpCategory::nn: {
+      // The language-model ops have no GPU kernels yet: computed on the host, results uploaded.
+      std::vector<Tensor> host_in = in;
+      ensure_host(host_in);
+      for (auto& t : host_in) t.donated = false;
+      prim.eval_cpu(host_in, out);
+      for (auto& t : out) t = to_device(t, dev);
+      break;
+    }
     case OpCategory::fused:
       if (k == OpKind::Fused) {
         auto& f = static_cast<const compiler::Fused&>(prim);

@@ -1,0 +1,200 @@
+// CPU kernel for scaled_dot_product_attention, flash style: a task per (batch row,
+// key/value head, tile of query rows) holds the scores of all the query heads that
+// share that key/value head against one block of keys at a time, with a running
+// max and sum per query (online softmax), so K and V are read once per task and
+// no score matrix is stored. Sums in float32; built for AVX2 where the CPU has it.
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/nn_util.h"
+#include "backend/cpu/strided.h"
+#include "core/thread_pool.h"
+#include "ops/nn.h"
+
+namespace kiln {
+
+using detail::Tensor;
+
+namespace {
+
+constexpr int64_t kKeyBlock = 64;     // keys scored at once
+constexpr int64_t kTileQueries = 64;  // queries (heads x rows) per task, at most
+
+/* max that propagates NaN (from q, k or an additive mask) into the softmax. */
+inline float nan_max(float a, float b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
+
+/* o = o * c + sum_j p[j] * v[j] for n rows v of width w, 32 outputs at a time held in four
+   registers across the rows (independent chains), then 8, then one. */
+[[gnu::always_inline]] inline void add_weighted_rows(float* o, float c, const float* p, const float* v, int64_t n,
+                                                     int64_t w) {
+  using detail::f32x8;
+  int64_t e0 = 0;
+  for (; e0 + 32 <= w; e0 += 32) {
+    f32x8 r[4], x;
+    for (int k = 0; k < 4; ++k) {
+      detail::load8(r[k], o + e0 + 8 * k);
+      r[k] *= c;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      for (int k = 0; k < 4; ++k) {
+        detail::load8(x, v + j * w + e0 + 8 * k);
+        r[k] += p[j] * x;
+      }
+    }
+    for (int k = 0; k < 4; ++k) detail::store8(o + e0 + 8 * k, r[k]);
+  }
+  for (; e0 + 8 <= w; e0 += 8) {
+    f32x8 r, x;
+    detail::load8(r, o + e0);
+    r *= c;
+    for (int64_t j = 0; j < n; ++j) {
+      detail::load8(x, v + j * w + e0);
+      r += p[j] * x;
+    }
+    detail::store8(o + e0, r);
+  }
+  for (; e0 < w; ++e0) {
+    float r = o[e0] * c;
+    for (int64_t j = 0; j < n; ++j) r += p[j] * v[j * w + e0];
+    o[e0] = r;
+  }
+}
+
+template <class T>
+struct AttentionArgs {
+  const T *q, *k, *v;  // row-major [B, H, L, D]
+  T* out;              // row-major [B, Hq, Lq, Dv]
+  int64_t batch, hq, hkv, lq, lk, d, dv;
+  int64_t rows_per_tile;  // query rows of one head per task
+  float scale;
+  bool causal;
+  ScaledDotProductAttention::Mask mask_kind;
+  const void* mask;  // bool or T elements, strides broadcast to [B, Hq, Lq, Lk]
+  Strides mask_strides;
+  const int32_t* key_lengths;  // null when not given
+};
+
+/* The converted rows [j0, j0 + n) of a [L, width] matrix of T, or the rows themselves for float. */
+template <class T>
+[[gnu::always_inline]] inline const float* float_rows(const T* base, int64_t j0, int64_t n, int64_t width, std::vector<float>& buf) {
+  if constexpr (std::is_same_v<T, float>) {
+    return base + j0 * width;
+  } else {
+    buf.resize(static_cast<size_t>(n * width));
+    const T* src = base + j0 * width;
+    for (int64_t i = 0; i < n * width; ++i) buf[static_cast<size_t>(i)] = static_cast<float>(src[i]);
+    return buf.data();
+  }
+}
+
+template <class T>
+[[gnu::always_inline]] inline void attention_task(const AttentionArgs<T>& a, int64_t task) {
+  const int64_t tiles = (a.lq + a.rows_per_tile - 1) / a.rows_per_tile;
+  const int64_t b = task / (a.hkv * tiles), hk = task / tiles % a.hkv, row0 = task % tiles * a.rows_per_tile;
+  const int64_t rows = std::min(a.rows_per_tile, a.lq - row0), group = a.hq / a.hkv, nq = group * rows;
+  const int64_t valid = a.key_lengths ? std::clamp<int64_t>(a.key_lengths[b], 0, a.lk) : a.lk;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  // Query n of the tile is head hk * group + n / rows, row row0 + n % rows.
+  std::vector<float> qf(static_cast<size_t>(nq * a.d)), acc(static_cast<size_t>(nq * a.dv), 0.0f);
+  std::vector<float> m(static_cast<size_t>(nq), neg_inf), l(static_cast<size_t>(nq), 0.0f);
+  std::vector<int64_t> limit(static_cast<size_t>(nq));
+  int64_t keys = 0;
+  for (int64_t n = 0; n < nq; ++n) {
+    const int64_t h = hk * group + n / rows, i = row0 + n % rows;
+    const T* src = a.q + ((b * a.hq + h) * a.lq + i) * a.d;
+    for (int64_t e = 0; e < a.d; ++e) qf[static_cast<size_t>(n * a.d + e)] = static_cast<float>(src[e]) * a.scale;
+    limit[static_cast<size_t>(n)] = a.causal ? std::clamp<int64_t>(i + valid - a.lq + 1, 0, valid) : valid;
+    keys = std::max(keys, limit[static_cast<size_t>(n)]);
+  }
+  const T* kbase = a.k + (b * a.hkv + hk) * a.lk * a.d;
+  const T* vbase = a.v + (b * a.hkv + hk) * a.lk * a.dv;
+  std::vector<float> kbuf, vbuf, s(static_cast<size_t>(kKeyBlock));
+  for (int64_t j0 = 0; j0 < keys; j0 += kKeyBlock) {
+    const int64_t jn = std::min(kKeyBlock, keys - j0);
+    const float* kb = float_rows(kbase, j0, jn, a.d, kbuf);
+    const float* vb = float_rows(vbase, j0, jn, a.dv, vbuf);
+    for (int64_t n = 0; n < nq; ++n) {
+      const int64_t h = hk * group + n / rows, i = row0 + n % rows;
+      const float* qn = qf.data() + n * a.d;
+      const int64_t lim = limit[static_cast<size_t>(n)];
+      float block_max = neg_inf;
+      for (int64_t j = 0; j < jn; ++j) {
+        float dot = detail::dot_lanes(qn, kb + j * a.d, a.d);
+        if (j0 + j >= lim) dot = neg_inf;
+        if (a.mask_kind != ScaledDotProductAttention::Mask::none) {
+          const int64_t at = b * a.mask_strides[0] + h * a.mask_strides[1] + i * a.mask_strides[2] + (j0 + j) * a.mask_strides[3];
+          if (a.mask_kind == ScaledDotProductAttention::Mask::keep) {
+            if (!static_cast<const bool*>(a.mask)[at]) dot = neg_inf;
+          } else {
+            dot += static_cast<float>(static_cast<const T*>(a.mask)[at]);
+          }
+        }
+        s[static_cast<size_t>(j)] = dot;
+        block_max = nan_max(block_max, dot);
+      }
+      float& mn = m[static_cast<size_t>(n)];
+      const float next = nan_max(mn, block_max);
+      if (next == neg_inf) continue;  // nothing seen yet
+      const float correction = math::exp_f32(mn - next);
+      float* o = acc.data() + n * a.dv;
+      for (int64_t j = 0; j < jn; ++j) s[static_cast<size_t>(j)] = math::exp_f32(s[static_cast<size_t>(j)] - next);
+      float sum = 0;
+      for (int64_t j = 0; j < jn; ++j) sum += s[static_cast<size_t>(j)];
+      l[static_cast<size_t>(n)] = l[static_cast<size_t>(n)] * correction + sum;
+      add_weighted_rows(o, correction, s.data(), vb, jn, a.dv);
+      mn = next;
+    }
+  }
+  for (int64_t n = 0; n < nq; ++n) {
+    const int64_t h = hk * group + n / rows, i = row0 + n % rows;
+    T* dst = a.out + ((b * a.hq + h) * a.lq + i) * a.dv;
+    const float ln = l[static_cast<size_t>(n)];
+    const float inv = ln > 0 ? 1.0f / ln : 0.0f;  // a query that sees no key gives zeros
+    for (int64_t e = 0; e < a.dv; ++e) dst[e] = static_cast<T>(acc[static_cast<size_t>(n * a.dv + e)] * inv);
+  }
+}
+
+template <class T>
+__attribute__((target("avx2,fma"))) void attention_tasks_avx2(const AttentionArgs<T>& a, int64_t t0, int64_t t1) {
+  for (int64_t t = t0; t < t1; ++t) attention_task(a, t);
+}
+template <class T>
+void attention_tasks_plain(const AttentionArgs<T>& a, int64_t t0, int64_t t1) {
+  for (int64_t t = t0; t < t1; ++t) attention_task(a, t);
+}
+
+}  // namespace
+
+void ScaledDotProductAttention::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  Tensor& y = out[0];
+  y.allocate();
+  if (y.size() == 0) return;
+  const Tensor q = detail::row_major(in[0]), k = detail::row_major(in[1]), v = detail::row_major(in[2]);
+  size_t next = 3;
+  Tensor mask;
+  Strides mask_strides(4, 0);
+  if (mask_ != Mask::none) {
+    mask = in[next++];
+    mask_strides = detail::broadcast_strides(mask, {q.shape[0], q.shape[1], q.shape[2], k.shape[2]});
+  }
+  std::vector<int32_t> lengths;
+  if (has_key_lengths_) lengths = detail::elements_as<int32_t>(in[next]);
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  detail::dispatch_float(q.dtype, [&](auto z) {
+    using T = decltype(z);
+    if constexpr (!std::is_same_v<T, double>) {
+      AttentionArgs<T> a{q.data<T>(), k.data<T>(), v.data<T>(), y.data<T>(), q.shape[0], q.shape[1], k.shape[1],
+                         q.shape[2], k.shape[2], q.shape[3], v.shape[3], 1, scale_, causal_, mask_,
+                         mask_ != Mask::none ? mask.raw() : nullptr, mask_strides,
+                         has_key_lengths_ ? lengths.data() : nullptr};
+      a.rows_per_tile = std::max<int64_t>(1, kTileQueries / (a.hq / a.hkv));
+      const int64_t tasks = a.batch * a.hkv * ((a.lq + a.rows_per_tile - 1) / a.rows_per_tile);
+      detail::parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
+        if (avx2) attention_tasks_avx2(a, t0, t1);
+        else attention_tasks_plain(a, t0, t1);
+      });
+    }
+  });
+}
+
+}  // namespace kiln

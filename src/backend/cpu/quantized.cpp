@@ -1,0 +1,334 @@
+// CPU kernels for affine quantization (MLX's format): quantize, dequantize and
+// quantized_matmul. Packed rows are a bit stream of `bits`-bit values from the low
+// bits of the first uint32 up. The decode product (few rows, weights [N, K], 2, 4
+// or 8 bits) reads each packed weight once with AVX2 where the CPU has it; other
+// cases dequantize tiles of the weights into float32 and use sgemm.
+#include <cblas.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/nn_util.h"
+#include "core/thread_pool.h"
+#include "ops/nn.h"
+
+namespace kiln {
+
+using detail::Tensor;
+
+namespace {
+
+/* Value i of a packed row. */
+inline uint32_t unpack_one(const uint32_t* row, int64_t i, int bits) {
+  const int64_t bit = i * bits;
+  const int shift = static_cast<int>(bit & 31);
+  uint64_t v = row[bit >> 5];
+  if (shift + bits > 32) v |= static_cast<uint64_t>(row[(bit >> 5) + 1]) << 32;
+  return static_cast<uint32_t>(v >> shift) & ((1u << bits) - 1);
+}
+
+/* Values [i0, i0 + n) of a packed row, dequantized in float32 with per-group scales and biases. */
+void dequantize_run(const uint32_t* row, int64_t i0, int64_t n, const QuantParams& q, const float* scales,
+                    const float* biases, float* out) {
+  for (int64_t i = i0; i < i0 + n; ++i) {
+    const int64_t g = i / q.group_size;
+    out[i - i0] = scales[g] * static_cast<float>(unpack_one(row, i, q.bits)) + biases[g];
+  }
+}
+
+/* Rows of float values of the scales/biases (any float dtype) as float32. */
+struct FloatRows {
+  std::vector<float> scales, biases;
+  FloatRows(const Tensor& s, const Tensor& b) : scales(detail::to_floats(s)), biases(detail::to_floats(b)) {}
+};
+
+}  // namespace
+
+// ---- quantize ------------------------------------------------------------------------
+void Quantize::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  for (auto& o : out) o.allocate();
+  const std::vector<float> w = detail::to_floats(in[0]);
+  const int64_t k = in[0].shape.back(), rows = k ? in[0].size() / k : 0;
+  const int64_t words = k * q_.bits / 32, groups = k / q_.group_size;
+  const int gs = q_.group_size, bits = q_.bits;
+  const float n_bins = static_cast<float>((1 << bits) - 1);
+  uint32_t* packed = out[0].data<uint32_t>();
+  std::vector<float> s(static_cast<size_t>(rows * groups)), b(s.size());
+  detail::parallel_for(rows, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(k, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      uint32_t* prow = packed + r * words;
+      std::fill(prow, prow + words, 0u);
+      for (int64_t g = 0; g < groups; ++g) {
+        const float* x = w.data() + r * k + g * gs;
+        float hi = x[0], lo = x[0];
+        for (int i = 1; i < gs; ++i) hi = std::max(hi, x[i]), lo = std::min(lo, x[i]);
+        // As MLX: the end of larger magnitude is represented exactly (q = 0 or n_bins).
+        const bool low_edge = std::fabs(lo) > std::fabs(hi);
+        float scale = std::max((hi - lo) / n_bins, 1e-7f);
+        scale = low_edge ? scale : -scale;
+        const float edge = low_edge ? lo : hi;
+        const float q0 = std::nearbyint(edge / scale);
+        float bias = 0;
+        if (q0 != 0) scale = edge / q0, bias = edge;
+        s[static_cast<size_t>(r * groups + g)] = scale;
+        b[static_cast<size_t>(r * groups + g)] = bias;
+        for (int i = 0; i < gs; ++i) {
+          const float v = std::min(std::max(std::nearbyint((x[i] - bias) / scale), 0.0f), n_bins);
+          const uint64_t qv = static_cast<uint64_t>(v);
+          const int64_t bit = (g * gs + i) * bits;
+          const int shift = static_cast<int>(bit & 31);
+          prow[bit >> 5] |= static_cast<uint32_t>(qv << shift);
+          if (shift + bits > 32) prow[(bit >> 5) + 1] |= static_cast<uint32_t>(qv >> (32 - shift));
+        }
+      }
+    }
+  });
+  for (int o = 1; o < 3; ++o) {
+    Tensor src(out[o].shape, float32);
+    const auto& v = o == 1 ? s : b;
+    src.buffer = detail::Buffer::borrow(const_cast<float*>(v.data()), v.size() * sizeof(float));
+    detail::copy_convert(src, out[o]);
+  }
+}
+
+// ---- dequantize ------------------------------------------------------------------------
+void Dequantize::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  Tensor& y = out[0];
+  y.allocate();
+  const Tensor w = detail::row_major(in[0]);
+  const FloatRows sb(in[1], in[2]);
+  const int64_t k = y.shape.back(), rows = k ? y.size() / k : 0;
+  const int64_t words = w.shape.back(), groups = k / q_.group_size;
+  const QuantParams q = q_;
+  detail::dispatch_float(y.dtype, [&](auto z) {
+    using T = decltype(z);
+    T* yp = y.data<T>();
+    detail::parallel_for(rows, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(k, 1)), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint32_t* row = w.data<uint32_t>() + r * words;
+        const float* s = sb.scales.data() + r * groups;
+        const float* b = sb.biases.data() + r * groups;
+        for (int64_t i = 0; i < k; ++i) {
+          const int64_t g = i / q.group_size;
+          // Rounded to T after the product and after the sum, as MLX computes in T.
+          const float scaled = static_cast<float>(static_cast<T>(s[g] * static_cast<float>(unpack_one(row, i, q.bits))));
+          yp[r * k + i] = static_cast<T>(scaled + b[g]);
+        }
+      }
+    });
+  });
+}
+
+// ---- quantized_matmul --------------------------------------------------------------------
+namespace {
+
+/* The operands of one product, x as float32 rows. */
+struct QmmProblem {
+  const float* x;  // [M, K]
+  const uint32_t* w;
+  const float* scales;  // [rows of w, groups]
+  const float* biases;
+  int64_t m, n, k, words;  // words: packed words per row of w
+  QuantParams q;
+  float* y;  // [M, N]
+};
+
+constexpr int64_t kGemvRows = 8;  // at most this many rows of x take the decode path
+
+/* x @ dequantize(w)^T one output column at a time: each weight row dequantized once into a
+   float buffer, then dotted with every row of x. Any bits, any CPU. */
+void gemv_generic(const QmmProblem& p) {
+  const int64_t groups = p.k / p.q.group_size;
+  detail::parallel_for(p.n, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(p.k, 1)), [&](int64_t n0, int64_t n1) {
+    std::vector<float> row(static_cast<size_t>(p.k));
+    for (int64_t n = n0; n < n1; ++n) {
+      dequantize_run(p.w + n * p.words, 0, p.k, p.q, p.scales + n * groups, p.biases + n * groups, row.data());
+      for (int64_t m = 0; m < p.m; ++m) {
+        p.y[m * p.n + n] = detail::dot_lanes(p.x + m * p.k, row.data(), p.k);
+      }
+    }
+  });
+}
+
+bool cpu_has_avx2_fma() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+
+__attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* Decode product for B in {2, 4, 8}: 8 packed words (one AVX2 register) at a time. Value t
+   of word j lands in lane j, so x is stored permuted (xp) to match; each lane sums the
+   products of its word, and the lanes are scaled by their word's group scale. Value t is
+   taken in place (word & (mask << B*t), exact in float) against x pre-scaled by 2^-B*t, which
+   saves the shift; the top value is shifted down instead (it would read as negative). The
+   biases multiply per-group sums of x (xsum). Rows [m0, m0 + MR) of x against NR rows of w
+   at once (x loaded once for them), outputs [n0, n1) with n1 - n0 a multiple of NR. */
+template <int B, int MR, int NR>
+__attribute__((target("avx2,fma"))) void gemv_avx2_rows(const QmmProblem& p, const float* xp, const float* xsum,
+                                                        int64_t m0, int64_t n0, int64_t n1) {
+  constexpr int V = 32 / B;  // values per word
+  const int64_t groups = p.k / p.q.group_size;
+  const int64_t words_per_group = p.q.group_size * B / 32;
+  for (int64_t n = n0; n < n1; n += NR) {
+    __m256 acc[NR][MR];
+    for (int c = 0; c < NR; ++c) {
+      for (int r = 0; r < MR; ++r) acc[c][r] = _mm256_setzero_ps();
+    }
+    for (int64_t blk = 0; blk < p.words / 8; ++blk) {
+      __m256i wv[NR];
+      __m256 part[NR][MR];
+      for (int c = 0; c < NR; ++c) {
+        wv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.w + (n + c) * p.words + blk * 8));
+        for (int r = 0; r < MR; ++r) part[c][r] = _mm256_setzero_ps();
+      }
+      const float* xb = xp + blk * 8 * V;
+#pragma GCC unroll 16
+      for (int t = 0; t < V; ++t) {
+        __m256 xv[MR];
+        for (int r = 0; r < MR; ++r) xv[r] = _mm256_loadu_ps(xb + (m0 + r) * p.k + t * 8);
+        for (int c = 0; c < NR; ++c) {
+          const __m256i qi = t == V - 1 ? _mm256_srli_epi32(wv[c], B * (V - 1))
+                                        : _mm256_and_si256(wv[c], _mm256_set1_epi32(((1 << B) - 1) << (B * t)));
+          const __m256 qf = _mm256_cvtepi32_ps(qi);
+          for (int r = 0; r < MR; ++r) part[c][r] = _mm256_fmadd_ps(qf, xv[r], part[c][r]);
+        }
+      }
+      const int64_t w0 = blk * 8;
+      for (int c = 0; c < NR; ++c) {
+        const float* s = p.scales + (n + c) * groups;
+        __m256 sv;
+        if (words_per_group >= 8) {
+          sv = _mm256_set1_ps(s[w0 / words_per_group]);
+        } else {
+          alignas(32) float lanes[8];
+          for (int j = 0; j < 8; ++j) lanes[j] = s[(w0 + j) / words_per_group];
+          sv = _mm256_load_ps(lanes);
+        }
+        for (int r = 0; r < MR; ++r) acc[c][r] = _mm256_fmadd_ps(part[c][r], sv, acc[c][r]);
+      }
+    }
+    for (int c = 0; c < NR; ++c) {
+      const float* b = p.biases + (n + c) * groups;
+      for (int r = 0; r < MR; ++r) {
+        float bias = 0;
+        for (int64_t g = 0; g < groups; ++g) bias += b[g] * xsum[(m0 + r) * groups + g];
+        p.y[(m0 + r) * p.n + n + c] = hsum(acc[c][r]) + bias;
+      }
+    }
+  }
+}
+
+/* Rows [m0, m0 + MR) of x against outputs [n0, n1): NR weight rows at a time, then the rest. */
+template <int B, int MR>
+void gemv_avx2_block(const QmmProblem& p, const float* xp, const float* xsum, int64_t m0, int64_t n0, int64_t n1) {
+  constexpr int NR = MR == 1 ? 4 : MR == 2 ? 2 : 1;
+  const int64_t paired = n0 + (n1 - n0) / NR * NR;
+  gemv_avx2_rows<B, MR, NR>(p, xp, xsum, m0, n0, paired);
+  if (paired < n1) gemv_avx2_rows<B, MR, 1>(p, xp, xsum, m0, paired, n1);
+}
+
+template <int B>
+void gemv_avx2(const QmmProblem& p) {
+  constexpr int V = 32 / B;
+  const int64_t groups = p.k / p.q.group_size;
+  // x permuted within blocks of 8 words, xp[blk*8V + t*8 + j] = x[blk*8V + j*V + t], and
+  // scaled by 2^-B*t for every value t but the top one.
+  std::vector<float> xp(static_cast<size_t>(p.m * p.k)), xsum(static_cast<size_t>(p.m * groups));
+  for (int64_t m = 0; m < p.m; ++m) {
+    const float* x = p.x + m * p.k;
+    float* o = xp.data() + m * p.k;
+    for (int64_t base = 0; base < p.k; base += 8 * V) {
+      for (int t = 0; t < V; ++t) {
+        const float f = t == V - 1 ? 1.0f : std::ldexp(1.0f, -B * t);
+        for (int j = 0; j < 8; ++j) o[base + t * 8 + j] = x[base + j * V + t] * f;
+      }
+    }
+    for (int64_t g = 0; g < groups; ++g) {
+      float sum = 0;
+      for (int64_t i = 0; i < p.q.group_size; ++i) sum += x[g * p.q.group_size + i];
+      xsum[static_cast<size_t>(m * groups + g)] = sum;
+    }
+  }
+  detail::parallel_for(p.n, std::max<int64_t>(2, (1 << 15) / std::max<int64_t>(p.k * p.m, 1)), [&](int64_t n0, int64_t n1) {
+    int64_t m = 0;
+    for (; m + 4 <= p.m; m += 4) gemv_avx2_block<B, 4>(p, xp.data(), xsum.data(), m, n0, n1);
+    switch (p.m - m) {
+      case 3: gemv_avx2_block<B, 3>(p, xp.data(), xsum.data(), m, n0, n1); break;
+      case 2: gemv_avx2_block<B, 2>(p, xp.data(), xsum.data(), m, n0, n1); break;
+      case 1: gemv_avx2_block<B, 1>(p, xp.data(), xsum.data(), m, n0, n1); break;
+      default: break;
+    }
+  });
+}
+
+/* Many rows: tiles of the weights dequantized to float32 in parallel, each multiplied by sgemm. */
+void gemm_tiled(const QmmProblem& p, bool transpose) {
+  const int64_t groups_per_row = (transpose ? p.k : p.n) / p.q.group_size;
+  const int64_t tile = std::max<int64_t>(p.q.group_size, 256);
+  std::vector<float> buf(static_cast<size_t>(std::min(tile, p.n) * p.k));
+  for (int64_t n0 = 0; n0 < p.n; n0 += tile) {
+    const int64_t nt = std::min(tile, p.n - n0);
+    if (transpose) {  // rows n0 .. n0 + nt of w [N, K]
+      detail::parallel_for(nt, 1, [&](int64_t a, int64_t e) {
+        for (int64_t r = a; r < e; ++r) {
+          const int64_t n = n0 + r;
+          dequantize_run(p.w + n * p.words, 0, p.k, p.q, p.scales + n * groups_per_row, p.biases + n * groups_per_row,
+                         buf.data() + r * p.k);
+        }
+      });
+    } else {  // columns n0 .. n0 + nt of every row of w [K, N]
+      detail::parallel_for(p.k, 16, [&](int64_t a, int64_t e) {
+        for (int64_t r = a; r < e; ++r) {
+          dequantize_run(p.w + r * p.words, n0, nt, p.q, p.scales + r * groups_per_row, p.biases + r * groups_per_row,
+                         buf.data() + r * nt);
+        }
+      });
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose ? CblasTrans : CblasNoTrans, static_cast<int>(p.m),
+                static_cast<int>(nt), static_cast<int>(p.k), 1.0f, p.x, static_cast<int>(p.k), buf.data(),
+                static_cast<int>(transpose ? p.k : nt), 0.0f, p.y + n0, static_cast<int>(p.n));
+  }
+}
+
+}  // namespace
+
+void QuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  Tensor& y = out[0];
+  y.allocate();
+  const Tensor w = detail::row_major(in[1]);
+  const int64_t k = in[0].shape.back(), n = y.shape.back();
+  const int64_t m = n ? y.size() / n : 0;
+  if (m == 0 || n == 0) return;
+  std::vector<float> yf;
+  float* yp = y.dtype == float32 ? y.data<float>() : (yf.resize(static_cast<size_t>(m * n)), yf.data());
+  if (k == 0) {
+    std::fill(yp, yp + m * n, 0.0f);
+  } else {
+    const std::vector<float> x = detail::to_floats(in[0]);
+    const FloatRows sb(in[2], in[3]);
+    QmmProblem p{x.data(), w.data<uint32_t>(), sb.scales.data(), sb.biases.data(), m, n, k, w.shape.back(), q_, yp};
+    const bool decode = transpose_ && m <= kGemvRows;
+    const bool simd = decode && p.words % 8 == 0 && cpu_has_avx2_fma();
+    if (simd && q_.bits == 4) gemv_avx2<4>(p);
+    else if (simd && q_.bits == 8) gemv_avx2<8>(p);
+    else if (simd && q_.bits == 2) gemv_avx2<2>(p);
+    else if (decode) gemv_generic(p);
+    else gemm_tiled(p, transpose_);
+  }
+  if (!yf.empty()) {
+    Tensor src(y.shape, float32);
+    src.buffer = detail::Buffer::borrow(yf.data(), yf.size() * sizeof(float));
+    detail::copy_convert(src, y);
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,206 @@
+// C API: language models, sessions, tokens and generation (include/kiln/c/kiln_llm.h).
+#include <cstring>
+
+#include "capi/capi.h"
+#include "kiln/c/kiln_llm.h"
+#include "kiln/llm.h"
+
+using namespace kiln;
+using namespace kiln::capi;
+using namespace kiln::llm;
+
+struct kiln_llm_model_s {
+  std::shared_ptr<Model> model;
+  Tokenizer tokenizer;
+};
+struct kiln_llm_session_s {
+  std::shared_ptr<const kiln_llm_model_s> owner;  // keeps the tokenizer alive with the model
+  Session session;
+};
+
+namespace {
+
+const kiln_llm_model_s& get_model(const char* fn, const kiln_llm_model m) {
+  if (!m || !m->model) fail(fn, "null model handle");
+  return *m;
+}
+kiln_llm_session_s& get_session(const char* fn, kiln_llm_session s) {
+  if (!s) fail(fn, "null session handle");
+  return *s;
+}
+std::vector<int32_t> to_ids(const char* fn, const int32_t* ids, size_t n) {
+  if (n && !ids) fail(fn, "null token pointer with ", n, " tokens");
+  return std::vector<int32_t>(ids, ids + n);
+}
+char* copy_string(const std::string& s) {
+  char* buf = new char[s.size() + 1];
+  std::memcpy(buf, s.c_str(), s.size() + 1);
+  return buf;
+}
+SamplerOptions to_sampler(const kiln_llm_sampling& s) {
+  return {s.temperature, s.top_k, s.top_p, s.min_p, s.repetition_penalty, s.repeat_last_n, s.seed};
+}
+
+}  // namespace
+
+extern "C" {
+
+int kiln_llm_sampling_default(kiln_llm_sampling* out) {
+  return guard([&] {
+    check_out("kiln_llm_sampling_default", out);
+    SamplerOptions d;
+    *out = {d.temperature, d.top_k, d.top_p, d.min_p, d.repetition_penalty, d.repeat_last_n, d.seed};
+  });
+}
+
+int kiln_llm_model_load(kiln_llm_model* out, const char* path, kiln_device device, kiln_dtype dtype) {
+  return guard([&] {
+    const char* fn = "kiln_llm_model_load";
+    check_out(fn, out);
+    if (!path) fail(fn, "null path");
+    LoadOptions o;
+    int type = enum_value(device.type);
+    if (type == KILN_DEVICE_CPU) o.device = Device::cpu();
+    else if (type == KILN_DEVICE_CUDA) o.device = Device::cuda(device.index);
+    else fail(fn, "unknown device type ", type);
+    o.dtype = to_dtype(fn, dtype);
+    auto model = Model::load(path, o);
+    Tokenizer tok(model->file());
+    *out = new kiln_llm_model_s{std::move(model), std::move(tok)};
+  });
+}
+
+int kiln_llm_model_free(kiln_llm_model m) {
+  return guard([&] { delete m; });
+}
+
+int kiln_llm_model_get_info(kiln_llm_model_info* out, const kiln_llm_model m) {
+  return guard([&] {
+    check_out("kiln_llm_model_get_info", out);
+    const Model& model = *get_model("kiln_llm_model_get_info", m).model;
+    const ModelConfig& c = model.config();
+    *out = {c.vocab_size, c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.context_length,
+            model.weight_bytes()};
+  });
+}
+
+int kiln_llm_tokenize(int32_t** ids, size_t* n, const kiln_llm_model m, const char* text, bool add_special,
+                      bool parse_special) {
+  return guard([&] {
+    const char* fn = "kiln_llm_tokenize";
+    check_out(fn, ids);
+    check_out(fn, n);
+    if (!text) fail(fn, "null text");
+    std::vector<TokenId> v = get_model(fn, m).tokenizer.encode(text, add_special, parse_special);
+    int32_t* buf = new int32_t[v.size() + 1];  // never a zero-length allocation
+    std::copy(v.begin(), v.end(), buf);
+    *ids = buf;
+    *n = v.size();
+  });
+}
+
+int kiln_llm_tokens_free(int32_t* ids) {
+  return guard([&] { delete[] ids; });
+}
+
+int kiln_llm_detokenize(char** out, const kiln_llm_model m, const int32_t* ids, size_t n) {
+  return guard([&] {
+    const char* fn = "kiln_llm_detokenize";
+    check_out(fn, out);
+    std::vector<int32_t> v = to_ids(fn, ids, n);
+    *out = copy_string(get_model(fn, m).tokenizer.decode(v));
+  });
+}
+
+int kiln_llm_chat_prompt(char** out, const kiln_llm_model m, const char* const* roles, const char* const* contents,
+                         size_t n) {
+  return guard([&] {
+    const char* fn = "kiln_llm_chat_prompt";
+    check_out(fn, out);
+    if (n && (!roles || !contents)) fail(fn, "null roles or contents with ", n, " messages");
+    std::vector<ChatMessage> messages;
+    for (size_t i = 0; i < n; ++i) {
+      if (!roles[i] || !contents[i]) fail(fn, "message ", i, " has a null role or content");
+      messages.push_back({roles[i], contents[i]});
+    }
+    ChatTemplate t = ChatTemplate::recognize(get_model(fn, m).tokenizer.chat_template());
+    *out = copy_string(t.render(messages));
+  });
+}
+
+int kiln_llm_is_end_of_generation(bool* out, const kiln_llm_model m, int32_t token) {
+  return guard([&] {
+    check_out("kiln_llm_is_end_of_generation", out);
+    *out = get_model("kiln_llm_is_end_of_generation", m).tokenizer.is_end_of_generation(token);
+  });
+}
+
+int kiln_llm_session_new(kiln_llm_session* out, const kiln_llm_model m) {
+  return guard([&] {
+    check_out("kiln_llm_session_new", out);
+    const kiln_llm_model_s& model = get_model("kiln_llm_session_new", m);
+    // The session shares the model; the handle's owner keeps the tokenizer for generate.
+    auto owner = std::make_shared<const kiln_llm_model_s>(model);
+    *out = new kiln_llm_session_s{owner, Session(model.model)};
+  });
+}
+
+int kiln_llm_session_free(kiln_llm_session s) {
+  return guard([&] { delete s; });
+}
+
+int kiln_llm_session_position(int64_t* out, const kiln_llm_session s) {
+  return guard([&] {
+    check_out("kiln_llm_session_position", out);
+    *out = get_session("kiln_llm_session_position", s).session.position();
+  });
+}
+
+int kiln_llm_session_truncate(kiln_llm_session s, int64_t n) {
+  return guard([&] { get_session("kiln_llm_session_truncate", s).session.truncate(n); });
+}
+
+int kiln_llm_session_append(kiln_array* logits, kiln_llm_session s, const int32_t* ids, size_t n) {
+  return guard([&] {
+    const char* fn = "kiln_llm_session_append";
+    check_out(fn, logits);
+    Array l = get_session(fn, s).session.append(to_ids(fn, ids, n));
+    put(logits, std::move(l));
+  });
+}
+
+int kiln_llm_step(kiln_array* logits, kiln_llm_session* sessions, const int32_t* tokens, size_t n) {
+  return guard([&] {
+    const char* fn = "kiln_llm_step";
+    check_out(fn, logits);
+    if (n == 0) fail(fn, "a step needs at least one session");
+    if (!sessions || !tokens) fail(fn, "null sessions or tokens");
+    std::vector<Session*> ss;
+    std::vector<std::vector<int32_t>> ts;
+    for (size_t i = 0; i < n; ++i) {
+      ss.push_back(&get_session(fn, sessions[i]).session);
+      ts.push_back({tokens[i]});
+    }
+    put(logits, ss[0]->model().step(ss, ts));
+  });
+}
+
+int kiln_llm_generate(kiln_llm_session s, const int32_t* prompt, size_t n, int max_tokens,
+                      const kiln_llm_sampling* sampling, kiln_llm_token_fn fn, void* payload,
+                      kiln_llm_generate_stats* stats) {
+  return guard([&] {
+    const char* name = "kiln_llm_generate";
+    kiln_llm_session_s& session = get_session(name, s);
+    GenerateOptions o;
+    o.max_tokens = max_tokens;
+    if (sampling) o.sampling = to_sampler(*sampling);
+    TokenCallback cb;
+    if (fn)
+      cb = [fn, payload](TokenId t, const std::string& text) { return fn(t, text.data(), text.size(), payload) == 0; };
+    GenerateResult r = generate(session.session, session.owner->tokenizer, to_ids(name, prompt, n), o, cb);
+    if (stats)
+      *stats = {r.prompt_tokens, static_cast<int64_t>(r.tokens.size()), r.prompt_seconds, r.generate_seconds};
+  });
+}
+
+}  // extern "C"

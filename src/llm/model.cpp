@@ -1,0 +1,301 @@
+// The Llama family as one forward pass; its differences are configuration (model_config.cpp).
+#include <algorithm>
+#include <cmath>
+
+#include "llm/model_impl.h"
+
+namespace kiln::llm {
+
+namespace {
+
+constexpr int64_t kMinCapacity = 256;
+constexpr int64_t kMaxChunk = 512;
+
+Array on(const Array& a, Device d) { return a.device() == d ? a : to(a, d); }
+
+/* Dense weights in the compute dtype on the model's device; quantized weights as stored unless
+   `expand` asks for them dense. */
+Weight place(Weight w, Device d, Dtype dtype, bool expand) {
+  if (w.quantized() && expand) {
+    w.w = dequantize(w.w, *w.scales, *w.biases, w.group_size, w.bits);
+    w.scales.reset();
+    w.biases.reset();
+    w.group_size = w.bits = 0;
+  }
+  if (w.quantized()) {
+    w.w = on(w.w, d);
+    w.scales = on(*w.scales, d);
+    w.biases = on(*w.biases, d);
+  } else {
+    if (w.w.dtype() != dtype) w.w = astype(w.w, dtype);
+    w.w = on(w.w, d);
+  }
+  return w;
+}
+
+size_t bytes_of(const Weight& w) {
+  size_t n = w.w.nbytes();
+  if (w.quantized()) n += w.scales->nbytes() + w.biases->nbytes();
+  return n;
+}
+
+Array silu(const Array& x) { return x * sigmoid(x); }
+
+}  // namespace
+
+Array Linear::operator()(const Array& x) const {
+  Array y = w.quantized() ? quantized_matmul(x, w.w, *w.scales, *w.biases, true, w.group_size, w.bits)
+                          : matmul(x, transpose(w.w));
+  return bias ? y + *bias : y;
+}
+
+std::shared_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
+  return load(ModelFile::open(path), options);
+}
+
+std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOptions& options) {
+  if (options.dtype != float32 && options.dtype != float16 && options.dtype != bfloat16)
+    fail("llm", "the compute dtype must be float32, float16 or bfloat16, not ", dtype_name(options.dtype));
+  auto impl = std::make_unique<Impl>();
+  Impl& m = *impl;
+  m.file = file;
+  m.config = read_config(*file);
+  m.device = options.device;
+  m.dtype = options.dtype;
+  const ModelConfig& c = m.config;
+
+  std::vector<Array> to_eval;
+  auto weight = [&](const std::string& name, int64_t rows, int64_t cols) {
+    Weight w = file->weight(name);
+    int64_t stored_cols = w.quantized() ? w.scales->shape(-1) * w.group_size : w.w.shape(-1);
+    if (w.w.ndim() != 2 || w.w.shape(0) != rows || stored_cols != cols)
+      throw Error(file->path() + ": tensor '" + name + "': expected shape (" + std::to_string(rows) + ", " +
+                  std::to_string(cols) + ")");
+    w = place(std::move(w), m.device, m.dtype, options.dequantize);
+    to_eval.push_back(w.w);
+    m.weight_bytes += bytes_of(w);
+    return w;
+  };
+  auto vec = [&](const std::string& name, int64_t n) {
+    Weight w = file->weight(name);
+    if (w.quantized() || w.w.ndim() != 1 || w.w.shape(0) != n)
+      throw Error(file->path() + ": tensor '" + name + "': expected a vector of " + std::to_string(n));
+    Array a = on(astype(w.w, m.dtype), m.device);
+    to_eval.push_back(a);
+    m.weight_bytes += a.nbytes();
+    return a;
+  };
+  auto linear = [&](const std::string& name, int64_t rows, int64_t cols) {
+    Linear l{weight(name + ".weight", rows, cols), std::nullopt};
+    if (file->has_tensor(name + ".bias")) l.bias = vec(name + ".bias", rows);
+    return l;
+  };
+
+  const int64_t q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
+  m.embedding = weight("token_embd.weight", c.vocab_size, c.d_model);
+  m.weight_bytes -= bytes_of(m.embedding);  // a step reads one row per token, not the table
+  for (int i = 0; i < c.n_layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    Layer l;
+    l.attn_norm = vec(p + "attn_norm.weight", c.d_model);
+    l.ffn_norm = vec(p + "ffn_norm.weight", c.d_model);
+    if (c.qk_norm) {
+      l.q_norm = vec(p + "attn_q_norm.weight", c.head_dim);
+      l.k_norm = vec(p + "attn_k_norm.weight", c.head_dim);
+    }
+    l.q = linear(p + "attn_q", q_dim, c.d_model);
+    l.k = linear(p + "attn_k", kv_dim, c.d_model);
+    l.v = linear(p + "attn_v", kv_dim, c.d_model);
+    l.o = linear(p + "attn_output", c.d_model, q_dim);
+    l.gate = linear(p + "ffn_gate", c.ffn_dim, c.d_model);
+    l.up = linear(p + "ffn_up", c.ffn_dim, c.d_model);
+    l.down = linear(p + "ffn_down", c.d_model, c.ffn_dim);
+    m.layers.push_back(std::move(l));
+  }
+  m.output_norm = vec("output_norm.weight", c.d_model);
+  if (file->has_tensor("rope_freqs.weight")) {
+    Array factors = astype(vec("rope_freqs.weight", c.rope_dims / 2), float32);
+    Array exponents = arange(0.0, static_cast<double>(c.rope_dims), 2.0) / static_cast<float>(c.rope_dims);
+    m.rope_freqs = power(array(c.rope_base), exponents) * factors;
+    to_eval.push_back(*m.rope_freqs);
+  }
+  if (c.tied_embeddings) {
+    m.output = Linear{m.embedding, std::nullopt};
+    m.weight_bytes += bytes_of(m.embedding);
+  } else {
+    m.output = linear("output", c.vocab_size, c.d_model);
+  }
+  eval(to_eval);
+
+  const Impl* self = impl.get();
+  m.last_logits = compile([self](const std::vector<Array>& in) { return self->forward(in, false); },
+                          {.shapeless = false, .name = "llm_step"});
+  m.all_logits = compile([self](const std::vector<Array>& in) { return self->forward(in, true); },
+                         {.shapeless = false, .name = "llm_step_all"});
+  return std::shared_ptr<Model>(new Model(std::move(impl)));
+}
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+const ModelConfig& Model::config() const { return impl_->config; }
+const ModelFile& Model::file() const { return *impl_->file; }
+Device Model::device() const { return impl_->device; }
+Dtype Model::dtype() const { return impl_->dtype; }
+size_t Model::weight_bytes() const { return impl_->weight_bytes; }
+
+std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_positions) const {
+  const ModelConfig& c = config;
+  const Array& tokens = in[0];     // [B, L]
+  const Array& positions = in[1];  // [B]
+  const int64_t B = tokens.shape(0), L = tokens.shape(1);
+  const size_t n = layers.size();
+  std::vector<Array> keys(in.begin() + 2, in.end());  // per session: n keys, then n values
+
+  // Token embeddings; a quantized table is gathered quantized, then only those rows are expanded.
+  Array ids = reshape(tokens, {B * L});
+  Array x = embedding.quantized()
+                ? dequantize(take(embedding.w, ids, 0), take(*embedding.scales, ids, 0),
+                             take(*embedding.biases, ids, 0), embedding.group_size, embedding.bits)
+                : take(embedding.w, ids, 0);
+  x = reshape(astype(x, dtype), {B, L, c.d_model});
+
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const std::optional<float> base = rope_freqs ? std::nullopt : std::optional<float>(c.rope_base);
+  auto heads = [&](const Array& y, int h) { return transpose(reshape(y, {B, L, h, c.head_dim}), {0, 2, 1, 3}); };
+  std::vector<Array> out(1 + keys.size());
+  for (size_t i = 0; i < n; ++i) {
+    const Layer& l = layers[i];
+    Array h = rms_norm(x, l.attn_norm, c.norm_eps);
+    Array q = heads(l.q(h), c.n_heads), k = heads(l.k(h), c.n_kv_heads), v = heads(l.v(h), c.n_kv_heads);
+    if (l.q_norm) {
+      q = rms_norm(q, l.q_norm, c.norm_eps);
+      k = rms_norm(k, l.k_norm, c.norm_eps);
+    }
+    q = rope(q, c.rope_dims, c.rope_traditional, base, c.rope_scale, positions, rope_freqs);
+    k = rope(k, c.rope_dims, c.rope_traditional, base, c.rope_scale, positions, rope_freqs);
+
+    // Each session writes its keys at its own position and attends over its own cache.
+    std::vector<Array> attended;
+    for (int64_t b = 0; b < B; ++b) {
+      auto row = [&](const Array& a) { return B == 1 ? a : slice(a, {{b, b + 1}}); };
+      Array pos = slice(positions, {{b, b + 1}});
+      const size_t kslot = static_cast<size_t>(b) * 2 * n + i, vslot = kslot + n;
+      Array kc = slice_update(keys[kslot], row(k), pos, {2});
+      Array vc = slice_update(keys[vslot], row(v), pos, {2});
+      out[1 + kslot] = kc;
+      out[1 + vslot] = vc;
+      attended.push_back(
+          scaled_dot_product_attention(row(q), kc, vc, scale, std::nullopt, L > 1, pos + static_cast<int32_t>(L)));
+    }
+    Array o = B == 1 ? attended[0] : concatenate(attended, 0);
+    o = reshape(transpose(o, {0, 2, 1, 3}), {B, L, int64_t{c.n_heads} * c.head_dim});
+    x = x + l.o(o);
+    h = rms_norm(x, l.ffn_norm, c.norm_eps);
+    x = x + l.down(silu(l.gate(h)) * l.up(h));
+  }
+  if (!all_positions) x = slice(x, {{}, {L - 1, L}});
+  x = rms_norm(x, output_norm, c.norm_eps);
+  out[0] = astype(reshape(output(x), {-1, c.vocab_size}), float32);
+  return out;
+}
+
+Array Model::step(const std::vector<Session*>& sessions, const std::vector<std::vector<int32_t>>& tokens,
+                  bool all_positions) const {
+  const Impl& m = *impl_;
+  if (sessions.empty()) fail("llm", "a step needs at least one session");
+  if (tokens.size() != sessions.size())
+    fail("llm", "a step got ", tokens.size(), " token lists for ", sessions.size(), " sessions");
+  if (all_positions && sessions.size() != 1) fail("llm", "logits of every position are for one session");
+  const size_t L = tokens[0].size();
+  if (L == 0) fail("llm", "a step needs at least one token per session");
+  std::vector<int32_t> flat, positions;
+  for (size_t b = 0; b < sessions.size(); ++b) {
+    if (&sessions[b]->model() != this) fail("llm", "session ", b, " belongs to another model");
+    if (tokens[b].size() != L)
+      fail("llm", "every session of a step appends the same number of tokens (", L, " and ", tokens[b].size(), ")");
+    for (int32_t t : tokens[b])
+      if (t < 0 || t >= m.config.vocab_size)
+        fail("llm", "token id ", t, " is outside the vocabulary (", m.config.vocab_size, " tokens)");
+    for (size_t a = 0; a < b; ++a)
+      if (sessions[a] == sessions[b]) fail("llm", "session ", b, " appears twice in one step");
+    sessions[b]->reserve(sessions[b]->position() + static_cast<int64_t>(L));
+    flat.insert(flat.end(), tokens[b].begin(), tokens[b].end());
+    positions.push_back(static_cast<int32_t>(sessions[b]->position()));
+  }
+  const int64_t B = static_cast<int64_t>(sessions.size());
+  std::vector<Array> in{array(flat, {B, static_cast<int64_t>(L)}), array(positions, {B})};
+  for (Session* s : sessions) {
+    // Moved, not copied: the step's cache is then the only holder and is updated in place.
+    for (Array& k : s->cache_keys()) in.push_back(std::move(k));
+    for (Array& v : s->cache_values()) in.push_back(std::move(v));
+  }
+  std::vector<Array> out = (all_positions ? m.all_logits : m.last_logits)(in);
+  in.clear();
+  eval(out);
+  const size_t n = m.layers.size();
+  for (size_t b = 0; b < sessions.size(); ++b) {
+    for (size_t i = 0; i < n; ++i) {
+      sessions[b]->cache_keys()[i] = out[1 + b * 2 * n + i];
+      sessions[b]->cache_values()[i] = out[1 + b * 2 * n + n + i];
+    }
+    sessions[b]->advance(tokens[b]);
+  }
+  return out[0];
+}
+
+Session::Session(std::shared_ptr<const Model> model) : model_(std::move(model)) {
+  if (!model_) fail("llm", "a session needs a model");
+}
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+Session::~Session() = default;
+
+void Session::truncate(int64_t n) {
+  if (n < 0 || n > position()) fail("llm", "cannot truncate a session of ", position(), " tokens to ", n);
+  tokens_.resize(static_cast<size_t>(n));
+}
+
+void Session::reserve(int64_t tokens) {
+  const ModelConfig& c = model_->config();
+  if (tokens > c.context_length)
+    fail("llm", "the session would hold ", tokens, " tokens, past the model's context length ", c.context_length);
+  if (tokens <= capacity_) return;
+  int64_t cap = std::max(kMinCapacity, capacity_);
+  while (cap < tokens) cap *= 2;
+  cap = std::min(cap, c.context_length);
+  const size_t n = static_cast<size_t>(c.n_layers);
+  const Shape shape{1, c.n_kv_heads, cap, c.head_dim};
+  auto grow = [&](Array& a) {
+    Array fresh = copy(zeros(shape, model_->dtype()));
+    if (a.valid()) fresh = slice_update(fresh, a, {0, 0, 0, 0}, {1, c.n_kv_heads, capacity_, c.head_dim});
+    a = to(fresh, model_->device());
+  };
+  keys_.resize(n);
+  values_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    grow(keys_[i]);
+    grow(values_[i]);
+  }
+  std::vector<Array> all(keys_);
+  all.insert(all.end(), values_.begin(), values_.end());
+  eval(all);
+  capacity_ = cap;
+}
+
+Array Session::append(const std::vector<int32_t>& tokens) {
+  if (tokens.empty()) fail("llm", "append needs at least one token");
+  Array logits;
+  size_t done = 0;
+  while (done < tokens.size()) {
+    // Chunks of powers of two, so a prompt of any length traces at most log2(512)+1 step shapes.
+    size_t chunk = static_cast<size_t>(kMaxChunk);
+    while (chunk > tokens.size() - done) chunk /= 2;
+    std::vector<int32_t> part(tokens.begin() + static_cast<std::ptrdiff_t>(done),
+                              tokens.begin() + static_cast<std::ptrdiff_t>(done + chunk));
+    logits = model_->step({this}, {part});
+    done += chunk;
+  }
+  return reshape(logits, {model_->config().vocab_size});
+}
+
+}  // namespace kiln::llm

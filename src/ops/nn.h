@@ -1,0 +1,166 @@
+// Primitives for language models (include/kiln/nn.h): quantization, quantized
+// products, norms, rotary embeddings, attention and the dynamic cache update.
+// Shape rules live in ops/nn.cpp, CPU kernels in backend/cpu/{quantized,norms,
+// rope,attention}.cpp.
+#pragma once
+
+#include <optional>
+
+#include "kiln/nn.h"
+#include "ops/primitive.h"
+
+namespace kiln {
+
+/* Affine quantization parameters shared by the quantized primitives. */
+struct QuantParams {
+  int group_size = 64;
+  int bits = 4;
+  bool operator==(const QuantParams&) const = default;
+};
+/* Throws [op] errors for a group size other than 32/64/128 or bits outside {2,3,4,5,6,8}. */
+void check_quant_params(const char* op, const QuantParams& q);
+
+/* w [.., K] -> (packed uint32 [.., K*bits/32], scales [.., K/group], biases [.., K/group]). */
+class Quantize : public Primitive {
+ public:
+  explicit Quantize(QuantParams q) : Primitive(OpKind::Quantize), q_(q) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  bool is_equivalent(const Primitive& o) const override;
+  void print(std::ostream& os) const override;
+  const QuantParams& params() const { return q_; }
+
+ private:
+  QuantParams q_;
+};
+
+/* Inputs (packed, scales, biases) -> values [.., K] in the dtype of scales. */
+class Dequantize : public Primitive {
+ public:
+  explicit Dequantize(QuantParams q) : Primitive(OpKind::Dequantize), q_(q) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  bool is_equivalent(const Primitive& o) const override;
+  void print(std::ostream& os) const override;
+  const QuantParams& params() const { return q_; }
+
+ private:
+  QuantParams q_;
+};
+
+/* Inputs (x [.., M, K], packed, scales, biases): x @ dequantize(w)^T (transpose, w [N, K])
+   or x @ dequantize(w) (w [K, N]); the weights are 2-D, the result has x's dtype. */
+class QuantizedMatmul : public Primitive {
+ public:
+  QuantizedMatmul(QuantParams q, bool transpose) : Primitive(OpKind::QuantizedMatmul), q_(q), transpose_(transpose) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  bool is_equivalent(const Primitive& o) const override;
+  void print(std::ostream& os) const override;
+  const QuantParams& params() const { return q_; }
+  bool transpose() const { return transpose_; }
+
+ private:
+  QuantParams q_;
+  bool transpose_;
+};
+
+/* Inputs (x, [weight]): RMS normalization over the last axis. */
+class RmsNorm : public Primitive {
+ public:
+  RmsNorm(float eps, bool has_weight) : Primitive(OpKind::RmsNorm), eps_(eps), has_weight_(has_weight) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  bool is_equivalent(const Primitive& o) const override;
+  void print(std::ostream& os) const override;
+  float eps() const { return eps_; }
+  bool has_weight() const { return has_weight_; }
+
+ private:
+  float eps_;
+  bool has_weight_;
+};
+
+/* Inputs (x, [weight], [bias]): layer normalization over the last axis. */
+class LayerNorm : public Primitive {
+ public:
+  LayerNorm(float eps, bool has_weight, bool has_bias)
+      : Primitive(OpKind::LayerNorm), eps_(eps), has_weight_(has_weight), has_bias_(has_bias) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  bool is_equivalent(const Primitive& o) const override;
+  void print(std::ostream& os) const override;
+  float eps() const { return eps_; }
+  bool has_weight() const { return has_weight_; }
+  bool has_bias() const { return has_bias_; }
+
+ private:
+  float eps_;
+  bool has_weight_, has_bias_;
+};
+
+/* Inputs (x [.., L, D], offset int32 [] or [B], [freqs [dims/2]]): rotary embedding. */
+class Rope : public Primitive {
+ public:
+  Rope(int dims, bool traditional, std::optional<float> base, float scale, bool has_freqs)
+      : Primitive(OpKind::Rope), dims_(dims), traditional_(traditional), base_(base), scale_(scale), has_freqs_(has_freqs) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  bool is_equivalent(const Primitive& o) const override;
+  void print(std::ostream& os) const override;
+  int dims() const { return dims_; }
+  bool traditional() const { return traditional_; }
+  std::optional<float> base() const { return base_; }
+  float scale() const { return scale_; }
+  bool has_freqs() const { return has_freqs_; }
+
+ private:
+  int dims_;
+  bool traditional_;
+  std::optional<float> base_;
+  float scale_;
+  bool has_freqs_;
+};
+
+/* Inputs (q, k, v, [mask], [key_lengths]): fused attention (kiln/nn.h). */
+class ScaledDotProductAttention : public Primitive {
+ public:
+  enum class Mask { none, keep, additive };  // keep: a boolean mask, true where a key is seen
+  ScaledDotProductAttention(float scale, Mask mask, bool causal, bool has_key_lengths)
+      : Primitive(OpKind::ScaledDotProductAttention),
+        scale_(scale),
+        mask_(mask),
+        causal_(causal),
+        has_key_lengths_(has_key_lengths) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  bool is_equivalent(const Primitive& o) const override;
+  void print(std::ostream& os) const override;
+  float scale() const { return scale_; }
+  Mask mask() const { return mask_; }
+  bool causal() const { return causal_; }
+  bool has_key_lengths() const { return has_key_lengths_; }
+
+ private:
+  float scale_;
+  Mask mask_;
+  bool causal_, has_key_lengths_;
+};
+
+/* Inputs (a, update, start int32 [axes.size()]): a copy of a (or a itself, when donated)
+   with update written at start along axes_ (0 on the other axes). */
+class DynamicSliceUpdate : public Primitive {
+ public:
+  explicit DynamicSliceUpdate(std::vector<int> axes) : Primitive(OpKind::DynamicSliceUpdate), axes_(std::move(axes)) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  bool is_equivalent(const Primitive& o) const override;
+  void print(std::ostream& os) const override;
+  int in_place_input() const override { return 0; }
+  const std::vector<int>& axes() const { return axes_; }
+
+ private:
+  std::vector<int> axes_;  // non-negative, distinct
+};
+
+}  // namespace kiln

@@ -1,0 +1,231 @@
+// The Llama forward pass against references no one here wrote: Hugging Face transformers'
+// float32 logits and llama.cpp's tokens on the same GGUF file (tests/llm/golden, made by
+// make_model_golden.py). Needs the default model (scripts/setup); skips without it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "kiln/kiln.h"
+#include "kiln/llm.h"
+#include "runtime/json.h"
+
+namespace fs = std::filesystem;
+using namespace kiln;
+using namespace kiln::llm;
+using kiln::runtime::Json;
+
+namespace {
+
+const char* kModel = "SmolLM2-135M-Instruct.Q4_1";  // the golden files' stem
+
+std::string model_path() { return default_model_path(); }
+
+fs::path golden_dir() { return fs::path(KILN_TEST_SOURCE_DIR) / "llm" / "golden"; }
+
+const Json& golden() {
+  static const Json j = [] {
+    std::ifstream f(golden_dir() / (std::string(kModel) + ".json"));
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return runtime::parse_json(ss.str(), "golden");
+  }();
+  return j;
+}
+
+std::vector<int32_t> ids_of(const Json& a) {
+  std::vector<int32_t> v;
+  for (const Json& x : a.array) v.push_back(static_cast<int32_t>(x.integer));
+  return v;
+}
+
+double number(const Json& x) { return x.kind == Json::Kind::integer ? static_cast<double>(x.integer) : x.number; }
+
+// Loading a model costs a second or two; the tests share one of each kind.
+std::shared_ptr<Model> quantized_model() {
+  static auto m = Model::load(model_path());
+  return m;
+}
+std::shared_ptr<Model> float_model() {
+  static auto m = Model::load(model_path(), {.dequantize = true});
+  return m;
+}
+
+class LlmModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(model_path())) GTEST_SKIP() << "the default model is not at " << model_path() << " (scripts/setup)";
+  }
+};
+
+/* Logits of every position of `ids` in a fresh session: [ids, vocab]. */
+std::vector<float> all_logits(const std::shared_ptr<Model>& m, const std::vector<int32_t>& ids) {
+  Session s(m);
+  return m->step({&s}, {ids}, true).to_vector<float>();
+}
+
+int argmax(const float* row, size_t n) { return static_cast<int>(std::max_element(row, row + n) - row); }
+
+}  // namespace
+
+TEST_F(LlmModel, ConfigIsReadFromTheFile) {
+  const ModelConfig& c = quantized_model()->config();
+  EXPECT_EQ(c.arch, "llama");
+  EXPECT_EQ(c.n_layers, 30);
+  EXPECT_EQ(c.d_model, 576);
+  EXPECT_EQ(c.n_heads, 9);
+  EXPECT_EQ(c.n_kv_heads, 3);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.vocab_size, 49152);
+  EXPECT_TRUE(c.tied_embeddings);
+  EXPECT_TRUE(c.rope_traditional);
+}
+
+TEST_F(LlmModel, Float32LogitsMatchTransformers) {
+  const auto m = float_model();
+  const size_t vocab = static_cast<size_t>(m->config().vocab_size);
+  std::ifstream rows_file(golden_dir() / (std::string(kModel) + ".rows.f32"), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(rows_file)), {});
+  std::vector<float> want_rows(bytes.size() / sizeof(float));
+  std::memcpy(want_rows.data(), bytes.data(), want_rows.size() * sizeof(float));
+  size_t full_rows = want_rows.size() / vocab, entry = 0;
+  for (const Json& e : golden().get("logits")->array) {
+    std::vector<int32_t> ids = ids_of(*e.get("ids"));
+    std::vector<float> got = all_logits(m, ids);
+    const auto& positions = e.get("positions")->array;
+    ASSERT_EQ(positions.size(), ids.size());
+    for (size_t p = 0; p < ids.size(); ++p) {
+      const float* row = got.data() + p * vocab;
+      const auto& top_ids = positions[p].get("ids")->array;
+      const auto& top_values = positions[p].get("values")->array;
+      double scale = std::abs(number(top_values[0]));
+      for (size_t j = 0; j < top_ids.size(); ++j) {
+        double want = number(top_values[j]), have = row[top_ids[j].integer];
+        scale = std::max(scale, std::abs(want));
+        EXPECT_LE(std::abs(have - want), 1e-3 * scale) << "prompt " << entry << " position " << p << " token "
+                                                        << top_ids[j].integer;
+      }
+    }
+    if (entry < full_rows) {  // the whole vocabulary at the last position
+      const float* row = got.data() + (ids.size() - 1) * vocab;
+      const float* want = want_rows.data() + entry * vocab;
+      double scale = 0, worst = 0;
+      for (size_t t = 0; t < vocab; ++t) {
+        scale = std::max(scale, std::abs(static_cast<double>(want[t])));
+        worst = std::max(worst, std::abs(static_cast<double>(row[t]) - want[t]));
+      }
+      EXPECT_LE(worst, 1e-3 * scale) << "prompt " << entry << ": largest difference over the vocabulary";
+    }
+    ++entry;
+  }
+}
+
+TEST_F(LlmModel, QuantizedTop1MatchesLlamaCppTeacherForced) {
+  const auto m = quantized_model();
+  const size_t vocab = static_cast<size_t>(m->config().vocab_size);
+  size_t same = 0, total = 0;
+  for (const Json& seq : golden().get("forced")->array) {
+    std::vector<int32_t> ids = ids_of(*seq.get("ids")), want = ids_of(*seq.get("top1"));
+    std::vector<float> got = all_logits(m, ids);
+    for (size_t p = 0; p < ids.size(); ++p, ++total) same += argmax(got.data() + p * vocab, vocab) == want[p];
+  }
+  EXPECT_GE(total, 2000u);
+  EXPECT_GE(static_cast<double>(same), 0.99 * static_cast<double>(total)) << same << " of " << total << " agree";
+}
+
+TEST_F(LlmModel, GreedyContinuationsMatchLlamaCpp) {
+  const auto m = quantized_model();
+  Tokenizer tok(m->file());
+  for (const Json& g : golden().get("greedy")->array) {
+    std::vector<int32_t> prompt = ids_of(*g.get("ids")), want = ids_of(*g.get("continuation"));
+    Session s(m);
+    GenerateOptions o;
+    o.max_tokens = static_cast<int>(want.size());
+    o.sampling.temperature = 0;
+    GenerateResult r = generate(s, tok, prompt, o);
+    size_t n = std::min(r.tokens.size(), want.size());
+    EXPECT_EQ(std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + static_cast<std::ptrdiff_t>(n)),
+              std::vector<int32_t>(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(n)))
+        << "prompt: " << g.get("prompt")->str;
+  }
+}
+
+TEST_F(LlmModel, ChunkedPrefillAndDecodeEqualOneStep) {
+  const auto m = quantized_model();
+  const size_t vocab = static_cast<size_t>(m->config().vocab_size);
+  std::vector<int32_t> ids = ids_of(*golden().get("forced")->array[0].get("ids"));
+  ids.resize(40);
+  std::vector<float> whole = all_logits(m, ids);
+  Session s(m);
+  s.append(std::vector<int32_t>(ids.begin(), ids.begin() + 37));  // chunks of 32, 4 and 1
+  s.append({ids[37]});
+  s.append({ids[38]});
+  std::vector<float> last = s.append({ids[39]}).to_vector<float>();
+  for (size_t t = 0; t < vocab; ++t) ASSERT_NEAR(last[t], whole[39 * vocab + t], 2e-3) << "token " << t;
+}
+
+TEST_F(LlmModel, BatchedStepEqualsSeparateSessions) {
+  const auto m = quantized_model();
+  const size_t vocab = static_cast<size_t>(m->config().vocab_size);
+  const auto& forced = golden().get("forced")->array;
+  std::vector<Session> sessions;
+  std::vector<std::vector<float>> alone;
+  for (size_t b = 0; b < 3; ++b) {
+    std::vector<int32_t> ids = ids_of(*forced[b].get("ids"));
+    ids.resize(10 + 3 * b);  // different lengths: different positions in one step
+    sessions.emplace_back(m);
+    sessions.back().append(std::vector<int32_t>(ids.begin(), ids.end() - 1));
+    alone.push_back(all_logits(m, ids));
+    alone.back().erase(alone.back().begin(), alone.back().end() - static_cast<std::ptrdiff_t>(vocab));
+  }
+  std::vector<Session*> ptrs;
+  std::vector<std::vector<int32_t>> next;
+  for (size_t b = 0; b < 3; ++b) {
+    ptrs.push_back(&sessions[b]);
+    next.push_back({ids_of(*forced[b].get("ids"))[9 + 3 * b]});
+  }
+  std::vector<float> got = m->step(ptrs, next).to_vector<float>();
+  for (size_t b = 0; b < 3; ++b)
+    for (size_t t = 0; t < vocab; ++t) ASSERT_NEAR(got[b * vocab + t], alone[b][t], 2e-3) << "session " << b;
+}
+
+TEST_F(LlmModel, SessionsOnManyThreadsGenerateAsOneThreadDoes) {
+  const auto m = quantized_model();
+  Tokenizer tok(m->file());
+  std::vector<int32_t> prompt = ids_of(*golden().get("greedy")->array[0].get("ids"));
+  GenerateOptions o;
+  o.max_tokens = 12;
+  o.sampling.temperature = 0;
+  Session one(m);
+  std::vector<int32_t> want = generate(one, tok, prompt, o).tokens;
+  std::vector<std::vector<int32_t>> got(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); ++i)
+    threads.emplace_back([&, i] {
+      Session s(m);
+      got[i] = generate(s, tok, prompt, o).tokens;
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& g : got) EXPECT_EQ(g, want);
+}
+
+TEST_F(LlmModel, BadInputIsAnErrorNamingWhatIsWrong) {
+  const auto m = quantized_model();
+  Session s(m);
+  try {
+    s.append({49152});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the vocabulary"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(s.append({}), Error);
+  EXPECT_EQ(s.position(), 0);
+  EXPECT_THROW(s.truncate(1), Error);
+  EXPECT_THROW(Model::load("/nonexistent/model.gguf"), Error);
+}

@@ -1,0 +1,242 @@
+// quantize, dequantize and quantized_matmul: MLX's format checked against golden data
+// from MLX itself (golden/make_llm_ops_golden.py), products against float64 references.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "golden/llm_ops_golden.h"
+#include "nn_ref.h"
+#include "ops/nn.h"
+
+using namespace kiln;
+
+namespace {
+
+std::vector<double> floats_of(const Array& a) { return a.to_vector<double>(); }
+std::vector<uint32_t> words_of(const Array& a) { return a.to_vector<uint32_t>(); }
+
+std::vector<double> plus_one(const std::vector<double>& v) {
+  std::vector<double> s(v.size());
+  for (size_t i = 0; i < v.size(); ++i) s[i] = std::fabs(v[i]) + 1;
+  return s;
+}
+
+std::string printed(const Primitive& p) {
+  std::ostringstream os;
+  p.print(os);
+  return os.str();
+}
+
+/* x [m, k] @ w^T (w [n, k]) in float64, and the sums of |terms| for tolerances. */
+void matmul_t_ref(const std::vector<double>& x, const std::vector<double>& w, size_t m, size_t n, size_t k,
+                  std::vector<double>& y, std::vector<double>& mag) {
+  y.assign(m * n, 0);
+  mag.assign(m * n, 0);
+  for (size_t i = 0; i < m; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      for (size_t e = 0; e < k; ++e) {
+        y[i * n + j] += x[i * k + e] * w[j * k + e];
+        mag[i * n + j] += std::fabs(x[i * k + e] * w[j * k + e]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST(Quantize, MatchesMlxPackingScalesAndBiases) {
+  Array w = array(golden::quant_w, {4, 128});
+  for (const auto& c : golden::quant_cases) {
+    std::string ctx = "bits " + std::to_string(c.bits) + " group " + std::to_string(c.group_size);
+    auto [packed, scales, biases] = quantize(w, c.group_size, c.bits);
+    EXPECT_EQ(packed.dtype(), uint32) << ctx;
+    EXPECT_EQ(packed.shape(), (Shape{4, 128 * c.bits / 32})) << ctx;
+    EXPECT_EQ(scales.shape(), (Shape{4, 128 / c.group_size})) << ctx;
+    EXPECT_EQ(words_of(packed), *c.packed) << ctx;
+    EXPECT_EQ(scales.to_vector<float>(), *c.scales) << ctx;
+    EXPECT_EQ(biases.to_vector<float>(), *c.biases) << ctx;
+  }
+}
+
+TEST(Quantize, Bfloat16MatchesMlx) {
+  Array w = astype(array(golden::quant_w, {4, 128}), bfloat16);
+  auto [packed, scales, biases] = quantize(w, 64, 4);
+  EXPECT_EQ(scales.dtype(), bfloat16);
+  EXPECT_EQ(words_of(packed), golden::bf16_q4_g64_packed);
+  EXPECT_EQ(astype(scales, float32).to_vector<float>(), golden::bf16_q4_g64_scales);
+  EXPECT_EQ(astype(biases, float32).to_vector<float>(), golden::bf16_q4_g64_biases);
+  Array d = dequantize(packed, scales, biases, 64, 4);
+  EXPECT_EQ(d.dtype(), bfloat16);
+  EXPECT_EQ(astype(d, float32).to_vector<float>(), golden::bf16_q4_g64_dequantized);
+}
+
+TEST(Dequantize, EqualsFloat64UnpackingAndBoundsTheError) {
+  for (int bits : {2, 3, 4, 5, 6, 8}) {
+    for (int gs : {32, 64, 128}) {
+      std::string ctx = "bits " + std::to_string(bits) + " group " + std::to_string(gs);
+      auto v = kt::random_values(3 * 256, float32, static_cast<uint64_t>(bits * 1000 + gs));
+      Array w = kt::from_values(v, {3, 256}, float32);
+      auto [packed, scales, biases] = quantize(w, gs, bits);
+      auto s = floats_of(scales), b = floats_of(biases);
+      auto want = kt::dequantize_ref(words_of(packed), s, b, 3, 256, gs, bits);
+      Array d = dequantize(packed, scales, biases, gs, bits);
+      EXPECT_EQ(d.shape(), (Shape{3, 256}));
+      // Two float32 roundings of s * q + b, relative to the terms' size.
+      std::vector<double> terms(want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        size_t g = i / static_cast<size_t>(gs);
+        terms[i] = std::fabs(b[g]) + std::fabs(s[g]) * ((1 << bits) - 1);
+      }
+      kt::expect_within(d, want, terms, 2.5e-7, ctx);
+      // Every value is the level of its group nearest to w (MLX's levels may not reach both
+      // ends of a group: the end of larger magnitude is exact, the other may be clipped).
+      auto got = floats_of(d);
+      for (size_t i = 0; i < got.size(); ++i) {
+        size_t g = i / static_cast<size_t>(gs);
+        double nearest = INFINITY;
+        for (int q = 0; q < (1 << bits); ++q) nearest = std::min(nearest, std::fabs(s[g] * q + b[g] - v[i]));
+        ASSERT_LE(std::fabs(got[i] - v[i]), nearest + 1e-6 * terms[i]) << ctx << " element " << i;
+      }
+    }
+  }
+}
+
+TEST(QuantizedMatmul, MatchesMlx) {
+  Array w = array(golden::quant_w, {4, 128});
+  Array x = array(golden::qmm_x, {3, 128});
+  struct Case {
+    int bits, gs;
+    const std::vector<float>* want;
+  };
+  for (Case c : {Case{4, 64, &golden::qmm_t_q4_g64}, Case{8, 32, &golden::qmm_t_q8_g32}, Case{3, 128, &golden::qmm_t_q3_g128}}) {
+    auto [packed, scales, biases] = quantize(w, c.gs, c.bits);
+    Array y = quantized_matmul(x, packed, scales, biases, true, c.gs, c.bits);
+    auto want = kt::as_doubles(*c.want);
+    kt::expect_within(y, want, plus_one(want), 1e-5, "bits " + std::to_string(c.bits));
+  }
+  auto [packed, scales, biases] = quantize(array(golden::qmm_wn, {64, 32}), 32, 4);
+  Array y = quantized_matmul(array(golden::qmm_x2, {2, 64}), packed, scales, biases, false, 32, 4);
+  auto want = kt::as_doubles(golden::qmm_n_q4_g32);
+  kt::expect_within(y, want, plus_one(want), 1e-5, "not transposed");
+}
+
+// Rows of x pick the decode path (up to 8) or the tiled sgemm path; K = 32 at 4 bits has
+// fewer than 8 words a row and takes the portable loop.
+TEST(QuantizedMatmul, AgainstFloat64AllBitsShapesAndDtypes) {
+  struct Case {
+    int64_t m, n, k;
+  };
+  for (Case sh : {Case{1, 7, 256}, Case{3, 5, 128}, Case{8, 9, 512}, Case{9, 6, 256}, Case{33, 300, 128}, Case{2, 3, 32}}) {
+    for (int bits : {2, 3, 4, 5, 6, 8}) {
+      for (int gs : {32, 128}) {
+        if (sh.k % gs != 0) continue;
+        for (bool transpose : {true, false}) {
+          for (Dtype d : {float32, bfloat16, float16}) {
+            std::ostringstream ctx;
+            ctx << "m " << sh.m << " n " << sh.n << " k " << sh.k << " bits " << bits << " group " << gs
+                << (transpose ? " T " : " N ") << dtype_name(d);
+            const int64_t rows = transpose ? sh.n : sh.k, cols = transpose ? sh.k : sh.n;
+            if (cols % gs != 0) continue;
+            auto wv = kt::random_values(rows * cols, float32, 7 + static_cast<uint64_t>(bits));
+            auto [packed, scales, biases] = quantize(kt::from_values(wv, {rows, cols}, float32), gs, bits);
+            auto deq = kt::dequantize_ref(words_of(packed), floats_of(scales), floats_of(biases),
+                                          static_cast<size_t>(rows), static_cast<size_t>(cols), gs, bits);
+            // As [n, k] for the reference.
+            std::vector<double> wt(deq.size());
+            for (int64_t r = 0; r < rows; ++r) {
+              for (int64_t c = 0; c < cols; ++c) {
+                size_t at = static_cast<size_t>(r * cols + c);
+                wt[transpose ? at : static_cast<size_t>(c * rows + r)] = deq[at];
+              }
+            }
+            auto xv = kt::random_values(sh.m * sh.k, d, 99, -2, 2);
+            Array x = kt::from_values(xv, {sh.m, sh.k}, d);
+            Array y = quantized_matmul(x, packed, scales, biases, transpose, gs, bits);
+            ASSERT_EQ(y.shape(), (Shape{sh.m, sh.n})) << ctx.str();
+            ASSERT_EQ(y.dtype(), d);
+            std::vector<double> want, mag;
+            matmul_t_ref(xv, wt, static_cast<size_t>(sh.m), static_cast<size_t>(sh.n), static_cast<size_t>(sh.k), want, mag);
+            for (size_t i = 0; i < want.size(); ++i) mag[i] += std::fabs(want[i]) * kt::rel_tol(d) / 1e-5;
+            kt::expect_within(y, want, mag, 1e-5, ctx.str());
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantizedMatmul, BatchAxesNonContiguousXEmptyAndNaN) {
+  auto wv = kt::random_values(16 * 128, float32, 3);
+  auto [packed, scales, biases] = quantize(kt::from_values(wv, {16, 128}, float32), 64, 4);
+  // [2, 3, 128] through a transposed layout: equal to the contiguous product.
+  auto xv = kt::random_values(2 * 3 * 128, float32, 4);
+  Array xs = kt::with_layout(xv, {2, 3, 128}, float32, kt::Layout::transposed);
+  Array xc = kt::from_values(xv, {2, 3, 128}, float32);
+  Array ys = quantized_matmul(xs, packed, scales, biases);
+  EXPECT_EQ(ys.shape(), (Shape{2, 3, 16}));
+  kt::expect_same_bits(ys, quantized_matmul(xc, packed, scales, biases), "transposed x");
+  // One row and a 1-D x.
+  Array x1 = kt::from_values(std::vector<double>(xv.begin(), xv.begin() + 128), {128}, float32);
+  EXPECT_EQ(quantized_matmul(x1, packed, scales, biases).shape(), (Shape{16}));
+  // No rows.
+  Array y0 = quantized_matmul(zeros({0, 128}), packed, scales, biases);
+  EXPECT_EQ(y0.shape(), (Shape{0, 16}));
+  EXPECT_EQ(y0.size(), 0);
+  // NaN and infinity in a row of x reach that row's outputs only.
+  auto xn = xv;
+  xn[5] = std::nan("");
+  xn[128 + 7] = INFINITY;
+  for (int64_t m : {2, 20}) {  // decode and tiled paths
+    std::vector<double> rows(xn.begin(), xn.begin() + 2 * 128);
+    rows.resize(static_cast<size_t>(m * 128), 0.5);
+    auto y = quantized_matmul(kt::from_values(rows, {m, 128}, float32), packed, scales, biases).to_vector<double>();
+    for (int j = 0; j < 16; ++j) EXPECT_TRUE(std::isnan(y[static_cast<size_t>(j)])) << m;
+    for (int j = 0; j < 16; ++j) EXPECT_TRUE(std::isinf(y[static_cast<size_t>(16 + j)]) || std::isnan(y[static_cast<size_t>(16 + j)])) << m;
+    if (m > 2) EXPECT_TRUE(std::isfinite(y[static_cast<size_t>(2 * 16)])) << m;
+  }
+}
+
+TEST(QuantizedMatmul, CompiledEqualsEager) {
+  auto wv = kt::random_values(64 * 256, float32, 5);
+  auto [packed, scales, biases] = quantize(kt::from_values(wv, {64, 256}, float32), 64, 4);
+  for (int64_t m : {1, 4, 16}) {
+    Array x = kt::from_values(kt::random_values(m * 256, bfloat16, 6), {m, 256}, bfloat16);
+    auto f = compile([&](const Array& a) { return quantized_matmul(a * 2.0f, packed, scales, biases) + 1.0f; });
+    kt::expect_same_bits(f(x), quantized_matmul(x * 2.0f, packed, scales, biases) + 1.0f, "m " + std::to_string(m));
+  }
+}
+
+TEST(Quantized, Errors) {
+  Array w = ones({4, 64});
+  kt::expect_error([&] { quantize(w, 16, 4); }, "[quantize] group_size must be 32, 64 or 128, got 16");
+  kt::expect_error([&] { quantize(w, 64, 7); }, "[quantize] bits must be 2, 3, 4, 5, 6 or 8, got 7");
+  kt::expect_error([&] { quantize(ones({4, 96}), 64, 4); },
+                   "[quantize] the last axis (96 in (4,96)) must be a multiple of group_size 64");
+  kt::expect_error([&] { quantize(ones({4, 64}, int32), 64, 4); }, "[quantize] w must be float32, float16 or bfloat16, got int32");
+  auto [p, s, b] = quantize(w, 64, 4);
+  kt::expect_error([&] { dequantize(astype(p, int32), s, b); }, "[dequantize] packed weights must be uint32, got int32");
+  kt::expect_error([&] { dequantize(p, s, b, 32, 4); },
+                   "[dequantize] packed weights (4,8) hold 64 values per row at 4 bits, which does not match scales "
+                   "(4,1) with groups of 32");
+  kt::expect_error([&] { dequantize(p, s, ones({4, 2})); }, "[dequantize] scales (4,1) and biases (4,2) differ in shape");
+  kt::expect_error([&] { quantized_matmul(ones({2, 32}), p, s, b); },
+                   "[quantized_matmul] inner dimensions differ: x (2,32) against 64 (weights (4,8) transposed at 4 bits)");
+  kt::expect_error([&] { quantized_matmul(ones({2, 64}, float64), p, s, b); },
+                   "[quantized_matmul] x must be float32, float16 or bfloat16, got float64");
+  kt::expect_error([&] { quantized_matmul(ones({2, 64}), reshape(p, {32}), s, b); },
+                   "[quantized_matmul] the packed weights must be 2-D, got (32)");
+}
+
+TEST(Quantized, PrintAndEquivalence) {
+  QuantizedMatmul a({64, 4}, true), b({64, 4}, true), c({64, 8}, true), d({64, 4}, false), e({32, 4}, true);
+  EXPECT_TRUE(a.is_equivalent(b));
+  EXPECT_FALSE(a.is_equivalent(c));
+  EXPECT_FALSE(a.is_equivalent(d));
+  EXPECT_FALSE(a.is_equivalent(e));
+  EXPECT_EQ(printed(a), "quantized_matmul(group_size=64,bits=4,transpose=true)");
+  EXPECT_EQ(printed(Quantize({32, 3})), "quantize(group_size=32,bits=3)");
+  EXPECT_FALSE(Quantize({32, 3}).is_equivalent(Quantize({32, 4})));
+  EXPECT_FALSE(Dequantize({32, 3}).is_equivalent(Dequantize({64, 3})));
+  EXPECT_EQ(printed(Dequantize({128, 8})), "dequantize(group_size=128,bits=8)");
+}
