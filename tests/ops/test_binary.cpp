@@ -6,9 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <set>
 
-#include "ops/op_traits.h"
+#include "ops/registry_cases.h"
 #include "reference.h"
 
 using namespace kiln;
@@ -348,14 +347,8 @@ const BinaryCase& find_case(const std::string& name) {
 
 // The per-op cases and the registry list the same ops, so a new row cannot go untested.
 TEST(Binary, EveryRegistryRowHasACase) {
-  std::set<std::string> cased;
-  for (const BinaryCase& c : kCases) {
-    cased.insert(c.name);
-    EXPECT_NE(registry_fn(c.name), nullptr) << "kCases has '" << c.name << "', not a binary row of the op registry";
-  }
-  for (const OpTraits& t : op_registry())
-    if (t.category == OpCategory::binary)
-      EXPECT_TRUE(cased.count(t.name)) << "binary op '" << t.name << "' has no reference in tests/ops/test_binary.cpp";
+  kt::expect_cases_match_registry(kCases, OpCategory::binary, [](const std::string& n) { return registry_fn(n) != nullptr; },
+                                  "tests/ops/test_binary.cpp");
 }
 
 // One op per family over 100000 elements, so the work is split across the thread pool:

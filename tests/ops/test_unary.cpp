@@ -4,9 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <set>
 
-#include "ops/op_traits.h"
+#include "ops/registry_cases.h"
 #include "reference.h"
 
 using namespace kiln;
@@ -213,14 +212,8 @@ INSTANTIATE_TEST_SUITE_P(All, UnaryOp, ::testing::ValuesIn(kCases),
 
 // The per-op cases and the registry list the same ops, so a new row cannot go untested.
 TEST(Unary, EveryRegistryRowHasACase) {
-  std::set<std::string> cased;
-  for (const UnaryCase& c : kCases) {
-    cased.insert(c.name);
-    EXPECT_NE(registry_fn(c.name), nullptr) << "kCases has '" << c.name << "', not a unary row of the op registry";
-  }
-  for (const OpTraits& t : op_registry())
-    if (t.category == OpCategory::unary)
-      EXPECT_TRUE(cased.count(t.name)) << "unary op '" << t.name << "' has no reference in tests/ops/test_unary.cpp";
+  kt::expect_cases_match_registry(kCases, OpCategory::unary, [](const std::string& n) { return registry_fn(n) != nullptr; },
+                                  "tests/ops/test_unary.cpp");
 }
 
 namespace {
