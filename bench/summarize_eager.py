@@ -10,14 +10,17 @@ import json
 import sys
 
 
-def medians(path):
+def medians(path, full_names=False):
+    """The median aggregate of each benchmark, keyed by its name before the first '/'
+    (or its whole name)."""
     with open(path) as f:
         data = json.load(f)
     out = {}
     for b in data["benchmarks"]:
         if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
             continue
-        name = b.get("run_name", b["name"]).split("/")[0]
+        name = b.get("run_name", b["name"])
+        name = name if full_names else name.split("/")[0]
         # Prefer the median aggregate; fall back to a lone iteration when run without repetitions.
         if b.get("run_type") == "aggregate" or name not in out:
             out[name] = b

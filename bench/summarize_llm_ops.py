@@ -20,9 +20,9 @@ TARGETS = {"BM_QmmGemv": 0.70, "BM_SdpaDecode": 0.80}
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: summarize_llm_ops.py RESULTS.json")
-    context, b = medians(sys.argv[1])
+    context, b = medians(sys.argv[1], full_names=True)
     print(f"{context.get('date', '?')}  {context.get('num_cpus', '?')} cpus")
-    copy = b.get("BM_Memcpy", {}).get("bytes_per_second")
+    copy = next((r["bytes_per_second"] for n, r in b.items() if n.startswith("BM_Memcpy")), None)
     for r in sorted(b.values(), key=lambda r: r["name"]):
         name = r.get("run_name", r["name"])
         base = name.split("/")[0]
@@ -36,8 +36,8 @@ def main():
         elif "items_per_second" in r:
             line += f"  {r['items_per_second'] / 1e9:7.2f} G multiply-adds/s"
         print(line)
-    gemm = [r for n, r in b.items() if n == "BM_QmmGemm"]
-    sgemm = [r for n, r in b.items() if n == "BM_SgemmDequantized"]
+    gemm = [r for n, r in b.items() if n.startswith("BM_QmmGemm/")]
+    sgemm = [r for n, r in b.items() if n.startswith("BM_SgemmDequantized/")]
     if gemm and sgemm:
         print(f"prefill product / sgemm on dequantized weights: "
               f"{gemm[0]['items_per_second'] / sgemm[0]['items_per_second']:.2f}")

@@ -63,10 +63,10 @@ int kiln_rope(kiln_array* out, const kiln_array x, int dims, bool traditional, f
   });
 }
 
-int kiln_sdpa(kiln_array* out, const kiln_array q, const kiln_array k, const kiln_array v, float scale,
+int kiln_scaled_dot_product_attention(kiln_array* out, const kiln_array q, const kiln_array k, const kiln_array v, float scale,
               const kiln_array mask, bool causal, const kiln_array key_lengths) {
   return guard([&] {
-    const char* fn = "kiln_sdpa";
+    const char* fn = "kiln_scaled_dot_product_attention";
     check_out(fn, out);
     put(out, scaled_dot_product_attention(get(fn, q), get(fn, k), get(fn, v), scale, get_optional(mask), causal,
                                           get_optional(key_lengths)));

@@ -27,10 +27,6 @@ Shape with_last(Shape s, int64_t last) {
   return s;
 }
 
-void print_quant(std::ostream& os, const char* name, const QuantParams& q) {
-  os << name << "(group_size=" << q.group_size << ",bits=" << q.bits;
-}
-
 /* The unpacked length K of packed rows of P uint32 words, checked against the scales' G groups. */
 int64_t checked_unpacked_length(const char* op, const QuantParams& q, const Shape& packed, const Shape& scales,
                                 const Shape& biases) {
@@ -49,6 +45,13 @@ int64_t checked_unpacked_length(const char* op, const QuantParams& q, const Shap
 }  // namespace
 
 // ---- quantize / dequantize ---------------------------------------------------------
+bool QuantizedPrimitive::is_equivalent(const Primitive& o) const {
+  return o.kind() == kind() && static_cast<const QuantizedPrimitive&>(o).q_ == q_;
+}
+void QuantizedPrimitive::print(std::ostream& os) const {
+  os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits << ")";
+}
+
 std::vector<Shape> Quantize::output_shapes(const std::vector<Shape>& in) const {
   const Shape& w = in[0];
   if (w.empty()) fail("quantize", "the array to quantize must have at least 1 dimension");
@@ -60,25 +63,9 @@ std::vector<Shape> Quantize::output_shapes(const std::vector<Shape>& in) const {
   return {with_last(w, w.back() * q_.bits / 32), groups, groups};
 }
 
-bool Quantize::is_equivalent(const Primitive& o) const {
-  return o.kind() == kind() && static_cast<const Quantize&>(o).q_ == q_;
-}
-void Quantize::print(std::ostream& os) const {
-  print_quant(os, name(), q_);
-  os << ")";
-}
-
 std::vector<Shape> Dequantize::output_shapes(const std::vector<Shape>& in) const {
   int64_t k = checked_unpacked_length("dequantize", q_, in[0], in[1], in[2]);
   return {with_last(in[0], k)};
-}
-
-bool Dequantize::is_equivalent(const Primitive& o) const {
-  return o.kind() == kind() && static_cast<const Dequantize&>(o).q_ == q_;
-}
-void Dequantize::print(std::ostream& os) const {
-  print_quant(os, name(), q_);
-  os << ")";
 }
 
 // ---- quantized_matmul ----------------------------------------------------------------
@@ -99,13 +86,11 @@ std::vector<Shape> QuantizedMatmul::output_shapes(const std::vector<Shape>& in) 
 }
 
 bool QuantizedMatmul::is_equivalent(const Primitive& o) const {
-  if (o.kind() != kind()) return false;
-  auto& b = static_cast<const QuantizedMatmul&>(o);
-  return b.q_ == q_ && b.transpose_ == transpose_;
+  return QuantizedPrimitive::is_equivalent(o) && static_cast<const QuantizedMatmul&>(o).transpose_ == transpose_;
 }
 void QuantizedMatmul::print(std::ostream& os) const {
-  print_quant(os, name(), q_);
-  os << ",transpose=" << (transpose_ ? "true" : "false") << ")";
+  os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits << ",transpose=" << (transpose_ ? "true" : "false")
+     << ")";
 }
 
 // ---- norms ------------------------------------------------------------------------------

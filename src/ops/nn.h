@@ -20,48 +20,46 @@ struct QuantParams {
 /* Throws [op] errors for a group size other than 32/64/128 or bits outside {2,3,4,5,6,8}. */
 void check_quant_params(const char* op, const QuantParams& q);
 
-/* w [.., K] -> (packed uint32 [.., K*bits/32], scales [.., K/group], biases [.., K/group]). */
-class Quantize : public Primitive {
+/* The quantized primitives' parameters, identity and printing. */
+class QuantizedPrimitive : public Primitive {
  public:
-  explicit Quantize(QuantParams q) : Primitive(OpKind::Quantize), q_(q) {}
-  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
-  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  QuantizedPrimitive(OpKind kind, QuantParams q) : Primitive(kind), q_(q) {}
   bool is_equivalent(const Primitive& o) const override;
   void print(std::ostream& os) const override;
   const QuantParams& params() const { return q_; }
 
- private:
+ protected:
   QuantParams q_;
 };
 
-/* Inputs (packed, scales, biases) -> values [.., K] in the dtype of scales. */
-class Dequantize : public Primitive {
+/* w [.., K] -> (packed uint32 [.., K*bits/32], scales [.., K/group], biases [.., K/group]). */
+class Quantize : public QuantizedPrimitive {
  public:
-  explicit Dequantize(QuantParams q) : Primitive(OpKind::Dequantize), q_(q) {}
+  explicit Quantize(QuantParams q) : QuantizedPrimitive(OpKind::Quantize, q) {}
   void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
-  bool is_equivalent(const Primitive& o) const override;
-  void print(std::ostream& os) const override;
-  const QuantParams& params() const { return q_; }
+};
 
- private:
-  QuantParams q_;
+/* Inputs (packed, scales, biases) -> values [.., K] in the dtype of scales. */
+class Dequantize : public QuantizedPrimitive {
+ public:
+  explicit Dequantize(QuantParams q) : QuantizedPrimitive(OpKind::Dequantize, q) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
 };
 
 /* Inputs (x [.., M, K], packed, scales, biases): x @ dequantize(w)^T (transpose, w [N, K])
    or x @ dequantize(w) (w [K, N]); the weights are 2-D, the result has x's dtype. */
-class QuantizedMatmul : public Primitive {
+class QuantizedMatmul : public QuantizedPrimitive {
  public:
-  QuantizedMatmul(QuantParams q, bool transpose) : Primitive(OpKind::QuantizedMatmul), q_(q), transpose_(transpose) {}
+  QuantizedMatmul(QuantParams q, bool transpose) : QuantizedPrimitive(OpKind::QuantizedMatmul, q), transpose_(transpose) {}
   void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
   bool is_equivalent(const Primitive& o) const override;
   void print(std::ostream& os) const override;
-  const QuantParams& params() const { return q_; }
   bool transpose() const { return transpose_; }
 
  private:
-  QuantParams q_;
   bool transpose_;
 };
 

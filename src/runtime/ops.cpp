@@ -6,6 +6,7 @@
 #include <functional>
 #include <unordered_map>
 
+#include "kiln/nn.h"
 #include "kiln/ops.h"
 #include "runtime/attrs.h"
 
@@ -70,26 +71,18 @@ std::vector<Array> one(Array a) { return {std::move(a)}; }
 const std::unordered_map<std::string, Entry>& table() {
   static const std::unordered_map<std::string, Entry> t = [] {
     std::unordered_map<std::string, Entry> m;
-#define UNARY(name) m[#name] = {1, 1, [](Call& c) { return one(kiln::name(c.in[0])); }};
-    UNARY(abs) UNARY(negative) UNARY(sign) UNARY(exp) UNARY(expm1) UNARY(log) UNARY(log1p) UNARY(log2)
-    UNARY(sqrt) UNARY(rsqrt) UNARY(square) UNARY(reciprocal) UNARY(sin) UNARY(cos) UNARY(tan) UNARY(tanh)
-    UNARY(sigmoid) UNARY(erf) UNARY(gelu) UNARY(gelu_tanh) UNARY(floor) UNARY(ceil) UNARY(round) UNARY(isnan)
-    UNARY(isinf) UNARY(isfinite)
-    UNARY(logical_not) UNARY(bitwise_not) UNARY(flatten) UNARY(copy)
-#undef UNARY
-#define BINARY(name) m[#name] = {2, 2, [](Call& c) { return one(kiln::name(c.in[0], c.in[1])); }};
-    BINARY(add) BINARY(subtract) BINARY(multiply) BINARY(divide) BINARY(floor_divide) BINARY(remainder)
-    BINARY(power) BINARY(maximum) BINARY(minimum) BINARY(arctan2) BINARY(equal) BINARY(not_equal) BINARY(less)
-    BINARY(less_equal) BINARY(greater) BINARY(greater_equal) BINARY(logical_and) BINARY(logical_or)
-    BINARY(bitwise_and) BINARY(bitwise_or) BINARY(bitwise_xor) BINARY(left_shift) BINARY(right_shift)
-    BINARY(matmul)
-#undef BINARY
-#define REDUCE(name)                                                                             \
-  m[#name] = {1, 1, [](Call& c) {                                                                \
+    // Every unary, binary and reduce row of the op registry; the other ops read their own attributes.
+#define KILN_UNARY(F, name, ...) m[#name] = {1, 1, [](Call& c) { return one(kiln::name(c.in[0])); }};
+#define KILN_BINARY(F, name, ...) m[#name] = {2, 2, [](Call& c) { return one(kiln::name(c.in[0], c.in[1])); }};
+#define KILN_REDUCE(F, name) \
+  m[#name] = {1, 1, [](Call& c) { \
                 return one(kiln::name(c.in[0], c.attr.ints32_or("axes", {}), c.attr.bool_or("keepdims", false))); \
               }};
-    REDUCE(sum) REDUCE(prod) REDUCE(mean) REDUCE(max) REDUCE(min) REDUCE(all) REDUCE(any) REDUCE(logsumexp)
-#undef REDUCE
+#define KILN_REDUCE_COMPOSITE(name) KILN_REDUCE(, name)
+#include "ops/op_table.def"
+    m["flatten"] = {1, 1, [](Call& c) { return one(flatten(c.in[0])); }};
+    m["copy"] = {1, 1, [](Call& c) { return one(copy(c.in[0])); }};
+    m["matmul"] = {2, 2, [](Call& c) { return one(matmul(c.in[0], c.in[1])); }};
 #define ARGREDUCE(name)                                                                  \
   m[#name] = {1, 1, [](Call& c) {                                                        \
                 auto ax = c.attr.int_opt("axis");                                        \
@@ -160,6 +153,43 @@ const std::unordered_map<std::string, Entry>& table() {
     m["take_along_axis"] = {2, 2, [](Call& c) {
                               return one(take_along_axis(c.in[0], c.in[1], static_cast<int>(c.attr.int_("axis"))));
                             }};
+    // Language-model ops (kiln/nn.h); optional operands follow the required ones.
+    m["quantize"] = {1, 1, [](Call& c) {
+                       auto [w, s, b] = quantize(c.in[0], static_cast<int>(c.attr.int_or("group_size", 64)),
+                                                 static_cast<int>(c.attr.int_or("bits", 4)));
+                       return std::vector<Array>{w, s, b};
+                     }};
+    m["dequantize"] = {3, 3, [](Call& c) {
+                         return one(dequantize(c.in[0], c.in[1], c.in[2], static_cast<int>(c.attr.int_or("group_size", 64)),
+                                               static_cast<int>(c.attr.int_or("bits", 4))));
+                       }};
+    m["quantized_matmul"] = {4, 4, [](Call& c) {
+                               return one(quantized_matmul(c.in[0], c.in[1], c.in[2], c.in[3],
+                                                           c.attr.bool_or("transpose", true),
+                                                           static_cast<int>(c.attr.int_or("group_size", 64)),
+                                                           static_cast<int>(c.attr.int_or("bits", 4))));
+                             }};
+    m["rms_norm"] = {1, 2, [](Call& c) {
+                       auto w = c.in.size() > 1 ? std::optional<Array>(c.in[1]) : std::nullopt;
+                       return one(rms_norm(c.in[0], w, static_cast<float>(c.attr.float_or("eps", 1e-5))));
+                     }};
+    m["layer_norm"] = {1, 3, [](Call& c) {
+                         auto w = c.in.size() > 1 ? std::optional<Array>(c.in[1]) : std::nullopt;
+                         auto b = c.in.size() > 2 ? std::optional<Array>(c.in[2]) : std::nullopt;
+                         return one(layer_norm(c.in[0], w, b, static_cast<float>(c.attr.float_or("eps", 1e-5))));
+                       }};
+    m["rope"] = {2, 3, [](Call& c) {  // inputs x, offset (int32), optional freqs
+                   auto freqs = c.in.size() > 2 ? std::optional<Array>(c.in[2]) : std::nullopt;
+                   auto base = freqs ? std::nullopt : std::optional<float>(static_cast<float>(c.attr.float_or("base", 10000.0)));
+                   return one(rope(c.in[0], static_cast<int>(c.attr.int_("dims")), c.attr.bool_or("traditional", false), base,
+                                   static_cast<float>(c.attr.float_or("scale", 1.0)), c.in[1], freqs));
+                 }};
+    m["scaled_dot_product_attention"] = {3, 4, [](Call& c) {  // q, k, v, optional mask
+                                           auto mask = c.in.size() > 3 ? std::optional<Array>(c.in[3]) : std::nullopt;
+                                           return one(scaled_dot_product_attention(
+                                               c.in[0], c.in[1], c.in[2], static_cast<float>(c.attr.float_("scale")), mask,
+                                               c.attr.bool_or("causal", false)));
+                                         }};
     m["slice_update"] = {2, 2, [](Call& c) {
                            return one(slice_update(c.in[0], c.in[1], c.attr.ints("start"), c.attr.ints("stop"),
                                                    c.attr.ints_opt("step").value_or(Shape{})));

@@ -77,9 +77,9 @@ static void test_norms_rope_attention(void) {
   const float qv[2] = {0.3f, -2}, kv[2] = {1, 5}, vv[2] = {7, -8};
   kiln_array q = new_data(qv, s1111, 4, KILN_FLOAT32), k = new_data(kv, s1111, 4, KILN_FLOAT32),
              v = new_data(vv, s1111, 4, KILN_FLOAT32), att = NULL;
-  OK(kiln_sdpa(&att, q, k, v, 0.5f, NULL, true, NULL));
+  OK(kiln_scaled_dot_product_attention(&att, q, k, v, 0.5f, NULL, true, NULL));
   CHECK(close_to(att, v, 1e-6f));
-  FAILS_WITH(kiln_sdpa(&att, q, x, v, 0.5f, NULL, false, NULL), "[scaled_dot_product_attention] q, k and v must be 4-D");
+  FAILS_WITH(kiln_scaled_dot_product_attention(&att, q, x, v, 0.5f, NULL, false, NULL), "[scaled_dot_product_attention] q, k and v must be 4-D");
 
   /* Row 1 of a 3x2 zero cache replaced. */
   const float zero6[6] = {0, 0, 0, 0, 0, 0}, upd[2] = {5, 6};
