@@ -8,6 +8,7 @@
 #include "kiln/eval.h"
 #include "kiln/half.h"
 #include "kiln/ops.h"
+#include "kiln/random.h"
 #include "kiln/compile.h"
 #include "kiln/graph.h"
 #include "kiln/executable.h"

@@ -18,7 +18,8 @@ enum class OpKind : uint16_t {
 };
 
 enum class OpCategory {
-  unary, binary, reduce, elementwise, creation, reduction, scan, matmul, view, layout, gather, fused, compiled
+  unary, binary, reduce, elementwise, creation, reduction, scan, matmul, view, layout, gather, random, selection, fused,
+  compiled
 };
 
 const char* op_name(OpKind kind);

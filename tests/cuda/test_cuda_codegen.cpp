@@ -213,6 +213,8 @@ TEST_F(CudaCodegen, ArgReductionsInPartsCompile) {
   }
 }
 
+TEST_F(CudaCodegen, RandomBitsCompile) { compiles(cuda::instantiate("kiln_random_bits", 4)); }
+
 TEST_F(CudaCodegen, TransposeTilesCompile) {
   for (size_t itemsize : {1, 2, 4, 8}) compiles(cuda::transpose_source(itemsize));
 }

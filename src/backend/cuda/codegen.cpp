@@ -20,6 +20,7 @@ const char* support_header() {
 #include <cstdint>
 #include "kiln/half.h"
 #include "backend/common/math.h"
+#include "backend/common/threefry.h"
 
 template <int N> struct KilnMeta { long v[N]; };
 // V elements of T read or written as one aligned access (16 bytes at most).
@@ -495,6 +496,17 @@ template <class T, bool IsMax, int N> __device__ void kiln_argreduce(const KilnM
     int32_t bi = 0;
     for (int32_t k = 1; k < len; ++k) kiln_arg_scan<CT, IsMax>(static_cast<CT>(in[base + k * as]), k, best, bi);
     out[r] = bi;
+  }
+}
+
+// Random words, a thread a Threefry pair. v: words, key, key stride, out.
+template <int N> __device__ void kiln_random_bits(const KilnMeta<N>& m) {
+  const unsigned long n = static_cast<unsigned long>(m.v[0]);
+  const uint32_t* key = reinterpret_cast<const uint32_t*>(m.v[1]);
+  const uint32_t k0 = key[0], k1 = key[m.v[2]];
+  uint32_t* out = reinterpret_cast<uint32_t*>(m.v[3]);
+  for (long j = kiln_gid(); j < static_cast<long>((n + 1) / 2); j += kiln_gstride()) {
+    kiln::threefry::pair(k0, k1, n, static_cast<unsigned long>(j), out);
   }
 }
 

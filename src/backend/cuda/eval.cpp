@@ -853,6 +853,22 @@ void gather(int dev, const Tensor& a, const Strides& as, int64_t axis_stride, co
   launch(dev, f, grid_for(dev, y.size(), 256), 256, meta);
 }
 
+// Random words: a thread a Threefry pair (backend/common/threefry.h), the key read on the
+// device, so a key computed there (a split) needs no copy to the host.
+void random_bits(int dev, const Tensor& key, Tensor& y) {
+  if (y.size() == 0) return;
+  static const std::string source = instantiate("kiln_random_bits", 4);
+  CUfunction f = kernel(dev, source, "kiln_kernel", [&] { return source; });
+  launch(dev, f, grid_for(dev, (y.size() + 1) / 2, 256), 256, {y.size(), ptr_bits(key), key.strides[0], ptr_bits(y)});
+}
+
+// Sorting and selection on the host: the input copied down, the results up.
+void select_on_host(int dev, Primitive& prim, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  std::vector<Tensor> host_in{to_host(in[0])};
+  prim.eval_cpu(host_in, out);
+  for (auto& t : out) t = to_device(t, dev);
+}
+
 // activation(a @ b + bias) (the fuse_matmul_epilogue pass): cuBLASLt's epilogue adds a bias
 // vector and applies the tanh GELU; the exact GELU, which it lacks, runs as a kernel after
 // the biased product. Else (no algorithm for the epilogue, a bias that broadcasts the
@@ -1007,6 +1023,13 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
       }
       break;
     }
+    case OpCategory::random:
+      allocate_output(dev, out[0]);
+      random_bits(dev, in[0], out[0]);
+      break;
+    case OpCategory::selection:
+      select_on_host(dev, prim, in, out);
+      break;
     case OpCategory::fused:
       if (k == OpKind::Fused) {
         auto& f = static_cast<const compiler::Fused&>(prim);
