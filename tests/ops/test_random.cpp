@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backend/common/threefry.h"
 #include "golden/random_golden.h"
 #include "reference.h"
 
@@ -49,6 +50,16 @@ TEST(Random, BitsMatchJax) {
     Array b = random::bits({c.n}, key_of(c.key));
     EXPECT_EQ(b.dtype(), uint32);
     EXPECT_EQ(b.to_vector<uint32_t>(), c.bits) << "key " << c.key[0] << "," << c.key[1] << " n " << c.n;
+  }
+}
+
+TEST(Random, LongDrawsMatchThePairByPairHash) {
+  // Long draws take the kernels' blocked and threaded paths; the hash one pair at a time
+  // (checked against JAX above) is the reference.
+  for (int64_t n : {int64_t{100003}, int64_t{1} << 17, int64_t{70001}}) {
+    std::vector<uint32_t> want(static_cast<size_t>(n));
+    for (int64_t j = 0; j < (n + 1) / 2; ++j) threefry::pair(7, 0xdeadbeef, n, static_cast<uint64_t>(j), want.data());
+    EXPECT_EQ(random::bits({n}, key_of({7, 0xdeadbeef})).to_vector<uint32_t>(), want) << n;
   }
 }
 

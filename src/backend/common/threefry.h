@@ -12,24 +12,38 @@
 
 namespace kiln::threefry {
 
-KILN_HD inline uint32_t rotl(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+/* One round: add, rotate by R, xor. */
+template <int R>
+KILN_HD inline void mix(uint32_t& x0, uint32_t& x1) {
+  x0 += x1;
+  x1 = (x1 << R) | (x1 >> (32 - R));
+  x1 ^= x0;
+}
 
-/* Hashes the counter pair (x0, x1) under the key (k0, k1) in place. */
+/* Group G (1 to 5) of four rounds, then the key injected after it: key words G and
+   G + 1 (of three) and the count G. Odd and even groups rotate by different amounts. */
+template <int G>
+KILN_HD inline void group(const uint32_t* ks, uint32_t& x0, uint32_t& x1) {
+  if constexpr (G % 2 == 1) {
+    mix<13>(x0, x1), mix<15>(x0, x1), mix<26>(x0, x1), mix<6>(x0, x1);
+  } else {
+    mix<17>(x0, x1), mix<29>(x0, x1), mix<16>(x0, x1), mix<24>(x0, x1);
+  }
+  x0 += ks[G % 3];
+  x1 += ks[(G + 1) % 3] + static_cast<uint32_t>(G);
+}
+
+/* Hashes the counter pair (x0, x1) under the key (k0, k1) in place: 20 rounds, the
+   rotations spelled out so every shift is a constant. */
 KILN_HD inline void hash(uint32_t k0, uint32_t k1, uint32_t& x0, uint32_t& x1) {
   const uint32_t ks[3] = {k0, k1, k0 ^ k1 ^ 0x1BD11BDAu};
-  const int rot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
   x0 += ks[0];
   x1 += ks[1];
-  // Five groups of four rounds; after group g the key words g+1, g+2 and the count g+1 go in.
-  for (int g = 0; g < 5; ++g) {
-    for (int r = 0; r < 4; ++r) {
-      x0 += x1;
-      x1 = rotl(x1, rot[g % 2][r]);
-      x1 ^= x0;
-    }
-    x0 += ks[(g + 1) % 3];
-    x1 += ks[(g + 2) % 3] + static_cast<uint32_t>(g + 1);
-  }
+  group<1>(ks, x0, x1);
+  group<2>(ks, x0, x1);
+  group<3>(ks, x0, x1);
+  group<4>(ks, x0, x1);
+  group<5>(ks, x0, x1);
 }
 
 /* A draw of n words (n < 2^32) is hashed in pairs: pair j of h = ceil(n / 2) hashes the

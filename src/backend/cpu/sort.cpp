@@ -1,12 +1,13 @@
 // CPU kernels for sorting and selection along the last axis: a task of rows per thread,
-// each row copied out with its positions and ordered by the standard algorithms (a full
-// sort, nth_element, or partial_sort's heap for a few largest).
+// each row copied out (with its positions) and NaN set apart, then the numbers ordered by
+// the standard algorithms (a full sort, nth_element, or partial_sort's heap for a few
+// largest) with plain comparisons.
 #include <algorithm>
-#include <vector>
 
 #include "backend/common/dispatch.h"
 #include "backend/common/math.h"
 #include "backend/cpu/copy.h"
+#include "backend/cpu/reduce.h"
 #include "core/thread_pool.h"
 #include "ops/sort.h"
 
@@ -16,11 +17,10 @@ namespace {
 
 using detail::Tensor;
 
-/* numpy.sort's order: NaN after every number. */
 template <class A>
-inline bool before(A a, A b) {
-  if constexpr (math::is_float_v<A>) return a < b || (b != b && a == a);
-  else return a < b;
+inline bool is_nan(A v) {
+  if constexpr (math::is_float_v<A>) return v != v;
+  else return false;
 }
 
 template <class A>
@@ -29,26 +29,42 @@ struct Entry {
   int32_t i;
 };
 
-// Value order, then position: a total order, so the unstable algorithms give the stable result.
+// Numbers by value, then position: a total order, so the unstable algorithms give the
+// stable result. NaN never reaches these: it is set apart first.
 template <class A>
 inline bool ascending(const Entry<A>& x, const Entry<A>& y) {
-  return before(x.v, y.v) || (!before(y.v, x.v) && x.i < y.i);
+  return x.v < y.v || (x.v == y.v && x.i < y.i);
 }
 template <class A>
 inline bool descending(const Entry<A>& x, const Entry<A>& y) {
-  return before(y.v, x.v) || (!before(x.v, y.v) && x.i < y.i);
+  return x.v > y.v || (x.v == y.v && x.i < y.i);
 }
 
-/* The k first entries of the row in descending order: a heap of k for few, else a
-   partition and a sort of its front. */
+/* Fills out[0, n) with the row (`wrap` makes an element of a value and its position): NaN
+   at the front in position order when nan_first, else numbers at the front and NaN at the
+   back in position order. Returns the count of NaN. */
+template <class A, class T, class Out, class Wrap>
+int64_t set_nan_apart(const T* src, int64_t n, bool nan_first, Out* out, Wrap&& wrap) {
+  int64_t front = 0, back = n;
+  for (int64_t i = 0; i < n; ++i) {
+    const A v = static_cast<A>(src[i]);
+    if (is_nan(v) == nan_first) out[front++] = wrap(v, i);
+    else out[--back] = wrap(v, i);
+  }
+  if (!nan_first) std::reverse(out + back, out + n);  // NaN was written backwards
+  return nan_first ? front : n - back;
+}
+
+/* The k largest of [first, last) at its front, largest first: a heap of k for few, else
+   a partition and a sort of its front. */
 template <class A>
-void largest(std::vector<Entry<A>>& row, int64_t k) {
-  auto mid = row.begin() + k;
-  if (k * 8 < static_cast<int64_t>(row.size())) {
-    std::partial_sort(row.begin(), mid, row.end(), descending<A>);
+void largest(Entry<A>* first, Entry<A>* last, int64_t k) {
+  Entry<A>* mid = first + k;
+  if (k * 8 < last - first) {
+    std::partial_sort(first, mid, last, descending<A>);
   } else {
-    std::nth_element(row.begin(), mid, row.end(), descending<A>);
-    std::sort(row.begin(), mid, descending<A>);
+    std::nth_element(first, mid, last, descending<A>);
+    std::sort(first, mid, descending<A>);
   }
 }
 
@@ -61,25 +77,32 @@ void select_rows(OpKind kind, int64_t k, const T* x, int64_t rows, int64_t n, st
   int32_t* index = kind == OpKind::TopK ? out[1].data<int32_t>() : values_only ? nullptr : out[0].data<int32_t>();
   const int64_t width = kind == OpKind::TopK ? k : n;  // of an output row
   detail::parallel_for(rows, std::max<int64_t>(1, (1 << 15) / n), [&](int64_t b, int64_t e) {
-    std::vector<A> vals(values_only ? static_cast<size_t>(n) : 0);
-    std::vector<Entry<A>> row(values_only ? 0 : static_cast<size_t>(n));
+    cpu::Scratch<A> vals(values_only ? n : 0);
+    cpu::Scratch<Entry<A>> row(values_only ? 0 : n);
     for (int64_t r = b; r < e; ++r) {
       const T* src = x + r * n;
       if (values_only) {
-        for (int64_t i = 0; i < n; ++i) vals[static_cast<size_t>(i)] = static_cast<A>(src[i]);
-        if (kind == OpKind::Sort) std::sort(vals.begin(), vals.end(), before<A>);
-        else std::nth_element(vals.begin(), vals.begin() + k, vals.end(), before<A>);
-        for (int64_t i = 0; i < n; ++i) values[r * n + i] = static_cast<T>(vals[static_cast<size_t>(i)]);
+        A* v = vals.data();
+        const int64_t m = n - set_nan_apart<A>(src, n, false, v, [](A a, int64_t) { return a; });
+        if (kind == OpKind::Sort) std::sort(v, v + m);
+        else if (k < m) std::nth_element(v, v + k, v + m);  // else kth is a NaN, already in place
+        for (int64_t i = 0; i < n; ++i) values[r * n + i] = static_cast<T>(v[i]);
         continue;
       }
-      for (int64_t i = 0; i < n; ++i) row[static_cast<size_t>(i)] = {static_cast<A>(src[i]), static_cast<int32_t>(i)};
-      if (kind == OpKind::ArgSort) std::sort(row.begin(), row.end(), ascending<A>);
-      else if (kind == OpKind::ArgPartition) std::nth_element(row.begin(), row.begin() + k, row.end(), ascending<A>);
-      else largest(row, k);
+      Entry<A>* en = row.data();
+      auto wrap = [](A a, int64_t i) { return Entry<A>{a, static_cast<int32_t>(i)}; };
+      if (kind == OpKind::TopK) {
+        // NaN counts as largest: those first, then the largest numbers.
+        const int64_t nans = set_nan_apart<A>(src, n, true, en, wrap);
+        if (k > nans) largest(en + nans, en + n, k - nans);
+      } else {
+        const int64_t m = n - set_nan_apart<A>(src, n, false, en, wrap);
+        if (kind == OpKind::ArgSort) std::sort(en, en + m, ascending<A>);
+        else if (k < m) std::nth_element(en, en + k, en + m, ascending<A>);
+      }
       for (int64_t i = 0; i < width; ++i) {
-        const Entry<A>& en = row[static_cast<size_t>(i)];
-        if (values) values[r * width + i] = static_cast<T>(en.v);
-        index[r * width + i] = en.i;
+        if (values) values[r * width + i] = static_cast<T>(en[i].v);
+        index[r * width + i] = en[i].i;
       }
     }
   });
