@@ -23,6 +23,7 @@
 #include "ops/layout.h"
 #include "ops/linalg.h"
 #include "ops/reduce.h"
+#include "ops/sort.h"
 #include "ops/views.h"
 
 namespace kiln::cuda {
@@ -862,8 +863,30 @@ void random_bits(int dev, const Tensor& key, Tensor& y) {
   launch(dev, f, grid_for(dev, (y.size() + 1) / 2, 256), 256, {y.size(), ptr_bits(key), key.strides[0], ptr_bits(y)});
 }
 
-// Sorting and selection on the host: the input copied down, the results up.
-void select_on_host(int dev, Primitive& prim, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+// topk of up to kiln_topk's 1024 picks a row on the device; false for more.
+bool topk_on_device(int dev, const Selection& prim, const Tensor& x, std::vector<Tensor>& out) {
+  const int64_t k = prim.k(), n = x.shape.back();
+  if (k > 1024) return false;
+  for (auto& o : out) allocate_output(dev, o);
+  const int64_t rows = n == 0 ? 0 : x.size() / n;
+  if (k == 0 || rows == 0) return true;
+  Tensor dense = x;
+  if (!x.row_contiguous()) {
+    dense = Tensor(x.shape, x.dtype);
+    allocate_output(dev, dense);
+    copy_into(dev, x, dense);
+  }
+  const std::string src = instantiate("kiln_topk<" + type_name(x.dtype) + ">", 6);
+  CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
+  launch(dev, f, static_cast<unsigned>(std::min<int64_t>(rows, int64_t{device_info(dev).sms} * 8)), 256,
+         {rows, n, k, ptr_bits(dense), ptr_bits(out[0]), ptr_bits(out[1])});
+  return true;
+}
+
+// Sorting and selection: topk on the device where it can, the rest on the host (the input
+// copied down, the results up).
+void select(int dev, Primitive& prim, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  if (prim.kind() == OpKind::TopK && topk_on_device(dev, static_cast<const Selection&>(prim), in[0], out)) return;
   std::vector<Tensor> host_in{to_host(in[0])};
   prim.eval_cpu(host_in, out);
   for (auto& t : out) t = to_device(t, dev);
@@ -1028,7 +1051,7 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
       random_bits(dev, in[0], out[0]);
       break;
     case OpCategory::selection:
-      select_on_host(dev, prim, in, out);
+      select(dev, prim, in, out);
       break;
     case OpCategory::fused:
       if (k == OpKind::Fused) {
