@@ -69,6 +69,9 @@ std::string rule(const GraphNode& n, const std::vector<Array>& in, const std::ve
     if (!a) return "reduces the flattened array";
     return norm_axis(std::get<int64_t>(*a), rank) == 0 ? "reduces over the row axis" : "";
   }
+  if (op == "sort" || op == "argsort" || op == "partition" || op == "argpartition" || op == "topk") {
+    return norm_axis(int_or("axis", -1), rank) == 0 ? "works along the row axis" : "";
+  }
   if (op == "cumsum") {
     // A forward scan along the rows only looks back, so a prefix of rows is exact.
     if (norm_axis(int_or("axis", 0), rank) == 0 && int_or("reverse", 0)) return "scans the row axis backwards";
