@@ -3,12 +3,26 @@
 #include <cmath>
 #include <limits>
 #include <numbers>
+#include <optional>
 
 #include "kiln/ops.h"
 #include "kiln/random.h"
 #include "ops/random.h"
 
 namespace kiln {
+
+void check_draw_size(const char* op, const Shape& shape) {
+  // Counters are 32 bits wide (threefry.h).
+  const int64_t n = detail::shape_size(shape);
+  if (n > int64_t{std::numeric_limits<uint32_t>::max()}) fail(op, "a draw holds at most 2^32 - 1 words; got ", n);
+}
+
+std::vector<Shape> RandomBits::output_shapes(const std::vector<Shape>& in) const {
+  Shape shape = lead_;
+  if (like_) shape.insert(shape.end(), in[1].begin(), in[1].end());
+  check_draw_size(name(), shape);
+  return {shape};
+}
 
 int normalize_axis(const char* op, int axis, int ndim);  // ops_views.cpp
 
@@ -25,27 +39,33 @@ void check_key(const char* op, const Array& key) {
   }
 }
 
-/* `shape` words of bits under `key`, checked for `op`. */
-Array draw(const char* op, const Shape& shape, const Array& key) {
+/* Words under `key`, checked for `op`: shape `lead`, then like's shape when given. */
+Array draw(const char* op, const Shape& lead, const Array& key, const std::optional<Array>& like = std::nullopt) {
   check_key(op, key);
-  for (int64_t d : shape) {
-    if (d < 0) fail(op, "negative dimension in shape ", shape_str(shape));
+  for (int64_t d : lead) {
+    if (d < 0) fail(op, "negative dimension in shape ", shape_str(lead));
   }
-  // Counters are 32 bits wide (threefry.h).
-  const int64_t n = detail::shape_size(shape);
-  if (n > int64_t{std::numeric_limits<uint32_t>::max()}) fail(op, "a draw holds at most 2^32 - 1 words; got ", n);
-  return Array::make(shape, uint32, std::make_shared<RandomBits>(shape), {key});
+  Shape shape = lead;
+  std::vector<Array> in{key};
+  if (like) {
+    shape.insert(shape.end(), like->shape().begin(), like->shape().end());
+    in.push_back(*like);
+  }
+  check_draw_size(op, shape);
+  return Array::make(std::move(shape), uint32, std::make_shared<RandomBits>(lead, like.has_value()), std::move(in));
 }
 
 /* Uniform in [0, 1) on the grid of 2^-m, in `c`: the top m bits of each word (float32,
    m <= 23), or 52 bits of two words (float64, m = 52). Exactly what filling a
-   mantissa with those bits and subtracting 1 gives (JAX's uniform). */
-Array unit_uniform(const char* op, const Shape& shape, const Array& key, Dtype c, int m) {
-  if (c == float32) return astype(draw(op, shape, key) >> (32 - m), float32) * std::ldexp(1.0f, -m);
+   mantissa with those bits and subtracting 1 gives (JAX's uniform). The shape is
+   draw's. */
+Array unit_uniform(const char* op, const Shape& lead, const Array& key, Dtype c, int m,
+                   const std::optional<Array>& like = std::nullopt) {
+  if (c == float32) return astype(draw(op, lead, key, like) >> (32 - m), float32) * std::ldexp(1.0f, -m);
   // The high words first, then the low ones, as JAX draws 64 bits.
-  Shape halves = shape;
+  Shape halves = lead;
   halves.insert(halves.begin(), 2);
-  std::vector<Array> w = kiln::split(astype(draw(op, halves, key), uint64), 2, 0);
+  std::vector<Array> w = kiln::split(astype(draw(op, halves, key, like), uint64), 2, 0);
   Array k = (squeeze(w[0], {0}) << 20) | (squeeze(w[1], {0}) >> 12);
   return astype(k, float64) * std::ldexp(1.0, -52);
 }
@@ -128,7 +148,7 @@ Array bernoulli(const Array& p, const Array& key) {
   if (!p.valid()) fail("bernoulli", "operation on an empty Array handle");
   const Dtype c = compute_dtype(p.dtype());
   // P(u < p) = ceil(p 2^m) / 2^m: exact for every p of p's dtype on the grid.
-  Array u = unit_uniform("bernoulli", p.shape(), key, c, grid_bits(c));
+  Array u = unit_uniform("bernoulli", {}, key, c, grid_bits(c), p);
   return less(u, astype(p, c));
 }
 
@@ -141,7 +161,7 @@ Array categorical(const Array& logits, const Array& key, int axis) {
   const Dtype c = compute_dtype(logits.dtype());
   const int m = grid_bits(c);
   // The grid's midpoints lie in (0, 1), so the Gumbel noise -log(-log(u)) is finite.
-  Array u = unit_uniform("categorical", logits.shape(), key, c, m) + std::ldexp(1.0, -m - 1);
+  Array u = unit_uniform("categorical", {}, key, c, m, logits) + std::ldexp(1.0, -m - 1);
   Array gumbel = -log(-log(u));
   return argmax(astype(logits, c) + gumbel, ax);
 }

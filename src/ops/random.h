@@ -7,21 +7,29 @@
 
 namespace kiln {
 
-/* uint32 words of Threefry-2x32 (backend/common/threefry.h) in the given shape, from one
-   key: a uint32 array of shape (2). */
+/* Fails, tagged with op, for a draw past the 32-bit counters: 2^32 words or more. */
+void check_draw_size(const char* op, const Shape& shape);
+
+/* uint32 words of Threefry-2x32 (backend/common/threefry.h) from one key, in[0]: a uint32
+   array of shape (2). The words' shape is `lead`, followed, when `like` is set, by the
+   shape of in[1] (whose values are not read), so a shapeless replay draws for the shape
+   it is given (categorical's noise takes the logits' shape). */
 class RandomBits : public Primitive {
  public:
-  explicit RandomBits(Shape shape) : Primitive(OpKind::RandomBits), shape_(std::move(shape)) {}
+  RandomBits(Shape lead, bool like) : Primitive(OpKind::RandomBits), lead_(std::move(lead)), like_(like) {}
   void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
-  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return {shape_}; }
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
   bool is_equivalent(const Primitive& o) const override {
-    return o.kind() == kind() && static_cast<const RandomBits&>(o).shape_ == shape_;
+    auto& r = static_cast<const RandomBits&>(o);
+    return o.kind() == kind() && r.lead_ == lead_ && r.like_ == like_;
   }
-  void print(std::ostream& os) const override { os << name() << detail::shape_str(shape_); }
-  const Shape& shape() const { return shape_; }
+  void print(std::ostream& os) const override {
+    os << name() << detail::shape_str(lead_) << (like_ ? "+like" : "");
+  }
 
  private:
-  Shape shape_;
+  Shape lead_;
+  bool like_;
 };
 
 }  // namespace kiln

@@ -121,6 +121,24 @@ TEST(Random, CompiledEqualsEagerWithTheKeyAsInput) {
             compiled({random::key(2), logits})[4].to_vector<uint32_t>());
 }
 
+TEST(Random, ShapelessReplaysDrawForTheShapeGiven) {
+  // categorical's and bernoulli's draws take their input's shape at every call, not the
+  // traced one: one noise row traced must not be broadcast over three rows later.
+  auto fn = compile(
+      [](const std::vector<Array>& in) {
+        return std::vector<Array>{random::categorical(in[0], in[1]), random::bernoulli(sigmoid(in[0]), in[1])};
+      },
+      {.shapeless = true});
+  Array k = random::key(12);
+  fn({zeros({1, 50}), k});
+  Array logits = zeros({3, 50});
+  auto got = fn({logits, k});
+  EXPECT_EQ(got[0].to_vector<int>(), random::categorical(logits, k).to_vector<int>());
+  EXPECT_EQ(got[1].to_vector<int>(), random::bernoulli(sigmoid(logits), k).to_vector<int>());
+  auto rows = got[0].to_vector<int>();
+  EXPECT_FALSE(rows[0] == rows[1] && rows[1] == rows[2]) << "the rows drew the same noise";
+}
+
 TEST(Random, DrawsMergeOnlyWithEqualKeysAndShapes) {
   auto fn = [](const std::vector<Array>& in) {
     Array a = random::bits({8}, in[0]), b = random::bits({8}, in[0]);  // the same numbers: merged
