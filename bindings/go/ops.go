@@ -14,6 +14,21 @@ func Must(a *Array, err error) *Array {
 	return a
 }
 
+// unary and binary call one C function of the op registry's generated lists; the
+// functions that use them are generated into ops_elementwise.go (scripts/gen_bindings).
+func unary(a *Array, f func(out *C.kiln_array, a C.kiln_array) C.int) (*Array, error) {
+	r, err := newArray(func(out *C.kiln_array) C.int { return f(out, a.handle()) })
+	runtime.KeepAlive(a)
+	return r, err
+}
+
+func binary(a, b *Array, f func(out *C.kiln_array, a, b C.kiln_array) C.int) (*Array, error) {
+	r, err := newArray(func(out *C.kiln_array) C.int { return f(out, a.handle(), b.handle()) })
+	runtime.KeepAlive(a)
+	runtime.KeepAlive(b)
+	return r, err
+}
+
 // ---- creation ------------------------------------------------------------------
 
 // Zeros, Ones and Full are arrays of the given shape filled with one value.

@@ -15,7 +15,7 @@ if [ ! -f "$build/libkiln.a" ]; then
   exit 1
 fi
 export CGO_ENABLED=1
-export CGO_CFLAGS="-I$here/../../include ${CGO_CFLAGS:-}"
+export CGO_CFLAGS="-I$here/../../include -I$build/generated/include ${CGO_CFLAGS:-}"
 export CGO_LDFLAGS="-L$build ${CGO_LDFLAGS:-}"
 export GOFLAGS="${GOFLAGS:-} -mod=mod"
 export GOPROXY=off

@@ -28,71 +28,21 @@ Array linspace(double start, double stop, int64_t num, Dtype dtype = float32);
 Array eye(int64_t n, std::optional<int64_t> m = std::nullopt, int64_t k = 0, Dtype dtype = float32);
 
 // ---- unary ------------------------------------------------------------------
+// Array abs(const Array& a), exp, erf, ...: one function per unary row of the op registry,
+// listed in the generated kiln/c/kiln_unary_ops.def; docs/ops.md says what each computes.
 // Math on bool or integer inputs computes in float32 (docs/dtypes.md).
-Array abs(const Array& a);
-Array negative(const Array& a);
-Array sign(const Array& a);
-Array exp(const Array& a);
-Array expm1(const Array& a);
-Array log(const Array& a);
-Array log1p(const Array& a);
-Array log2(const Array& a);
-Array sqrt(const Array& a);
-Array rsqrt(const Array& a);
-Array square(const Array& a);
-Array reciprocal(const Array& a);
-Array sin(const Array& a);
-Array cos(const Array& a);
-Array tan(const Array& a);
-Array tanh(const Array& a);
-Array sigmoid(const Array& a);
-Array erf(const Array& a);
-/* GELU, exact: x * Phi(x) with Phi the standard normal CDF (through erf). */
-Array gelu(const Array& a);
-/* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Both GELUs
-   give -0 at -inf. */
-Array gelu_tanh(const Array& a);
-Array floor(const Array& a);
-Array ceil(const Array& a);
-/* Rounds half to even, like numpy.round. */
-Array round(const Array& a);
-Array isnan(const Array& a);
-Array isinf(const Array& a);
-Array isfinite(const Array& a);
-Array logical_not(const Array& a);
-Array bitwise_not(const Array& a);
+#define KILN_C_UNARY(name) Array name(const Array& a);
+#include "kiln/c/kiln_unary_ops.def"
+#undef KILN_C_UNARY
 /* Converts element type (float to integer truncates toward zero, saturates, NaN gives 0). */
 Array astype(const Array& a, Dtype dtype);
 
 // ---- binary (broadcasting, dtypes promoted by promote_types) ----------------
-Array add(const Array& a, const Array& b);
-Array subtract(const Array& a, const Array& b);
-Array multiply(const Array& a, const Array& b);
-/* True division: integer inputs give float32. */
-Array divide(const Array& a, const Array& b);
-/* floor(a / b); for integers rounds toward negative infinity, x // 0 gives 0. */
-Array floor_divide(const Array& a, const Array& b);
-/* Remainder with the sign of b (Python's %); x % 0 gives 0 for integers. */
-Array remainder(const Array& a, const Array& b);
-Array power(const Array& a, const Array& b);
-Array maximum(const Array& a, const Array& b);  // NaN propagates
-Array minimum(const Array& a, const Array& b);  // NaN propagates
-Array arctan2(const Array& a, const Array& b);
-Array equal(const Array& a, const Array& b);
-Array not_equal(const Array& a, const Array& b);
-Array less(const Array& a, const Array& b);
-Array less_equal(const Array& a, const Array& b);
-Array greater(const Array& a, const Array& b);
-Array greater_equal(const Array& a, const Array& b);
-Array logical_and(const Array& a, const Array& b);
-Array logical_or(const Array& a, const Array& b);
-/* Bitwise ops and shifts take bool or integer inputs; shifting by >= the bit width gives 0
-   (or -1 for a negative value shifted right). */
-Array bitwise_and(const Array& a, const Array& b);
-Array bitwise_or(const Array& a, const Array& b);
-Array bitwise_xor(const Array& a, const Array& b);
-Array left_shift(const Array& a, const Array& b);
-Array right_shift(const Array& a, const Array& b);
+// Array add(const Array& a, const Array& b), less, ...: one function per binary row of the
+// op registry, listed in the generated kiln/c/kiln_binary_ops.def (docs/ops.md).
+#define KILN_C_BINARY(name) Array name(const Array& a, const Array& b);
+#include "kiln/c/kiln_binary_ops.def"
+#undef KILN_C_BINARY
 /* cond ? a : b, broadcasting all three. */
 Array where(const Array& cond, const Array& a, const Array& b);
 /* min(max(a, lo), hi); either bound may be absent. */

@@ -25,8 +25,8 @@ const char* compute_type(Dtype d) { return (d == float16 || d == bfloat16) ? "fl
 
 const char* functor(OpKind k) {
   switch (k) {
-#define KILN_UNARY(F, n) case OpKind::F: return "kiln::math::" #F;
-#define KILN_BINARY(F, n) KILN_UNARY(F, n)
+#define KILN_UNARY(F, n, ...) case OpKind::F: return "kiln::math::" #F;
+#define KILN_BINARY(F, n, ...) KILN_UNARY(F, n)
 #define KILN_REDUCE(F, n) KILN_UNARY(F, n)
 #include "ops/op_table.def"
     default: return "";

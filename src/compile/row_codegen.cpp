@@ -64,11 +64,7 @@ struct KeptValue {
 };
 
 // Math worth a store and a load to skip (exp, log, sin, sqrt, ...), not an add or a negation.
-bool costly(OpKind k) {
-  if (k == OpKind::Power || k == OpKind::Arctan2) return true;
-  return op_category(k) == OpCategory::unary && k != OpKind::Abs && k != OpKind::Negative && k != OpKind::Sign &&
-         k != OpKind::Square;
-}
+bool costly(OpKind k) { return op_traits(k).cost != OpCost::cheap; }
 
 std::optional<KeptValue> kept_value(const RowProgram& p, const std::vector<int>& level, int passes) {
   if (passes == 0) return std::nullopt;

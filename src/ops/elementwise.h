@@ -8,10 +8,10 @@ namespace kiln {
 
 template <class F>
 struct op_kind_of;
-#define KILN_UNARY(F, n) \
+#define KILN_UNARY(F, n, ...) \
   template <>            \
   struct op_kind_of<math::F> { static constexpr OpKind value = OpKind::F; };
-#define KILN_BINARY(F, n) KILN_UNARY(F, n)
+#define KILN_BINARY(F, n, ...) KILN_UNARY(F, n)
 #define KILN_REDUCE(F, n) KILN_UNARY(F, n)
 #include "ops/op_table.def"
 
@@ -25,6 +25,7 @@ class Unary : public Primitive {
   Unary() : Primitive(op_kind_of<F>::value) {}
   void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return {in[0]}; }
+  bool is_equivalent(const Primitive& o) const override { return same_kind(o); }  // no attributes
 };
 
 template <class F>
@@ -35,6 +36,7 @@ class Binary : public Primitive {
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
     return {broadcast_shapes(name(), in)};
   }
+  bool is_equivalent(const Primitive& o) const override { return same_kind(o); }  // no attributes
 };
 
 class AsType : public Primitive {
@@ -60,6 +62,7 @@ class Where : public Primitive {
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override {
     return {broadcast_shapes("where", in)};
   }
+  bool is_equivalent(const Primitive& o) const override { return same_kind(o); }  // no attributes
 };
 
 }  // namespace kiln

@@ -16,6 +16,7 @@ class Copy : public Primitive {
   Copy() : Primitive(OpKind::Copy) {}
   void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override { return {in[0]}; }
+  bool is_equivalent(const Primitive& o) const override { return same_kind(o); }  // no attributes
 };
 
 /* Joins its inputs along axis_ (non-negative; ranks are fixed per cache entry). */

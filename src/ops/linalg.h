@@ -13,6 +13,7 @@ class Matmul : public Primitive {
   Matmul() : Primitive(OpKind::Matmul) {}
   void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  bool is_equivalent(const Primitive& o) const override { return same_kind(o); }  // no attributes
 };
 
 /* activation(matmul(a, b) + bias) as one primitive, for floating dtypes; made by the

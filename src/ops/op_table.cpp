@@ -1,27 +1,50 @@
+// OpTraits from the rows of the op registry (ops/op_table.def).
+#include <cstring>
+
 #include "ops/primitive.h"
 
 namespace kiln {
 
-const char* op_name(OpKind kind) {
-  switch (kind) {
-#define KILN_UNARY(F, n) case OpKind::F: return #n;
-#define KILN_BINARY(F, n) case OpKind::F: return #n;
-#define KILN_REDUCE(F, n) case OpKind::F: return #n;
-#define KILN_OP(C, n, cat) case OpKind::C: return #n;
-#include "ops/op_table.def"
-  }
-  return "unknown";
+namespace {
+
+constexpr OpTraits elementwise_row(const char* name, int arity, DtypeRule dtypes, OpCost cost, bool smooth) {
+  return {name, arity, arity == 1 ? OpCategory::unary : OpCategory::binary, dtypes, cost, smooth, true, name, name};
 }
 
-OpCategory op_category(OpKind kind) {
-  switch (kind) {
-#define KILN_UNARY(F, n) case OpKind::F: return OpCategory::unary;
-#define KILN_BINARY(F, n) case OpKind::F: return OpCategory::binary;
-#define KILN_REDUCE(F, n) case OpKind::F: return OpCategory::reduce;
-#define KILN_OP(C, n, cat) case OpKind::C: return OpCategory::cat;
+constexpr OpTraits own_row(const char* name, OpCategory cat, bool primitive, bool internal) {
+  // Composite reductions share the KILN_REDUCE rows' signature, so their C function is generated too.
+  const char* c_api = !primitive && cat == OpCategory::reduce ? name : nullptr;
+  return {name, -1, cat, DtypeRule::own, OpCost::cheap, false, primitive, internal ? nullptr : name, c_api};
+}
+
+// The fuzz column's words.
+constexpr bool smooth = true;
+constexpr bool rough = false;
+
+// Primitives in OpKind order, then composites.
+const OpTraits kRows[] = {
+#define KILN_UNARY(F, n, dtypes, cost, fuzz) elementwise_row(#n, 1, DtypeRule::dtypes, OpCost::cost, fuzz),
+#define KILN_BINARY(F, n, dtypes, cost, fuzz) elementwise_row(#n, 2, DtypeRule::dtypes, OpCost::cost, fuzz),
+#define KILN_REDUCE(F, n) {#n, 1, OpCategory::reduce, DtypeRule::own, OpCost::cheap, false, true, #n, #n},
+#define KILN_OP(C, n, cat) own_row(#n, OpCategory::cat, true, false),
+#define KILN_INTERNAL_OP(C, n, cat) own_row(#n, OpCategory::cat, true, true),
+#define KILN_COMPOSITE(n, cat) own_row(#n, OpCategory::cat, false, false),
 #include "ops/op_table.def"
-  }
-  return OpCategory::layout;
+};
+
+}  // namespace
+
+const OpTraits& op_traits(OpKind kind) { return kRows[static_cast<size_t>(kind)]; }
+
+const std::vector<OpTraits>& op_registry() {
+  static const std::vector<OpTraits> rows(std::begin(kRows), std::end(kRows));
+  return rows;
+}
+
+const OpTraits* find_op(const char* name) {
+  for (const OpTraits& t : kRows)
+    if (std::strcmp(t.name, name) == 0) return &t;
+  return nullptr;
 }
 
 bool is_elementwise(OpKind kind) {

@@ -1,4 +1,6 @@
 // Front ends of the elementwise ops: dtype rules, broadcasting, validation.
+#include <algorithm>
+
 #include "kiln/ops.h"
 #include "ops/elementwise.h"
 #include "ops/views.h"
@@ -44,131 +46,67 @@ void check_same_device(const char* op, const Array& a, const Array& b) {
 
 Array cast(const Array& a, Dtype d) { return a.dtype() == d ? a : astype(a, d); }
 
+// The bool counterpart of an op that refuses bool arrays (negative: logical_not), else nullptr.
 template <class F>
-Array unary_op(const Array& a, Dtype compute, Dtype out) {
+constexpr const char* bool_alternative = nullptr;
+template <>
+constexpr const char* bool_alternative<math::Negative> = "logical_not";
+template <>
+constexpr const char* bool_alternative<math::Subtract> = "bitwise_xor";
+
+template <class F>
+void check_not_all_bool(const char* op, const std::vector<Dtype>& in) {
+  if constexpr (bool_alternative<F> != nullptr) {
+    if (std::all_of(in.begin(), in.end(), [](Dtype d) { return d == bool_; }))
+      fail(op, "not supported for bool arrays; use ", bool_alternative<F>);
+  }
+}
+
+// The front end of every unary row of the op registry; `rule` is its dtypes column.
+template <class F, DtypeRule rule>
+Array unary(const Array& a) {
+  const char* op = op_name(op_kind_of<F>::value);
+  check_valid(op, a);
+  check_not_all_bool<F>(op, {a.dtype()});
+  if (rule == DtypeRule::integer && is_floating(a.dtype()))
+    fail(op, "requires an integer or bool array, got ", dtype_name(a.dtype()));
+  const Dtype compute = rule == DtypeRule::floating ? to_floating(a.dtype()) : a.dtype();
+  const Dtype out = rule == DtypeRule::boolean ? bool_ : compute;
   Array x = cast(a, compute);
   return Array::make(x.shape(), out, std::make_shared<Unary<F>>(), {x});
 }
 
-// Math that only makes sense on floats: integers and bool compute in float32.
-template <class F>
-Array float_unary(const Array& a) {
-  check_valid(op_name(op_kind_of<F>::value), a);
-  Dtype d = to_floating(a.dtype());
-  return unary_op<F>(a, d, d);
-}
-
-template <class F>
-Array same_unary(const Array& a) {
-  check_valid(op_name(op_kind_of<F>::value), a);
-  return unary_op<F>(a, a.dtype(), a.dtype());
-}
-
-template <class F>
-Array predicate_unary(const Array& a) {
-  check_valid(op_name(op_kind_of<F>::value), a);
-  return unary_op<F>(a, a.dtype(), bool_);
-}
-
-enum class Result { promoted, floating, boolean };
-
-template <class F>
-Array binary_op(const Array& a, const Array& b, Result result) {
+// The front end of every binary row of the op registry; `rule` is its dtypes column.
+template <class F, DtypeRule rule>
+Array binary(const Array& a, const Array& b) {
   const char* op = op_name(op_kind_of<F>::value);
   check_valid(op, a);
   check_valid(op, b);
-  check_same_device(op, a, b);
+  check_not_all_bool<F>(op, {a.dtype(), b.dtype()});
   Dtype d = promote_types(a.dtype(), b.dtype());
-  if (result == Result::floating) d = to_floating(d);
+  if (rule == DtypeRule::integer && is_floating(d))
+    fail(op, "requires integer or bool arrays, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  check_same_device(op, a, b);
+  if (rule == DtypeRule::floating) d = to_floating(d);
   Shape shape = broadcast_shapes(op, {a.shape(), b.shape()});
   Array x = cast(a, d), y = cast(b, d);  // the kernel broadcasts
-  Dtype out = result == Result::boolean ? bool_ : d;
+  const Dtype out = rule == DtypeRule::boolean ? bool_ : d;
   return Array::make(shape, out, std::make_shared<Binary<F>>(), {x, y});
-}
-
-template <class F>
-Array integer_binary(const Array& a, const Array& b) {
-  const char* op = op_name(op_kind_of<F>::value);
-  check_valid(op, a);
-  check_valid(op, b);
-  Dtype d = promote_types(a.dtype(), b.dtype());
-  if (is_floating(d)) fail(op, "requires integer or bool arrays, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
-  return binary_op<F>(a, b, Result::promoted);
 }
 
 }  // namespace
 
-Array abs(const Array& a) { return same_unary<math::Abs>(a); }
-Array negative(const Array& a) {
-  check_valid("negative", a);
-  if (a.dtype() == bool_) fail("negative", "not supported for bool arrays; use logical_not");
-  return same_unary<math::Negative>(a);
-}
-Array sign(const Array& a) { return same_unary<math::Sign>(a); }
-Array exp(const Array& a) { return float_unary<math::Exp>(a); }
-Array expm1(const Array& a) { return float_unary<math::Expm1>(a); }
-Array log(const Array& a) { return float_unary<math::Log>(a); }
-Array log1p(const Array& a) { return float_unary<math::Log1p>(a); }
-Array log2(const Array& a) { return float_unary<math::Log2>(a); }
-Array sqrt(const Array& a) { return float_unary<math::Sqrt>(a); }
-Array rsqrt(const Array& a) { return float_unary<math::Rsqrt>(a); }
-Array square(const Array& a) { return same_unary<math::Square>(a); }
-Array reciprocal(const Array& a) { return float_unary<math::Reciprocal>(a); }
-Array sin(const Array& a) { return float_unary<math::Sin>(a); }
-Array cos(const Array& a) { return float_unary<math::Cos>(a); }
-Array tan(const Array& a) { return float_unary<math::Tan>(a); }
-Array tanh(const Array& a) { return float_unary<math::Tanh>(a); }
-Array sigmoid(const Array& a) { return float_unary<math::Sigmoid>(a); }
-Array erf(const Array& a) { return float_unary<math::Erf>(a); }
-Array gelu(const Array& a) { return float_unary<math::Gelu>(a); }
-Array gelu_tanh(const Array& a) { return float_unary<math::GeluTanh>(a); }
-Array floor(const Array& a) { return same_unary<math::Floor>(a); }
-Array ceil(const Array& a) { return same_unary<math::Ceil>(a); }
-Array round(const Array& a) { return same_unary<math::Round>(a); }
-Array isnan(const Array& a) { return predicate_unary<math::IsNan>(a); }
-Array isinf(const Array& a) { return predicate_unary<math::IsInf>(a); }
-Array isfinite(const Array& a) { return predicate_unary<math::IsFinite>(a); }
-Array logical_not(const Array& a) { return predicate_unary<math::LogicalNot>(a); }
-Array bitwise_not(const Array& a) {
-  check_valid("bitwise_not", a);
-  if (is_floating(a.dtype())) fail("bitwise_not", "requires an integer or bool array, got ", dtype_name(a.dtype()));
-  return same_unary<math::BitwiseNot>(a);
-}
+#define KILN_UNARY(F, n, dtypes, ...) \
+  Array n(const Array& a) { return unary<math::F, DtypeRule::dtypes>(a); }
+#define KILN_BINARY(F, n, dtypes, ...) \
+  Array n(const Array& a, const Array& b) { return binary<math::F, DtypeRule::dtypes>(a, b); }
+#include "ops/op_table.def"
 
 Array astype(const Array& a, Dtype dtype) {
   check_valid("astype", a);
   if (a.dtype() == dtype) return a;
   return Array::make(a.shape(), dtype, std::make_shared<AsType>(dtype), {a});
 }
-
-Array add(const Array& a, const Array& b) { return binary_op<math::Add>(a, b, Result::promoted); }
-Array subtract(const Array& a, const Array& b) {
-  check_valid("subtract", a);
-  check_valid("subtract", b);
-  if (a.dtype() == bool_ && b.dtype() == bool_) fail("subtract", "not supported for bool arrays; use bitwise_xor");
-  return binary_op<math::Subtract>(a, b, Result::promoted);
-}
-Array multiply(const Array& a, const Array& b) { return binary_op<math::Multiply>(a, b, Result::promoted); }
-Array divide(const Array& a, const Array& b) { return binary_op<math::Divide>(a, b, Result::floating); }
-Array floor_divide(const Array& a, const Array& b) { return binary_op<math::FloorDivide>(a, b, Result::promoted); }
-Array remainder(const Array& a, const Array& b) { return binary_op<math::Remainder>(a, b, Result::promoted); }
-Array power(const Array& a, const Array& b) { return binary_op<math::Power>(a, b, Result::promoted); }
-Array maximum(const Array& a, const Array& b) { return binary_op<math::Maximum>(a, b, Result::promoted); }
-Array minimum(const Array& a, const Array& b) { return binary_op<math::Minimum>(a, b, Result::promoted); }
-Array arctan2(const Array& a, const Array& b) { return binary_op<math::Arctan2>(a, b, Result::floating); }
-Array equal(const Array& a, const Array& b) { return binary_op<math::Equal>(a, b, Result::boolean); }
-Array not_equal(const Array& a, const Array& b) { return binary_op<math::NotEqual>(a, b, Result::boolean); }
-Array less(const Array& a, const Array& b) { return binary_op<math::Less>(a, b, Result::boolean); }
-Array less_equal(const Array& a, const Array& b) { return binary_op<math::LessEqual>(a, b, Result::boolean); }
-Array greater(const Array& a, const Array& b) { return binary_op<math::Greater>(a, b, Result::boolean); }
-Array greater_equal(const Array& a, const Array& b) { return binary_op<math::GreaterEqual>(a, b, Result::boolean); }
-Array logical_and(const Array& a, const Array& b) { return binary_op<math::LogicalAnd>(a, b, Result::boolean); }
-Array logical_or(const Array& a, const Array& b) { return binary_op<math::LogicalOr>(a, b, Result::boolean); }
-Array bitwise_and(const Array& a, const Array& b) { return integer_binary<math::BitwiseAnd>(a, b); }
-Array bitwise_or(const Array& a, const Array& b) { return integer_binary<math::BitwiseOr>(a, b); }
-Array bitwise_xor(const Array& a, const Array& b) { return integer_binary<math::BitwiseXor>(a, b); }
-Array left_shift(const Array& a, const Array& b) { return integer_binary<math::LeftShift>(a, b); }
-Array right_shift(const Array& a, const Array& b) { return integer_binary<math::RightShift>(a, b); }
 
 Array where(const Array& cond, const Array& a, const Array& b) {
   check_valid("where", cond);

@@ -22,4 +22,8 @@ struct ExtentAnalysis {
 ExtentAnalysis analyze_extent(const Graph& file, const std::vector<Array>& inputs, const std::vector<bool>& rows,
                               int64_t bucket, const std::function<Array(const GraphNode&)>& leaf);
 
+/* True when the extent analysis knows how `op` treats rows (from its registry category
+   or a rule of its own); tests check this for every op kgraph can spell. */
+bool has_extent_rule(const std::string& op);
+
 }  // namespace kiln::runtime

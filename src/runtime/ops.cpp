@@ -71,26 +71,18 @@ std::vector<Array> one(Array a) { return {std::move(a)}; }
 const std::unordered_map<std::string, Entry>& table() {
   static const std::unordered_map<std::string, Entry> t = [] {
     std::unordered_map<std::string, Entry> m;
-#define UNARY(name) m[#name] = {1, 1, [](Call& c) { return one(kiln::name(c.in[0])); }};
-    UNARY(abs) UNARY(negative) UNARY(sign) UNARY(exp) UNARY(expm1) UNARY(log) UNARY(log1p) UNARY(log2)
-    UNARY(sqrt) UNARY(rsqrt) UNARY(square) UNARY(reciprocal) UNARY(sin) UNARY(cos) UNARY(tan) UNARY(tanh)
-    UNARY(sigmoid) UNARY(erf) UNARY(gelu) UNARY(gelu_tanh) UNARY(floor) UNARY(ceil) UNARY(round) UNARY(isnan)
-    UNARY(isinf) UNARY(isfinite)
-    UNARY(logical_not) UNARY(bitwise_not) UNARY(flatten) UNARY(copy)
-#undef UNARY
-#define BINARY(name) m[#name] = {2, 2, [](Call& c) { return one(kiln::name(c.in[0], c.in[1])); }};
-    BINARY(add) BINARY(subtract) BINARY(multiply) BINARY(divide) BINARY(floor_divide) BINARY(remainder)
-    BINARY(power) BINARY(maximum) BINARY(minimum) BINARY(arctan2) BINARY(equal) BINARY(not_equal) BINARY(less)
-    BINARY(less_equal) BINARY(greater) BINARY(greater_equal) BINARY(logical_and) BINARY(logical_or)
-    BINARY(bitwise_and) BINARY(bitwise_or) BINARY(bitwise_xor) BINARY(left_shift) BINARY(right_shift)
-    BINARY(matmul)
-#undef BINARY
-#define REDUCE(name)                                                                             \
-  m[#name] = {1, 1, [](Call& c) {                                                                \
+    // Every unary, binary and reduce row of the op registry; the other ops read their own attributes.
+#define KILN_UNARY(F, name, ...) m[#name] = {1, 1, [](Call& c) { return one(kiln::name(c.in[0])); }};
+#define KILN_BINARY(F, name, ...) m[#name] = {2, 2, [](Call& c) { return one(kiln::name(c.in[0], c.in[1])); }};
+#define KILN_REDUCE(F, name) \
+  m[#name] = {1, 1, [](Call& c) { \
                 return one(kiln::name(c.in[0], c.attr.ints32_or("axes", {}), c.attr.bool_or("keepdims", false))); \
               }};
-    REDUCE(sum) REDUCE(prod) REDUCE(mean) REDUCE(max) REDUCE(min) REDUCE(all) REDUCE(any) REDUCE(logsumexp)
-#undef REDUCE
+#define KILN_REDUCE_COMPOSITE(name) KILN_REDUCE(, name)
+#include "ops/op_table.def"
+    m["flatten"] = {1, 1, [](Call& c) { return one(flatten(c.in[0])); }};
+    m["copy"] = {1, 1, [](Call& c) { return one(copy(c.in[0])); }};
+    m["matmul"] = {2, 2, [](Call& c) { return one(matmul(c.in[0], c.in[1])); }};
 #define ARGREDUCE(name)                                                                  \
   m[#name] = {1, 1, [](Call& c) {                                                        \
                 auto ax = c.attr.int_opt("axis");                                        \

@@ -2,13 +2,21 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <sstream>
 
 #include "compile/fused.h"
 #include "compile/plan.h"
 #include "compile/row_fused.h"
 #include "compile/trace.h"
 #include "core/node.h"
+#include "ops/creation.h"
+#include "ops/layout.h"
 #include "ops/linalg.h"
+#include "ops/random.h"
+#include "ops/reduce.h"
+#include "ops/sort.h"
+#include "ops/views.h"
 #include "passes/pass.h"
 #include "reference.h"
 
@@ -86,6 +94,135 @@ TEST(Passes, CseNeverMergesDifferentOps) {
   size_t before = g.nodes.size();
   EXPECT_FALSE(run_pass(g, make_cse()));
   EXPECT_EQ(g.nodes.size(), before);
+}
+
+namespace {
+
+using PrimPtr = std::shared_ptr<Primitive>;
+
+// Two nodes of `a` and `b` on the same input; true when cse merged them.
+bool cse_merges(PrimPtr a, PrimPtr b) {
+  compiler::Graph g;
+  g.values.resize(3);
+  g.values[0].input_index = 0;
+  g.inputs = {0};
+  g.nodes = {{std::move(a), {0}, {1}}, {std::move(b), {0}, {2}}};
+  g.outputs = {1, 2};
+  return make_cse()->run(g);
+}
+
+// For every primitive of the op registry: two instances that differ in one attribute, for
+// each attribute (CSE must keep them apart), or an empty list for a primitive without
+// attributes (two instances must merge).
+std::map<OpKind, std::vector<std::pair<PrimPtr, PrimPtr>>> attribute_pairs() {
+  using MA = MatmulEpilogue::Activation;
+  auto fused = [] { return std::make_shared<Fused>(std::make_shared<FusedProgram>()); };
+  auto row_fused = [] { return std::make_shared<RowFused>(std::make_shared<RowProgram>()); };
+  auto call = [] { return std::make_shared<CompiledCall>(std::make_shared<Plan>()); };
+  auto args = [](int64_t start, int64_t stop, int64_t step) { return std::vector<SliceArg>{{start, stop, step}}; };
+  std::map<OpKind, std::vector<std::pair<PrimPtr, PrimPtr>>> m = {
+#define KILN_UNARY(F, n, ...) {OpKind::F, {}},
+#define KILN_BINARY(F, n, ...) {OpKind::F, {}},
+#define KILN_REDUCE(F, n)                                                                                  \
+  {OpKind::F,                                                                                              \
+   {{std::make_shared<Reduce<math::F>>(std::vector<int>{0}), std::make_shared<Reduce<math::F>>(std::vector<int>{1})}, \
+    {std::make_shared<Reduce<math::F>>(std::vector<int>{0}, false),                                        \
+     std::make_shared<Reduce<math::F>>(std::vector<int>{0}, true)}}},
+#include "ops/op_table.def"
+      {OpKind::Where, {}},
+      {OpKind::Copy, {}},
+      {OpKind::Matmul, {}},
+      {OpKind::AsType, {{std::make_shared<AsType>(float32), std::make_shared<AsType>(float64)}}},
+      {OpKind::Full, {{std::make_shared<Full>(Shape{2}), std::make_shared<Full>(Shape{3})}}},
+      {OpKind::Arange,
+       {{std::make_shared<Arange>(0, 1, 4), std::make_shared<Arange>(1, 1, 4)},
+        {std::make_shared<Arange>(0, 1, 4), std::make_shared<Arange>(0, 2, 4)},
+        {std::make_shared<Arange>(0, 1, 4), std::make_shared<Arange>(0, 1, 5)},
+        {std::make_shared<Arange>(0, 1, 4, 3.0), std::make_shared<Arange>(0, 1, 4, 3.5)}}},
+      {OpKind::AxisSize,
+       {{std::make_shared<AxisSize>(std::vector<int>{0}, 0), std::make_shared<AxisSize>(std::vector<int>{1}, 0)},
+        {std::make_shared<AxisSize>(std::vector<int>{0}, 0), std::make_shared<AxisSize>(std::vector<int>{0}, 1)}}},
+      {OpKind::ArgMax, {{std::make_shared<ArgMax>(0), std::make_shared<ArgMax>(1)}}},
+      {OpKind::ArgMin, {{std::make_shared<ArgMin>(0), std::make_shared<ArgMin>(1)}}},
+      {OpKind::CumSum,
+       {{std::make_shared<CumSum>(0, false, true), std::make_shared<CumSum>(1, false, true)},
+        {std::make_shared<CumSum>(0, false, true), std::make_shared<CumSum>(0, true, true)},
+        {std::make_shared<CumSum>(0, false, true), std::make_shared<CumSum>(0, false, false)}}},
+      {OpKind::MatmulEpilogue,
+       {{std::make_shared<MatmulEpilogue>(MA::none), std::make_shared<MatmulEpilogue>(MA::gelu)},
+        {std::make_shared<MatmulEpilogue>(MA::gelu), std::make_shared<MatmulEpilogue>(MA::gelu_tanh)}}},
+      {OpKind::Reshape, {{std::make_shared<Reshape>(Shape{4}), std::make_shared<Reshape>(Shape{2, 2})}}},
+      {OpKind::Transpose,
+       {{std::make_shared<Transpose>(std::vector<int>{0, 1}), std::make_shared<Transpose>(std::vector<int>{1, 0})}}},
+      {OpKind::BroadcastTo, {{std::make_shared<BroadcastTo>(Shape{2, 4}), std::make_shared<BroadcastTo>(Shape{3, 4})}}},
+      {OpKind::Slice,
+       {{std::make_shared<Slice>(args(0, 2, 1)), std::make_shared<Slice>(args(1, 2, 1))},
+        {std::make_shared<Slice>(args(0, 2, 1)), std::make_shared<Slice>(args(0, 3, 1))},
+        {std::make_shared<Slice>(args(0, 2, 1)), std::make_shared<Slice>(args(0, 2, 2))}}},
+      {OpKind::Squeeze,
+       {{std::make_shared<Squeeze>(std::vector<int>{0}), std::make_shared<Squeeze>(std::vector<int>{1})}}},
+      {OpKind::ExpandDims,
+       {{std::make_shared<ExpandDims>(std::vector<int>{0}), std::make_shared<ExpandDims>(std::vector<int>{1})}}},
+      {OpKind::Concatenate, {{std::make_shared<Concatenate>(0), std::make_shared<Concatenate>(1)}}},
+      {OpKind::Pad,
+       {{std::make_shared<Pad>(std::vector<std::pair<int64_t, int64_t>>{{1, 0}}, 0.0),
+         std::make_shared<Pad>(std::vector<std::pair<int64_t, int64_t>>{{0, 1}}, 0.0)},
+        {std::make_shared<Pad>(std::vector<std::pair<int64_t, int64_t>>{{1, 0}}, 0.0),
+         std::make_shared<Pad>(std::vector<std::pair<int64_t, int64_t>>{{1, 0}}, -0.0)}}},
+      {OpKind::SliceUpdate,
+       {{std::make_shared<SliceUpdate>(args(0, 2, 1)), std::make_shared<SliceUpdate>(args(1, 2, 1))},
+        {std::make_shared<SliceUpdate>(args(0, 2, 1)), std::make_shared<SliceUpdate>(args(0, 3, 1))},
+        {std::make_shared<SliceUpdate>(args(0, 2, 1)), std::make_shared<SliceUpdate>(args(0, 2, 2))}}},
+      {OpKind::Take, {{std::make_shared<Take>(0), std::make_shared<Take>(1)}}},
+      {OpKind::TakeAlongAxis, {{std::make_shared<TakeAlongAxis>(0), std::make_shared<TakeAlongAxis>(1)}}},
+      {OpKind::RandomBits,
+       {{std::make_shared<RandomBits>(Shape{2}, false), std::make_shared<RandomBits>(Shape{3}, false)},
+        {std::make_shared<RandomBits>(Shape{2}, false), std::make_shared<RandomBits>(Shape{2}, true)}}},
+      {OpKind::Sort, {}},
+      {OpKind::ArgSort, {}},
+      {OpKind::Partition, {{std::make_shared<Partition>(0), std::make_shared<Partition>(1)}}},
+      {OpKind::ArgPartition, {{std::make_shared<ArgPartition>(0), std::make_shared<ArgPartition>(1)}}},
+      {OpKind::TopK, {{std::make_shared<TopK>(1), std::make_shared<TopK>(2)}}},
+      // The fused kinds' one attribute is the program they run.
+      {OpKind::Fused, {{fused(), fused()}}},
+      {OpKind::RowFused, {{row_fused(), row_fused()}}},
+      {OpKind::CompiledCall, {{call(), call()}}},
+  };
+  return m;
+}
+
+std::string text(const Primitive& p) {
+  std::ostringstream os;
+  p.print(os);
+  return os.str();
+}
+
+}  // namespace
+
+TEST(Passes, CseKeepsEveryPrimitiveWithDifferentAttributes) {
+  auto pairs = attribute_pairs();
+  for (const OpTraits& t : op_registry()) {
+    if (!t.primitive) continue;
+    auto it = std::find_if(pairs.begin(), pairs.end(), [&](const auto& p) { return std::string(op_name(p.first)) == t.name; });
+    if (it == pairs.end()) {
+      ADD_FAILURE() << "primitive '" << t.name << "' has no attribute pairs in this test";
+      continue;
+    }
+    for (auto& [a, b] : it->second) {
+      EXPECT_EQ(a->kind(), it->first);
+      EXPECT_FALSE(cse_merges(a, b)) << t.name << ": " << text(*a) << " and " << text(*b) << " merged";
+      EXPECT_TRUE(cse_merges(a, a)) << t.name << ": " << text(*a) << " not merged with itself";
+    }
+  }
+}
+
+TEST(Passes, CseMergesPrimitivesWithoutAttributes) {
+  EXPECT_TRUE(cse_merges(std::make_shared<Unary<math::Exp>>(), std::make_shared<Unary<math::Exp>>()));
+  EXPECT_TRUE(cse_merges(std::make_shared<Binary<math::Add>>(), std::make_shared<Binary<math::Add>>()));
+  EXPECT_TRUE(cse_merges(std::make_shared<Where>(), std::make_shared<Where>()));
+  EXPECT_TRUE(cse_merges(std::make_shared<Copy>(), std::make_shared<Copy>()));
+  EXPECT_TRUE(cse_merges(std::make_shared<Matmul>(), std::make_shared<Matmul>()));
+  EXPECT_TRUE(cse_merges(std::make_shared<AsType>(float16), std::make_shared<AsType>(float16)));
 }
 
 TEST(Passes, DceRemovesUnusedNodes) {

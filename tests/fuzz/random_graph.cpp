@@ -29,22 +29,15 @@ struct UnaryEntry {
   bool smooth;  // a well-conditioned continuous function: approximate in, approximate out
 };
 
+// The fuzz column of the op registry.
+constexpr bool smooth = true;
+constexpr bool rough = false;
+
+// Every unary row of the op registry.
 const std::vector<UnaryEntry>& unary_table() {
   static const std::vector<UnaryEntry> t = {
-      {"abs", &kiln::abs, true},          {"negative", &kiln::negative, true},
-      {"sign", &kiln::sign, false},       {"exp", &kiln::exp, false},
-      {"expm1", &kiln::expm1, false},     {"log", &kiln::log, false},
-      {"log1p", &kiln::log1p, false},     {"log2", &kiln::log2, false},
-      {"sqrt", &kiln::sqrt, false},       {"rsqrt", &kiln::rsqrt, false},
-      {"square", &kiln::square, true},    {"reciprocal", &kiln::reciprocal, false},
-      {"sin", &kiln::sin, true},          {"cos", &kiln::cos, true},
-      {"tan", &kiln::tan, false},         {"tanh", &kiln::tanh, true},
-      {"sigmoid", &kiln::sigmoid, true},  {"erf", &kiln::erf, true},
-      {"gelu", &kiln::gelu, true},        {"gelu_tanh", &kiln::gelu_tanh, true},
-      {"floor", &kiln::floor, false},     {"ceil", &kiln::ceil, false},
-      {"round", &kiln::round, false},     {"isnan", &kiln::isnan, false},
-      {"isinf", &kiln::isinf, false},     {"isfinite", &kiln::isfinite, false},
-      {"logical_not", &kiln::logical_not, false}, {"bitwise_not", &kiln::bitwise_not, false},
+#define KILN_UNARY(F, n, dtypes, cost, fuzz) {#n, static_cast<UnFn>(&kiln::n), fuzz},
+#include "ops/op_table.def"
   };
   return t;
 }
@@ -55,31 +48,11 @@ struct BinaryEntry {
   bool smooth;
 };
 
+// Every binary row of the op registry.
 const std::vector<BinaryEntry>& binary_table() {
   static const std::vector<BinaryEntry> t = {
-      {"add", &kiln::add, true},
-      {"subtract", &kiln::subtract, true},
-      {"multiply", &kiln::multiply, true},
-      {"divide", &kiln::divide, false},
-      {"floor_divide", &kiln::floor_divide, false},
-      {"remainder", &kiln::remainder, false},
-      {"power", static_cast<BinFn>(&kiln::power), false},
-      {"maximum", static_cast<BinFn>(&kiln::maximum), true},
-      {"minimum", static_cast<BinFn>(&kiln::minimum), true},
-      {"arctan2", &kiln::arctan2, false},
-      {"equal", &kiln::equal, false},
-      {"not_equal", &kiln::not_equal, false},
-      {"less", &kiln::less, false},
-      {"less_equal", &kiln::less_equal, false},
-      {"greater", &kiln::greater, false},
-      {"greater_equal", &kiln::greater_equal, false},
-      {"logical_and", &kiln::logical_and, false},
-      {"logical_or", &kiln::logical_or, false},
-      {"bitwise_and", &kiln::bitwise_and, false},
-      {"bitwise_or", &kiln::bitwise_or, false},
-      {"bitwise_xor", &kiln::bitwise_xor, false},
-      {"left_shift", &kiln::left_shift, false},
-      {"right_shift", &kiln::right_shift, false},
+#define KILN_BINARY(F, n, dtypes, cost, fuzz) {#n, static_cast<BinFn>(&kiln::n), fuzz},
+#include "ops/op_table.def"
   };
   return t;
 }

@@ -5,7 +5,10 @@
 // past the thread pool's threshold, output dtypes and errors.
 #include <cmath>
 #include <limits>
+#include <map>
+#include <set>
 
+#include "ops/op_traits.h"
 #include "reference.h"
 
 using namespace kiln;
@@ -18,9 +21,21 @@ using I128 = __int128;
 enum class Res { promoted, floating, boolean };     // output dtype from the promoted input dtype
 enum class Accept { all, no_bool, ints_and_bool };  // input dtypes the op takes
 
+using BinaryFn = Array (*)(const Array&, const Array&);
+
+// The front end of every binary row of the op registry, by name.
+BinaryFn registry_fn(const std::string& name) {
+  static const std::map<std::string, BinaryFn> fns = {
+#define KILN_BINARY(F, n, ...) {#n, static_cast<BinaryFn>(&kiln::n)},
+#include "ops/op_table.def"
+  };
+  auto it = fns.find(name);
+  return it == fns.end() ? nullptr : it->second;
+}
+
+// One row per binary op of the registry (Binary.EveryRegistryRowHasACase checks it).
 struct BinaryCase {
   const char* name;
-  Array (*fn)(const Array&, const Array&);
   double (*fref)(double a, double b);       // float math (also integers computing in float32)
   I128 (*iref)(I128 a, I128 b, int bits);   // exact integer result, before wrapping to the dtype
   Res res;
@@ -58,56 +73,56 @@ I128 ipow(I128 a, I128 b, int) {
 }
 
 const BinaryCase kCases[] = {
-    {"add", kiln::add, [](double a, double b) { return a + b; }, [](I128 a, I128 b, int) { return a + b; },
+    {"add", [](double a, double b) { return a + b; }, [](I128 a, I128 b, int) { return a + b; },
      Res::promoted, Accept::all, -4, 4, -4, 4, -100, 100, -100, 100},
-    {"subtract", kiln::subtract, [](double a, double b) { return a - b; }, [](I128 a, I128 b, int) { return a - b; },
+    {"subtract", [](double a, double b) { return a - b; }, [](I128 a, I128 b, int) { return a - b; },
      Res::promoted, Accept::no_bool, -4, 4, -4, 4, -100, 100, -100, 100},
-    {"multiply", kiln::multiply, [](double a, double b) { return a * b; }, [](I128 a, I128 b, int) { return a * b; },
+    {"multiply", [](double a, double b) { return a * b; }, [](I128 a, I128 b, int) { return a * b; },
      Res::promoted, Accept::all, -4, 4, -4, 4, -100, 100, -100, 100},
-    {"divide", kiln::divide, [](double a, double b) { return a / b; }, nullptr, Res::floating, Accept::all, -4, 4, -4,
+    {"divide", [](double a, double b) { return a / b; }, nullptr, Res::floating, Accept::all, -4, 4, -4,
      4, -100, 100, -100, 100},
-    {"floor_divide", kiln::floor_divide, py_floordiv,
+    {"floor_divide", py_floordiv,
      [](I128 a, I128 b, int) { return b == 0 ? I128(0) : floor_div(a, b); }, Res::promoted, Accept::all, -9, 9, -4, 4,
      -100, 100, -12, 12},
-    {"remainder", kiln::remainder, py_mod,
+    {"remainder", py_mod,
      [](I128 a, I128 b, int) { return b == 0 ? I128(0) : a - b * floor_div(a, b); }, Res::promoted, Accept::all, -9,
      9, -4, 4, -100, 100, -12, 12},
-    {"power", kiln::power, [](double a, double b) { return std::pow(a, b); }, ipow, Res::promoted, Accept::all, 0.1,
+    {"power", [](double a, double b) { return std::pow(a, b); }, ipow, Res::promoted, Accept::all, 0.1,
      4, -3, 3, -9, 9, 0, 5},
-    {"maximum", kiln::maximum, nan_max, [](I128 a, I128 b, int) { return std::max(a, b); }, Res::promoted,
+    {"maximum", nan_max, [](I128 a, I128 b, int) { return std::max(a, b); }, Res::promoted,
      Accept::all, -4, 4, -4, 4, -100, 100, -100, 100},
-    {"minimum", kiln::minimum, nan_min, [](I128 a, I128 b, int) { return std::min(a, b); }, Res::promoted,
+    {"minimum", nan_min, [](I128 a, I128 b, int) { return std::min(a, b); }, Res::promoted,
      Accept::all, -4, 4, -4, 4, -100, 100, -100, 100},
-    {"arctan2", kiln::arctan2, [](double a, double b) { return std::atan2(a, b); }, nullptr, Res::floating,
+    {"arctan2", [](double a, double b) { return std::atan2(a, b); }, nullptr, Res::floating,
      Accept::all, -4, 4, -4, 4, -100, 100, -100, 100},
     // Comparisons draw from a narrow range so that equal pairs occur.
-    {"equal", kiln::equal, [](double a, double b) { return double(a == b); },
+    {"equal", [](double a, double b) { return double(a == b); },
      [](I128 a, I128 b, int) { return I128(a == b); }, Res::boolean, Accept::all, -2, 2, -2, 2, -2, 2, -2, 2},
-    {"not_equal", kiln::not_equal, [](double a, double b) { return double(a != b); },
+    {"not_equal", [](double a, double b) { return double(a != b); },
      [](I128 a, I128 b, int) { return I128(a != b); }, Res::boolean, Accept::all, -2, 2, -2, 2, -2, 2, -2, 2},
-    {"less", kiln::less, [](double a, double b) { return double(a < b); },
+    {"less", [](double a, double b) { return double(a < b); },
      [](I128 a, I128 b, int) { return I128(a < b); }, Res::boolean, Accept::all, -2, 2, -2, 2, -2, 2, -2, 2},
-    {"less_equal", kiln::less_equal, [](double a, double b) { return double(a <= b); },
+    {"less_equal", [](double a, double b) { return double(a <= b); },
      [](I128 a, I128 b, int) { return I128(a <= b); }, Res::boolean, Accept::all, -2, 2, -2, 2, -2, 2, -2, 2},
-    {"greater", kiln::greater, [](double a, double b) { return double(a > b); },
+    {"greater", [](double a, double b) { return double(a > b); },
      [](I128 a, I128 b, int) { return I128(a > b); }, Res::boolean, Accept::all, -2, 2, -2, 2, -2, 2, -2, 2},
-    {"greater_equal", kiln::greater_equal, [](double a, double b) { return double(a >= b); },
+    {"greater_equal", [](double a, double b) { return double(a >= b); },
      [](I128 a, I128 b, int) { return I128(a >= b); }, Res::boolean, Accept::all, -2, 2, -2, 2, -2, 2, -2, 2},
-    {"logical_and", kiln::logical_and, [](double a, double b) { return double(a != 0 && b != 0); },
+    {"logical_and", [](double a, double b) { return double(a != 0 && b != 0); },
      [](I128 a, I128 b, int) { return I128(a != 0 && b != 0); }, Res::boolean, Accept::all, -1, 1, -1, 1, -1, 1, -1, 1},
-    {"logical_or", kiln::logical_or, [](double a, double b) { return double(a != 0 || b != 0); },
+    {"logical_or", [](double a, double b) { return double(a != 0 || b != 0); },
      [](I128 a, I128 b, int) { return I128(a != 0 || b != 0); }, Res::boolean, Accept::all, -1, 1, -1, 1, -1, 1, -1, 1},
-    {"bitwise_and", kiln::bitwise_and, nullptr, [](I128 a, I128 b, int) { return a & b; }, Res::promoted,
+    {"bitwise_and", nullptr, [](I128 a, I128 b, int) { return a & b; }, Res::promoted,
      Accept::ints_and_bool, 0, 0, 0, 0, -100, 100, -100, 100},
-    {"bitwise_or", kiln::bitwise_or, nullptr, [](I128 a, I128 b, int) { return a | b; }, Res::promoted,
+    {"bitwise_or", nullptr, [](I128 a, I128 b, int) { return a | b; }, Res::promoted,
      Accept::ints_and_bool, 0, 0, 0, 0, -100, 100, -100, 100},
-    {"bitwise_xor", kiln::bitwise_xor, nullptr, [](I128 a, I128 b, int) { return a ^ b; }, Res::promoted,
+    {"bitwise_xor", nullptr, [](I128 a, I128 b, int) { return a ^ b; }, Res::promoted,
      Accept::ints_and_bool, 0, 0, 0, 0, -100, 100, -100, 100},
     // Shift counts span negative values and counts past the width (bounds set per dtype below).
-    {"left_shift", kiln::left_shift, nullptr,
+    {"left_shift", nullptr,
      [](I128 a, I128 b, int bits) { return b < 0 || b >= bits ? I128(0) : a * (I128(1) << static_cast<int>(b)); },
      Res::promoted, Accept::ints_and_bool, 0, 0, 0, 0, -100, 100, -3, 3},
-    {"right_shift", kiln::right_shift, nullptr,
+    {"right_shift", nullptr,
      [](I128 a, I128 b, int bits) {
        if (b < 0 || b >= bits) return a < 0 ? I128(-1) : I128(0);
        return floor_div(a, I128(1) << static_cast<int>(b));
@@ -256,7 +271,7 @@ TEST_P(BinaryOp, RandomValuesEveryDtypeLayoutAndBroadcast) {
       auto a = values_for(c, false, kt::numel(p.a), d, ++seed);
       auto b = values_for(c, true, kt::numel(p.b), d, ++seed);
       Array x = kt::with_layout(a, p.a, d, p.la), y = kt::with_layout(b, p.b, d, p.lb);
-      Array z = c.fn(x, y);
+      Array z = registry_fn(c.name)(x, y);
       std::string ctx = std::string(c.name) + " " + dtype_name(d) + " " + shape_text(p.a) + kt::layout_name(p.la) +
                         " with " + shape_text(p.b) + kt::layout_name(p.lb);
       ASSERT_EQ(z.dtype(), out_dtype(c, d, d)) << ctx;
@@ -280,7 +295,7 @@ TEST_P(BinaryOp, MixedDtypesPromote) {
       Shape sa = {3, 4}, sb = {4};
       auto a = values_for(c, false, 12, da, ++seed);
       auto b = values_for(c, true, 4, db, ++seed);
-      Array z = c.fn(kt::from_values(a, sa, da), kt::from_values(b, sb, db));
+      Array z = registry_fn(c.name)(kt::from_values(a, sa, da), kt::from_values(b, sb, db));
       std::string ctx = std::string(c.name) + " " + dtype_name(da) + " with " + dtype_name(db);
       ASSERT_EQ(z.dtype(), out_dtype(c, da, db)) << ctx;
       check(z, expected(c, a, sa, da, b, sb, db), ctx);
@@ -296,7 +311,7 @@ TEST_P(BinaryOp, NanInfinitiesAndZeros) {
   const auto n = static_cast<int64_t>(special.size());
   for (Dtype d : kt::float_dtypes()) {
     // Every pair: a varies along rows, b along columns.
-    Array z = c.fn(kt::from_values(special, {n, 1}, d), kt::from_values(special, {1, n}, d));
+    Array z = registry_fn(c.name)(kt::from_values(special, {n, 1}, d), kt::from_values(special, {1, n}, d));
     check(z, expected(c, special, {n, 1}, d, special, {1, n}, d), std::string(c.name) + " specials " + dtype_name(d));
   }
 }
@@ -305,18 +320,18 @@ TEST_P(BinaryOp, EmptyHandleIsAnError) {
   const BinaryCase& c = GetParam();
   std::string msg = std::string("[") + c.name + "] operation on an empty Array handle";
   Dtype d = c.accept == Accept::all ? float32 : int32;
-  kt::expect_error([&] { c.fn(Array(), ones({2}, d)); }, msg);
-  kt::expect_error([&] { c.fn(ones({2}, d), Array()); }, msg);
+  kt::expect_error([&] { registry_fn(c.name)(Array(), ones({2}, d)); }, msg);
+  kt::expect_error([&] { registry_fn(c.name)(ones({2}, d), Array()); }, msg);
 }
 
 TEST_P(BinaryOp, ShapesThatDoNotBroadcast) {
   const BinaryCase& c = GetParam();
   Dtype d = c.accept == Accept::all ? float32 : int32;
   std::string tag = std::string("[") + c.name + "] shapes ";
-  kt::expect_error([&] { c.fn(ones({2, 3}, d), ones({4}, d)); }, tag + "(2,3) and (4) cannot be broadcast together");
-  kt::expect_error([&] { c.fn(ones({3, 2}, d), ones({2, 1, 4}, d)); },
+  kt::expect_error([&] { registry_fn(c.name)(ones({2, 3}, d), ones({4}, d)); }, tag + "(2,3) and (4) cannot be broadcast together");
+  kt::expect_error([&] { registry_fn(c.name)(ones({3, 2}, d), ones({2, 1, 4}, d)); },
                    tag + "(3,2) and (2,1,4) cannot be broadcast together");
-  kt::expect_error([&] { c.fn(ones({0}, d), ones({2}, d)); }, tag + "(0) and (2) cannot be broadcast together");
+  kt::expect_error([&] { registry_fn(c.name)(ones({0}, d), ones({2}, d)); }, tag + "(0) and (2) cannot be broadcast together");
 }
 
 INSTANTIATE_TEST_SUITE_P(All, BinaryOp, ::testing::ValuesIn(kCases),
@@ -330,6 +345,18 @@ const BinaryCase& find_case(const std::string& name) {
 }
 
 }  // namespace
+
+// The per-op cases and the registry list the same ops, so a new row cannot go untested.
+TEST(Binary, EveryRegistryRowHasACase) {
+  std::set<std::string> cased;
+  for (const BinaryCase& c : kCases) {
+    cased.insert(c.name);
+    EXPECT_NE(registry_fn(c.name), nullptr) << "kCases has '" << c.name << "', not a binary row of the op registry";
+  }
+  for (const OpTraits& t : op_registry())
+    if (t.category == OpCategory::binary)
+      EXPECT_TRUE(cased.count(t.name)) << "binary op '" << t.name << "' has no reference in tests/ops/test_binary.cpp";
+}
 
 // One op per family over 100000 elements, so the work is split across the thread pool:
 // contiguous, broadcast row, scalar, and transposed operands.
@@ -355,7 +382,7 @@ TEST(BinaryLarge, AboveThreadPoolThreshold) {
     const BinaryCase& c = find_case(g.op);
     auto a = values_for(c, false, kt::numel(g.a), g.d, ++seed);
     auto b = values_for(c, true, kt::numel(g.b), g.d, ++seed);
-    Array z = c.fn(kt::with_layout(a, g.a, g.d, g.la), kt::with_layout(b, g.b, g.d, g.lb));
+    Array z = registry_fn(c.name)(kt::with_layout(a, g.a, g.d, g.la), kt::with_layout(b, g.b, g.d, g.lb));
     check(z, expected(c, a, g.a, g.d, b, g.b, g.d), std::string(g.op) + " large " + dtype_name(g.d));
   }
 }

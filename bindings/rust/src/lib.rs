@@ -492,171 +492,45 @@ pub mod random {
     }
 }
 
+// The elementwise ops: build.rs writes one `name: kiln_name` pair per row of the generated
+// C lists (kiln/c/kiln_unary_ops.def, kiln_binary_ops.def), which come from kiln's op
+// registry, so a new op needs no edit here.
 macro_rules! unary_ops {
-    ($($name:ident),* $(,)?) => {
+    ($($name:ident: $cfn:ident),* $(,)?) => {
         impl Array {$(
             #[doc = concat!("Elementwise `", stringify!($name), "`.")]
             pub fn $name(&self) -> Result<Array> {
-                make(|o| unsafe { sys::$name(o, self.h) })
+                make(|o| unsafe { sys::$cfn(o, self.h) })
             }
         )*}
+        const UNARY: &[&str] = &[$(stringify!($name)),*];
     };
 }
 
 macro_rules! binary_ops {
-    ($($name:ident),* $(,)?) => {
+    ($($name:ident: $cfn:ident),* $(,)?) => {
         impl Array {$(
             #[doc = concat!("Broadcasting `", stringify!($name), "`.")]
             pub fn $name(&self, other: &Array) -> Result<Array> {
-                make(|o| unsafe { sys::$name(o, self.h, other.h) })
+                make(|o| unsafe { sys::$cfn(o, self.h, other.h) })
             }
         )*}
-    };
-}
-
-// Method names are the C names without the prefix; see the paste-free aliases below.
-mod names {
-    /// The ops of kiln_unary_ops.def and kiln_binary_ops.def (tests check they match).
-    pub const UNARY: &[&str] = &[
-        "abs",
-        "negative",
-        "sign",
-        "exp",
-        "expm1",
-        "log",
-        "log1p",
-        "log2",
-        "sqrt",
-        "rsqrt",
-        "square",
-        "reciprocal",
-        "sin",
-        "cos",
-        "tan",
-        "tanh",
-        "sigmoid",
-        "erf",
-        "gelu",
-        "gelu_tanh",
-        "floor",
-        "ceil",
-        "round",
-        "isnan",
-        "isinf",
-        "isfinite",
-        "logical_not",
-        "bitwise_not",
-    ];
-    pub const BINARY: &[&str] = &[
-        "add",
-        "subtract",
-        "multiply",
-        "divide",
-        "floor_divide",
-        "remainder",
-        "power",
-        "maximum",
-        "minimum",
-        "arctan2",
-        "equal",
-        "not_equal",
-        "less",
-        "less_equal",
-        "greater",
-        "greater_equal",
-        "logical_and",
-        "logical_or",
-        "bitwise_and",
-        "bitwise_or",
-        "bitwise_xor",
-        "left_shift",
-        "right_shift",
-    ];
-}
-
-/// Names of the wrapped elementwise ops (unary, binary).
-pub fn elementwise_op_names() -> (&'static [&'static str], &'static [&'static str]) {
-    (names::UNARY, names::BINARY)
-}
-
-// The C functions are named kiln_<op>; bring them in as <op> for the macros.
-mod ops_c {
-    pub use crate::sys::{
-        kiln_abs as abs, kiln_add as add, kiln_arctan2 as arctan2, kiln_bitwise_and as bitwise_and,
-        kiln_bitwise_not as bitwise_not, kiln_bitwise_or as bitwise_or, kiln_bitwise_xor as bitwise_xor,
-        kiln_ceil as ceil, kiln_cos as cos, kiln_divide as divide, kiln_equal as equal, kiln_erf as erf,
-        kiln_exp as exp, kiln_expm1 as expm1, kiln_floor as floor, kiln_floor_divide as floor_divide,
-        kiln_gelu as gelu, kiln_gelu_tanh as gelu_tanh, kiln_greater as greater, kiln_greater_equal as greater_equal,
-        kiln_isfinite as isfinite, kiln_isinf as isinf, kiln_isnan as isnan, kiln_left_shift as left_shift,
-        kiln_less as less, kiln_less_equal as less_equal, kiln_log as log, kiln_log1p as log1p, kiln_log2 as log2,
-        kiln_logical_and as logical_and, kiln_logical_not as logical_not, kiln_logical_or as logical_or,
-        kiln_maximum as maximum, kiln_minimum as minimum, kiln_multiply as multiply, kiln_negative as negative,
-        kiln_not_equal as not_equal, kiln_power as power, kiln_reciprocal as reciprocal, kiln_remainder as remainder,
-        kiln_right_shift as right_shift, kiln_round as round, kiln_rsqrt as rsqrt, kiln_sigmoid as sigmoid,
-        kiln_sign as sign, kiln_sin as sin, kiln_sqrt as sqrt, kiln_square as square, kiln_subtract as subtract,
-        kiln_tan as tan, kiln_tanh as tanh,
+        const BINARY: &[&str] = &[$(stringify!($name)),*];
     };
 }
 
 mod elementwise {
     use super::*;
-    use crate::ops_c as sys;
+    include!(concat!(env!("OUT_DIR"), "/elementwise_ops.rs"));
 
-    unary_ops!(
-        abs,
-        negative,
-        sign,
-        exp,
-        expm1,
-        log,
-        log1p,
-        log2,
-        sqrt,
-        rsqrt,
-        square,
-        reciprocal,
-        sin,
-        cos,
-        tan,
-        tanh,
-        sigmoid,
-        erf,
-        gelu,
-        gelu_tanh,
-        floor,
-        ceil,
-        round,
-        isnan,
-        isinf,
-        isfinite,
-        logical_not,
-        bitwise_not,
-    );
-    binary_ops!(
-        add,
-        subtract,
-        multiply,
-        divide,
-        floor_divide,
-        remainder,
-        power,
-        maximum,
-        minimum,
-        arctan2,
-        equal,
-        not_equal,
-        less,
-        less_equal,
-        greater,
-        greater_equal,
-        logical_and,
-        logical_or,
-        bitwise_and,
-        bitwise_or,
-        bitwise_xor,
-        left_shift,
-        right_shift,
-    );
+    pub fn names() -> (&'static [&'static str], &'static [&'static str]) {
+        (UNARY, BINARY)
+    }
+}
+
+/// Names of the wrapped elementwise ops (unary, binary), in the registry's order.
+pub fn elementwise_op_names() -> (&'static [&'static str], &'static [&'static str]) {
+    elementwise::names()
 }
 
 impl fmt::Display for Array {

@@ -227,14 +227,15 @@ int kiln_eye(kiln_array* out, int64_t n, int64_t m, int64_t k, kiln_dtype dtype)
 
 /* ---- ops: elementwise --------------------------------------------------------- */
 
-/* kiln_abs, kiln_exp, ... (the list is kiln/c/kiln_unary_ops.def). Math on bool
-   or integer inputs computes in float32. */
+/* kiln_abs, kiln_exp, ... (the list is kiln/c/kiln_unary_ops.def, generated from the
+   op registry; docs/ops.md says what each op computes). Math on bool or integer
+   inputs computes in float32. */
 #define KILN_C_UNARY(name) int kiln_##name(kiln_array* out, const kiln_array a);
 #include "kiln/c/kiln_unary_ops.def"
 #undef KILN_C_UNARY
 
-/* kiln_add, kiln_less, ... (the list is kiln/c/kiln_binary_ops.def): broadcasting,
-   dtypes promoted. */
+/* kiln_add, kiln_less, ... (the list is kiln/c/kiln_binary_ops.def, generated):
+   broadcasting, dtypes promoted. */
 #define KILN_C_BINARY(name) int kiln_##name(kiln_array* out, const kiln_array a, const kiln_array b);
 #include "kiln/c/kiln_binary_ops.def"
 #undef KILN_C_BINARY
@@ -248,7 +249,7 @@ int kiln_clip(kiln_array* out, const kiln_array a, const kiln_array lo, const ki
 
 /* ---- ops: reductions ---------------------------------------------------------- */
 
-/* kiln_sum, kiln_mean, ... (the list is kiln/c/kiln_reduce_ops.def); axes may be
+/* kiln_sum, kiln_mean, ... (the list is kiln/c/kiln_reduce_ops.def, generated); axes may be
    negative; naxes == 0 reduces every axis. */
 #define KILN_C_REDUCE(name) \
   int kiln_##name(kiln_array* out, const kiln_array a, const int* axes, size_t naxes, bool keepdims);

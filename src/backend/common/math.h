@@ -418,7 +418,7 @@ struct Round {  // half to even (the default rounding mode)
     if constexpr (is_float_v<T>) return std::nearbyint(x); else return x;
   }
 };
-struct IsNan {
+struct IsNaN {
   template <class T> KILN_HD bool operator()(T x) const {
     if constexpr (is_float_v<T>) return std::isnan(x); else return false;
   }

@@ -8,15 +8,12 @@ void Binary<F>::eval_cpu(const std::vector<detail::Tensor>& in, std::vector<deta
   cpu::run_binary<F>(in[0], in[1], out[0]);
 }
 
-template class Binary<math::Add>;
-template class Binary<math::Subtract>;
-template class Binary<math::Multiply>;
-template class Binary<math::Divide>;
-template class Binary<math::FloorDivide>;
-template class Binary<math::Remainder>;
-template class Binary<math::Power>;
-template class Binary<math::Maximum>;
-template class Binary<math::Minimum>;
-template class Binary<math::Arctan2>;
+// The rows of the op registry whose dtypes column is same or floating (the other file takes boolean and integer).
+#define KILN_INSTANTIATE_same(F) template class Binary<math::F>;
+#define KILN_INSTANTIATE_floating(F) template class Binary<math::F>;
+#define KILN_INSTANTIATE_boolean(F)
+#define KILN_INSTANTIATE_integer(F)
+#define KILN_BINARY(F, n, dtypes, ...) KILN_INSTANTIATE_##dtypes(F)
+#include "ops/op_table.def"
 
 }  // namespace kiln

@@ -8,18 +8,12 @@ void Binary<F>::eval_cpu(const std::vector<detail::Tensor>& in, std::vector<deta
   cpu::run_binary<F>(in[0], in[1], out[0]);
 }
 
-template class Binary<math::Equal>;
-template class Binary<math::NotEqual>;
-template class Binary<math::Less>;
-template class Binary<math::LessEqual>;
-template class Binary<math::Greater>;
-template class Binary<math::GreaterEqual>;
-template class Binary<math::LogicalAnd>;
-template class Binary<math::LogicalOr>;
-template class Binary<math::BitwiseAnd>;
-template class Binary<math::BitwiseOr>;
-template class Binary<math::BitwiseXor>;
-template class Binary<math::LeftShift>;
-template class Binary<math::RightShift>;
+// The rows of the op registry whose dtypes column is boolean or integer (the other file takes same and floating).
+#define KILN_INSTANTIATE_boolean(F) template class Binary<math::F>;
+#define KILN_INSTANTIATE_integer(F) template class Binary<math::F>;
+#define KILN_INSTANTIATE_same(F)
+#define KILN_INSTANTIATE_floating(F)
+#define KILN_BINARY(F, n, dtypes, ...) KILN_INSTANTIATE_##dtypes(F)
+#include "ops/op_table.def"
 
 }  // namespace kiln

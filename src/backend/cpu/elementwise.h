@@ -18,16 +18,10 @@ using math::compute_t;
 constexpr int64_t kCheapOp = 1;
 constexpr int64_t kMathOp = 8;
 
+// From the cost column of the op registry.
 template <class F>
-constexpr int64_t cost_of() {
-  if constexpr (std::is_same_v<F, math::Exp> || std::is_same_v<F, math::Log> || std::is_same_v<F, math::Sin> ||
-                std::is_same_v<F, math::Cos> || std::is_same_v<F, math::Tan> || std::is_same_v<F, math::Tanh> ||
-                std::is_same_v<F, math::Erf> || std::is_same_v<F, math::Sigmoid> || std::is_same_v<F, math::Power> ||
-                std::is_same_v<F, math::Arctan2> || std::is_same_v<F, math::Expm1> || std::is_same_v<F, math::Log1p> ||
-                std::is_same_v<F, math::Log2> ||
-                std::is_same_v<F, math::Gelu> || std::is_same_v<F, math::GeluTanh>)
-    return kMathOp;
-  return kCheapOp;
+int64_t cost_of() {
+  return op_traits(op_kind_of<F>::value).cost == OpCost::math ? kMathOp : kCheapOp;
 }
 
 // The stored type of F's result on T inputs: bool for predicates, else T itself.

@@ -8,7 +8,7 @@ void Unary<F>::eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detai
   cpu::run_unary<F>(in[0], out[0]);
 }
 
-#define KILN_UNARY(F, n) template class Unary<math::F>;
+#define KILN_UNARY(F, n, ...) template class Unary<math::F>;
 #include "ops/op_table.def"
 
 }  // namespace kiln
