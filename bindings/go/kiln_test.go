@@ -229,6 +229,61 @@ func TestOps(t *testing.T) {
 	}
 }
 
+func TestRandomAndSelection(t *testing.T) {
+	key := must(kiln.RandomKey(42))
+	// MLX's split of key(42): the bits are MLX's and JAX's (docs/random.md).
+	if v := must(kiln.ToSlice[uint32](must(kiln.RandomSplit(key, 2)))); fmt.Sprint(v) != "[2465931498 3679230171 255383827 267815257]" {
+		t.Fatalf("split %v", v)
+	}
+	if s := must(kiln.RandomBits(key, 3, 5)).Shape(); fmt.Sprint(s) != "[3 5]" {
+		t.Fatalf("bits shape %v", s)
+	}
+	u := must(must(kiln.RandomUniform(key, kiln.Float32, 2, 3, 100)).Float32s())
+	for _, x := range u {
+		if x < 2 || x >= 3 {
+			t.Fatalf("uniform value %v outside [2, 3)", x)
+		}
+	}
+	if d := must(kiln.RandomNormal(key, kiln.Float64, 0, 1, 4)).Dtype(); d != kiln.Float64 {
+		t.Fatalf("normal dtype %v", d)
+	}
+	p := must(kiln.FromSlice([]float32{0, 1, 1}, 3))
+	if v := must(must(kiln.RandomBernoulli(p, key)).Bools()); fmt.Sprint(v) != "[false true true]" {
+		t.Fatalf("bernoulli %v", v)
+	}
+	inf := float32(math.Inf(-1))
+	logits := must(kiln.FromSlice([]float32{inf, 0, inf, 0, inf, inf}, 2, 3))
+	if v := must(must(kiln.RandomCategorical(logits, key, -1)).Int32s()); fmt.Sprint(v) != "[1 0]" {
+		t.Fatalf("categorical %v", v)
+	}
+	a := must(kiln.FromSlice([]float32{3, 1, 2, 1}, 4))
+	vals, idx, err := kiln.TopK(a, 2, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := must(vals.Float32s()); !close32(v, []float32{3, 2}) {
+		t.Fatalf("topk values %v", v)
+	}
+	if v := must(idx.Int32s()); fmt.Sprint(v) != "[0 2]" {
+		t.Fatalf("topk indices %v", v)
+	}
+	if v := must(must(kiln.Sort(a, 0)).Float32s()); !close32(v, []float32{1, 1, 2, 3}) {
+		t.Fatalf("sort %v", v)
+	}
+	if v := must(must(kiln.Argsort(a, 0)).Int32s()); fmt.Sprint(v) != "[1 3 2 0]" {
+		t.Fatalf("argsort %v", v)
+	}
+	if v := must(must(kiln.Argpartition(a, -1, 0)).Int32s()); v[3] != 0 {
+		t.Fatalf("argpartition %v", v)
+	}
+	if v := must(must(kiln.Partition(a, 0, 0)).Float32s()); v[0] != 1 {
+		t.Fatalf("partition %v", v)
+	}
+	if _, _, err := kiln.TopK(a, 5, -1); err == nil || !strings.Contains(err.Error(), "[topk] k 5 is out of range") {
+		t.Fatalf("topk error %v", err)
+	}
+}
+
 func TestFunctionAndCompile(t *testing.T) {
 	var traces atomic.Int32
 	f := must(kiln.Compile1("affine", func(x *kiln.Array) (*kiln.Array, error) {

@@ -11,6 +11,7 @@
 #include "kiln/half.h"
 #include "kiln/ops.h"
 #include "kiln/nn.h"
+#include "kiln/random.h"
 #include "kiln/compile.h"
 #include "kiln/graph.h"
 #include "kiln/executable.h"

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "kiln/array.h"
@@ -70,6 +71,21 @@ Array argmin(const Array& a, std::optional<int> axis = std::nullopt, bool keepdi
 Array softmax(const Array& a, const std::vector<int>& axes = {-1});
 /* Inclusive cumulative sum along axis (exclusive and reverse on request). */
 Array cumsum(const Array& a, int axis, bool reverse = false, bool inclusive = true);
+
+// ---- sorting and selection ----------------------------------------------------
+// Along one axis, in numpy.sort's order: NaN after every number (largest). Index
+// results are int32.
+/* The k largest elements along axis (0 <= k <= its size), largest first, and their
+   indices; equal values come in index order. */
+std::pair<Array, Array> topk(const Array& a, int k, int axis = -1);
+Array sort(const Array& a, int axis = -1);
+/* Indices that sort a along axis; stable (equal values keep their order). */
+Array argsort(const Array& a, int axis = -1);
+/* Indices that put a's kth smallest element (kth may be negative) at position kth along
+   axis, no larger element before it and no smaller one after it. */
+Array argpartition(const Array& a, int kth, int axis = -1);
+/* a rearranged as argpartition says. */
+Array partition(const Array& a, int kth, int axis = -1);
 
 // ---- linear algebra ---------------------------------------------------------
 /* numpy.matmul semantics: 1-D operands are promoted and the added axis removed,

@@ -167,6 +167,18 @@ std::string take_along_axis_rule(const Site& s) {
 
 std::string creation_rule(const Site&) { return ""; }  // no inputs, so no rows to mix
 
+std::string selection_rule(const Site& s) {
+  return norm_axis(s.int_or("axis", -1), s.rank) == 0 ? "works along the row axis" : "";
+}
+
+// A draw's words are laid out over its whole shape (random.md): fewer rows, other numbers.
+std::string random_rule(const Site& s) {
+  for (bool r : s.rows) {
+    if (r) return "draws numbers that depend on the whole shape";
+  }
+  return "";
+}
+
 std::string always_mixes(const Site& s) { return "op '" + s.n.op + "' is not known to keep rows apart"; }
 
 // The rules of ops whose registry category does not decide it alone.
@@ -182,6 +194,8 @@ const std::unordered_map<std::string, Rule>& own_rules() {
       {"slice_update", always_mixes},   {"quantize", always_mixes},     {"dequantize", always_mixes},
       {"quantized_matmul", always_mixes}, {"rms_norm", always_mixes},   {"layer_norm", always_mixes},
       {"rope", always_mixes},           {"scaled_dot_product_attention", always_mixes},
+      {"slice_update", always_mixes},   {"sort", selection_rule},       {"argsort", selection_rule},
+      {"partition", selection_rule},    {"argpartition", selection_rule}, {"topk", selection_rule},
   };
   return rules;
 }
@@ -195,6 +209,7 @@ Rule find_rule(const std::string& op) {
     case OpCategory::unary: case OpCategory::binary: case OpCategory::elementwise: return elementwise_rule;
     case OpCategory::reduce: return axes_reduction_rule;
     case OpCategory::creation: return creation_rule;
+    case OpCategory::random: return random_rule;
     default: return nullptr;
   }
 }

@@ -8,6 +8,7 @@
 
 #include "kiln/nn.h"
 #include "kiln/ops.h"
+#include "kiln/random.h"
 #include "runtime/attrs.h"
 
 namespace kiln::runtime {
@@ -101,6 +102,35 @@ const std::unordered_map<std::string, Entry>& table() {
                      return one(cumsum(c.in[0], static_cast<int>(c.attr.int_("axis")), c.attr.bool_or("reverse", false),
                                        c.attr.bool_or("inclusive", true)));
                    }};
+    // sorting and selection
+    auto axis_of = [](Call& c) { return static_cast<int>(c.attr.int_or("axis", -1)); };
+    m["sort"] = {1, 1, [=](Call& c) { return one(sort(c.in[0], axis_of(c))); }};
+    m["argsort"] = {1, 1, [=](Call& c) { return one(argsort(c.in[0], axis_of(c))); }};
+    m["partition"] = {1, 1, [=](Call& c) {
+                        return one(partition(c.in[0], static_cast<int>(c.attr.int_("kth")), axis_of(c)));
+                      }};
+    m["argpartition"] = {1, 1, [=](Call& c) {
+                           return one(argpartition(c.in[0], static_cast<int>(c.attr.int_("kth")), axis_of(c)));
+                         }};
+    m["topk"] = {1, 1, [=](Call& c) {
+                   auto [values, indices] = topk(c.in[0], static_cast<int>(c.attr.int_("k")), axis_of(c));
+                   return std::vector<Array>{values, indices};
+                 }};
+    // random numbers: the key is the last input
+    m["random_split"] = {1, 1, [](Call& c) {
+                           return one(random::split(c.in[0], static_cast<int>(c.attr.int_or("num", 2))));
+                         }};
+    m["random_bits"] = {1, 1, [](Call& c) { return one(random::bits(shape_attr(c.attr, "shape"), c.in[0])); }};
+    m["random_uniform"] = {1, 1, [](Call& c) {
+                             return one(random::uniform(shape_attr(c.attr, "shape"), c.in[0], c.attr.dtype_or("dtype", float32),
+                                                        c.attr.float_or("low", 0), c.attr.float_or("high", 1)));
+                           }};
+    m["random_normal"] = {1, 1, [](Call& c) {
+                            return one(random::normal(shape_attr(c.attr, "shape"), c.in[0], c.attr.dtype_or("dtype", float32),
+                                                      c.attr.float_or("loc", 0), c.attr.float_or("scale", 1)));
+                          }};
+    m["random_bernoulli"] = {2, 2, [](Call& c) { return one(random::bernoulli(c.in[0], c.in[1])); }};
+    m["random_categorical"] = {2, 2, [=](Call& c) { return one(random::categorical(c.in[0], c.in[1], axis_of(c))); }};
     m["where"] = {3, 3, [](Call& c) { return one(where(c.in[0], c.in[1], c.in[2])); }};
     m["clip"] = {3, 3, [](Call& c) { return one(clip(c.in[0], c.in[1], c.in[2])); }};
     m["astype"] = {1, 1, [](Call& c) {

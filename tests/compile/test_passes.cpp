@@ -13,7 +13,9 @@
 #include "ops/layout.h"
 #include "ops/linalg.h"
 #include "ops/nn.h"
+#include "ops/random.h"
 #include "ops/reduce.h"
+#include "ops/sort.h"
 #include "ops/views.h"
 #include "passes/pass.h"
 #include "reference.h"
@@ -207,6 +209,14 @@ std::map<OpKind, std::vector<std::pair<PrimPtr, PrimPtr>>> attribute_pairs() {
          std::make_shared<ScaledDotProductAttention>(0.5f, ScaledDotProductAttention::Mask::none, false, true)}}},
       {OpKind::DynamicSliceUpdate,
        {{std::make_shared<DynamicSliceUpdate>(std::vector<int>{2}), std::make_shared<DynamicSliceUpdate>(std::vector<int>{1})}}},
+      {OpKind::RandomBits,
+       {{std::make_shared<RandomBits>(Shape{2}, false), std::make_shared<RandomBits>(Shape{3}, false)},
+        {std::make_shared<RandomBits>(Shape{2}, false), std::make_shared<RandomBits>(Shape{2}, true)}}},
+      {OpKind::Sort, {}},
+      {OpKind::ArgSort, {}},
+      {OpKind::Partition, {{std::make_shared<Partition>(0), std::make_shared<Partition>(1)}}},
+      {OpKind::ArgPartition, {{std::make_shared<ArgPartition>(0), std::make_shared<ArgPartition>(1)}}},
+      {OpKind::TopK, {{std::make_shared<TopK>(1), std::make_shared<TopK>(2)}}},
       // The fused kinds' one attribute is the program they run.
       {OpKind::Fused, {{fused(), fused()}}},
       {OpKind::RowFused, {{row_fused(), row_fused()}}},

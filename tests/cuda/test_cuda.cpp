@@ -865,6 +865,44 @@ TEST_F(Cuda, ArgReductionsOfLongRowsInParts) {
   }
 }
 
+// The same key gives the same words on the GPU as on the CPU, eagerly and compiled, for
+// draws of every parity and of many blocks; the distributions built on them follow.
+TEST_F(Cuda, RandomBitsEqualTheCpus) {
+  for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{4096}, int64_t{1000001}}) {
+    Array k = random::key(static_cast<uint64_t>(n) * 31 + 1);
+    EXPECT_EQ(random::bits({n}, to(k, gpu)).to_vector<uint32_t>(), random::bits({n}, k).to_vector<uint32_t>()) << n;
+  }
+  Array logits = input({8, 49152}, float32, 71, -8, 8);
+  EXPECT_TRUE(equal_everywhere({random::key(9), logits}, [](auto& v) { return random::categorical(v[1], v[0]); }));
+  EXPECT_TRUE(equal_everywhere({random::key(10)}, [](auto& v) { return random::uniform({3, 1000}, v[0], bfloat16); }));
+  EXPECT_TRUE(equal_everywhere({random::split(random::key(11), 3)}, [](auto& v) {
+    return random::bits({7}, reshape(slice(v[0], {2, 0}, {3, 2}), {2}));  // a key made on the device
+  }));
+}
+
+// topk runs on the GPU (up to 1024 picks a row): the CPU's picks and order, ties by position,
+// NaN first, for vocabulary rows, many short rows, a moved axis and every dtype family.
+TEST_F(Cuda, TopkEqualsTheCpus) {
+  for (Dtype d : {float32, bfloat16, float16, float64, int32, uint8, int64, uint64, bool_}) {
+    const std::string name = dtype_name(d);
+    std::vector<double> v = kt::random_values(3 * 49152, d, 72, -6, 6);  // integers: many ties
+    if (is_floating(d)) {
+      v[100] = v[70000] = NAN;
+      v[200] = INFINITY;
+      v[300] = -0.0;
+      v[301] = 0.0;
+    }
+    Array x = kt::from_values(v, {3, 49152}, d);
+    for (int k : {1, 40, 1024, 1025}) {  // 1025: on the host
+      EXPECT_TRUE(equal_everywhere({x}, [&](auto& a) { return topk(a[0], k).second; })) << name << " k " << k;
+      EXPECT_TRUE(equal_everywhere({x}, [&](auto& a) { return topk(a[0], k).first; })) << name << " k " << k;
+    }
+    Array many = input({3000, 50}, d, 73, -3, 3);
+    EXPECT_TRUE(equal_everywhere({many}, [&](auto& a) { return topk(a[0], 50).second; })) << name << " all";
+    EXPECT_TRUE(equal_everywhere({many}, [&](auto& a) { return topk(a[0], 7, 0).second; })) << name << " axis 0";
+  }
+}
+
 // Many more rows than blocks: each block loops over rows, and row kernels reuse their
 // reductions' shared buffers with no barrier of their own between rows. One reduction a row
 // (rmsnorm, x / max|x|) and two (softmax, layernorm); the zeros, infinities and NaN send some

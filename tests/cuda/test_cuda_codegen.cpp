@@ -234,6 +234,15 @@ TEST_F(CudaCodegen, ArgReductionsInPartsCompile) {
   }
 }
 
+TEST_F(CudaCodegen, RandomBitsCompile) { compiles(cuda::instantiate("kiln_random_bits", 4)); }
+
+TEST_F(CudaCodegen, TopkCompiles) {
+  for (const char* type : {"float", "double", "kiln::bfloat16_t", "kiln::float16_t", "int32_t", "uint8_t", "int64_t",
+                           "uint64_t", "bool"}) {
+    compiles(cuda::instantiate(std::string("kiln_topk<") + type + ">", 6));
+  }
+}
+
 TEST_F(CudaCodegen, TransposeTilesCompile) {
   for (size_t itemsize : {1, 2, 4, 8}) compiles(cuda::transpose_source(itemsize));
 }

@@ -97,9 +97,10 @@ Array scalar_apply(int fn, const Array& a, T s, bool left) {
   }
 }
 
-enum ReduceFn { r_sum, r_prod, r_max, r_min, r_mean, r_var, r_logsumexp, r_softmax, r_any, r_all, r_argmax, r_argmin, r_cumsum, r_count };
-const char* const kReduceNames[] = {"sum", "prod", "max", "min", "mean", "var", "logsumexp",
-                                    "softmax", "any", "all", "argmax", "argmin", "cumsum"};
+enum ReduceFn { r_sum, r_prod, r_max, r_min, r_mean, r_var, r_logsumexp, r_softmax, r_any, r_all, r_argmax, r_argmin, r_cumsum,
+                r_sort, r_argsort, r_count };
+const char* const kReduceNames[] = {"sum", "prod", "max", "min", "mean", "var", "logsumexp", "softmax",
+                                    "any", "all", "argmax", "argmin", "cumsum", "sort", "argsort"};
 
 std::string shape_text(const Shape& s) {
   std::ostringstream os;
@@ -169,6 +170,8 @@ Array apply_step(const Step& s, const std::vector<Array>& v) {
         case r_argmax: return argmax(a, s.has_axis ? std::optional<int>(s.axis) : std::nullopt, s.keepdims);
         case r_argmin: return argmin(a, s.has_axis ? std::optional<int>(s.axis) : std::nullopt, s.keepdims);
         case r_cumsum: return cumsum(a, s.axis, s.reverse, s.inclusive);
+        case r_sort: return sort(a, s.axis);
+        case r_argsort: return argsort(a, s.axis);
         case r_count: break;
       }
       break;
@@ -209,7 +212,7 @@ Exactness exactness_of(const Step& s, const std::vector<Exactness>& ex, const st
     case StepKind::reduce: {
       auto fn = static_cast<ReduceFn>(s.fn);
       if (approx) {
-        bool discrete = fn == r_any || fn == r_all || fn == r_argmax || fn == r_argmin;
+        bool discrete = fn == r_any || fn == r_all || fn == r_argmax || fn == r_argmin || fn == r_argsort;
         return discrete ? Exactness::unreliable : in;
       }
       // Reassociated float accumulation: sums and everything built on them.
@@ -458,11 +461,11 @@ class Generator {
         if (s.fn == r_argmax || s.fn == r_argmin) {
           s.has_axis = rank > 0 && chance(0.7);
           if (s.has_axis) s.axis = uniform(-rank, rank - 1);
-        } else if (s.fn == r_cumsum) {
+        } else if (s.fn == r_cumsum || s.fn == r_sort || s.fn == r_argsort) {
           if (rank == 0) return false;
           s.axis = uniform(-rank, rank - 1);
-          s.reverse = chance(0.3);
-          s.inclusive = chance(0.7);
+          s.reverse = s.fn == r_cumsum && chance(0.3);
+          s.inclusive = s.fn != r_cumsum || chance(0.7);
         } else {
           s.axes = random_axes(rank, true);
         }
@@ -715,6 +718,8 @@ std::string Program::step_text(const Step& s) const {
         if (s.keepdims) os << ", keepdims";
       } else if (s.fn == r_cumsum) {
         os << ", axis=" << s.axis << (s.reverse ? ", reverse" : "") << (s.inclusive ? "" : ", exclusive");
+      } else if (s.fn == r_sort || s.fn == r_argsort) {
+        os << ", axis=" << s.axis;
       } else {
         os << ", axes=" << list_text(s.axes);
         if (s.keepdims && s.fn != r_softmax) os << ", keepdims";

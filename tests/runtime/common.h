@@ -13,7 +13,7 @@ namespace kiln_test {
 
 inline std::string examples_dir() { return std::string(KILN_SOURCE_DIR) + "/examples/graphs/"; }
 inline std::vector<std::string> example_graphs() {
-  return {"decoder.kgraph", "mlp.kgraph", "control.kgraph", "ops_tour.kgraph"};
+  return {"decoder.kgraph", "mlp.kgraph", "control.kgraph", "ops_tour.kgraph", "sampling.kgraph"};
 }
 
 /* Largest absolute difference, scaled by max(1, |reference|); NaNs must match. */

@@ -416,6 +416,80 @@ impl Array {
         let v = Vector::from_arrays(arrays)?;
         make(|o| unsafe { sys::kiln_concatenate(o, v.0, axis) })
     }
+
+    // ---- sorting and selection: along axis, NaN after every number; indices are int32.
+
+    /// The k largest elements along axis, largest first (equal ones in index order), and
+    /// their indices.
+    pub fn topk(&self, k: i32, axis: i32) -> Result<(Array, Array)> {
+        let mut indices: sys::kiln_array = ptr::null_mut();
+        let values = make(|o| unsafe { sys::kiln_topk(o, &mut indices, self.h, k, axis) })?;
+        Ok((values, Array { h: indices }))
+    }
+
+    pub fn sort(&self, axis: i32) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_sort(o, self.h, axis) })
+    }
+
+    /// Indices that sort along axis (stable).
+    pub fn argsort(&self, axis: i32) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_argsort(o, self.h, axis) })
+    }
+
+    /// Indices putting the kth smallest in place, no larger one before it and no smaller
+    /// one after it.
+    pub fn argpartition(&self, kth: i32, axis: i32) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_argpartition(o, self.h, kth, axis) })
+    }
+
+    pub fn partition(&self, kth: i32, axis: i32) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_partition(o, self.h, kth, axis) })
+    }
+}
+
+/// Random numbers: Threefry-2x32 under explicit keys (kiln/random.h). A key is a uint32
+/// array of shape (2); the same key gives the same numbers on every device.
+pub mod random {
+    use super::{make, shape_i64, sys, Array, Dtype, Result};
+    use std::os::raw::c_int;
+
+    /// The key of a seed.
+    pub fn key(seed: u64) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_random_key(o, seed) })
+    }
+
+    /// `num` new keys (shape (num, 2)) from one.
+    pub fn split(key: &Array, num: i32) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_random_split(o, key.h, num) })
+    }
+
+    /// Random uint32 words of `shape`.
+    pub fn bits(shape: &[usize], key: &Array) -> Result<Array> {
+        let s = shape_i64(shape);
+        make(|o| unsafe { sys::kiln_random_bits(o, s.as_ptr(), s.len() as c_int, key.h) })
+    }
+
+    /// Uniform in [low, high) of a floating dtype.
+    pub fn uniform(shape: &[usize], key: &Array, dtype: Dtype, low: f64, high: f64) -> Result<Array> {
+        let s = shape_i64(shape);
+        make(|o| unsafe { sys::kiln_random_uniform(o, s.as_ptr(), s.len() as c_int, key.h, dtype as c_int, low, high) })
+    }
+
+    /// Normal with mean `loc` and standard deviation `scale`.
+    pub fn normal(shape: &[usize], key: &Array, dtype: Dtype, loc: f64, scale: f64) -> Result<Array> {
+        let s = shape_i64(shape);
+        make(|o| unsafe { sys::kiln_random_normal(o, s.as_ptr(), s.len() as c_int, key.h, dtype as c_int, loc, scale) })
+    }
+
+    /// True with probability `p`, elementwise.
+    pub fn bernoulli(p: &Array, key: &Array) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_random_bernoulli(o, p.h, key.h) })
+    }
+
+    /// int32 indices drawn from softmax(logits) along axis, which is removed.
+    pub fn categorical(logits: &Array, key: &Array, axis: i32) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_random_categorical(o, logits.h, key.h, axis) })
+    }
 }
 
 // The elementwise ops: build.rs writes one `name: kiln_name` pair per row of the generated

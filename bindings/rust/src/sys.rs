@@ -129,6 +129,38 @@ extern "C" {
     pub fn kiln_softmax(out: *mut kiln_array, a: kiln_array, axes: *const c_int, naxes: usize) -> c_int;
     pub fn kiln_matmul(out: *mut kiln_array, a: kiln_array, b: kiln_array) -> c_int;
 
+    // random numbers
+    pub fn kiln_random_key(out: *mut kiln_array, seed: u64) -> c_int;
+    pub fn kiln_random_split(out: *mut kiln_array, key: kiln_array, num: c_int) -> c_int;
+    pub fn kiln_random_bits(out: *mut kiln_array, shape: *const i64, ndim: c_int, key: kiln_array) -> c_int;
+    pub fn kiln_random_uniform(
+        out: *mut kiln_array,
+        shape: *const i64,
+        ndim: c_int,
+        key: kiln_array,
+        dtype: kiln_dtype,
+        low: f64,
+        high: f64,
+    ) -> c_int;
+    pub fn kiln_random_normal(
+        out: *mut kiln_array,
+        shape: *const i64,
+        ndim: c_int,
+        key: kiln_array,
+        dtype: kiln_dtype,
+        loc: f64,
+        scale: f64,
+    ) -> c_int;
+    pub fn kiln_random_bernoulli(out: *mut kiln_array, p: kiln_array, key: kiln_array) -> c_int;
+    pub fn kiln_random_categorical(out: *mut kiln_array, logits: kiln_array, key: kiln_array, axis: c_int) -> c_int;
+
+    // sorting and selection
+    pub fn kiln_topk(values: *mut kiln_array, indices: *mut kiln_array, a: kiln_array, k: c_int, axis: c_int) -> c_int;
+    pub fn kiln_sort(out: *mut kiln_array, a: kiln_array, axis: c_int) -> c_int;
+    pub fn kiln_argsort(out: *mut kiln_array, a: kiln_array, axis: c_int) -> c_int;
+    pub fn kiln_argpartition(out: *mut kiln_array, a: kiln_array, kth: c_int, axis: c_int) -> c_int;
+    pub fn kiln_partition(out: *mut kiln_array, a: kiln_array, kth: c_int, axis: c_int) -> c_int;
+
     // layout
     pub fn kiln_reshape(out: *mut kiln_array, a: kiln_array, shape: *const i64, ndim: c_int) -> c_int;
     pub fn kiln_transpose(out: *mut kiln_array, a: kiln_array, perm: *const c_int, nperm: usize) -> c_int;

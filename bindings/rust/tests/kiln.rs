@@ -2,7 +2,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 
-use kiln::{compile, compile1, compile2, Array, CompileOptions, Dtype, Function};
+use kiln::{compile, compile1, compile2, random, Array, CompileOptions, Dtype, Function};
 
 fn close(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-5 * (1.0 + y.abs()))
@@ -164,6 +164,45 @@ impl Drop for DropCounter {
     fn drop(&mut self) {
         self.0.fetch_add(1, Ordering::SeqCst);
     }
+}
+
+#[test]
+fn random_and_selection() {
+    let key = random::key(42).unwrap();
+    // MLX's split of key(42): the bits are MLX's and JAX's (docs/random.md).
+    let keys = random::split(&key, 2).unwrap().to_vec::<u32>().unwrap();
+    assert_eq!(keys, vec![2465931498, 3679230171, 255383827, 267815257]);
+    assert_eq!(random::bits(&[3, 5], &key).unwrap().shape(), vec![3, 5]);
+    let u = random::uniform(&[100], &key, Dtype::Float32, 2.0, 3.0)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    assert!(u.iter().all(|&x| (2.0..3.0).contains(&x)));
+    assert_eq!(
+        random::normal(&[4], &key, Dtype::Float64, 0.0, 1.0).unwrap().dtype(),
+        Dtype::Float64
+    );
+    let p = Array::from_vec(&[0.0f32, 1.0, 1.0]).unwrap();
+    assert_eq!(
+        random::bernoulli(&p, &key).unwrap().to_vec::<i32>().unwrap(),
+        vec![0, 1, 1]
+    );
+    let inf = f32::NEG_INFINITY;
+    let logits = Array::from_slice(&[inf, 0.0, inf, 0.0, inf, inf], &[2, 3]).unwrap();
+    assert_eq!(
+        random::categorical(&logits, &key, -1).unwrap().to_vec::<i32>().unwrap(),
+        vec![1, 0]
+    );
+    let a = Array::from_vec(&[3.0f32, 1.0, 2.0, 1.0]).unwrap();
+    let (values, indices) = a.topk(2, -1).unwrap();
+    assert_eq!(values.to_vec::<f32>().unwrap(), vec![3.0, 2.0]);
+    assert_eq!(indices.to_vec::<i32>().unwrap(), vec![0, 2]);
+    assert_eq!(a.sort(0).unwrap().to_vec::<f32>().unwrap(), vec![1.0, 1.0, 2.0, 3.0]);
+    assert_eq!(a.argsort(0).unwrap().to_vec::<i32>().unwrap(), vec![1, 3, 2, 0]);
+    assert_eq!(a.argpartition(-1, 0).unwrap().to_vec::<i32>().unwrap()[3], 0);
+    assert_eq!(a.partition(0, 0).unwrap().to_vec::<f32>().unwrap()[0], 1.0);
+    let err = a.topk(5, -1).unwrap_err();
+    assert!(err.to_string().contains("[topk] k 5 is out of range"), "{}", err);
 }
 
 #[test]

@@ -269,6 +269,39 @@ int kiln_softmax(kiln_array* out, const kiln_array a, const int* axes, size_t na
 /* Cumulative sum along axis (inclusive unless told, forward unless reverse). */
 int kiln_cumsum(kiln_array* out, const kiln_array a, int axis, bool reverse, bool inclusive);
 
+/* ---- ops: random numbers ----------------------------------------------------- */
+
+/* Threefry-2x32 under explicit keys, as kiln/random.h describes: a key is a uint32
+   array of shape (2); the same key gives the same numbers on every device. */
+int kiln_random_key(kiln_array* out, uint64_t seed);
+/* num new keys from one (uint32, shape (num, 2)). */
+int kiln_random_split(kiln_array* out, const kiln_array key, int num);
+/* Random uint32 words of the given shape. */
+int kiln_random_bits(kiln_array* out, const int64_t* shape, int ndim, const kiln_array key);
+/* Uniform in [low, high) of a floating dtype. */
+int kiln_random_uniform(kiln_array* out, const int64_t* shape, int ndim, const kiln_array key, kiln_dtype dtype,
+                        double low, double high);
+/* Normal with mean loc and standard deviation scale. */
+int kiln_random_normal(kiln_array* out, const int64_t* shape, int ndim, const kiln_array key, kiln_dtype dtype,
+                       double loc, double scale);
+/* True with probability p, elementwise (bool, shape of p). */
+int kiln_random_bernoulli(kiln_array* out, const kiln_array p, const kiln_array key);
+/* Indices (int32, axis removed) drawn from softmax(logits) along axis. */
+int kiln_random_categorical(kiln_array* out, const kiln_array logits, const kiln_array key, int axis);
+
+/* ---- ops: sorting and selection ----------------------------------------------- */
+/* Along axis, NaN after every number (numpy.sort's order); indices are int32. */
+
+/* The k largest elements, largest first (equal ones in index order), and their indices. */
+int kiln_topk(kiln_array* values, kiln_array* indices, const kiln_array a, int k, int axis);
+int kiln_sort(kiln_array* out, const kiln_array a, int axis);
+/* Stable. */
+int kiln_argsort(kiln_array* out, const kiln_array a, int axis);
+/* Indices putting the kth smallest (kth may be negative) in place, no larger one before
+   it and no smaller one after it. */
+int kiln_argpartition(kiln_array* out, const kiln_array a, int kth, int axis);
+int kiln_partition(kiln_array* out, const kiln_array a, int kth, int axis);
+
 /* ---- ops: linear algebra ------------------------------------------------------ */
 
 /* numpy.matmul semantics: 1-D operands are promoted and the added axis removed,

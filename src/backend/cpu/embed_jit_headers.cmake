@@ -7,7 +7,8 @@ cmake_minimum_required(VERSION 3.22)
 set(headers
   "kiln/half.h" "include/kiln/half.h"
   "backend/common/math.h" "src/backend/common/math.h"
-  "backend/common/fold.h" "src/backend/common/fold.h")
+  "backend/common/fold.h" "src/backend/common/fold.h"
+  "backend/common/threefry.h" "src/backend/common/threefry.h")
 
 set(names "")
 set(KILN_EMBEDDED_ENTRIES "")

@@ -20,6 +20,7 @@ const char* support_header() {
 #include <cstdint>
 #include "kiln/half.h"
 #include "backend/common/math.h"
+#include "backend/common/threefry.h"
 
 template <int N> struct KilnMeta { long v[N]; };
 // V elements of T read or written as one aligned access (16 bytes at most).
@@ -495,6 +496,130 @@ template <class T, bool IsMax, int N> __device__ void kiln_argreduce(const KilnM
     int32_t bi = 0;
     for (int32_t k = 1; k < len; ++k) kiln_arg_scan<CT, IsMax>(static_cast<CT>(in[base + k * as]), k, best, bi);
     out[r] = bi;
+  }
+}
+
+// Random words, a thread a Threefry pair. v: words, key, key stride, out.
+template <int N> __device__ void kiln_random_bits(const KilnMeta<N>& m) {
+  const unsigned long n = static_cast<unsigned long>(m.v[0]);
+  const uint32_t* key = reinterpret_cast<const uint32_t*>(m.v[1]);
+  const uint32_t k0 = key[0], k1 = key[m.v[2]];
+  uint32_t* out = reinterpret_cast<uint32_t*>(m.v[3]);
+  for (long j = kiln_gid(); j < static_cast<long>((n + 1) / 2); j += kiln_gstride()) {
+    kiln::threefry::pair(k0, k1, n, static_cast<unsigned long>(j), out);
+  }
+}
+
+// topk: an unsigned key a value whose order is the selection's: larger values larger keys,
+// NaN the largest, -0 and +0 one key (ties go by position, as on the CPU).
+template <class T> using KilnOrderKey = std::conditional_t<sizeof(T) == 8, unsigned long, unsigned>;
+template <class T> __device__ inline KilnOrderKey<T> kiln_order_key(T x) {
+  using CT = kiln::math::compute_t<T>;
+  if constexpr (std::is_same_v<CT, float>) {
+    const float f = static_cast<float>(x);
+    if (f != f) return 0xFFFFFFFFu;
+    const unsigned b = __float_as_uint(f == 0.0f ? 0.0f : f);
+    return b >> 31 ? ~b : b | 0x80000000u;
+  } else if constexpr (std::is_same_v<CT, double>) {
+    if (x != x) return 0xFFFFFFFFFFFFFFFFul;
+    const unsigned long b = static_cast<unsigned long>(__double_as_longlong(x == 0.0 ? 0.0 : x));
+    return b >> 63 ? ~b : b | 0x8000000000000000ul;
+  } else if constexpr (std::is_signed_v<T>) {
+    return static_cast<KilnOrderKey<T>>(x) ^ (KilnOrderKey<T>(1) << (sizeof(KilnOrderKey<T>) * 8 - 1));
+  } else {
+    return static_cast<KilnOrderKey<T>>(x);
+  }
+}
+
+// The k (<= 1024) largest of each contiguous row, largest first, equal values by position,
+// a block a row: a radix select finds the kth largest key a byte at a time (a histogram of
+// the keys that share the bytes found so far, per pass), then one pass in position order
+// picks every larger key and the first equal ones, and each pick's rank among the picks is
+// its place. v: rows, n, k, in, values out, positions out.
+template <class T, int N> __device__ void kiln_topk(const KilnMeta<N>& m) {
+  using K = KilnOrderKey<T>;
+  constexpr int kBits = sizeof(K) * 8;
+  const long rows = m.v[0], n = m.v[1];
+  const int k = static_cast<int>(m.v[2]);
+  const T* in = reinterpret_cast<const T*>(m.v[3]);
+  T* values = reinterpret_cast<T*>(m.v[4]);
+  int32_t* positions = reinterpret_cast<int32_t*>(m.v[5]);
+  __shared__ int hist[256];
+  __shared__ K pick_key[1024];
+  __shared__ int pick_at[1024];
+  __shared__ int warp_count[32];
+  __shared__ K prefix_s;
+  __shared__ int need_s, larger_s;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
+  for (long r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* row = in + r * n;
+    K prefix = 0, mask = 0;
+    int need = k;  // of the keys matching the prefix, how many of the largest to take
+    for (int shift = kBits - 8; shift >= 0; shift -= 8) {
+      for (int d = tid; d < 256; d += blockDim.x) hist[d] = 0;
+      __syncthreads();
+      for (long base = 0; base < n; base += blockDim.x) {  // every lane in every step: the warp matches
+        const long i = base + tid;
+        const K key = i < n ? kiln_order_key(row[i]) : K(0);
+        const int digit = i < n && (key & mask) == prefix ? static_cast<int>((key >> shift) & 255) : 256;
+#if __CUDA_ARCH__ >= 700
+        // One add per distinct byte in the warp: logits crowd a few bins, whose adds serialize.
+        const unsigned peers = __match_any_sync(0xffffffffu, digit);
+        if (digit < 256 && lane == __ffs(peers) - 1) atomicAdd(&hist[digit], __popc(peers));
+#else
+        if (digit < 256) atomicAdd(&hist[digit], 1);
+#endif
+      }
+      __syncthreads();
+      if (tid == 0) {  // the byte holding the kth largest, from the top
+        int d = 255, above = 0;
+        while (above + hist[d] < need) above += hist[d--];
+        prefix_s = prefix | (static_cast<K>(d) << shift);
+        need_s = need - above;
+      }
+      __syncthreads();
+      prefix = prefix_s;
+      need = need_s;
+      mask |= static_cast<K>(255) << shift;
+      __syncthreads();  // prefix_s and need_s are written again next pass
+    }
+    // prefix is the kth largest key: every larger key is picked, and the first `need` equal ones.
+    if (tid == 0) larger_s = 0;
+    __syncthreads();
+    int equal_before = 0;  // equal keys at earlier positions (the same in every thread)
+    for (long base = 0; base < n; base += blockDim.x) {
+      const long i = base + tid;
+      const K key = i < n ? kiln_order_key(row[i]) : K(0);
+      const bool equal = i < n && key == prefix;
+      const unsigned ballot = __ballot_sync(0xffffffffu, equal);
+      if (lane == 0) warp_count[warp] = __popc(ballot);
+      __syncthreads();
+      int before = equal_before + __popc(ballot & ((1u << lane) - 1)), total = 0;
+      for (int w = 0; w < warps; ++w) {
+        before += w < warp ? warp_count[w] : 0;
+        total += warp_count[w];
+      }
+      if (i < n && key > prefix) {
+        const int at = atomicAdd(&larger_s, 1);
+        pick_key[at] = key;
+        pick_at[at] = static_cast<int>(i);
+      } else if (equal && before < need) {
+        pick_key[k - need + before] = key;
+        pick_at[k - need + before] = static_cast<int>(i);
+      }
+      equal_before += total;
+      __syncthreads();  // warp_count is written again
+    }
+    __syncthreads();
+    for (int s = tid; s < k; s += blockDim.x) {
+      const K key = pick_key[s];
+      const int at = pick_at[s];
+      int rank = 0;
+      for (int t = 0; t < k; ++t) rank += pick_key[t] > key || (pick_key[t] == key && pick_at[t] < at);
+      values[r * k + rank] = row[at];
+      positions[r * k + rank] = at;
+    }
+    __syncthreads();  // the picks are written again for the next row
   }
 }
 

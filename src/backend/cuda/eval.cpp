@@ -25,6 +25,7 @@
 #include "ops/layout.h"
 #include "ops/linalg.h"
 #include "ops/reduce.h"
+#include "ops/sort.h"
 #include "ops/views.h"
 
 namespace kiln::cuda {
@@ -855,6 +856,44 @@ void gather(int dev, const Tensor& a, const Strides& as, int64_t axis_stride, co
   launch(dev, f, grid_for(dev, y.size(), 256), 256, meta);
 }
 
+// Random words: a thread a Threefry pair (backend/common/threefry.h), the key read on the
+// device, so a key computed there (a split) needs no copy to the host.
+void random_bits(int dev, const Tensor& key, Tensor& y) {
+  if (y.size() == 0) return;
+  static const std::string source = instantiate("kiln_random_bits", 4);
+  CUfunction f = kernel(dev, source, "kiln_kernel", [&] { return source; });
+  launch(dev, f, grid_for(dev, (y.size() + 1) / 2, 256), 256, {y.size(), ptr_bits(key), key.strides[0], ptr_bits(y)});
+}
+
+// topk of up to kiln_topk's 1024 picks a row on the device; false for more.
+bool topk_on_device(int dev, const Selection& prim, const Tensor& x, std::vector<Tensor>& out) {
+  const int64_t k = prim.k(), n = x.shape.back();
+  if (k > 1024) return false;
+  for (auto& o : out) allocate_output(dev, o);
+  const int64_t rows = n == 0 ? 0 : x.size() / n;
+  if (k == 0 || rows == 0) return true;
+  Tensor dense = x;
+  if (!x.row_contiguous()) {
+    dense = Tensor(x.shape, x.dtype);
+    allocate_output(dev, dense);
+    copy_into(dev, x, dense);
+  }
+  const std::string src = instantiate("kiln_topk<" + type_name(x.dtype) + ">", 6);
+  CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
+  launch(dev, f, static_cast<unsigned>(std::min<int64_t>(rows, int64_t{device_info(dev).sms} * 8)), 256,
+         {rows, n, k, ptr_bits(dense), ptr_bits(out[0]), ptr_bits(out[1])});
+  return true;
+}
+
+// Sorting and selection: topk on the device where it can, the rest on the host (the input
+// copied down, the results up).
+void select(int dev, Primitive& prim, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  if (prim.kind() == OpKind::TopK && topk_on_device(dev, static_cast<const Selection&>(prim), in[0], out)) return;
+  std::vector<Tensor> host_in{to_host(in[0])};
+  prim.eval_cpu(host_in, out);
+  for (auto& t : out) t = to_device(t, dev);
+}
+
 // activation(a @ b + bias) (the fuse_matmul_epilogue pass): cuBLASLt's epilogue adds a bias
 // vector and applies the tanh GELU; the exact GELU, which it lacks, runs as a kernel after
 // the biased product. Else (no algorithm for the epilogue, a bias that broadcasts the
@@ -1018,6 +1057,13 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
       for (auto& t : out) t = to_device(t, dev);
       break;
     }
+    case OpCategory::random:
+      allocate_output(dev, out[0]);
+      random_bits(dev, in[0], out[0]);
+      break;
+    case OpCategory::selection:
+      select(dev, prim, in, out);
+      break;
     case OpCategory::fused:
       if (k == OpKind::Fused) {
         auto& f = static_cast<const compiler::Fused&>(prim);
