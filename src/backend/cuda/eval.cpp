@@ -861,7 +861,7 @@ void gather(int dev, const Tensor& a, const Strides& as, int64_t axis_stride, co
 void random_bits(int dev, const Tensor& key, Tensor& y) {
   if (y.size() == 0) return;
   static const std::string source = instantiate("kiln_random_bits", 4);
-  CUfunction f = kernel(dev, source, "kiln_kernel", [&] { return source; });
+  Kernel f = kernel(dev, source, "kiln_kernel", [&] { return source; });
   launch(dev, f, grid_for(dev, (y.size() + 1) / 2, 256), 256, {y.size(), ptr_bits(key), key.strides[0], ptr_bits(y)});
 }
 
@@ -879,7 +879,7 @@ bool topk_on_device(int dev, const Selection& prim, const Tensor& x, std::vector
     copy_into(dev, x, dense);
   }
   const std::string src = instantiate("kiln_topk<" + type_name(x.dtype) + ">", 6);
-  CUfunction f = kernel(dev, src, "kiln_kernel", [&] { return src; });
+  Kernel f = kernel(dev, src, "kiln_kernel", [&] { return src; });
   launch(dev, f, static_cast<unsigned>(std::min<int64_t>(rows, int64_t{device_info(dev).sms} * 8)), 256,
          {rows, n, k, ptr_bits(dense), ptr_bits(out[0]), ptr_bits(out[1])});
   return true;
