@@ -1,6 +1,7 @@
 // C API: evaluation, counters, devices and streams.
 #include "capi/capi.h"
 #include "core/node.h"
+#include "kiln/device.h"
 #include "kiln/eval.h"
 
 using namespace kiln;
@@ -114,7 +115,7 @@ int kiln_device_count(int* out, kiln_device_type type) {
     check_out("kiln_device_count", out);
     int t = enum_value(type);
     if (t == KILN_DEVICE_CPU) *out = 1;
-    else if (t == KILN_DEVICE_CUDA) *out = 0;  // no CUDA backend in this build yet
+    else if (t == KILN_DEVICE_CUDA) *out = cuda_device_count();
     else fail("kiln_device_count", "invalid device type ", t);
   });
 }
