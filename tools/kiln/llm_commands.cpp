@@ -175,6 +175,7 @@ int cmd_bench(const LlmOptions& o) {
   s.append(random_tokens(std::max(1, o.prompt_tokens)));
   s.append(random_tokens(1));
   std::vector<double> pp, tg;
+  reset_stats();
   for (int r = 0; r < o.repetitions; ++r) {
     s.reset();
     auto t0 = now();
@@ -191,17 +192,22 @@ int cmd_bench(const LlmOptions& o) {
     return v[v.size() / 2];
   };
   const double weights_mb = static_cast<double>(model->weight_bytes()) / 1e6;
+  const Stats st = stats();  // traces after the warm-up mean a step shape recompiles
   if (o.json) {
     std::printf("{\"engine\":\"kiln\",\"model\":\"%s\",\"device\":\"%s\",\"weight_mb\":%.3f,"
-                "\"pp\":%d,\"pp_tokens_per_s\":%.3f,\"tg\":%d,\"tg_tokens_per_s\":%.3f,\"repetitions\":%d}\n",
+                "\"pp\":%d,\"pp_tokens_per_s\":%.3f,\"tg\":%d,\"tg_tokens_per_s\":%.3f,\"repetitions\":%d,"
+                "\"traces\":%llu,\"kernels\":%llu}\n",
                 fs::path(o.model).filename().c_str(), model->device().str().c_str(), weights_mb, o.prompt_tokens,
-                median(pp), o.gen_tokens, median(tg), o.repetitions);
+                median(pp), o.gen_tokens, median(tg), o.repetitions, static_cast<unsigned long long>(st.traces),
+                static_cast<unsigned long long>(st.kernels_launched));
   } else {
     std::printf("| model | device | weights (MB) | test | tokens/s |\n|---|---|---|---|---|\n");
     std::printf("| %s | %s | %.1f | pp%d | %.1f |\n", fs::path(o.model).filename().c_str(),
                 model->device().str().c_str(), weights_mb, o.prompt_tokens, median(pp));
     std::printf("| %s | %s | %.1f | tg%d | %.1f |\n", fs::path(o.model).filename().c_str(),
                 model->device().str().c_str(), weights_mb, o.gen_tokens, median(tg));
+    std::printf("(after warm-up: %llu traces, %llu kernels)\n", static_cast<unsigned long long>(st.traces),
+                static_cast<unsigned long long>(st.kernels_launched));
   }
   return 0;
 }
