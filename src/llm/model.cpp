@@ -17,7 +17,8 @@ Array on(const Array& a, Device d) { return a.device() == d ? a : to(a, d); }
    `expand` asks for them dense. */
 Weight place(Weight w, Device d, Dtype dtype, bool expand) {
   if (w.quantized() && expand) {
-    w.w = dequantize(w.w, *w.scales, *w.biases, w.group_size, w.bits);
+    // In float32: dequantize gives the scales' dtype, and float16 would round every weight.
+    w.w = dequantize(w.w, astype(*w.scales, float32), astype(*w.biases, float32), w.group_size, w.bits);
     w.scales.reset();
     w.biases.reset();
     w.group_size = w.bits = 0;
@@ -153,9 +154,10 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
 
   // Token embeddings; a quantized table is gathered quantized, then only those rows are expanded.
   Array ids = reshape(tokens, {B * L});
+  // Expanded in float32, as the quantized products are: float16 scales would round each value.
   Array x = embedding.quantized()
-                ? dequantize(take(embedding.w, ids, 0), take(*embedding.scales, ids, 0),
-                             take(*embedding.biases, ids, 0), embedding.group_size, embedding.bits)
+                ? dequantize(take(embedding.w, ids, 0), astype(take(*embedding.scales, ids, 0), float32),
+                             astype(take(*embedding.biases, ids, 0), float32), embedding.group_size, embedding.bits)
                 : take(embedding.w, ids, 0);
   x = reshape(astype(x, dtype), {B, L, c.d_model});
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -134,36 +135,55 @@ TEST_F(LlmModel, Float32LogitsMatchTransformers) {
   }
 }
 
-TEST_F(LlmModel, QuantizedTop1MatchesLlamaCppTeacherForced) {
+// llama.cpp multiplies Q4_1 weights by activations rounded to 8 bits (Q8_1 blocks); kiln and
+// transformers use the activations as they are. So kiln's quantized top-1 is held to the float32
+// reference (transformers on the same dequantized weights), and to llama.cpp at least as closely
+// as llama.cpp itself follows that reference (docs/llm.md, "Checked against transformers and llama.cpp").
+TEST_F(LlmModel, QuantizedTop1MatchesTheReferencesTeacherForced) {
   const auto m = quantized_model();
   const size_t vocab = static_cast<size_t>(m->config().vocab_size);
-  size_t same = 0, total = 0, sequences = 0;
+  size_t with_float = 0, with_llama = 0, llama_with_float = 0, total = 0, sequences = 0;
   for (const Json& seq : golden().get("forced")->array) {
     if (sequences++ == kParts) break;
-    std::vector<int32_t> ids = ids_of(*seq.get("ids")), want = ids_of(*seq.get("top1"));
+    std::vector<int32_t> ids = ids_of(*seq.get("ids")), llama = ids_of(*seq.get("top1")),
+                         exact = ids_of(*seq.get("top1_transformers"));
     std::vector<float> got = all_logits(m, ids);
-    for (size_t p = 0; p < ids.size(); ++p, ++total) same += argmax(got.data() + p * vocab, vocab) == want[p];
+    for (size_t p = 0; p < ids.size(); ++p, ++total) {
+      int top = argmax(got.data() + p * vocab, vocab);
+      with_float += top == exact[p];
+      with_llama += top == llama[p];
+      llama_with_float += llama[p] == exact[p];
+    }
   }
   if (kParts > 1) EXPECT_GE(total, 2000u);
-  EXPECT_GE(static_cast<double>(same), 0.99 * static_cast<double>(total)) << same << " of " << total << " agree";
+  std::printf("top-1 over %zu positions: kiln = float32 reference %zu, kiln = llama.cpp %zu, llama.cpp = float32 reference %zu\n",
+              total, with_float, with_llama, llama_with_float);
+  EXPECT_GE(static_cast<double>(with_float), 0.99 * static_cast<double>(total));
+  EXPECT_GE(with_llama + total / 100, llama_with_float);
 }
 
-TEST_F(LlmModel, GreedyContinuationsMatchLlamaCpp) {
+// Greedy tokens equal llama.cpp's until the first step where llama.cpp's pick led its runner-up by
+// less than kNearTie logits: past a near tie, rounding differences may choose the other one.
+TEST_F(LlmModel, GreedyContinuationsMatchLlamaCppUpToANearTie) {
+  constexpr double kNearTie = 0.5;
   const auto m = quantized_model();
   Tokenizer tok(m->file());
   size_t prompts = 0;
   for (const Json& g : golden().get("greedy")->array) {
     if (prompts++ == kParts) break;
     std::vector<int32_t> prompt = ids_of(*g.get("ids")), want = ids_of(*g.get("continuation"));
+    const auto& gaps = g.get("gaps")->array;
+    size_t sure = 0;
+    while (sure < want.size() && number(gaps[sure]) >= kNearTie) ++sure;
     Session s(m);
     GenerateOptions o;
     o.max_tokens = static_cast<int>(want.size());
     o.sampling.temperature = 0;
     GenerateResult r = generate(s, tok, prompt, o);
-    size_t n = std::min(r.tokens.size(), want.size());
+    size_t n = std::min({r.tokens.size(), want.size(), sure});
     EXPECT_EQ(std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + static_cast<std::ptrdiff_t>(n)),
               std::vector<int32_t>(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(n)))
-        << "prompt: " << g.get("prompt")->str;
+        << "prompt: " << g.get("prompt")->str << " (first near tie at token " << sure << ")";
   }
 }
 

@@ -37,6 +37,10 @@ FORCED_PROMPTS = [
     "SELECT name, price FROM",
     "The quick brown fox",
     "In 1969, the first humans",
+    "The best way to learn a new language is",
+    "def parse_config(path):\n    \"\"\"",
+    "Mount Everest is the highest",
+    "<|im_start|>user\nExplain how a refrigerator works.<|im_end|>\n<|im_start|>assistant\n",
 ]
 FORCED_TOKENS = 200
 GREEDY_TOKENS = 64
@@ -47,7 +51,7 @@ FULL_ROWS = 2  # full vocabulary rows kept (196 KB each for a 49152-token vocabu
 def llama_cpp_part(model_path):
     import llama_cpp
 
-    llm = llama_cpp.Llama(model_path=model_path, n_ctx=1024, n_batch=512, n_threads=2, logits_all=True,
+    llm = llama_cpp.Llama(model_path=model_path, n_ctx=1024, n_batch=512, n_threads=os.cpu_count(), logits_all=True,
                           verbose=False, seed=1234)
 
     def tokenize(text):
@@ -67,7 +71,15 @@ def llama_cpp_part(model_path):
             out.append(int(tok))
             if len(out) == GREEDY_TOKENS:
                 break
-        greedy.append({"prompt": p, "ids": ids, "continuation": out})
+        # How far llama.cpp's pick led its runner-up at each step: a near tie is where
+        # implementations that round differently may part.
+        llm.reset()
+        llm.eval(ids + out)
+        gaps = []
+        for i in range(len(out)):
+            row = np.sort(np.asarray(llm.scores[len(ids) + i - 1]))
+            gaps.append(float(row[-1] - row[-2]))
+        greedy.append({"prompt": p, "ids": ids, "continuation": out, "gaps": gaps})
 
     forced = []
     for i, p in enumerate(FORCED_PROMPTS):
@@ -86,7 +98,7 @@ def llama_cpp_part(model_path):
     return {"version": llama_cpp.__version__, "greedy": greedy, "forced": forced}
 
 
-def transformers_part(model_path, prompts_ids):
+def transformers_part(model_path, prompts_ids, forced_ids):
     import torch
     import transformers
     from transformers import AutoModelForCausalLM
@@ -107,8 +119,9 @@ def transformers_part(model_path, prompts_ids):
             logits.append({"ids": ids, "positions": positions})
             if len(rows) < FULL_ROWS:
                 rows.append(out[-1])
+        forced_top1 = [model(torch.tensor([ids])).logits[0].argmax(-1).tolist() for ids in forced_ids]
     versions = {"transformers": transformers.__version__, "torch": torch.__version__}
-    return versions, logits, rows
+    return versions, logits, rows, forced_top1
 
 
 def main():
@@ -118,7 +131,10 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     cpp = llama_cpp_part(model_path)
     prompt_ids = [g["ids"] for g in cpp["greedy"]]
-    versions, logits, rows = transformers_part(model_path, prompt_ids)
+    forced_ids = [f["ids"] for f in cpp["forced"]]
+    versions, logits, rows, forced_top1 = transformers_part(model_path, prompt_ids, forced_ids)
+    for f, t in zip(cpp["forced"], forced_top1):
+        f["top1_transformers"] = t
     stem = os.path.splitext(os.path.basename(model_path))[0]
     data = {
         "model": os.path.basename(model_path),
