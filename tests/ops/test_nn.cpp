@@ -482,3 +482,19 @@ TEST(DynamicSliceUpdate, AppendsInPlace) {
   EXPECT_EQ(cache.tensor().buffer->data(), data);
   EXPECT_EQ(detail::counters().layout_bytes_copied.load(), token_bytes);
 }
+
+TEST(LanguageModelOps, EmptyShapes) {
+  EXPECT_EQ(rms_norm(zeros({0, 8}), ones({8}), 1e-5f).shape(), (Shape{0, 8}));
+  EXPECT_EQ(layer_norm(zeros({2, 0, 8}), std::nullopt, ones({8}), 1e-5f).size(), 0);
+  EXPECT_EQ(rope(zeros({1, 2, 0, 8}), 8, false, 10000.0f, 1.0f, 3).shape(), (Shape{1, 2, 0, 8}));
+  Array q = ones({1, 2, 0, 4}), k = ones({1, 1, 5, 4});
+  EXPECT_EQ(scaled_dot_product_attention(q, k, k, 1.0f).shape(), (Shape{1, 2, 0, 4}));
+  // No keys at all: every query sees none and gives zeros.
+  Array none = scaled_dot_product_attention(ones({1, 2, 3, 4}), zeros({1, 1, 0, 4}), zeros({1, 1, 0, 4}), 1.0f);
+  EXPECT_EQ(none.to_vector<float>(), std::vector<float>(24, 0.0f));
+  auto [p, s, b] = quantize(zeros({0, 64}), 64, 4);
+  EXPECT_EQ(p.shape(), (Shape{0, 8}));
+  EXPECT_EQ(dequantize(p, s, b).shape(), (Shape{0, 64}));
+  Array a = kt::from_values(kt::random_values(12, float32, 5), {3, 4}, float32);
+  kt::expect_same_bits(slice_update(a, zeros({0, 4}), array({3}), {0}), a, "empty update");
+}

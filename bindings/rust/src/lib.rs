@@ -168,6 +168,106 @@ impl Clone for Array {
     }
 }
 
+/// The handle of an optional array, NULL when absent.
+fn handle_or_null(a: Option<&Array>) -> sys::kiln_array {
+    a.map_or(ptr::null_mut(), |a| a.h)
+}
+
+/// The language-model ops of kiln/nn.h.
+impl Array {
+    /// MLX's affine quantization along the last axis: (packed uint32, scales, biases) per group of
+    /// `group_size` (32, 64, 128) at `bits` 2, 3, 4, 5, 6 or 8.
+    pub fn quantize(&self, group_size: i32, bits: i32) -> Result<(Array, Array, Array)> {
+        let (mut p, mut s, mut b) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+        // SAFETY: self.h is live; the three NULL outs each receive a new handle on success.
+        check(unsafe { sys::kiln_quantize(&mut p, &mut s, &mut b, self.h, group_size, bits) })?;
+        Ok((Array { h: p }, Array { h: s }, Array { h: b }))
+    }
+
+    /// scale * q + bias for every packed value of `self`.
+    pub fn dequantize(&self, scales: &Array, biases: &Array, group_size: i32, bits: i32) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_dequantize(o, self.h, scales.h, biases.h, group_size, bits) })
+    }
+
+    /// self @ dequantize(w)^T when `transpose` (w [N, K]), else self @ dequantize(w).
+    pub fn quantized_matmul(
+        &self,
+        w: &Array,
+        scales: &Array,
+        biases: &Array,
+        transpose: bool,
+        group_size: i32,
+        bits: i32,
+    ) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_quantized_matmul(o, self.h, w.h, scales.h, biases.h, transpose, group_size, bits) })
+    }
+
+    /// RMS normalization over the last axis.
+    pub fn rms_norm(&self, weight: Option<&Array>, eps: f32) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_rms_norm(o, self.h, handle_or_null(weight), eps) })
+    }
+
+    /// Layer normalization over the last axis.
+    pub fn layer_norm(&self, weight: Option<&Array>, bias: Option<&Array>, eps: f32) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_layer_norm(o, self.h, handle_or_null(weight), handle_or_null(bias), eps) })
+    }
+
+    /// Rotary embedding of the first `dims` features at positions offset + row (offset int32, [] or
+    /// [B]); frequencies base^(-2i/dims), or 1/freqs when given.
+    pub fn rope(
+        &self,
+        dims: i32,
+        traditional: bool,
+        base: f32,
+        scale: f32,
+        offset: &Array,
+        freqs: Option<&Array>,
+    ) -> Result<Array> {
+        make(|o| unsafe {
+            sys::kiln_rope(
+                o,
+                self.h,
+                dims,
+                traditional,
+                base,
+                scale,
+                offset.h,
+                handle_or_null(freqs),
+            )
+        })
+    }
+
+    /// softmax(self k^T scale + mask) v with grouped-query heads (self is q [B, Hq, Lq, D]).
+    pub fn scaled_dot_product_attention(
+        &self,
+        k: &Array,
+        v: &Array,
+        scale: f32,
+        mask: Option<&Array>,
+        causal: bool,
+        key_lengths: Option<&Array>,
+    ) -> Result<Array> {
+        make(|o| unsafe {
+            sys::kiln_scaled_dot_product_attention(
+                o,
+                self.h,
+                k.h,
+                v.h,
+                scale,
+                handle_or_null(mask),
+                causal,
+                handle_or_null(key_lengths),
+            )
+        })
+    }
+
+    /// `update` written at `start` (int32, one entry per axis in `axes`); in place when nothing
+    /// else holds self's buffer.
+    pub fn slice_update_at(&self, update: &Array, start: &Array, axes: &[i32]) -> Result<Array> {
+        make(|o| unsafe { sys::kiln_slice_update_at(o, self.h, update.h, start.h, axes.as_ptr(), axes.len()) })
+    }
+}
+
 /// Runs a C call that produces an array into a new handle.
 fn make(f: impl FnOnce(*mut sys::kiln_array) -> c_int) -> Result<Array> {
     let mut h: sys::kiln_array = ptr::null_mut();

@@ -187,6 +187,70 @@ extern "C" {
     pub fn kiln_closure_free(c: kiln_closure) -> c_int;
     pub fn kiln_closure_apply(out: *mut kiln_vector_array, c: kiln_closure, input: kiln_vector_array) -> c_int;
     pub fn kiln_compile_named(out: *mut kiln_closure, f: kiln_closure, name: *const c_char, shapeless: bool) -> c_int;
+
+    // language-model ops (kiln/nn.h); optional arrays are NULL
+    pub fn kiln_quantize(
+        packed: *mut kiln_array,
+        scales: *mut kiln_array,
+        biases: *mut kiln_array,
+        w: kiln_array,
+        group_size: c_int,
+        bits: c_int,
+    ) -> c_int;
+    pub fn kiln_dequantize(
+        out: *mut kiln_array,
+        w: kiln_array,
+        scales: kiln_array,
+        biases: kiln_array,
+        group_size: c_int,
+        bits: c_int,
+    ) -> c_int;
+    pub fn kiln_quantized_matmul(
+        out: *mut kiln_array,
+        x: kiln_array,
+        w: kiln_array,
+        scales: kiln_array,
+        biases: kiln_array,
+        transpose: bool,
+        group_size: c_int,
+        bits: c_int,
+    ) -> c_int;
+    pub fn kiln_rms_norm(out: *mut kiln_array, x: kiln_array, weight: kiln_array, eps: f32) -> c_int;
+    pub fn kiln_layer_norm(
+        out: *mut kiln_array,
+        x: kiln_array,
+        weight: kiln_array,
+        bias: kiln_array,
+        eps: f32,
+    ) -> c_int;
+    pub fn kiln_rope(
+        out: *mut kiln_array,
+        x: kiln_array,
+        dims: c_int,
+        traditional: bool,
+        base: f32,
+        scale: f32,
+        offset: kiln_array,
+        freqs: kiln_array,
+    ) -> c_int;
+    pub fn kiln_scaled_dot_product_attention(
+        out: *mut kiln_array,
+        q: kiln_array,
+        k: kiln_array,
+        v: kiln_array,
+        scale: f32,
+        mask: kiln_array,
+        causal: bool,
+        key_lengths: kiln_array,
+    ) -> c_int;
+    pub fn kiln_slice_update_at(
+        out: *mut kiln_array,
+        a: kiln_array,
+        update: kiln_array,
+        start: kiln_array,
+        axes: *const c_int,
+        naxes: usize,
+    ) -> c_int;
 }
 
 // kiln_abs, kiln_add, ...: one declaration per row of kiln/c/kiln_unary_ops.def and

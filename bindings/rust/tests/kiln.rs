@@ -378,3 +378,49 @@ fn registry_ops() {
     let (unary, binary) = kiln::elementwise_op_names();
     assert!(unary.contains(&"erfinv") && unary.contains(&"softplus") && binary.contains(&"logaddexp"));
 }
+
+#[test]
+fn language_model_ops() {
+    let w: Vec<f32> = (0..4 * 64).map(|i| (0.37 * i as f32 + 0.1).sin()).collect();
+    let wa = Array::from_slice(&w, &[4, 64]).unwrap();
+    let (p, s, b) = wa.quantize(32, 4).unwrap();
+    let deq = p.dequantize(&s, &b, 32, 4).unwrap();
+    let x = Array::from_slice(&w[..64], &[1, 64]).unwrap();
+    let y = x.quantized_matmul(&p, &s, &b, true, 32, 4).unwrap();
+    let want = x.matmul(&deq.transpose(&[]).unwrap()).unwrap();
+    assert!(close(&y.to_vec::<f32>().unwrap(), &want.to_vec::<f32>().unwrap()));
+    assert!(wa
+        .quantize(48, 4)
+        .unwrap_err()
+        .to_string()
+        .contains("[quantize] group_size must be 32, 64 or 128"));
+
+    let rows = Array::from_slice(&[3.0f32, 4.0], &[1, 2]).unwrap();
+    let n = rows.rms_norm(None, 0.0).unwrap().to_vec::<f32>().unwrap();
+    assert!(close(&n, &[3.0 / 12.5f32.sqrt(), 4.0 / 12.5f32.sqrt()]));
+    assert!(close(
+        &rows.layer_norm(None, None, 0.0).unwrap().to_vec::<f32>().unwrap(),
+        &[-1.0, 1.0]
+    ));
+
+    let one = Array::from_slice(&[1.0f32, 0.0], &[1, 1, 1, 2]).unwrap();
+    let pos = Array::scalar_int(3, Dtype::Int32).unwrap();
+    let r = one
+        .rope(2, false, 1.0, 1.0, &pos, None)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    assert!(close(&r, &[3.0f32.cos(), 3.0f32.sin()]));
+
+    let q = Array::from_slice(&[0.3f32, -2.0], &[1, 1, 1, 2]).unwrap();
+    let k = Array::from_slice(&[1.0f32, 5.0], &[1, 1, 1, 2]).unwrap();
+    let v = Array::from_slice(&[7.0f32, -8.0], &[1, 1, 1, 2]).unwrap();
+    let att = q.scaled_dot_product_attention(&k, &v, 0.5, None, true, None).unwrap();
+    assert!(close(&att.to_vec::<f32>().unwrap(), &[7.0, -8.0]));
+
+    let cache = Array::from_slice(&[0.0f32; 6], &[3, 2]).unwrap();
+    let at = Array::from_slice(&[1i32], &[1]).unwrap();
+    let upd = Array::from_slice(&[5.0f32, 6.0], &[1, 2]).unwrap();
+    let out = cache.slice_update_at(&upd, &at, &[0]).unwrap();
+    assert!(close(&out.to_vec::<f32>().unwrap(), &[0.0, 0.0, 5.0, 6.0, 0.0, 0.0]));
+}
