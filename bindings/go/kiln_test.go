@@ -513,3 +513,18 @@ func TestFinalizers(t *testing.T) {
 		t.Fatalf("ResetStats left %+v", s)
 	}
 }
+
+// Ops added to kiln's registry reach Go with no edit here but the generated file.
+func TestRegistryOps(t *testing.T) {
+	x := must(kiln.FromSlice([]float32{-0.5, 0, 0.5}, 3))
+	y := must(kiln.FromSlice([]float32{0.5, 0, -1}, 3))
+	if v := must(must(kiln.Erfinv(x)).Float32s()); !close32(v, []float32{-0.47693628, 0, 0.47693628}) {
+		t.Errorf("erfinv %v", v)
+	}
+	if v := must(must(kiln.Softplus(x)).Float32s()); !close32(v, []float32{0.47407698, 0.69314718, 0.97407698}) {
+		t.Errorf("softplus %v", v)
+	}
+	if v := must(must(kiln.LogAddExp(x, y)).Float32s()); !close32(v, []float32{0.81326169, 0.69314718, 0.70141327}) {
+		t.Errorf("logaddexp %v", v)
+	}
+}

@@ -120,6 +120,14 @@ func BitwiseNot(a *Array) (*Array, error) {
 	return unary(a, func(o *C.kiln_array, x C.kiln_array) C.int { return C.kiln_bitwise_not(o, x) })
 }
 
+func Erfinv(a *Array) (*Array, error) {
+	return unary(a, func(o *C.kiln_array, x C.kiln_array) C.int { return C.kiln_erfinv(o, x) })
+}
+
+func Softplus(a *Array) (*Array, error) {
+	return unary(a, func(o *C.kiln_array, x C.kiln_array) C.int { return C.kiln_softplus(o, x) })
+}
+
 func Add(a, b *Array) (*Array, error) {
 	return binary(a, b, func(o *C.kiln_array, x, y C.kiln_array) C.int { return C.kiln_add(o, x, y) })
 }
@@ -210,4 +218,8 @@ func LeftShift(a, b *Array) (*Array, error) {
 
 func RightShift(a, b *Array) (*Array, error) {
 	return binary(a, b, func(o *C.kiln_array, x, y C.kiln_array) C.int { return C.kiln_right_shift(o, x, y) })
+}
+
+func LogAddExp(a, b *Array) (*Array, error) {
+	return binary(a, b, func(o *C.kiln_array, x, y C.kiln_array) C.int { return C.kiln_logaddexp(o, x, y) })
 }

@@ -21,28 +21,36 @@ constexpr OpTraits own_row(const char* name, OpCategory cat, bool primitive, boo
 constexpr bool smooth = true;
 constexpr bool rough = false;
 
-// Primitives in OpKind order, then composites.
-const OpTraits kRows[] = {
+// Primitives, in OpKind order (the same rows in the same order make both).
+const OpTraits kPrimitives[] = {
 #define KILN_UNARY(F, n, dtypes, cost, fuzz) elementwise_row(#n, 1, DtypeRule::dtypes, OpCost::cost, fuzz),
 #define KILN_BINARY(F, n, dtypes, cost, fuzz) elementwise_row(#n, 2, DtypeRule::dtypes, OpCost::cost, fuzz),
 #define KILN_REDUCE(F, n) {#n, 1, OpCategory::reduce, DtypeRule::own, OpCost::cheap, false, true, #n, #n},
 #define KILN_OP(C, n, cat) own_row(#n, OpCategory::cat, true, false),
 #define KILN_INTERNAL_OP(C, n, cat) own_row(#n, OpCategory::cat, true, true),
+#include "ops/op_table.def"
+};
+
+const OpTraits kComposites[] = {
 #define KILN_COMPOSITE(n, cat) own_row(#n, OpCategory::cat, false, false),
 #include "ops/op_table.def"
 };
 
 }  // namespace
 
-const OpTraits& op_traits(OpKind kind) { return kRows[static_cast<size_t>(kind)]; }
+const OpTraits& op_traits(OpKind kind) { return kPrimitives[static_cast<size_t>(kind)]; }
 
 const std::vector<OpTraits>& op_registry() {
-  static const std::vector<OpTraits> rows(std::begin(kRows), std::end(kRows));
+  static const std::vector<OpTraits> rows = [] {
+    std::vector<OpTraits> r(std::begin(kPrimitives), std::end(kPrimitives));
+    r.insert(r.end(), std::begin(kComposites), std::end(kComposites));
+    return r;
+  }();
   return rows;
 }
 
 const OpTraits* find_op(const char* name) {
-  for (const OpTraits& t : kRows)
+  for (const OpTraits& t : op_registry())
     if (std::strcmp(t.name, name) == 0) return &t;
   return nullptr;
 }

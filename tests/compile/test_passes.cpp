@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <map>
-#include <sstream>
 
 #include "compile/fused.h"
 #include "compile/plan.h"
@@ -191,10 +190,13 @@ std::map<OpKind, std::vector<std::pair<PrimPtr, PrimPtr>>> attribute_pairs() {
   return m;
 }
 
-std::string text(const Primitive& p) {
-  std::ostringstream os;
-  p.print(os);
-  return os.str();
+// Streams a primitive's print() into a failure message.
+struct Printed {
+  const Primitive& p;
+};
+std::ostream& operator<<(std::ostream& os, const Printed& x) {
+  x.p.print(os);
+  return os;
 }
 
 }  // namespace
@@ -210,8 +212,8 @@ TEST(Passes, CseKeepsEveryPrimitiveWithDifferentAttributes) {
     }
     for (auto& [a, b] : it->second) {
       EXPECT_EQ(a->kind(), it->first);
-      EXPECT_FALSE(cse_merges(a, b)) << t.name << ": " << text(*a) << " and " << text(*b) << " merged";
-      EXPECT_TRUE(cse_merges(a, a)) << t.name << ": " << text(*a) << " not merged with itself";
+      EXPECT_FALSE(cse_merges(a, b)) << t.name << ": " << Printed{*a} << " and " << Printed{*b} << " merged";
+      EXPECT_TRUE(cse_merges(a, a)) << t.name << ": " << Printed{*a} << " not merged with itself";
     }
   }
 }

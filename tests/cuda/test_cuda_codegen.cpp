@@ -129,6 +129,27 @@ TEST_F(CudaCodegen, ElementwiseVariantsCompile) {
   EXPECT_NE(tiled.find("in2[row2 + k * sr2 + e]"), std::string::npos) << tiled;  // c along the rows
 }
 
+// Every unary and binary row of the op registry in one kernel per input dtype: a new op's
+// functor must compile for the device from the math.h that NVRTC is handed.
+TEST_F(CudaCodegen, EveryElementwiseRowCompiles) {
+  for (Dtype d : {float32, float64, bfloat16, int32}) {
+    FusedProgram p;
+    p.ops = {input(0, d), input(1, d)};
+    auto add = [&](std::shared_ptr<Primitive> prim, std::vector<int> args, DtypeRule rule) {
+      if ((rule == DtypeRule::integer) != !is_floating(d)) return;  // ints: only the integer rows (the others cast)
+      p.outputs.push_back(static_cast<int>(p.ops.size()));
+      p.ops.push_back(op(std::move(prim), std::move(args), rule == DtypeRule::boolean ? bool_ : d));
+    };
+#define KILN_UNARY(F, n, dtypes, ...) add(std::make_shared<Unary<math::F>>(), {0}, DtypeRule::dtypes);
+#define KILN_BINARY(F, n, dtypes, ...) add(std::make_shared<Binary<math::F>>(), {0, 1}, DtypeRule::dtypes);
+#include "ops/op_table.def"
+    SCOPED_TRACE(dtype_name(d));
+    const std::string source = cuda::elementwise_source(p);
+    EXPECT_NE(source.find("kiln::math::"), std::string::npos);
+    compiles(source);
+  }
+}
+
 TEST_F(CudaCodegen, RowVariantsCompile) {
   for (Dtype d : {float32, bfloat16, float16}) {
     RowProgram p = softmax_program(d);

@@ -4,9 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <set>
 
-#include "ops/op_traits.h"
+#include "ops/registry_cases.h"
 #include "reference.h"
 
 using namespace kiln;
@@ -53,6 +52,28 @@ double gelu_tanh_ref(double x) {
   return static_cast<double>(0.5L * v * (2.0L / (1.0L + std::exp(-2.0L * u))));
 }
 
+// erfinv by bisection on erf (erfc above 0.5, where 1 - |y| is exact) in long double:
+// slow, and plainly right.
+double erfinv_ref(double y) {
+  if (std::isnan(y) || std::fabs(y) > 1) return NAN;
+  if (std::fabs(y) == 1) return std::copysign(INFINITY, y);
+  const long double a = std::fabs(static_cast<long double>(y)), q = 1 - a;
+  // Below 1e-8 the series' second term, pi a^2 / 12, is under 3e-17 of the first.
+  if (a < 1e-8L) return static_cast<double>(0.886226925452758013649083741671L * static_cast<long double>(y));
+  long double lo = 0, hi = 10;  // erfc(10) ~ 2e-45, below any 1 - |y| > 0 of a double
+  for (int i = 0; i < 200; ++i) {
+    const long double mid = (lo + hi) / 2;
+    const bool below = a > 0.5L ? std::erfc(mid) > q : std::erf(mid) < a;
+    (below ? lo : hi) = mid;
+  }
+  return std::copysign(static_cast<double>((lo + hi) / 2), y);
+}
+// log(1 + e^x) in long double, split at 0 so that neither side overflows or cancels.
+double softplus_ref(double x) {
+  const long double v = x;
+  return static_cast<double>(v > 0 ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v)));
+}
+
 const UnaryCase kCases[] = {
     {"abs", [](double x, Dtype) { return std::fabs(x); }, Out::same, Accept::all, -50, 50},
     {"negative", [](double x, Dtype) { return -x; }, Out::same, Accept::no_bool, -50, 50},
@@ -96,6 +117,8 @@ const UnaryCase kCases[] = {
      2},
     {"bitwise_not", [](double x, Dtype d) { return d == bool_ ? double(x == 0) : -x - 1; },
      Out::same, Accept::ints_and_bool, -50, 50},
+    {"erfinv", [](double x, Dtype) { return erfinv_ref(x); }, Out::floating, Accept::all, -0.9999, 0.9999},
+    {"softplus", [](double x, Dtype) { return softplus_ref(x); }, Out::floating, Accept::all, -40, 40},
 };
 
 bool accepts(const UnaryCase& c, Dtype d) {
@@ -213,14 +236,8 @@ INSTANTIATE_TEST_SUITE_P(All, UnaryOp, ::testing::ValuesIn(kCases),
 
 // The per-op cases and the registry list the same ops, so a new row cannot go untested.
 TEST(Unary, EveryRegistryRowHasACase) {
-  std::set<std::string> cased;
-  for (const UnaryCase& c : kCases) {
-    cased.insert(c.name);
-    EXPECT_NE(registry_fn(c.name), nullptr) << "kCases has '" << c.name << "', not a unary row of the op registry";
-  }
-  for (const OpTraits& t : op_registry())
-    if (t.category == OpCategory::unary)
-      EXPECT_TRUE(cased.count(t.name)) << "unary op '" << t.name << "' has no reference in tests/ops/test_unary.cpp";
+  kt::expect_cases_match_registry(kCases, OpCategory::unary, [](const std::string& n) { return registry_fn(n) != nullptr; },
+                                  "tests/ops/test_unary.cpp");
 }
 
 namespace {
@@ -303,6 +320,26 @@ TEST(Unary, GeluTailsAndHugeValues) {
   // The two agree to about 1e-3 (the approximation's own error).
   Array r = kt::from_values(kt::random_values(1000, float64, 7, -6, 6), {1000}, float64);
   EXPECT_LT(max(abs(gelu(r) - gelu_tanh(r))).item<double>(), 1e-3);
+}
+
+// erfinv where 1 - |y| is a few units of the last place (the answer near 5.9 in float64)
+// and softplus far out on both sides, to full relative accuracy.
+TEST(Unary, ErfinvNearOneAndSoftplusTails) {
+  auto check = [](UnaryFn fn, double (*ref)(double), const std::vector<double>& values, const char* what) {
+    for (Dtype d : {float32, float64}) {
+      std::vector<double> xs, want;
+      for (double v : values) {
+        xs.push_back(kt::round_to(v, d));
+        want.push_back(kt::round_to(ref(xs.back()), d));
+      }
+      Array a = kt::from_values(xs, {static_cast<int64_t>(xs.size())}, d);
+      kt::expect_close(fn(a), want, std::string(what) + " " + dtype_name(d), 1.0, 1e-300);
+    }
+  };
+  const double e = std::ldexp(1.0, -53);
+  check(erfinv, erfinv_ref, {1 - e, -(1 - e), 1 - 4 * e, 1 - 1e-10, -0.999999, 0.75, 1e-300, -1e-20, 0.5 + e},
+        "erfinv near 1");
+  check(softplus, softplus_ref, {-745, -700, -100, -30, -1e-10, 1e-10, 30, 100, 1e4, 1e300}, "softplus tails");
 }
 
 TEST(Unary, IntegerEdgesWrapAround) {

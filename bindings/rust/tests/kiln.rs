@@ -366,3 +366,15 @@ fn threads_compile_and_call() {
         "one trace per shape, however many threads raced"
     );
 }
+
+// Ops added to kiln's registry reach Rust through build.rs, with no edit to the binding.
+#[test]
+fn registry_ops() {
+    let x = Array::from_vec(&[-0.5f32, 0.0, 0.5]).unwrap();
+    let y = Array::from_vec(&[0.5f32, 0.0, -1.0]).unwrap();
+    assert!(close(&x.erfinv().unwrap().to_vec::<f32>().unwrap(), &[-0.47693628, 0.0, 0.47693628]));
+    assert!(close(&x.softplus().unwrap().to_vec::<f32>().unwrap(), &[0.47407698, 0.69314718, 0.97407698]));
+    assert!(close(&x.logaddexp(&y).unwrap().to_vec::<f32>().unwrap(), &[0.81326169, 0.69314718, 0.70141327]));
+    let (unary, binary) = kiln::elementwise_op_names();
+    assert!(unary.contains(&"erfinv") && unary.contains(&"softplus") && binary.contains(&"logaddexp"));
+}

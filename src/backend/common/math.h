@@ -329,6 +329,37 @@ struct Sigmoid {
   }
 };
 struct Erf { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::erf(x); } };
+// erfinv in double. A closed form good to about 2e-3 (Winitzki's) starts three Halley steps
+// on erf(x) = |y|; above 0.5 they solve erfc(x) = 1 - |y| instead, which is exact there and
+// keeps the digits that 1 - erf(x) would cancel near 1. +-1 give +-inf; |y| > 1 and NaN, NaN.
+KILN_HD inline double erfinv_f64(double y) {
+  const double a = std::fabs(y);
+  if (!(a < 1.0)) return a == 1.0 ? std::copysign(std::numeric_limits<double>::infinity(), y)
+                                  : std::numeric_limits<double>::quiet_NaN();
+  const double q = 1.0 - a;
+  const double l = std::log(q * (1.0 + a));  // log(1 - y^2)
+  const double t = 4.330746750799873 + 0.5 * l;  // 2 / (pi 0.147) + l / 2
+  const double s = std::sqrt(t * t - l / 0.147) - t;  // rounds to <= 0 for tiny |y|: start at 0
+  double x = s > 0 ? std::sqrt(s) : 0.0;
+  for (int i = 0; i < 3; ++i) {
+    const double r = a > 0.5 ? q - std::erfc(x) : std::erf(x) - a;  // erf(x) - |y|
+    const double d = r / (1.1283791670955126 * std::exp(-x * x));     // over erf'(x)
+    x -= d / (1.0 + x * d);
+  }
+  return std::copysign(x, y);
+}
+struct Erfinv {
+  KILN_FLOATS_ONLY
+  template <class T> KILN_HD T operator()(T x) const { return static_cast<T>(erfinv_f64(static_cast<double>(x))); }
+};
+// log(1 + e^x) as max(x, 0) + log1p(e^-|x|): no overflow for large x, and e^x's own digits
+// for very negative x. +inf gives inf, -inf 0; NaN passes.
+struct Softplus {
+  KILN_FLOATS_ONLY
+  template <class T> KILN_HD T operator()(T x) const {
+    return (x > T(0) ? x : T(0)) + std::log1p(std::exp(-std::fabs(x)));
+  }
+};
 // GELU, exact: x Phi(x) = x/2 erfc(-x/sqrt2), in double (erfc keeps the left tail accurate,
 // where 1 + erf(x/sqrt2) cancels). Below -40 the double result is -0 anyway; clamping there
 // also makes gelu(-inf) = -0 (the limit) instead of -inf * 0 = NaN. NaN passes.
@@ -557,6 +588,15 @@ struct Minimum {
   }
 };
 struct Arctan2 { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T a, T b) const { return std::atan2(a, b); } };
+// log(e^a + e^b) as max(a, b) + log1p(e^-|a - b|). Equal arguments give a + log 2, which
+// also covers two equal infinities (where a - b is NaN); NaN passes.
+struct LogAddExp {
+  KILN_FLOATS_ONLY
+  template <class T> KILN_HD T operator()(T a, T b) const {
+    if (a == b) return a + T(0.6931471805599453);
+    return (a > b ? a : b) + std::log1p(std::exp(-std::fabs(a - b)));
+  }
+};
 struct Equal { template <class T> KILN_HD bool operator()(T a, T b) const { return a == b; } };
 struct NotEqual { template <class T> KILN_HD bool operator()(T a, T b) const { return a != b; } };
 struct Less { template <class T> KILN_HD bool operator()(T a, T b) const { return a < b; } };
