@@ -8,7 +8,8 @@ set(headers
   "kiln/half.h" "include/kiln/half.h"
   "backend/common/math.h" "src/backend/common/math.h"
   "backend/common/fold.h" "src/backend/common/fold.h"
-  "backend/common/threefry.h" "src/backend/common/threefry.h")
+  "backend/common/threefry.h" "src/backend/common/threefry.h"
+  "backend/common/order_key.h" "src/backend/common/order_key.h")
 
 set(names "")
 set(KILN_EMBEDDED_ENTRIES "")

@@ -3,9 +3,12 @@
 // the standard algorithms (a full sort, nth_element, or partial_sort's heap for a few
 // largest) with plain comparisons.
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "backend/common/dispatch.h"
 #include "backend/common/math.h"
+#include "backend/common/order_key.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/reduce.h"
 #include "core/thread_pool.h"
@@ -68,6 +71,36 @@ void largest(Entry<A>* first, Entry<A>* last, int64_t k) {
   }
 }
 
+/* Rows at least this long of 1- to 4-byte types sort by radix (sort_positions). */
+constexpr int64_t kRadixMin = 256;
+
+/* Positions of the row of n elements in ascending order, stable: an LSD radix sort of the
+   order keys (backend/common/order_key.h), 11 bits a pass, skipping a pass whose digit
+   every key shares. keys, keys2 and pos2 are scratch of n each. */
+template <class T>
+void sort_positions(const T* src, int64_t n, uint32_t* keys, uint32_t* keys2, int32_t* pos, int32_t* pos2) {
+  constexpr int kDigit = 11, kBins = 1 << kDigit, kPasses = 3;
+  std::vector<int64_t> count(kPasses * kBins, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    keys[i] = order::key(src[i]);
+    pos[i] = static_cast<int32_t>(i);
+    for (int p = 0; p < kPasses; ++p) ++count[static_cast<size_t>(p * kBins + (keys[i] >> (p * kDigit) & (kBins - 1)))];
+  }
+  for (int p = 0; p < kPasses; ++p) {
+    int64_t* c = count.data() + p * kBins;
+    if (*std::max_element(c, c + kBins) == n) continue;  // one digit for all: order unchanged
+    int64_t at = 0;
+    for (int d = 0; d < kBins; ++d) at += std::exchange(c[d], at);  // counts to start positions
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t to = c[keys[i] >> (p * kDigit) & (kBins - 1)]++;
+      keys2[to] = keys[i];
+      pos2[to] = pos[i];
+    }
+    std::copy(keys2, keys2 + n, keys);
+    std::copy(pos2, pos2 + n, pos);
+  }
+}
+
 /* Rows of n contiguous elements at x into the outputs of the kind's shape. */
 template <class T>
 void select_rows(OpKind kind, int64_t k, const T* x, int64_t rows, int64_t n, std::vector<Tensor>& out) {
@@ -76,11 +109,22 @@ void select_rows(OpKind kind, int64_t k, const T* x, int64_t rows, int64_t n, st
   T* values = values_only || kind == OpKind::TopK ? out[0].data<T>() : nullptr;
   int32_t* index = kind == OpKind::TopK ? out[1].data<int32_t>() : values_only ? nullptr : out[0].data<int32_t>();
   const int64_t width = kind == OpKind::TopK ? k : n;  // of an output row
+  const bool radix = sizeof(T) <= 4 && n >= kRadixMin && (kind == OpKind::Sort || kind == OpKind::ArgSort);
   detail::parallel_for(rows, std::max<int64_t>(1, (1 << 15) / n), [&](int64_t b, int64_t e) {
-    cpu::Scratch<A> vals(values_only ? n : 0);
-    cpu::Scratch<Entry<A>> row(values_only ? 0 : n);
+    cpu::Scratch<A> vals(values_only && !radix ? n : 0);
+    cpu::Scratch<Entry<A>> row(values_only || radix ? 0 : n);
+    cpu::Scratch<uint32_t> keys(radix ? 2 * n : 0);
+    cpu::Scratch<int32_t> pos(radix ? 2 * n : 0);
     for (int64_t r = b; r < e; ++r) {
       const T* src = x + r * n;
+      if (radix) {
+        int32_t* order = kind == OpKind::ArgSort ? index + r * n : pos.data() + n;
+        sort_positions(src, n, keys.data(), keys.data() + n, order, pos.data());
+        if (kind == OpKind::Sort) {
+          for (int64_t i = 0; i < n; ++i) values[r * n + i] = src[order[i]];  // the values' own bits (-0 stays)
+        }
+        continue;
+      }
       if (values_only) {
         A* v = vals.data();
         const int64_t m = n - set_nan_apart<A>(src, n, false, v, [](A a, int64_t) { return a; });

@@ -20,6 +20,7 @@ const char* support_header() {
 #include <cstdint>
 #include "kiln/half.h"
 #include "backend/common/math.h"
+#include "backend/common/order_key.h"
 #include "backend/common/threefry.h"
 
 template <int N> struct KilnMeta { long v[N]; };
@@ -510,34 +511,13 @@ template <int N> __device__ void kiln_random_bits(const KilnMeta<N>& m) {
   }
 }
 
-// topk: an unsigned key a value whose order is the selection's: larger values larger keys,
-// NaN the largest, -0 and +0 one key (ties go by position, as on the CPU).
-template <class T> using KilnOrderKey = std::conditional_t<sizeof(T) == 8, unsigned long, unsigned>;
-template <class T> __device__ inline KilnOrderKey<T> kiln_order_key(T x) {
-  using CT = kiln::math::compute_t<T>;
-  if constexpr (std::is_same_v<CT, float>) {
-    const float f = static_cast<float>(x);
-    if (f != f) return 0xFFFFFFFFu;
-    const unsigned b = __float_as_uint(f == 0.0f ? 0.0f : f);
-    return b >> 31 ? ~b : b | 0x80000000u;
-  } else if constexpr (std::is_same_v<CT, double>) {
-    if (x != x) return 0xFFFFFFFFFFFFFFFFul;
-    const unsigned long b = static_cast<unsigned long>(__double_as_longlong(x == 0.0 ? 0.0 : x));
-    return b >> 63 ? ~b : b | 0x8000000000000000ul;
-  } else if constexpr (std::is_signed_v<T>) {
-    return static_cast<KilnOrderKey<T>>(x) ^ (KilnOrderKey<T>(1) << (sizeof(KilnOrderKey<T>) * 8 - 1));
-  } else {
-    return static_cast<KilnOrderKey<T>>(x);
-  }
-}
-
 // The k (<= 1024) largest of each contiguous row, largest first, equal values by position,
-// a block a row: a radix select finds the kth largest key a byte at a time (a histogram of
+// a block a row: a radix select finds the kth largest order key (backend/common/order_key.h) a byte at a time (a histogram of
 // the keys that share the bytes found so far, per pass), then one pass in position order
 // picks every larger key and the first equal ones, and each pick's rank among the picks is
 // its place. v: rows, n, k, in, values out, positions out.
 template <class T, int N> __device__ void kiln_topk(const KilnMeta<N>& m) {
-  using K = KilnOrderKey<T>;
+  using K = kiln::order::key_t<T>;
   constexpr int kBits = sizeof(K) * 8;
   const long rows = m.v[0], n = m.v[1];
   const int k = static_cast<int>(m.v[2]);
@@ -560,7 +540,7 @@ template <class T, int N> __device__ void kiln_topk(const KilnMeta<N>& m) {
       __syncthreads();
       for (long base = 0; base < n; base += blockDim.x) {  // every lane in every step: the warp matches
         const long i = base + tid;
-        const K key = i < n ? kiln_order_key(row[i]) : K(0);
+        const K key = i < n ? kiln::order::key(row[i]) : K(0);
         const int digit = i < n && (key & mask) == prefix ? static_cast<int>((key >> shift) & 255) : 256;
 #if __CUDA_ARCH__ >= 700
         // One add per distinct byte in the warp: logits crowd a few bins, whose adds serialize.
@@ -589,7 +569,7 @@ template <class T, int N> __device__ void kiln_topk(const KilnMeta<N>& m) {
     int equal_before = 0;  // equal keys at earlier positions (the same in every thread)
     for (long base = 0; base < n; base += blockDim.x) {
       const long i = base + tid;
-      const K key = i < n ? kiln_order_key(row[i]) : K(0);
+      const K key = i < n ? kiln::order::key(row[i]) : K(0);
       const bool equal = i < n && key == prefix;
       const unsigned ballot = __ballot_sync(0xffffffffu, equal);
       if (lane == 0) warp_count[warp] = __popc(ballot);
