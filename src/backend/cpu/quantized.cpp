@@ -39,10 +39,20 @@ void dequantize_run(const uint32_t* row, int64_t i0, int64_t n, const QuantParam
   }
 }
 
-/* Rows of float values of the scales/biases (any float dtype) as float32. */
-struct FloatRows {
-  std::vector<float> scales, biases;
-  FloatRows(const Tensor& s, const Tensor& b) : scales(detail::to_floats(s)), biases(detail::to_floats(b)) {}
+/* The scales and biases (any float dtype) as float32 rows: read in place when they already are
+   (a model converts them once at load), else converted, which costs a pass over all of them. */
+class FloatRows {
+  std::vector<float> scales_copy_, biases_copy_;  // declared first: the pointers below may point here
+  static const float* view(const Tensor& t, std::vector<float>& copy) {
+    if (t.dtype == float32 && t.row_contiguous()) return t.data<float>();
+    copy = detail::to_floats(t);
+    return copy.data();
+  }
+
+ public:
+  FloatRows(const Tensor& s, const Tensor& b) : scales(view(s, scales_copy_)), biases(view(b, biases_copy_)) {}
+  const float* scales;
+  const float* biases;
 };
 
 }  // namespace
@@ -109,8 +119,8 @@ void Dequantize::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& ou
     detail::parallel_for(rows, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(k, 1)), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const uint32_t* row = w.data<uint32_t>() + r * words;
-        const float* s = sb.scales.data() + r * groups;
-        const float* b = sb.biases.data() + r * groups;
+        const float* s = sb.scales + r * groups;
+        const float* b = sb.biases + r * groups;
         for (int64_t i = 0; i < k; ++i) {
           const int64_t g = i / q.group_size;
           // Rounded to T after the product and after the sum, as MLX computes in T.
@@ -315,7 +325,7 @@ void QuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor
   } else {
     const std::vector<float> x = detail::to_floats(in[0]);
     const FloatRows sb(in[2], in[3]);
-    QmmProblem p{x.data(), w.data<uint32_t>(), sb.scales.data(), sb.biases.data(), m, n, k, w.shape.back(), q_, yp};
+    QmmProblem p{x.data(), w.data<uint32_t>(), sb.scales, sb.biases, m, n, k, w.shape.back(), q_, yp};
     const bool decode = transpose_ && m <= kGemvRows;
     const bool simd = decode && p.words % 8 == 0 && cpu_has_avx2_fma();
     if (simd && q_.bits == 4) gemv_avx2<4>(p);
