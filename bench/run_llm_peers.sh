@@ -45,7 +45,7 @@ cuda_flags=()
 ((gpu)) && cuda_flags=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=native)
 echo "=== build llama-bench from $src"
 if cmake -S "$src" -B "$bench_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON "${cuda_flags[@]}" >"$out/llama_cmake.log" 2>&1 &&
+     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON "${cuda_flags[@]}" >"$out/llama_cmake.log" 2>&1 &&
    cmake --build "$bench_dir" -j "$(nproc)" --target llama-bench >"$out/llama_build.log" 2>&1; then
   llama_bench="$bench_dir/bin/llama-bench"
 else
