@@ -21,12 +21,12 @@ if ! "$cxx" -fsanitize=fuzzer "$probe" -o "$work/probe" >/dev/null 2>&1; then
   echo "$name: $cxx has no libFuzzer (libclang-rt-*-dev), skipping"; exit 77
 fi
 
-blas="$(pkg-config --libs openblas 2>/dev/null || echo -lopenblas)"
+blas="$(pkg-config --libs openblas 2>/dev/null || echo -lopenblas) $(pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)"
 objs=()
 for s in "$@"; do objs+=("$src/$s"); done
 echo "$name: building with $cxx"
 if ! "$cxx" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-     -I"$src/include" -I"$src/src" -I"$(dirname "$src/$target")" "$src/$target" "${objs[@]}" \
+     -I"$src/include" -I"$(dirname "$lib")/generated/include" -I"$src/src" -I"$(dirname "$src/$target")" "$src/$target" "${objs[@]}" \
      "$lib" $blas -lpthread -ldl -o "$work/$name"; then
   echo "$name: build failed"; exit 1
 fi

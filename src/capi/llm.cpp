@@ -53,6 +53,13 @@ int kiln_llm_sampling_default(kiln_llm_sampling* out) {
   });
 }
 
+int kiln_llm_default_model_path(char** out) {
+  return guard([&] {
+    check_out("kiln_llm_default_model_path", out);
+    *out = copy_string(default_model_path());
+  });
+}
+
 int kiln_llm_model_load(kiln_llm_model* out, const char* path, kiln_device device, kiln_dtype dtype) {
   return guard([&] {
     const char* fn = "kiln_llm_model_load";

@@ -2,7 +2,6 @@
    greedy generation with a token callback, a batched step against single sessions, sessions on
    several threads, and errors. Exits 77 (a skip) when the model is not there (scripts/setup). */
 #include <pthread.h>
-#include <stdlib.h>
 
 #include "harness.h"
 #include "kiln/c/kiln_llm.h"
@@ -10,14 +9,10 @@
 static char model_path[4096];
 
 static int find_model(void) {
-  const char* dir = getenv("KILN_MODELS_DIR");
-  const char* xdg = getenv("XDG_CACHE_HOME");
-  const char* home = getenv("HOME");
-  const char* name = "SmolLM2-135M-Instruct.Q4_1.gguf";
-  if (dir && *dir) snprintf(model_path, sizeof model_path, "%s/%s", dir, name);
-  else if (xdg && *xdg) snprintf(model_path, sizeof model_path, "%s/kiln-models/%s", xdg, name);
-  else if (home && *home) snprintf(model_path, sizeof model_path, "%s/.cache/kiln-models/%s", home, name);
-  else return 0;
+  char* path = NULL;
+  if (kiln_llm_default_model_path(&path) != 0) return 0;
+  snprintf(model_path, sizeof model_path, "%s", path);
+  kiln_string_free(path);
   FILE* f = fopen(model_path, "rb");
   if (!f) return 0;
   fclose(f);

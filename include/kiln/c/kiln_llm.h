@@ -51,6 +51,11 @@ typedef int (*kiln_llm_token_fn)(int32_t token, const char* text, size_t len, vo
 
 int kiln_llm_sampling_default(kiln_llm_sampling* out);
 
+/* Where scripts/setup puts the default model (SmolLM2-135M-Instruct, Q4_1 GGUF): in
+   $KILN_MODELS_DIR, else ${XDG_CACHE_HOME:-$HOME/.cache}/kiln-models. The file may not exist.
+   Release *out with kiln_string_free. */
+int kiln_llm_default_model_path(char** out);
+
 /* Loads a GGUF or safetensors model onto `device`, activations and KV cache in `dtype` (float32,
    float16 or bfloat16). */
 int kiln_llm_model_load(kiln_llm_model* out, const char* path, kiln_device device, kiln_dtype dtype);
