@@ -72,7 +72,8 @@ class Model : public std::enable_shared_from_this<Model> {
 
   /* Appends `tokens` to each session (tokens[i] to sessions[i], all of one length) and returns
      the logits after the last token of each: [sessions, vocab] float32, evaluated. With one session
-     and all_positions, the logits of every appended token: [tokens, vocab]. */
+     and all_positions, the logits of every appended token: [tokens, vocab]. Bad arguments throw
+     before anything changes; a failure while the step runs clears its sessions. */
   Array step(const std::vector<Session*>& sessions, const std::vector<std::vector<int32_t>>& tokens,
              bool all_positions = false) const;
 
@@ -102,6 +103,8 @@ class Session {
   void reset() { tokens_.clear(); }
   /* Keeps the first n tokens (a conversation that goes on from a shared prefix). */
   void truncate(int64_t n);
+  /* Forgets every token and frees the cache (a step that fails leaves its sessions so). */
+  void clear();
   /* Appends tokens (prefill in chunks) and returns the logits after the last one: [vocab] float32. */
   Array append(const std::vector<int32_t>& tokens);
 

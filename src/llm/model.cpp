@@ -234,9 +234,16 @@ Array Model::step(const std::vector<Session*>& sessions, const std::vector<std::
     for (Array& k : s->cache_keys()) in.push_back(std::move(k));
     for (Array& v : s->cache_values()) in.push_back(std::move(v));
   }
-  std::vector<Array> out = (all_positions ? m.all_logits : m.last_logits)(in);
-  in.clear();
-  eval(out);
+  std::vector<Array> out;
+  try {
+    out = (all_positions ? m.all_logits : m.last_logits)(in);
+    in.clear();
+    eval(out);
+  } catch (...) {
+    // The caches were handed to the step and may be half written: the sessions start over.
+    for (Session* s : sessions) s->clear();
+    throw;
+  }
   const size_t n = m.layers.size();
   for (size_t b = 0; b < sessions.size(); ++b) {
     for (size_t i = 0; i < n; ++i) {
@@ -254,6 +261,13 @@ Session::Session(std::shared_ptr<const Model> model) : model_(std::move(model)) 
 Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 Session::~Session() = default;
+
+void Session::clear() {
+  tokens_.clear();
+  keys_.clear();
+  values_.clear();
+  capacity_ = 0;
+}
 
 void Session::truncate(int64_t n) {
   if (n < 0 || n > position()) fail("llm", "cannot truncate a session of ", position(), " tokens to ", n);
