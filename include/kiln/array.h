@@ -54,9 +54,15 @@ class Array {
   /* All elements in row-major order, converted to T; evaluates. */
   template <class T>
   std::vector<T> to_vector() const {
-    std::vector<T> out(static_cast<size_t>(size()));
-    copy_to(out.data(), dtype_of_v<T>);
-    return out;
+    if constexpr (std::is_same_v<T, bool>) {
+      std::vector<uint8_t> bytes(static_cast<size_t>(size()));  // vector<bool> has no data()
+      copy_to(bytes.data(), bool_);
+      return std::vector<bool>(bytes.begin(), bytes.end());
+    } else {
+      std::vector<T> out(static_cast<size_t>(size()));
+      copy_to(out.data(), dtype_of_v<T>);
+      return out;
+    }
   }
   /* Evaluates and writes the elements, row-major, converted to `as`, into dst. */
   void copy_to(void* dst, Dtype as) const;

@@ -102,3 +102,12 @@ TEST(Array, ExternalMemoryIsViewedKeptAliveAndNeverWritten) {
   EXPECT_NE(error([&] { external_array(keep->data(), {int64_t{1} << 40, int64_t{1} << 40}, float32, keep); })
                 .find("too large"), std::string::npos);
 }
+
+// std::vector<bool> has no data(): the result of a comparison reads back as bools all the same.
+TEST(Array, ComparisonsReadBackAsBools) {
+  Array x = array(std::vector<float>{1.f, 2.f, 3.f, -1.f}, {2, 2});
+  EXPECT_EQ((x > 1.5f).to_vector<bool>(), (std::vector<bool>{false, true, true, false}));
+  EXPECT_EQ(transpose(x > 1.5f).to_vector<bool>(), (std::vector<bool>{false, true, true, false}));
+  EXPECT_EQ(x.to_vector<bool>(), (std::vector<bool>{true, true, true, true}));
+  EXPECT_TRUE((zeros({0}) > 1.f).to_vector<bool>().empty());
+}
