@@ -298,10 +298,7 @@ int kiln_array_tostring(char** out, const kiln_array a) {
     os << ", shape=(";
     for (size_t k = 0; k < arr.shape().size(); ++k) os << (k ? "," : "") << arr.shape()[k];
     os << "), dtype=" << dtype_name(arr.dtype()) << ")";
-    std::string s = os.str();
-    char* buf = new char[s.size() + 1];
-    std::memcpy(buf, s.c_str(), s.size() + 1);
-    *out = buf;
+    *out = c_string(os.str());
   });
 }
 

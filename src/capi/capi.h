@@ -80,6 +80,13 @@ void check_out(const char* fn, T* out) {
   if (!out) fail(fn, "null output pointer");
 }
 
+/* A copy of s for a C caller, released with kiln_string_free. */
+inline char* c_string(const std::string& s) {
+  char* buf = new char[s.size() + 1];
+  std::memcpy(buf, s.c_str(), s.size() + 1);
+  return buf;
+}
+
 /* Stores a result in *out: a new handle when *out is NULL, else in place. */
 inline void put(kiln_array* out, Array value) {
   if (*out) (*out)->arr = std::move(value);

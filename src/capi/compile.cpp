@@ -49,10 +49,7 @@ int kiln_export_to_dot(char** out, const kiln_vector_array outputs) {
     check_out("kiln_export_to_dot", out);
     std::ostringstream os;
     export_to_dot(os, get("kiln_export_to_dot", outputs));
-    std::string s = os.str();
-    char* buf = new char[s.size() + 1];
-    std::memcpy(buf, s.c_str(), s.size() + 1);
-    *out = buf;
+    *out = c_string(os.str());
   });
 }
 

@@ -32,11 +32,6 @@ std::vector<int32_t> to_ids(const char* fn, const int32_t* ids, size_t n) {
   if (n && !ids) fail(fn, "null token pointer with ", n, " tokens");
   return std::vector<int32_t>(ids, ids + n);
 }
-char* copy_string(const std::string& s) {
-  char* buf = new char[s.size() + 1];
-  std::memcpy(buf, s.c_str(), s.size() + 1);
-  return buf;
-}
 SamplerOptions to_sampler(const kiln_llm_sampling& s) {
   return {s.temperature, s.top_k, s.top_p, s.min_p, s.repetition_penalty, s.repeat_last_n, s.seed};
 }
@@ -56,7 +51,7 @@ int kiln_llm_sampling_default(kiln_llm_sampling* out) {
 int kiln_llm_default_model_path(char** out) {
   return guard([&] {
     check_out("kiln_llm_default_model_path", out);
-    *out = copy_string(default_model_path());
+    *out = c_string(default_model_path());
   });
 }
 
@@ -115,7 +110,7 @@ int kiln_llm_detokenize(char** out, const kiln_llm_model m, const int32_t* ids, 
     const char* fn = "kiln_llm_detokenize";
     check_out(fn, out);
     std::vector<int32_t> v = to_ids(fn, ids, n);
-    *out = copy_string(get_model(fn, m).tokenizer.decode(v));
+    *out = c_string(get_model(fn, m).tokenizer.decode(v));
   });
 }
 
@@ -131,7 +126,7 @@ int kiln_llm_chat_prompt(char** out, const kiln_llm_model m, const char* const* 
       messages.push_back({roles[i], contents[i]});
     }
     ChatTemplate t = ChatTemplate::recognize(get_model(fn, m).tokenizer.chat_template());
-    *out = copy_string(t.render(messages));
+    *out = c_string(t.render(messages));
   });
 }
 

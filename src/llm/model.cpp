@@ -13,22 +13,24 @@ constexpr int64_t kMaxChunk = 512;
 
 Array on(const Array& a, Device d) { return a.device() == d ? a : to(a, d); }
 
-/* Dense weights in the compute dtype on the model's device; quantized weights as stored unless
-   `expand` asks for them dense. */
+/* Dense weights in the compute dtype on the model's device; quantized weights with float32
+   scales and biases (the products read them in place instead of converting them on every call,
+   and an expansion in float16 would round every value), expanded to dense when `expand` asks. */
 Weight place(Weight w, Device d, Dtype dtype, bool expand) {
+  if (w.quantized()) {
+    w.scales = astype(*w.scales, float32);
+    w.biases = astype(*w.biases, float32);
+  }
   if (w.quantized() && expand) {
-    // In float32: dequantize gives the scales' dtype, and float16 would round every weight.
-    w.w = dequantize(w.w, astype(*w.scales, float32), astype(*w.biases, float32), w.group_size, w.bits);
+    w.w = dequantize(w.w, *w.scales, *w.biases, w.group_size, w.bits);
     w.scales.reset();
     w.biases.reset();
     w.group_size = w.bits = 0;
   }
   if (w.quantized()) {
-    // float32 scales and biases: the products read them in place instead of converting them all
-    // on every call (1 more bit a weight of 4-bit groups of 32).
     w.w = on(w.w, d);
-    w.scales = on(astype(*w.scales, float32), d);
-    w.biases = on(astype(*w.biases, float32), d);
+    w.scales = on(*w.scales, d);
+    w.biases = on(*w.biases, d);
   } else {
     if (w.w.dtype() != dtype) w.w = astype(w.w, dtype);
     w.w = on(w.w, d);
@@ -155,12 +157,11 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
   const size_t n = layers.size();
   std::vector<Array> keys(in.begin() + 2, in.end());  // per session: n keys, then n values
 
-  // Token embeddings; a quantized table is gathered quantized, then only those rows are expanded.
   Array ids = reshape(tokens, {B * L});
-  // Expanded in float32, as the quantized products are: float16 scales would round each value.
+  // A quantized table (float32 scales since load) is gathered quantized; only those rows expand.
   Array x = embedding.quantized()
-                ? dequantize(take(embedding.w, ids, 0), astype(take(*embedding.scales, ids, 0), float32),
-                             astype(take(*embedding.biases, ids, 0), float32), embedding.group_size, embedding.bits)
+                ? dequantize(take(embedding.w, ids, 0), take(*embedding.scales, ids, 0),
+                             take(*embedding.biases, ids, 0), embedding.group_size, embedding.bits)
                 : take(embedding.w, ids, 0);
   x = reshape(astype(x, dtype), {B, L, c.d_model});
 
