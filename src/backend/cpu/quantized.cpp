@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/nn_util.h"
+#include "backend/cpu/quantized_int8.h"
 #include "core/thread_pool.h"
 #include "ops/nn.h"
 
@@ -322,6 +323,9 @@ void QuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor
   float* yp = y.dtype == float32 ? y.data<float>() : (yf.resize(static_cast<size_t>(m * n)), yf.data());
   if (k == 0) {
     std::fill(yp, yp + m * n, 0.0f);
+  } else if (activations_ == QmmActivations::int8) {
+    const std::vector<float> x = detail::to_floats(in[0]);
+    detail::quantized_matmul_int8(x.data(), m, k, w.data<uint32_t>(), n, in[2], in[3], q_, yp);
   } else {
     const std::vector<float> x = detail::to_floats(in[0]);
     const FloatRows sb(in[2], in[3]);
