@@ -12,6 +12,7 @@
 #include "kiln/compile.h"
 #include "kiln/device.h"
 #include "kiln/dtype.h"
+#include "kiln/nn.h"
 
 namespace kiln::llm {
 
@@ -45,6 +46,9 @@ struct LoadOptions {
   Dtype dtype = float32;
   /* Expand quantized weights to `dtype` at load (for checks against float references). */
   bool dequantize = false;
+  /* What quantized products multiply the weights by (kiln/nn.h). Unset: KILN_LLM_ACTIVATIONS,
+     by default int8 on the CPU (llama.cpp's rounding, and faster) and exact elsewhere. */
+  std::optional<QmmActivations> activations;
 };
 
 /* Raw logits of one step: [rows, vocab] float32, one row per session in the step (the last
@@ -69,6 +73,8 @@ class Model : public std::enable_shared_from_this<Model> {
   Dtype dtype() const;
   /* Bytes of weights one decode step reads (for roofline figures). */
   size_t weight_bytes() const;
+  /* What the quantized products multiply (LoadOptions::activations, resolved). */
+  QmmActivations activations() const;
 
   /* Appends `tokens` to each session (tokens[i] to sessions[i], all of one length) and returns
      the logits after the last token of each: [sessions, vocab] float32, evaluated. With one session
