@@ -2,7 +2,8 @@
 // quantized_matmul. Packed rows are a bit stream of `bits`-bit values from the low
 // bits of the first uint32 up. The decode product (few rows, weights [N, K], 2, 4
 // or 8 bits) reads each packed weight once with AVX2 where the CPU has it; other
-// cases dequantize tiles of the weights into float32 and use sgemm.
+// cases dequantize tiles of the weights into float32 and use sgemm. Products with
+// int8 activations are in quantized_int8.cpp.
 #include <cblas.h>
 #include <immintrin.h>
 

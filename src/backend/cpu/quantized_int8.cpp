@@ -23,6 +23,7 @@ namespace {
 
 constexpr int kQ8Block = 32;       // values of x that share one int8 scale
 constexpr int64_t kPanel = 16;   // weight rows converted and multiplied together (a few KB: L1)
+constexpr int64_t kGemmRows = 4; // from this many rows of x, 4-bit codes are unpacked once a panel
 
 bool cpu_has_avx2() {
   static const bool yes =
@@ -171,8 +172,8 @@ inline float bias_term(const float* b, const float* dsum, int64_t groups) {
    are sw and bw. 4 bits: a block's 16 bytes unpack to its 32 codes, low nibbles (even values) in
    the lower half. 8 bits: codes are offset by 128 and maddubs needs one side unsigned, so the
    signed code's magnitude meets x with the code's sign; the 128 offset moved into bw. Each
-   block's integer dot is scaled by the weight's and the block's scales. One row of x at a time:
-   more rows a tile ran out of the 16 registers in measurements and took twice as long. */
+   block's integer dot is scaled by the weight's and the block's scales. One row of x at a time
+   (decode); many rows of 4-bit weights take panel_gemm4, which unpacks the codes once. */
 template <int B, int NR>
 __attribute__((target("avx2,fma"))) void tile_avx2(const Problem& p, const float* sw, const float* bw, int64_t i,
                                                    int64_t n0) {
@@ -183,11 +184,13 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const Problem& p, const float
   const int8_t* xq = p.x->q.data() + i * p.k;
   const float* xd = p.x->d.data() + i * p.blocks;
   __m256 acc[NR];
+#pragma GCC unroll 8
   for (int c = 0; c < NR; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t j = 0; j < p.blocks; ++j) {
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + j * kQ8Block));
     const __m256 dx = _mm256_broadcast_ss(xd + j);
     const int64_t g = j >> p.group_shift;
+  #pragma GCC unroll 8
     for (int c = 0; c < NR; ++c) {
       const uint8_t* src = wr + c * p.row_bytes + j * kBytes;
       __m256i wq, xs = xv;
@@ -205,6 +208,7 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const Problem& p, const float
     }
   }
   const float* dsum = p.x->dsum.data() + i * p.groups;
+#pragma GCC unroll 8
   for (int c = 0; c < NR; ++c) p.y[i * p.n + n0 + c] = hsum(acc[c]) + bias_term(bw + c * p.groups, dsum, p.groups);
 }
 
@@ -244,6 +248,99 @@ void panel_avx2(const Problem& p, const float* sw, const float* bw, int64_t n0, 
   }
 }
 
+/* acc += block dot(w, x) (32 unsigned times signed bytes, in int32) * scale. */
+__attribute__((target("avx2,fma"), always_inline)) inline void dot_step(__m256& acc, __m256i w, __m256i x, __m256i ones,
+                                                                          __m256 scale) {
+  const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc);
+}
+
+/* Many rows of x (prefill), 4 bits: the panel's codes unpacked once into wu ([rows][K] bytes,
+   each block's evens then odds, as x), then tiles of MR (1 or 2) rows of x against 4 weight rows.
+   st holds the 4 rows' scales by block ([blocks][4]), so one multiply makes a block's 8 scale
+   products. The eight sums are named variables: as an array GCC kept them on the stack. */
+template <int MR>
+__attribute__((target("avx2,fma"))) void tile_unpacked(const Problem& p, const uint8_t* wu, const float* st,
+                                                       const float* bw, int64_t i0, int64_t n0) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+  const int8_t* x0 = p.x->q.data() + i0 * p.k;
+  const int8_t* x1 = x0 + (MR > 1 ? p.k : 0);
+  const float* d0 = p.x->d.data() + i0 * p.blocks;
+  const float* d1 = d0 + (MR > 1 ? p.blocks : 0);
+  const int64_t k = p.k, g = p.groups;
+  alignas(32) float sc[8];
+  for (int64_t j = 0; j < p.blocks; ++j) {
+    const int64_t at = j * kQ8Block;
+    const __m256 dv = _mm256_set_m128(_mm_broadcast_ss(d1 + j), _mm_broadcast_ss(d0 + j));
+    _mm256_store_ps(sc, _mm256_mul_ps(dv, _mm256_broadcast_ps(reinterpret_cast<const __m128*>(st + 4 * j))));
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wu + at));
+    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wu + k + at));
+    const __m256i w2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wu + 2 * k + at));
+    const __m256i w3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wu + 3 * k + at));
+    const __m256i xv0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0 + at));
+    dot_step(a00, w0, xv0, ones, _mm256_broadcast_ss(sc + 0));
+    dot_step(a01, w1, xv0, ones, _mm256_broadcast_ss(sc + 1));
+    dot_step(a02, w2, xv0, ones, _mm256_broadcast_ss(sc + 2));
+    dot_step(a03, w3, xv0, ones, _mm256_broadcast_ss(sc + 3));
+    if constexpr (MR > 1) {
+      const __m256i xv1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1 + at));
+      dot_step(a10, w0, xv1, ones, _mm256_broadcast_ss(sc + 4));
+      dot_step(a11, w1, xv1, ones, _mm256_broadcast_ss(sc + 5));
+      dot_step(a12, w2, xv1, ones, _mm256_broadcast_ss(sc + 6));
+      dot_step(a13, w3, xv1, ones, _mm256_broadcast_ss(sc + 7));
+    }
+  }
+  const __m256 acc[2][4] = {{a00, a01, a02, a03}, {a10, a11, a12, a13}};
+  for (int r = 0; r < MR; ++r) {
+    const float* dsum = p.x->dsum.data() + (i0 + r) * g;
+    for (int c = 0; c < 4; ++c) p.y[(i0 + r) * p.n + n0 + c] = hsum(acc[r][c]) + bias_term(bw + c * g, dsum, g);
+  }
+}
+
+/* One weight row (a panel's last rows) against row i of x, from the unpacked codes. */
+__attribute__((target("avx2,fma"))) void row_unpacked(const Problem& p, const uint8_t* wu, const float* sw,
+                                                      const float* bw, int64_t i, int64_t n) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc = _mm256_setzero_ps();
+  const int8_t* x = p.x->q.data() + i * p.k;
+  const float* d = p.x->d.data() + i * p.blocks;
+  for (int64_t j = 0; j < p.blocks; ++j) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wu + j * kQ8Block));
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + j * kQ8Block));
+    const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, xv), ones);
+    const __m256 scale = _mm256_mul_ps(_mm256_broadcast_ss(d + j), _mm256_broadcast_ss(sw + (j >> p.group_shift)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc);
+  }
+  p.y[i * p.n + n] = hsum(acc) + bias_term(bw, p.x->dsum.data() + i * p.groups, p.groups);
+}
+
+__attribute__((target("avx2,fma"))) void unpack_panel4(const Problem& p, int64_t n0, int64_t rows, uint8_t* wu) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  for (int64_t c = 0; c < rows; ++c) {
+    const uint8_t* src = p.w + (n0 + c) * p.row_bytes;
+    for (int64_t j = 0; j < p.blocks; ++j) {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + j * 16));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(wu + c * p.k + j * kQ8Block),
+                          _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4));
+    }
+  }
+}
+
+void panel_gemm4(const Problem& p, const float* sw, const float* bw, int64_t n0, int64_t rows, uint8_t* wu, float* st) {
+  unpack_panel4(p, n0, rows, wu);
+  int64_t c = 0;
+  for (; c + 4 <= rows; c += 4) {
+    for (int64_t j = 0; j < p.blocks; ++j)  // the 4 rows' scales by block
+      for (int64_t e = 0; e < 4; ++e) st[j * 4 + e] = sw[(c + e) * p.groups + (j >> p.group_shift)];
+    int64_t i = 0;
+    for (; i + 2 <= p.m; i += 2) tile_unpacked<2>(p, wu + c * p.k, st, bw + c * p.groups, i, n0 + c);
+    for (; i < p.m; ++i) tile_unpacked<1>(p, wu + c * p.k, st, bw + c * p.groups, i, n0 + c);
+  }
+  for (; c < rows; ++c)
+    for (int64_t i = 0; i < p.m; ++i) row_unpacked(p, wu + c * p.k, sw + c * p.groups, bw + c * p.groups, i, n0 + c);
+}
+
 }  // namespace
 
 void quantized_matmul_int8(const float* x, int64_t m, int64_t k, const uint32_t* w, int64_t n, const Tensor& scales,
@@ -253,11 +350,14 @@ void quantized_matmul_int8(const float* x, int64_t m, int64_t k, const uint32_t*
   const Tensor s = row_major(scales), b = row_major(biases);
   Problem p{&xq, m, n, k, k / kQ8Block, k / q.group_size, std::countr_zero(static_cast<unsigned>(q.group_size / kQ8Block)),
             q.bits, reinterpret_cast<const uint8_t*>(w), k * q.bits / 8, y};
+  const bool gemm = simd && q.bits == 4 && m >= kGemmRows;
   const int64_t panels = (n + kPanel - 1) / kPanel;
   // Chunks of at least 32 KB of weights a thread, fewer for many rows of x.
   const int64_t grain = std::max<int64_t>(1, (1 << 15) / (kPanel * p.row_bytes * std::min<int64_t>(m, 8)));
   detail::parallel_for(panels, grain, [&](int64_t a, int64_t e) {
     std::vector<float> sw(static_cast<size_t>(kPanel * p.groups)), bw(sw.size());
+    std::vector<uint8_t> wu(static_cast<size_t>(gemm ? kPanel * k : 0));
+    std::vector<float> st(static_cast<size_t>(gemm ? 4 * p.blocks : 0));
     for (int64_t panel = a; panel < e; ++panel) {
       const int64_t n0 = panel * kPanel, rows = std::min(kPanel, n - n0);
       floats_of(s, n0 * p.groups, rows * p.groups, sw.data());
@@ -265,7 +365,8 @@ void quantized_matmul_int8(const float* x, int64_t m, int64_t k, const uint32_t*
       // 8 bits: the kernels use code - 128, so each group's bias gains 128 scales.
       if (simd && q.bits == 8)
         for (int64_t i = 0; i < rows * p.groups; ++i) bw[static_cast<size_t>(i)] += 128.0f * sw[static_cast<size_t>(i)];
-      if (simd && q.bits == 4) panel_avx2<4>(p, sw.data(), bw.data(), n0, rows);
+      if (gemm) panel_gemm4(p, sw.data(), bw.data(), n0, rows, wu.data(), st.data());
+      else if (simd && q.bits == 4) panel_avx2<4>(p, sw.data(), bw.data(), n0, rows);
       else if (simd) panel_avx2<8>(p, sw.data(), bw.data(), n0, rows);
       else tile_generic(p, sw.data(), bw.data(), 0, m, n0, rows);
     }
