@@ -85,6 +85,7 @@ class ModelFile {
   explicit ModelFile(std::unique_ptr<Impl> impl);
 
  private:
+  friend class Model;  // drops the kept conversions of weights it stacks
   std::unique_ptr<Impl> impl_;
 };
 

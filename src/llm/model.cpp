@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/config.h"
+#include "llm/model_file_impl.h"
 #include "llm/model_impl.h"
 
 namespace kiln::llm {
@@ -56,6 +57,47 @@ Array Linear::operator()(const Array& x) const {
   return bias ? y + *bias : y;
 }
 
+std::vector<Array> Projections::operator()(const Array& x) const {
+  std::vector<Array> out;
+  if (linears.size() == sizes.size()) {
+    for (const Linear& l : linears) out.push_back(l(x));
+    return out;
+  }
+  const Array y = linears[0](x);
+  int64_t start = 0;
+  for (int64_t n : sizes) {
+    std::vector<SliceArg> at(static_cast<size_t>(y.ndim()));
+    at.back() = {start, start + n};
+    out.push_back(slice(y, at));
+    start += n;
+  }
+  return out;
+}
+
+Projections stack(std::vector<Linear> parts) {
+  Projections p;
+  for (const Linear& l : parts) p.sizes.push_back(l.w.w.shape(0));
+  const Weight& first = parts[0].w;
+  bool alike = first.quantized();
+  for (const Linear& l : parts) {
+    alike = alike && l.w.quantized() && !l.bias && l.w.group_size == first.group_size && l.w.bits == first.bits &&
+            l.w.w.shape(1) == first.w.shape(1) && l.w.scales->dtype() == first.scales->dtype();
+  }
+  if (!alike) {
+    p.linears = std::move(parts);
+    return p;
+  }
+  std::vector<Array> w, s, b;
+  for (const Linear& l : parts) w.push_back(l.w.w), s.push_back(*l.w.scales), b.push_back(*l.w.biases);
+  Linear stacked = parts[0];
+  stacked.w.w = concatenate(w, 0);
+  stacked.w.scales = concatenate(s, 0);
+  stacked.w.biases = concatenate(b, 0);
+  eval({stacked.w.w, *stacked.w.scales, *stacked.w.biases});
+  p.linears.push_back(std::move(stacked));
+  return p;
+}
+
 std::shared_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
   return load(ModelFile::open(path), options);
 }
@@ -106,6 +148,12 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
     return l;
   };
 
+  // The file keeps what it converted for later weight() calls; stacked weights are copies, so the
+  // model lets the file drop the parts (another model loading them converts them again).
+  auto forget = [&](const std::vector<std::string>& names) {
+    std::lock_guard<std::mutex> lock(file->impl_->mu);
+    for (const auto& name : names) file->impl_->converted.erase(name);
+  };
   const int64_t q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
   m.embedding = weight("token_embd.weight", c.vocab_size, c.d_model);
   m.weight_bytes -= bytes_of(m.embedding);  // a step reads one row per token, not the table
@@ -118,12 +166,12 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
       l.q_norm = vec(p + "attn_q_norm.weight", c.head_dim);
       l.k_norm = vec(p + "attn_k_norm.weight", c.head_dim);
     }
-    l.q = linear(p + "attn_q", q_dim, c.d_model);
-    l.k = linear(p + "attn_k", kv_dim, c.d_model);
-    l.v = linear(p + "attn_v", kv_dim, c.d_model);
+    l.qkv = stack({linear(p + "attn_q", q_dim, c.d_model), linear(p + "attn_k", kv_dim, c.d_model),
+                   linear(p + "attn_v", kv_dim, c.d_model)});
+    if (l.qkv.linears.size() == 1) forget({p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"});
     l.o = linear(p + "attn_output", c.d_model, q_dim);
-    l.gate = linear(p + "ffn_gate", c.ffn_dim, c.d_model);
-    l.up = linear(p + "ffn_up", c.ffn_dim, c.d_model);
+    l.gate_up = stack({linear(p + "ffn_gate", c.ffn_dim, c.d_model), linear(p + "ffn_up", c.ffn_dim, c.d_model)});
+    if (l.gate_up.linears.size() == 1) forget({p + "ffn_gate.weight", p + "ffn_up.weight"});
     l.down = linear(p + "ffn_down", c.d_model, c.ffn_dim);
     m.layers.push_back(std::move(l));
   }
@@ -182,7 +230,8 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
   for (size_t i = 0; i < n; ++i) {
     const Layer& l = layers[i];
     Array h = rms_norm(x, l.attn_norm, c.norm_eps);
-    Array q = heads(l.q(h), c.n_heads), k = heads(l.k(h), c.n_kv_heads), v = heads(l.v(h), c.n_kv_heads);
+    const std::vector<Array> qkv = l.qkv(h);
+    Array q = heads(qkv[0], c.n_heads), k = heads(qkv[1], c.n_kv_heads), v = heads(qkv[2], c.n_kv_heads);
     if (l.q_norm) {
       q = rms_norm(q, l.q_norm, c.norm_eps);
       k = rms_norm(k, l.k_norm, c.norm_eps);
@@ -207,7 +256,8 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
     o = reshape(transpose(o, {0, 2, 1, 3}), {B, L, int64_t{c.n_heads} * c.head_dim});
     x = x + l.o(o);
     h = rms_norm(x, l.ffn_norm, c.norm_eps);
-    x = x + l.down(silu(l.gate(h)) * l.up(h));
+    const std::vector<Array> gate_up = l.gate_up(h);
+    x = x + l.down(silu(gate_up[0]) * gate_up[1]);
   }
   if (!all_positions) x = slice(x, {{}, {L - 1, L}});
   x = rms_norm(x, output_norm, c.norm_eps);

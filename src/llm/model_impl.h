@@ -19,10 +19,20 @@ struct Linear {
   Array operator()(const Array& x) const;
 };
 
+/* Projections of one input (q, k and v; gate and up): one product of the weights stacked, when
+   they are quantized alike, else one product each. */
+struct Projections {
+  std::vector<Linear> linears;  // the stacked one, or one per output
+  std::vector<int64_t> sizes;   // output features of each output
+  std::vector<Array> operator()(const Array& x) const;
+};
+Projections stack(std::vector<Linear> parts);
+
 struct Layer {
   Array attn_norm, ffn_norm;
   std::optional<Array> q_norm, k_norm;  // Qwen3
-  Linear q, k, v, o, gate, up, down;
+  Projections qkv, gate_up;
+  Linear o, down;
 };
 
 struct Model::Impl {
