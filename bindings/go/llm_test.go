@@ -45,7 +45,7 @@ func defaultModel(t *testing.T) *kiln.Model {
 		t.Fatal(modelErr)
 	}
 	if model == nil {
-		t.Skipf("SKIP: the default model is not at %s (scripts/setup fetches it)", modelPath)
+		t.Skipf("the default model is not at %s (scripts/setup fetches it)", modelPath)
 	}
 	return model
 }
