@@ -112,21 +112,29 @@ func (m *Model) handle() C.kiln_llm_model {
 
 // ModelInfo is a model's configuration and special tokens.
 type ModelInfo struct {
-	VocabSize, Layers, DModel, Heads, KVHeads, HeadDim, FFNDim int
-	ContextLength                                              int
-	WeightBytes                                                int // read by one decode step
-	RopeDims                                                   int // features of each head that RoPE rotates
-	RopeBase, RopeScale                                        float32
-	RopeTraditional                                            bool // rotate adjacent pairs (GGUF llama), else halves
-	NormEps                                                    float32
-	QKVBias                                                    bool // biases on q, k and v (Qwen2)
-	QKNorm                                                     bool // RMSNorm over each head of q and k (Qwen3)
-	TiedEmbeddings                                             bool // the token embedding is the output projection
-	BOS, EOS, EOT                                              int32
+	VocabSize     int
+	Layers        int
+	DModel        int
+	Heads         int
+	KVHeads       int
+	HeadDim       int
+	FFNDim        int // the feed-forward's hidden size
+	ContextLength int
+	WeightBytes   int // read by one decode step
+
+	RopeDims        int // features of each head that RoPE rotates
+	RopeBase        float32
+	RopeScale       float32 // position multiplier (linear rope scaling: 1 / factor)
+	RopeTraditional bool    // rotate adjacent pairs (GGUF llama), else halves (NeoX, Qwen)
+	NormEps         float32 // RMSNorm's epsilon
+	QKVBias         bool    // biases on q, k and v (Qwen2)
+	QKNorm          bool    // RMSNorm over each head of q and k (Qwen3)
+	TiedEmbeddings  bool    // the token embedding is also the output projection
+
+	BOS, EOS, EOT int32 // EOT: end of turn ("<|im_end|>"); -1 when the vocabulary has none
 }
 
-// Info is the model's configuration. BOS, EOS and EOT (end of turn) are -1 when the
-// vocabulary has none.
+// Info is the model's configuration.
 func (m *Model) Info() (ModelInfo, error) {
 	var i C.kiln_llm_model_info
 	err := call(func() C.int { return C.kiln_llm_model_get_info(&i, m.handle()) })
@@ -135,13 +143,26 @@ func (m *Model) Info() (ModelInfo, error) {
 		return ModelInfo{}, err
 	}
 	return ModelInfo{
-		VocabSize: int(i.vocab_size), Layers: int(i.n_layers), DModel: int(i.d_model), Heads: int(i.n_heads),
-		KVHeads: int(i.n_kv_heads), HeadDim: int(i.head_dim), FFNDim: int(i.ffn_dim),
-		ContextLength: int(i.context_length), WeightBytes: int(i.weight_bytes), RopeDims: int(i.rope_dims),
-		RopeBase: float32(i.rope_base), RopeScale: float32(i.rope_scale), RopeTraditional: bool(i.rope_traditional),
-		NormEps: float32(i.norm_eps), QKVBias: bool(i.qkv_bias), QKNorm: bool(i.qk_norm),
-		TiedEmbeddings: bool(i.tied_embeddings),
-		BOS:            int32(i.bos_token), EOS: int32(i.eos_token), EOT: int32(i.eot_token),
+		VocabSize:       int(i.vocab_size),
+		Layers:          int(i.n_layers),
+		DModel:          int(i.d_model),
+		Heads:           int(i.n_heads),
+		KVHeads:         int(i.n_kv_heads),
+		HeadDim:         int(i.head_dim),
+		FFNDim:          int(i.ffn_dim),
+		ContextLength:   int(i.context_length),
+		WeightBytes:     int(i.weight_bytes),
+		RopeDims:        int(i.rope_dims),
+		RopeBase:        float32(i.rope_base),
+		RopeScale:       float32(i.rope_scale),
+		RopeTraditional: bool(i.rope_traditional),
+		NormEps:         float32(i.norm_eps),
+		QKVBias:         bool(i.qkv_bias),
+		QKNorm:          bool(i.qk_norm),
+		TiedEmbeddings:  bool(i.tied_embeddings),
+		BOS:             int32(i.bos_token),
+		EOS:             int32(i.eos_token),
+		EOT:             int32(i.eot_token),
 	}, nil
 }
 
