@@ -136,11 +136,11 @@ void norm(int dev, const std::vector<Tensor>& in, Tensor& y, double eps, bool la
                has_weight ? reinterpret_cast<const void*>(ptr_bits(w)) : nullptr,
                has_bias ? reinterpret_cast<const void*>(ptr_bits(b)) : nullptr, reinterpret_cast<void*>(ptr_bits(y))};
   const std::string types = type(x.dtype) + ", " + type(wd) + ", " + (layer ? "true" : "false") + ">";
-  if (n <= 32 * kNormLaneValues) {  // a warp a row
+  if (n <= 32 * kNormLaneValues && rows >= 64) {  // a warp a row: many short rows (one row: a block's loads in parallel)
     constexpr unsigned kWarps = 4;
     run(dev, "Norm", "norm_warp<" + types, a, static_cast<unsigned>((rows + kWarps - 1) / kWarps), 32 * kWarps);
   } else {
-    run(dev, "Norm", "norm<" + types, a, row_blocks(dev, rows), kThreads);
+    run(dev, "Norm", "norm<" + types, a, row_blocks(dev, rows), n <= 128 ? 64 : n <= 1024 ? 128 : kThreads);
   }
 }
 

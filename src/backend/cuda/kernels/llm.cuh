@@ -40,12 +40,11 @@ __device__ inline T block_fold(T v, T* red) {
   return r;
 }
 
-/* VALS values of `Bits` bits from words w (VALS * Bits a multiple of 32), as floats; the words
-   are read as wide as their alignment allows (the host checks the base). */
+/* The words of Vals values of `Bits` bits (Vals * Bits a multiple of 32), read as wide as their
+   alignment allows (the host checks the base). */
 template <int Bits, int Vals>
-__device__ inline void unpack(const uint32_t* w, float* q) {
+__device__ inline void load_words(const uint32_t* w, uint32_t* words) {
   constexpr int kWords = Vals * Bits / 32;
-  uint32_t words[kWords];
   if constexpr (kWords % 4 == 0) {
 #pragma unroll
     for (int i = 0; i < kWords / 4; ++i) {
@@ -63,6 +62,11 @@ __device__ inline void unpack(const uint32_t* w, float* q) {
 #pragma unroll
     for (int i = 0; i < kWords; ++i) words[i] = w[i];
   }
+}
+
+/* The Vals values in `words` as floats. */
+template <int Bits, int Vals>
+__device__ inline void unpack_words(const uint32_t* words, float* q) {
 #pragma unroll
   for (int i = 0; i < Vals; ++i) {
     const int bit = i * Bits, at = bit >> 5, shift = bit & 31;
@@ -70,6 +74,13 @@ __device__ inline void unpack(const uint32_t* w, float* q) {
     if (shift + Bits > 32) v |= words[at + 1] << (32 - shift);
     q[i] = static_cast<float>(v & ((1u << Bits) - 1u));
   }
+}
+
+template <int Bits, int Vals>
+__device__ inline void unpack(const uint32_t* w, float* q) {
+  uint32_t words[Vals * Bits / 32];
+  load_words<Bits, Vals>(w, words);
+  unpack_words<Bits, Vals>(words, q);
 }
 
 /* N consecutive values of T as floats, in 16-byte loads (the host checks the alignment). */
@@ -127,10 +138,16 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
   float acc[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0.0f;
-#pragma unroll 2
+  // Each step's weights are loaded a step ahead, so the next read is in flight during the sums.
+  uint32_t next[kWords];
+  if (lane < steps) load_words<Bits, kVals>(w + lane * kWords, next);
   for (long c = lane; c < steps; c += 32) {
+    uint32_t words[kWords];
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) words[i] = next[i];
+    if (c + 32 < steps) load_words<Bits, kVals>(w + (c + 32) * kWords, next);
     float q[kVals];
-    unpack<Bits, kVals>(w + c * kWords, q);
+    unpack_words<Bits, kVals>(words, q);
     const long g = c * kVals / a.group_size;
     const float s = static_cast<float>(scales[g]), b = static_cast<float>(biases[g]);
 #pragma unroll
@@ -286,7 +303,8 @@ __device__ inline AttentionTile attention_tile(const Attention& a, long block) {
   return t;
 }
 
-constexpr int kLaneDims = 8;  // dims of q, k and v a lane holds (head dims up to 256)
+constexpr int kLaneDims = 8;    // dims of q, k and v a lane holds (head dims up to 256)
+constexpr int kKeysAtOnce = 4;  // keys a warp scores per step
 
 /* One split of keys for one query, flash-decoding style: each warp takes every warps-th key,
    its lanes holding dims lane, lane + 32, ... of q and of the running sum; a key's score is a
@@ -313,32 +331,53 @@ __device__ void attention_split(const Attention& a) {
     acc[u] = 0.0f;
   }
   float top = neg_inf(), total = 0.0f;
-  for (long j = t.j0 + warp; j < t.j1; j += warps) {
-    const T* kr = k + j * a.k_strides[2];
-    float dot = 0.0f;
+  // kKeysAtOnce keys a step, their rows loaded together: the loads' latency is paid once a step.
+  for (long j0 = t.j0 + warp * kKeysAtOnce; j0 < t.j1; j0 += static_cast<long>(warps) * kKeysAtOnce) {
+    float kv[kKeysAtOnce][kLaneDims], dot[kKeysAtOnce];
 #pragma unroll
-    for (int u = 0; u < kLaneDims; ++u) {
-      const long e = lane + 32 * u;
-      if (e < a.d) dot += qr[u] * static_cast<float>(kr[e]);
-    }
-    dot = warp_sum(dot);
-    if (a.mask_kind != 0) {
-      const MaskT m = static_cast<const MaskT*>(a.mask)[t.b * a.mask_strides[0] + t.h * a.mask_strides[1] +
-                                                       t.i * a.mask_strides[2] + j * a.mask_strides[3]];
-      if (a.mask_kind == 1) dot = static_cast<bool>(m) ? dot : neg_inf();
-      else dot += static_cast<float>(m);
-    }
-    if (dot == neg_inf()) continue;  // a masked key adds nothing (NaN goes on and poisons the row)
-    const float next = nan_max(top, dot);
-    const float correction = top == neg_inf() ? 0.0f : expf(top - next), p = expf(dot - next);
-    total = total * correction + p;
-    const T* vr = v + j * a.v_strides[2];
+    for (int c = 0; c < kKeysAtOnce; ++c) {
+      const T* kr = k + (j0 + c) * a.k_strides[2];
 #pragma unroll
-    for (int u = 0; u < kLaneDims; ++u) {
-      const long e = lane + 32 * u;
-      acc[u] = acc[u] * correction + (e < a.dv ? p * static_cast<float>(vr[e]) : 0.0f);
+      for (int u = 0; u < kLaneDims; ++u) {
+        const long e = lane + 32 * u;
+        kv[c][u] = j0 + c < t.j1 && e < a.d ? static_cast<float>(kr[e]) : 0.0f;
+      }
     }
-    top = next;
+#pragma unroll
+    for (int c = 0; c < kKeysAtOnce; ++c) {
+      float d = 0.0f;
+#pragma unroll
+      for (int u = 0; u < kLaneDims; ++u) d += qr[u] * kv[c][u];
+      dot[c] = warp_sum(d);
+    }
+#pragma unroll
+    for (int c = 0; c < kKeysAtOnce; ++c) {  // the values' rows, loaded while the scores finish
+      const T* vr = v + (j0 + c) * a.v_strides[2];
+#pragma unroll
+      for (int u = 0; u < kLaneDims; ++u) {
+        const long e = lane + 32 * u;
+        kv[c][u] = j0 + c < t.j1 && e < a.dv ? static_cast<float>(vr[e]) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kKeysAtOnce; ++c) {
+      const long j = j0 + c;
+      if (j >= t.j1) break;
+      float s = dot[c];
+      if (a.mask_kind != 0) {
+        const MaskT m = static_cast<const MaskT*>(a.mask)[t.b * a.mask_strides[0] + t.h * a.mask_strides[1] +
+                                                         t.i * a.mask_strides[2] + j * a.mask_strides[3]];
+        if (a.mask_kind == 1) s = static_cast<bool>(m) ? s : neg_inf();
+        else s += static_cast<float>(m);
+      }
+      if (s == neg_inf()) continue;  // a masked key adds nothing (NaN goes on and poisons the row)
+      const float next = nan_max(top, s);
+      const float correction = top == neg_inf() ? 0.0f : expf(top - next), p = expf(s - next);
+      total = total * correction + p;
+#pragma unroll
+      for (int u = 0; u < kLaneDims; ++u) acc[u] = acc[u] * correction + p * kv[c][u];
+      top = next;
+    }
   }
   if (lane == 0) warp_state[warp][0] = top, warp_state[warp][1] = total;
 #pragma unroll
