@@ -100,11 +100,10 @@ std::vector<Shape> FusedQuantizedMatmul::output_shapes(const std::vector<Shape>&
 bool FusedQuantizedMatmul::is_equivalent(const Primitive& o) const {
   if (!QuantizedPrimitive::is_equivalent(o)) return false;
   auto& f = static_cast<const FusedQuantizedMatmul&>(o);
-  return f.transpose_ == transpose_ && f.gated_ == gated_ && f.norm_eps_ == norm_eps_ && f.addend_ == addend_;
+  return f.transpose_ == transpose_ && f.norm_eps_ == norm_eps_ && f.addend_ == addend_;
 }
 void FusedQuantizedMatmul::print(std::ostream& os) const {
   os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits << ",transpose=" << (transpose_ ? "true" : "false");
-  if (gated_) os << ",gated=true";
   if (norm_eps_) os << ",norm_eps=" << *norm_eps_;
   os << ",addend=" << (addend_ ? "true" : "false") << ")";
 }

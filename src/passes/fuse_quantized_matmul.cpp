@@ -1,10 +1,9 @@
-// Quantized products with what surrounds them in a model: in front, an rms_norm (a
-// projection's input) or a SwiGLU, (x * sigmoid(x)) * up (the feed-forward's down projection),
-// read only by a quantized_matmul of transposed weights; behind, an add of a tensor of the
-// product's shape and dtype reading only the product (the residual). They join the product in
-// one FusedQuantizedMatmul node, so a GPU decode product computes its input rows as it reads
-// them and adds the residual as it writes: one launch instead of up to four (the CPU runs the
-// ops in turn). Runs before the fusion passes, which would take these into elementwise regions.
+// Quantized products with what surrounds them in a model: an rms_norm read only by a
+// quantized_matmul of transposed weights (a projection's input) and an add of a tensor of the
+// product's shape and dtype reading only the product (the residual) join the product in one
+// FusedQuantizedMatmul node, so a GPU decode product normalizes its rows as it reads them and
+// adds the residual as it writes: one launch instead of up to three (the CPU runs the ops in
+// turn). Runs before the fusion passes, which would take the add into an elementwise region.
 #include "ops/nn.h"
 #include "passes/pass.h"
 
@@ -52,17 +51,8 @@ class FuseQuantizedMatmul : public Pass {
           addend = other;
         }
       }
-      // Or a SwiGLU in front: (x * sigmoid(x)) * up, every step read only by the next.
-      int gate = -1, up = -1;
-      if (norm < 0 && q.transpose() && pn >= 0 && !removed[static_cast<size_t>(pn)] && only_use(h)) {
-        swiglu(g, pn, only_use, gate, up);
-      }
-      if (norm < 0 && add < 0 && gate < 0) continue;
-      std::vector<int> inputs{norm >= 0 ? g.nodes[static_cast<size_t>(norm)].inputs[0] : gate >= 0 ? gate : h};
-      if (gate >= 0) {
-        inputs.push_back(up);
-        for (int node : swiglu_nodes_) removed[static_cast<size_t>(node)] = true;
-      }
+      if (norm < 0 && add < 0) continue;
+      std::vector<int> inputs{norm >= 0 ? g.nodes[static_cast<size_t>(norm)].inputs[0] : h};
       std::optional<float> eps;
       if (norm >= 0) {
         inputs.push_back(g.nodes[static_cast<size_t>(norm)].inputs[1]);
@@ -75,56 +65,12 @@ class FuseQuantizedMatmul : public Pass {
         removed[static_cast<size_t>(add)] = true;
       }
       removed[n] = true;
-      added.push_back(GNode{std::make_shared<FusedQuantizedMatmul>(q.params(), q.transpose(), gate >= 0, eps, add >= 0),
+      added.push_back(GNode{std::make_shared<FusedQuantizedMatmul>(q.params(), q.transpose(), eps, add >= 0),
                             std::move(inputs), {add >= 0 ? g.nodes[static_cast<size_t>(add)].outputs[0] : y}});
     }
     if (added.empty()) return false;
     replace_nodes(g, removed, std::move(added));
     return true;
-  }
-
- private:
-  std::vector<int> swiglu_nodes_;  // the last match's multiplies and sigmoid
-
-  /* Whether node `m2` computes (x * sigmoid(x)) * up (either order of each product), all of one
-     shape and floating dtype, each intermediate read only by the next: sets gate (x) and up. */
-  template <class OnlyUse>
-  bool swiglu(const Graph& g, int m2, const OnlyUse& only_use, int& gate, int& up) {
-    auto node = [&](int v) -> const GNode* {  // the producer of value v
-      for (const GNode& n : g.nodes) {
-        for (int o : n.outputs) {
-          if (o == v) return &n;
-        }
-      }
-      return nullptr;
-    };
-    auto index = [&](const GNode* n) { return static_cast<int>(n - g.nodes.data()); };
-    const GNode& outer = g.nodes[static_cast<size_t>(m2)];
-    if (outer.prim->kind() != OpKind::Multiply) return false;
-    const Value& ov = g.values[static_cast<size_t>(outer.outputs[0])];
-    if (!is_floating(ov.dtype)) return false;
-    for (int side = 0; side < 2; ++side) {
-      const int m1v = outer.inputs[static_cast<size_t>(side)], u = outer.inputs[static_cast<size_t>(1 - side)];
-      const GNode* m1 = node(m1v);
-      if (!m1 || m1->prim->kind() != OpKind::Multiply || !only_use(m1v)) continue;
-      for (int k = 0; k < 2; ++k) {
-        const int x = m1->inputs[static_cast<size_t>(k)], sv = m1->inputs[static_cast<size_t>(1 - k)];
-        const GNode* sig = node(sv);
-        if (!sig || sig->prim->kind() != OpKind::Sigmoid || sig->inputs[0] != x || !only_use(sv)) continue;
-        const Value& xv = g.values[static_cast<size_t>(x)];
-        const Value& uv = g.values[static_cast<size_t>(u)];
-        const Value& sval = g.values[static_cast<size_t>(sv)];
-        const Value& m1val = g.values[static_cast<size_t>(m1v)];
-        bool same = true;
-        for (const Value* v : {&xv, &uv, &sval, &m1val}) same = same && v->shape == ov.shape && v->dtype == ov.dtype;
-        if (!same) continue;
-        gate = x;
-        up = u;
-        swiglu_nodes_ = {m2, index(m1), index(sig)};
-        return true;
-      }
-    }
-    return false;
   }
 };
 

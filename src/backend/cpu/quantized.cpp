@@ -13,7 +13,6 @@
 
 #include "backend/cpu/nn_util.h"
 #include "core/thread_pool.h"
-#include "ops/elementwise.h"
 #include "ops/nn.h"
 
 namespace kiln {
@@ -344,17 +343,10 @@ void QuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor
 
 void FusedQuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   std::vector<Tensor> x{in[0]};
-  auto step = [&](Primitive&& p, std::vector<Tensor> args) {  // x = p(args), as the separate op computes it
-    std::vector<Tensor> r{Tensor(in[0].shape, in[0].dtype)};
-    p.eval_cpu(args, r);
-    x[0] = r[0];
-  };
-  if (gated_) {  // silu(x) * up, silu as x * sigmoid(x)
-    step(Unary<math::Sigmoid>(), {in[0]});
-    step(Binary<math::Multiply>(), {in[0], x[0]});
-    step(Binary<math::Multiply>(), {x[0], in[1]});
+  if (norm_eps_) {
+    x[0] = Tensor(in[0].shape, in[0].dtype);
+    RmsNorm(*norm_eps_, true).eval_cpu({in[0], in[1]}, x);
   }
-  if (norm_eps_) step(RmsNorm(*norm_eps_, true), {x[0], in[norm_at()]});
   const size_t w = packed_at();
   QuantizedMatmul(q_, transpose_).eval_cpu({x[0], in[w], in[w + 1], in[w + 2]}, out);
   if (addend_) {  // rounded after the product and after the sum, as the separate ops round

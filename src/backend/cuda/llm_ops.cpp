@@ -5,11 +5,9 @@
 #include "backend/cuda/llm_ops.h"
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 #include <cstring>
 #include <string>
-#include <tuple>
 
 #include "backend/cpu/strided.h"
 #include "backend/cuda/allocator.h"
@@ -106,39 +104,9 @@ void add_into(int dev, const Tensor& addend, Tensor& y) {
   run(dev, "AddInto", "add_into<" + type(y.dtype) + ">", a, grid_for(dev, y.size(), kThreads), kThreads);
 }
 
-/* Rows of t's last axis as (t itself, row stride) where they are contiguous, one stride apart
-   and start 16-byte aligned; else a dense copy (row stride = the row length). */
-std::pair<Tensor, int64_t> rows_of(int dev, const Tensor& t) {
-  const int64_t k = t.shape.back();
-  const size_t nd = t.shape.size();
-  bool uniform = t.strides.back() == 1 || k <= 1;
-  int64_t stride = nd >= 2 ? t.strides[nd - 2] : k, expect = stride;
-  for (size_t d = nd - 1; uniform && d-- > 0;) {  // leading axes collapse to one of that stride
-    if (t.shape[d] != 1 && t.strides[d] != expect) uniform = false;
-    expect *= t.shape[d];
-  }
-  const bool aligned = ptr_bits(t) % 16 == 0 && (stride * static_cast<int64_t>(t.itemsize())) % 16 == 0;
-  if (uniform && aligned && nd >= 2) return {t, stride};
-  return {dense(dev, t, 16), k};
-}
-
-/* silu(gate) * up into a fresh row-major tensor. */
-Tensor swiglu(int dev, const Tensor& gate, const Tensor& up) {
-  Tensor h(gate.shape, gate.dtype);
-  allocate_output(dev, h);
-  const int64_t k = gate.shape.back(), rows = k ? gate.size() / k : 0;
-  if (rows == 0) return h;
-  const auto [g, gs] = rows_of(dev, gate);
-  const auto [u, us] = rows_of(dev, up);
-  args::Swiglu a{rows, k, gs, us, reinterpret_cast<const void*>(ptr_bits(g)), reinterpret_cast<const void*>(ptr_bits(u)),
-                 reinterpret_cast<void*>(ptr_bits(h))};
-  run(dev, "Swiglu", "swiglu<" + type(h.dtype) + ">", a, grid_for(dev, rows * k, kThreads), kThreads);
-  return h;
-}
-
 void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tensor& x, const Tensor& w, const Tensor& s,
                       const Tensor& b, Tensor& y, const std::optional<InputNorm>& with_norm = std::nullopt,
-                      const Tensor* addend = nullptr, const Tensor* up = nullptr) {
+                      const Tensor* addend = nullptr) {
   const int64_t k = x.shape.back(), n = y.shape.back(), m = n ? y.size() / n : 0;
   if (m == 0 || n == 0) return;
   if (k == 0) {
@@ -147,17 +115,13 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
     return;
   }
   if (transpose && m <= kGemvRows) {
-    const auto [px, x_stride] = rows_of(dev, x);
-    const Tensor pw = dense(dev, w, 16), ps = dense(dev, s);
+    const Tensor px = dense(dev, x, 16), pw = dense(dev, w, 16), ps = dense(dev, s);
     const Tensor pb = as_dtype(dev, b, ps.dtype);
-    Tensor nw, r, pu;
-    int64_t up_stride = 0;
+    Tensor nw, r;
     if (with_norm) nw = dense(dev, with_norm->weight, 16);
     if (addend) r = dense(dev, *addend);
-    if (up) std::tie(pu, up_stride) = rows_of(dev, *up);
-    args::QuantizedGemv a{m, n, k, q.group_size, x_stride, up_stride, with_norm ? with_norm->eps : 0.0,
+    args::QuantizedGemv a{m, n, k, q.group_size, with_norm ? with_norm->eps : 0.0,
                           with_norm ? reinterpret_cast<const void*>(ptr_bits(nw)) : nullptr,
-                          up ? reinterpret_cast<const void*>(ptr_bits(pu)) : nullptr,
                           reinterpret_cast<const void*>(ptr_bits(px)), reinterpret_cast<const void*>(ptr_bits(pw)),
                           reinterpret_cast<const void*>(ptr_bits(ps)), reinterpret_cast<const void*>(ptr_bits(pb)),
                           addend ? reinterpret_cast<const void*>(ptr_bits(r)) : nullptr,
@@ -169,7 +133,6 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
         a, static_cast<unsigned>((n + warps - 1) / warps), kThreads);
     return;
   }
-  if (up) return quantized_matmul(dev, q, transpose, swiglu(dev, x, *up), w, s, b, y, with_norm, addend);
   if (with_norm) {  // the norm first, then the product
     Tensor h(x.shape, x.dtype);
     allocate_output(dev, h);
@@ -224,7 +187,7 @@ void rope(int dev, const Rope& prim, const std::vector<Tensor>& in, Tensor& y) {
   const int64_t half = prim.dims() / 2;
   const bool trad = prim.traditional();
   args::Rope a{rows, d, len, prim.dims(), half, rows / offsets.size(), trad ? 1 : half, trad ? 2 : 1,
-               prim.base() ? std::log2(static_cast<double>(*prim.base())) : 0.0, prim.scale(), reinterpret_cast<const void*>(ptr_bits(x)),
+               prim.base().value_or(0.0f), prim.scale(), reinterpret_cast<const void*>(ptr_bits(x)),
                reinterpret_cast<const void*>(ptr_bits(offsets)),
                prim.has_freqs() ? reinterpret_cast<const void*>(ptr_bits(freqs)) : nullptr,
                reinterpret_cast<void*>(ptr_bits(y))};
@@ -342,9 +305,9 @@ void eval_llm(int dev, Primitive& prim, std::vector<Tensor>& in, std::vector<Ten
       allocate_output(dev, y);
       const size_t w = p.packed_at();
       std::optional<InputNorm> with_norm;
-      if (p.norm_eps()) with_norm = InputNorm{in[p.norm_at()], *p.norm_eps()};
+      if (p.norm_eps()) with_norm = InputNorm{in[1], *p.norm_eps()};
       return quantized_matmul(dev, p.params(), p.transpose(), in[0], in[w], in[w + 1], in[w + 2], y, with_norm,
-                              p.addend() ? &in[w + 3] : nullptr, p.gated() ? &in[1] : nullptr);
+                              p.addend() ? &in[w + 3] : nullptr);
     }
     case OpKind::RmsNorm: {
       auto& p = static_cast<const RmsNorm&>(prim);

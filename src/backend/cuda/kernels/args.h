@@ -18,27 +18,17 @@ struct Dequantize {
 };
 
 /* x [m, k] @ dequantize(w [n, k])^T for m <= 8 rows: a warp a row of w; with a norm weight,
-   rms_norm(x, norm_weight, eps) in place of x, or with `up`, silu(x) * up; with an addend, the sum. */
+   rms_norm(x, norm_weight, eps) in place of x; with an addend, the sum. */
 struct QuantizedGemv {
   long m, n, k, group_size;
-  long x_stride, up_stride;  // elements between rows of x and of up
   double eps;
   const void* norm_weight;  // null: x as it is
-  const void* up;           // null, or the product takes silu(x) * up (SwiGLU)
   const void* x;
   const void* packed;
   const void* scales;
   const void* biases;
   const void* addend;  // null, or [m, n] of the output's dtype, added to the product
   void* out;           // [m, n]
-};
-
-/* out = silu(gate) * up over rows of k values (out row-major; gate and up by row strides). */
-struct Swiglu {
-  long rows, k, gate_stride, up_stride;
-  const void* gate;
-  const void* up;
-  void* out;
 };
 
 /* out += addend, n elements of one dtype, both row-major. */
@@ -61,7 +51,7 @@ struct Norm {
 /* rope over rows of d contiguous values (x row-major [.., len, d]); a thread a pair. */
 struct Rope {
   long rows, d, len, dims, half, rows_per_offset, partner, step;
-  double log2_base, scale;  // log2_base unused when freqs is given
+  double base, scale;  // base unused when freqs is given
   const void* x;
   const void* offsets;  // int32, one per group of rows_per_offset rows
   const void* freqs;    // null, or dims/2 frequencies

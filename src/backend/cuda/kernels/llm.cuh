@@ -160,16 +160,7 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float xv[kVals];
-      load_floats<T, kVals>(x + m * a.x_stride + c * kVals, xv);
-      if (a.up) {  // silu(gate) * up, rounded to T at each step as the separate ops round
-        float uv[kVals];
-        load_floats<T, kVals>(static_cast<const T*>(a.up) + m * a.up_stride + c * kVals, uv);
-#pragma unroll
-        for (int i = 0; i < kVals; ++i) {
-          const float sig = static_cast<float>(static_cast<T>(1.0f / (1.0f + expf(-xv[i]))));
-          xv[i] = static_cast<float>(static_cast<T>(static_cast<float>(static_cast<T>(xv[i] * sig)) * uv[i]));
-        }
-      }
+      load_floats<T, kVals>(x + m * k + c * kVals, xv);
       if (norm_weight) {
 #pragma unroll
         for (int i = 0; i < kVals; ++i) {
@@ -193,21 +184,6 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
       v = static_cast<float>(static_cast<T>(v)) + static_cast<float>(static_cast<const T*>(a.addend)[m * a.n + row]);
     }
     out[m * a.n + row] = static_cast<T>(v);
-  }
-}
-
-/* silu(gate) * up, a thread an element, rounded to T at each step as the separate ops round
-   (the gated product's input outside the decode product). */
-template <class T>
-__device__ void swiglu(const Swiglu& a) {
-  const T* g = static_cast<const T*>(a.gate);
-  const T* u = static_cast<const T*>(a.up);
-  T* y = static_cast<T*>(a.out);
-  for (long i = kiln_gid(); i < a.rows * a.k; i += kiln_gstride()) {
-    const long r = i / a.k, c = i - r * a.k;
-    const float x = static_cast<float>(g[r * a.gate_stride + c]);
-    const float sig = static_cast<float>(static_cast<T>(1.0f / (1.0f + expf(-x))));
-    y[i] = static_cast<T>(static_cast<float>(static_cast<T>(x * sig)) * static_cast<float>(u[r * a.up_stride + c]));
   }
 }
 
@@ -310,17 +286,9 @@ __device__ void rope(const Rope& a) {
     const long r = p / a.half, i = p - r * a.half;
     const long b = r / a.rows_per_offset, l = r % a.len;
     const double pos = (static_cast<double>(offsets[b]) + static_cast<double>(l)) * a.scale;
-    const double inv = freqs ? 1.0 / static_cast<double>(freqs[i]) : exp2(a.log2_base * (-2.0 * i / a.dims));
+    const double inv = freqs ? 1.0 / static_cast<double>(freqs[i]) : pow(a.base, -2.0 * i / a.dims);
     const double angle = pos * inv;
-    A c, s;
-    if constexpr (sizeof(A) == 8) {
-      c = cos(angle), s = sin(angle);
-    } else {  // reduced to [-pi, pi] in float64, then float32 sin and cos (within an ulp of the CPU's)
-      constexpr double kTwoPi = 6.283185307179586476925286766559;
-      float sf, cf;
-      sincosf(static_cast<float>(angle - rint(angle / kTwoPi) * kTwoPi), &sf, &cf);
-      c = static_cast<A>(cf), s = static_cast<A>(sf);
-    }
+    const A c = static_cast<A>(cos(angle)), s = static_cast<A>(sin(angle));
     const T* x = xs + r * a.d;
     T* y = ys + r * a.d;
     const A x1 = static_cast<A>(x[i * a.step]), x2 = static_cast<A>(x[i * a.step + a.partner]);
