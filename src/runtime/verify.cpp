@@ -77,6 +77,9 @@ void check_structure(const Graph& file, const Graph& g, size_t sub_index) {
         if (n.kind != GraphNode::Kind::input) bad(file, g, i, "only inputs may have symbolic dimensions");
         if (!valid_name(d.symbol)) bad(file, g, i, "invalid dimension symbol '" + d.symbol + "'");
         if (d.bound == 0 || d.bound < -1) bad(file, g, i, "symbol " + d.symbol + " needs a positive bound");
+        // At their bounds the symbols must fit as fixed sizes do (arena layout, sample inputs).
+        if (d.bound > 0 && count > (int64_t{1} << 40) / d.bound) bad(file, g, i, "shape is too large at its symbols' bounds");
+        if (d.bound > 0) count *= d.bound;
       } else {
         if (d.size < 0) bad(file, g, i, "negative dimension " + std::to_string(d.size));
         if (d.size > 0 && count > (int64_t{1} << 40) / d.size) bad(file, g, i, "shape is too large");

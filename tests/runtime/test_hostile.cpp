@@ -1,0 +1,59 @@
+// Hostile graphs and files (issue 24, "Hostile input"): each reproducer fails with a
+// kiln::Error naming the node or file, and the process carries on.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common.h"
+
+using namespace kiln;
+
+namespace {
+
+const ExecMode kModes[] = {ExecMode::eager, ExecMode::lazy, ExecMode::compiled};
+
+// The message of the kiln::Error that f throws (a test failure if it throws nothing).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no kiln::Error";
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST(Hostile, ZerosWhoseByteCountWrapsIsAnError) {
+  // 2^61 float64 elements: 2^64 bytes wrapped to a 64-byte buffer that zeros wrote past.
+  const std::string text =
+      "kgraph 1\ngraph g {\n  input x : float32[1]\n  z = zeros() {shape=[2305843009213693952], dtype=float64}\n"
+      "  output z\n}\n";
+  for (ExecMode m : kModes) {
+    std::string e = error_of([&] {
+      Executable exe(parse_graph(text, "wrap.kgraph"), m);
+      exe.run_typed({{"x", zeros({1})}});
+    });
+    EXPECT_TRUE(contains(e, "[zeros] shape (2305843009213693952) of float64 is too large")) << e;
+  }
+}
+
+TEST(Hostile, SymbolBoundsAreBoundedLikeFixedSizes) {
+  std::string e = error_of([] {
+    parse_graph("kgraph 1\ngraph g {\n  input x : float32[S<=1073741824, T<=1073741824]\n  output x\n}\n", "b.kgraph");
+  });
+  EXPECT_TRUE(contains(e, "b.kgraph:3:")) << e;
+  EXPECT_TRUE(contains(e, "[verify] shape is too large at its symbols' bounds")) << e;
+}
+
+TEST(Hostile, SampleInputsTooLargeAreAKilnError) {
+  // An unverified graph's input of 2^62 x 4 elements threw std::length_error out of sample_inputs.
+  Graph g = parse_graph("kgraph 1\ngraph g {\n  input x : float32[2, 4]\n  output x\n}\n");
+  g.nodes[0].type.dims[0] = Dim(int64_t{1} << 62);
+  std::string e = error_of([&] { sample_inputs(g); });
+  EXPECT_TRUE(contains(e, "[sample_inputs] shape (4611686018427387904,4) of float64 is too large")) << e;
+}
