@@ -1,6 +1,7 @@
 // Hostile graphs and files (issue 24, "Hostile input"): each reproducer fails with a
 // kiln::Error naming the node or file, and the process carries on.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <string>
@@ -74,4 +75,18 @@ TEST(Hostile, SaveParamsOverALoadedFileKeepsItReadable) {
   EXPECT_EQ(load_params(path).at("w").to_vector<float>()[4095], 4095.f);
   EXPECT_EQ(again.at("w").to_vector<float>(), (std::vector<float>{0, 0}));
   std::remove(path.c_str());
+}
+
+TEST(Hostile, ParamsFileThatIsAFifoIsRefused) {
+  // open() blocked forever waiting for a writer.
+  std::string dir = testing::TempDir();
+  std::string fifo = dir + "hostile_params.fifo";
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string e = error_of([&] { load_params(fifo); });
+  EXPECT_TRUE(contains(e, "[load_params] '" + fifo + "' is not a regular file")) << e;
+  std::string text = "kgraph 1\nparams \"" + fifo + "\"\ngraph g {\n  param w : float32[2]\n  output w\n}\n";
+  e = error_of([&] { Executable exe(parse_graph(text, dir + "fifo.kgraph"), ExecMode::lazy); });
+  EXPECT_TRUE(contains(e, "is not a regular file")) << e;
+  std::remove(fifo.c_str());
 }
