@@ -90,3 +90,23 @@ TEST(Hostile, ParamsFileThatIsAFifoIsRefused) {
   EXPECT_TRUE(contains(e, "is not a regular file")) << e;
   std::remove(fifo.c_str());
 }
+
+TEST(Hostile, IntegerAttributesOutsideIntAreErrors) {
+  // Truncated to int: cumsum {axis=4294967296} ran as axis 0, split {sections=4294967297} as 1.
+  struct Case {
+    const char* node;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"y = cumsum(x) {axis=4294967296}", "[cumsum] attribute 'axis' value 4294967296 is out of range"},
+      {"y = split(x) {sections=4294967297}", "[split] attribute 'sections' value 4294967297 is out of range"},
+      {"y = argmax(x) {axis=-4294967296}", "[argmax] attribute 'axis' value -4294967296 is out of range"},
+      {"y = topk(x) {k=4294967298}", "[topk] attribute 'k' value 4294967298 is out of range"},
+      {"y = concatenate(x, x) {axis=4294967296}", "[concatenate] attribute 'axis' value 4294967296 is out of range"},
+  };
+  for (const Case& c : cases) {
+    std::string text = std::string("kgraph 1\ngraph g {\n  input x : float32[4]\n  ") + c.node + "\n  output y\n}\n";
+    std::string e = error_of([&] { parse_graph(text, "attr.kgraph"); });
+    EXPECT_TRUE(contains(e, c.message)) << c.node << ": " << e;
+  }
+}
