@@ -169,6 +169,9 @@ const std::unordered_map<std::string, Entry>& table() {
                     auto idx = c.attr.ints_opt("indices");
                     auto sections = c.attr.int32_opt("sections");
                     if (idx && sections) fail("split", "give either 'sections' or 'indices', not both");
+                    // Checked before splitting: an empty axis splits into any number of parts.
+                    if (sections && static_cast<size_t>(*sections) != c.n_out)
+                      fail("split", "'sections' is ", *sections, " but the node names ", c.n_out, " outputs");
                     std::vector<Array> parts;
                     if (idx) parts = split(c.in[0], *idx, axis);
                     else parts = split(c.in[0], sections.value_or(static_cast<int>(c.n_out)), axis);

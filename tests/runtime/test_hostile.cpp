@@ -110,3 +110,16 @@ TEST(Hostile, IntegerAttributesOutsideIntAreErrors) {
     EXPECT_TRUE(contains(e, c.message)) << c.node << ": " << e;
   }
 }
+
+TEST(Hostile, SplitSectionsMustMatchTheNamedOutputs) {
+  // 2^31 - 1 sections of an empty axis made 2^31 arrays (4.2 GB) from a 106-byte file.
+  std::string text = "kgraph 1\ngraph g {\n  input x : float32[0]\n  y = split(x) {sections=2147483647}\n  output y\n}\n";
+  std::string e = error_of([&] { parse_graph(text, "split.kgraph"); });
+  EXPECT_TRUE(contains(e, "[split] 'sections' is 2147483647 but the node names 1 outputs")) << e;
+  // Matching counts still split, an empty axis too.
+  Graph ok = parse_graph("kgraph 1\ngraph g {\n  input x : float32[0]\n  a, b = split(x) {sections=2}\n  output a, b\n}\n");
+  Executable exe(ok, ExecMode::lazy);
+  auto out = exe.run_typed({{"x", zeros({0})}});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].shape(), (Shape{0}));
+}
