@@ -123,3 +123,23 @@ TEST(Hostile, SplitSectionsMustMatchTheNamedOutputs) {
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[1].shape(), (Shape{0}));
 }
+
+TEST(Hostile, CycleThroughALongChainIsReportedWithoutRecursion) {
+  // The cycle reporter recursed once per node: a chain of 150,000 overflowed the stack.
+  const int n = 150000;
+  std::string text = "kgraph 1\ngraph g {\n  input x : float32[2]\n";
+  for (int i = 0; i < n; ++i) text += "  n" + std::to_string(i) + " = negative(n" + std::to_string((i + 1) % n) + ")\n";
+  text += "  output n0\n}\n";
+  std::string e = error_of([&] { parse_graph(text, "chain.kgraph"); });
+  EXPECT_TRUE(contains(e, "chain.kgraph:4:3")) << e;
+  EXPECT_TRUE(contains(e, "[verify] cycle: 'n0' depends on itself (n1 <- n0 -> n2 -> n3 -> ")) << e;
+  EXPECT_TRUE(contains(e, " -> n9 -> ... (149983 more) -> n149993 -> ")) << e;
+  EXPECT_TRUE(contains(e, " -> n149999 -> n0)")) << e;
+  EXPECT_LT(e.size(), 400u);
+  // A short one names its whole path.
+  e = error_of([] {
+    parse_graph("kgraph 1\ngraph g {\n  input x : float32[2]\n  a = add(x, b)\n  b = add(c, x)\n  c = add(a, x)\n"
+                "  output c\n}\n");
+  });
+  EXPECT_TRUE(contains(e, "cycle: 'a' depends on itself (b <- a -> c -> a)")) << e;
+}
