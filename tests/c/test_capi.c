@@ -665,6 +665,11 @@ static void test_eval_and_devices(void) {
     kiln_device cuda = {KILN_DEVICE_CUDA, 0};
     FAILS_WITH(kiln_set_default_device(cuda), "[set_default_device]");
   }
+  /* A CUDA device that is not there (any, in a CPU-only build): synchronize returned 0. */
+  kiln_device missing = {KILN_DEVICE_CUDA, count};
+  kiln_stream on_missing = {missing, 0};
+  FAILS_WITH(kiln_synchronize(on_missing), "[kiln_synchronize] no CUDA device");
+  FAILS_WITH(kiln_default_stream(&s, missing), "[kiln_default_stream] no CUDA device");
   OK(kiln_set_default_device(cpu));
 
   kiln_array_free(a);
