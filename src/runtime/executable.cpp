@@ -571,13 +571,19 @@ void Executable::Impl::layout_slots() {
     slots_error = e.what();
     return;
   }
-  size_t off = 0;
-  for (const Array& a : out) {
-    off = (off + 63) / 64 * 64;
-    slots.push_back({off, a.nbytes(), a.shape(), a.dtype()});
-    off += a.nbytes();
+  int64_t off = 0;
+  try {  // checked: broadcast outputs cost nothing to build, and wrapped offsets would write past the arena
+    for (const Array& a : out) {
+      off = detail::checked_add("run_slots", off, 63) / 64 * 64;
+      const int64_t bytes = static_cast<int64_t>(detail::checked_bytes("run_slots", a.shape(), a.dtype()));
+      slots.push_back({static_cast<size_t>(off), static_cast<size_t>(bytes), a.shape(), a.dtype()});
+      off = detail::checked_add("run_slots", off, bytes);
+    }
+    arena = static_cast<size_t>(detail::checked_add("run_slots", off, 63) / 64 * 64);
+  } catch (const Error& e) {
+    slots.clear();
+    slots_error = std::string("the outputs at the symbols' bounds do not fit one arena: ") + e.what();
   }
-  arena = (off + 63) / 64 * 64;
 }
 
 size_t Executable::arena_bytes() const {

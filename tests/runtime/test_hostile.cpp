@@ -143,3 +143,15 @@ TEST(Hostile, CycleThroughALongChainIsReportedWithoutRecursion) {
   });
   EXPECT_TRUE(contains(e, "cycle: 'a' depends on itself (b <- a -> c -> a)")) << e;
 }
+
+TEST(Hostile, ArenaOfHugeBroadcastOutputsIsAnErrorNotAWrappedLayout) {
+  // Broadcast outputs cost nothing to build; four of 2^61 bytes wrapped the arena's offsets.
+  std::string text = "kgraph 1\ngraph g {\n  input x : int8[]\n";
+  for (int i = 0; i < 4; ++i) text += "  y" + std::to_string(i) + " = broadcast_to(x) {shape=[2305843009213693952]}\n";
+  text += "  output y0, y1, y2, y3\n}\n";
+  Executable exe(parse_graph(text, "arena.kgraph"), ExecMode::lazy);
+  std::string e = error_of([&] { exe.arena_bytes(); });
+  EXPECT_TRUE(contains(e, "[run_slots] the outputs at the symbols' bounds do not fit one arena")) << e;
+  e = error_of([&] { exe.run_slots({nullptr}, nullptr); });
+  EXPECT_TRUE(contains(e, "do not fit one arena")) << e;
+}
