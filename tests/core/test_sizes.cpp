@@ -96,6 +96,11 @@ TEST(Sizes, ShapeArithmeticOfLayoutOpsIsChecked) {
   EXPECT_TRUE(starts_with(e, "[add]")) << e;
 }
 
+TEST(Sizes, RandomDrawPastInt64NamesTheDraw) {
+  std::string e = error_of([] { random::bits({int64_t{1} << 32, int64_t{1} << 32}, random::key(0)); });
+  EXPECT_TRUE(starts_with(e, "[bits] shape (4294967296,4294967296) has more elements than int64 holds")) << e;
+}
+
 TEST(Sizes, AllocationThatCannotSucceedIsAKilnError) {
   // Allocating 2^62 bytes fails: a kiln::Error, not std::bad_alloc.
   std::string e = error_of([] { zeros({int64_t{1} << 59}, float64).eval(); });
