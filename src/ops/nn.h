@@ -156,6 +156,8 @@ class DynamicSliceUpdate : public Primitive {
   void print(std::ostream& os) const override;
   int in_place_input() const override { return 0; }
   const std::vector<int>& axes() const { return axes_; }
+  /* Throws when start puts an update of shape u outside a (the CUDA kernel clamps instead). */
+  void check_start(const Shape& a, const Shape& u, const detail::Tensor& start) const;
 
  private:
   std::vector<int> axes_;  // non-negative, distinct

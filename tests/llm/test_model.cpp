@@ -260,3 +260,38 @@ TEST_F(LlmModel, BadInputIsAnErrorNamingWhatIsWrong) {
   EXPECT_THROW(s.truncate(1), Error);
   EXPECT_THROW(Model::load("/nonexistent/model.gguf"), Error);
 }
+
+// The model on the GPU (kernels of backend/cuda/kernels/llm.cuh): the same logits as on the
+// CPU for a teacher-forced sequence, chunked prefill and decode (the cache updated in place
+// on the device) as one step, and the same greedy tokens. Skips without a GPU.
+TEST_F(LlmModel, CudaMatchesTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the model's GPU path is not checked";
+  const auto cpu = quantized_model();
+  const auto gpu = Model::load(model_path(), {.device = Device::cuda(0)});
+  const size_t vocab = static_cast<size_t>(cpu->config().vocab_size);
+  std::vector<int32_t> ids = ids_of(*golden().get("forced")->array[0].get("ids"));
+  ids.resize(std::min<size_t>(ids.size(), 64));
+  const std::vector<float> want = all_logits(cpu, ids), got = all_logits(gpu, ids);
+  ASSERT_EQ(got.size(), want.size());
+  size_t same_top = 0;
+  for (size_t p = 0; p < ids.size(); ++p) {
+    same_top += argmax(got.data() + p * vocab, vocab) == argmax(want.data() + p * vocab, vocab);
+    for (size_t t = 0; t < vocab; ++t)
+      ASSERT_NEAR(got[p * vocab + t], want[p * vocab + t], 5e-3) << "position " << p << " token " << t;
+  }
+  EXPECT_EQ(same_top, ids.size());
+
+  Session s(gpu);
+  s.append(std::vector<int32_t>(ids.begin(), ids.begin() + 37));
+  s.append({ids[37]});
+  std::vector<float> last = s.append({ids[38]}).to_vector<float>();
+  for (size_t t = 0; t < vocab; ++t) ASSERT_NEAR(last[t], want[38 * vocab + t], 5e-3) << "token " << t;
+
+  Tokenizer tok(cpu->file());
+  GenerateOptions o;
+  o.max_tokens = 24;
+  o.sampling.temperature = 0;
+  Session a(cpu), b(gpu);
+  const std::vector<int32_t> prompt = ids_of(*golden().get("greedy")->array[0].get("ids"));
+  EXPECT_EQ(generate(b, tok, prompt, o).tokens, generate(a, tok, prompt, o).tokens);
+}

@@ -9,7 +9,9 @@ set(headers
   "backend/common/math.h" "src/backend/common/math.h"
   "backend/common/fold.h" "src/backend/common/fold.h"
   "backend/common/threefry.h" "src/backend/common/threefry.h"
-  "backend/common/order_key.h" "src/backend/common/order_key.h")
+  "backend/common/order_key.h" "src/backend/common/order_key.h"
+  "backend/cuda/kernels/llm_args.h" "src/backend/cuda/kernels/llm_args.h"
+  "backend/cuda/kernels/llm.cuh" "src/backend/cuda/kernels/llm.cuh")
 
 set(names "")
 set(KILN_EMBEDDED_ENTRIES "")

@@ -12,6 +12,7 @@
 #include "backend/cuda/codegen.h"
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/llm_ops.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/plan_graph.h"
 #include "backend/cuda/allocator.h"
@@ -951,6 +952,7 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
     prim.eval_cpu(in, out);
     return;
   }
+  if (op_category(k) == OpCategory::nn) check_llm_inputs(prim, in);
   prepare_inputs(dev, in);
   switch (op_category(k)) {
     case OpCategory::unary:
@@ -1048,15 +1050,9 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
       }
       break;
     }
-    case OpCategory::nn: {
-      // The language-model ops have no GPU kernels yet: computed on the host, results uploaded.
-      std::vector<Tensor> host_in = in;
-      ensure_host(host_in);
-      for (auto& t : host_in) t.donated = false;
-      prim.eval_cpu(host_in, out);
-      for (auto& t : out) t = to_device(t, dev);
+    case OpCategory::nn:
+      eval_llm(dev, prim, in, out);
       break;
-    }
     case OpCategory::random:
       allocate_output(dev, out[0]);
       random_bits(dev, in[0], out[0]);
