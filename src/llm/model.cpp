@@ -229,7 +229,8 @@ Array Model::step(const std::vector<Session*>& sessions, const std::vector<std::
     positions.push_back(static_cast<int32_t>(sessions[b]->position()));
   }
   const int64_t B = static_cast<int64_t>(sessions.size());
-  std::vector<Array> in{array(flat, {B, static_cast<int64_t>(L)}), array(positions, {B})};
+  // On the model's device before the call: a step with no uploads inside replays as one CUDA graph.
+  std::vector<Array> in{on(array(flat, {B, static_cast<int64_t>(L)}), m.device), on(array(positions, {B}), m.device)};
   for (Session* s : sessions) {
     // Moved, not copied: the step's cache is then the only holder and is updated in place.
     for (Array& k : s->cache_keys()) in.push_back(std::move(k));

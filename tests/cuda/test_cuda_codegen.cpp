@@ -4,7 +4,7 @@
 
 #include "backend/common/math.h"
 #include "backend/cuda/codegen.h"
-#include "backend/cuda/llm_ops.h"
+#include "backend/cuda/struct_launch.h"
 #include "compile/codegen_util.h"
 #include "backend/cuda/nvrtc.h"
 #include "ops/elementwise.h"
@@ -298,14 +298,15 @@ TEST_F(CudaCodegen, SixteenBitSinCosCompile) {
   }
 }
 
-// Every instantiation of the language-model kernels (backend/cuda/kernels/llm.cuh) that the
-// backend launches compiles: each bit width of the products, each activation dtype, each mask.
+// Every instantiation of the struct-argument kernels (backend/cuda/kernels/*.cuh) that the
+// backend launches compiles: each bit width of the products, each activation dtype, each mask,
+// each index type of the gathers.
 TEST_F(CudaCodegen, LanguageModelKernelsCompile) {
   const std::string f32 = compiler::cpp_type(float32), f16 = compiler::cpp_type(float16),
                     bf16 = compiler::cpp_type(bfloat16), f64 = compiler::cpp_type(float64);
   auto check = [&](const std::string& args, const std::string& call) {
     SCOPED_TRACE(call);
-    compiles(cuda::llm_kernel_source(args, call));
+    compiles(cuda::struct_kernel_source("backend/cuda/kernels/llm.cuh", args, "llm::" + call));
   };
   for (int bits : {2, 3, 4, 5, 6, 8}) {
     const std::string b = std::to_string(bits);
@@ -329,5 +330,10 @@ TEST_F(CudaCodegen, LanguageModelKernelsCompile) {
   }
   for (const char* w : {"uint8_t", "uint16_t", "uint32_t", "uint64_t"}) {
     check("SliceUpdate", std::string("slice_update<") + w + ">");
+  }
+  for (const char* i : {"int32_t", "int64_t", "uint8_t", "uint32_t"}) {
+    SCOPED_TRACE(i);
+    compiles(cuda::struct_kernel_source("backend/cuda/kernels/gather.cuh", "Indices",
+                                        std::string("gather::normalize_indices<") + i + ">"));
   }
 }

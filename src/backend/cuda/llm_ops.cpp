@@ -1,5 +1,5 @@
 // The language-model primitives on a CUDA device. Each fills its argument struct
-// (kernels/llm_args.h) and launches a kernel of kernels/llm.cuh, compiled once per
+// (kernels/args.h) and launches a kernel of kernels/llm.cuh, compiled once per
 // instantiation; launches are recorded like any other, so a compiled step replays them.
 // Operands a kernel needs dense (or 16-byte aligned for its vector loads) are copied first.
 #include "backend/cuda/llm_ops.h"
@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
-#include <type_traits>
 
 #include "backend/cpu/strided.h"
 #include "backend/cuda/allocator.h"
@@ -15,9 +14,10 @@
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/driver.h"
 #include "backend/cuda/gemm.h"
-#include "backend/cuda/kernels/llm_args.h"
+#include "backend/cuda/kernels/args.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/streams.h"
+#include "backend/cuda/struct_launch.h"
 #include "compile/codegen_util.h"
 #include "core/buffer.h"
 #include "core/stats.h"
@@ -35,21 +35,13 @@ constexpr unsigned kThreads = 256;
 constexpr int kGemvRows = 8;         // activation rows the decode product holds in registers
 constexpr int64_t kKeysPerSplit = 256;  // keys one attention block scores, a thread each
 
-/* The struct as the launch's words (every field 8 bytes: llm_args.h). */
-template <class Args>
-std::vector<long> words(const Args& a) {
-  static_assert(sizeof(Args) % sizeof(long) == 0 && std::is_trivially_copyable_v<Args>);
-  std::vector<long> w(sizeof(Args) / sizeof(long));
-  std::memcpy(w.data(), &a, sizeof(Args));
-  return w;
-}
+constexpr const char* kHeader = "backend/cuda/kernels/llm.cuh";
 
-/* Launches kiln::cuda::llm::<call>(args) from a module of its own, compiled once per call. */
+/* Launches llm::<call>(args). */
 template <class Args>
 void run(int dev, const char* args_name, const std::string& call, const Args& a, unsigned grid, unsigned block,
          unsigned shared = 0) {
-  Kernel f = kernel(dev, "llm:" + call, "kiln_kernel", [&] { return llm_kernel_source(args_name, call); });
-  launch(dev, f, grid, block, words(a), shared);
+  launch_struct(dev, kHeader, args_name, "llm::" + call, a, grid, block, shared);
 }
 
 std::string type(Dtype d) { return compiler::cpp_type(d); }
@@ -210,7 +202,8 @@ void attention(int dev, const ScaledDotProductAttention& prim, const std::vector
   const std::string t = type(q.dtype), mt = prim.mask() == Mask::keep ? "bool" : t;
   const unsigned shared = static_cast<unsigned>((d + kKeysPerSplit + kThreads) * sizeof(float));
   run(dev, "Attention", "attention_split<" + t + ", " + mt + ">", a, static_cast<unsigned>(blocks), kThreads, shared);
-  run(dev, "Attention", "attention_combine<" + t + ">", a, grid_for(dev, batch * hq * lq * dv, kThreads), kThreads);
+  if (splits > 1)
+    run(dev, "Attention", "attention_combine<" + t + ">", a, grid_for(dev, batch * hq * lq * dv, kThreads), kThreads);
 }
 
 // ---- cache update ---------------------------------------------------------------------------
@@ -218,13 +211,8 @@ void slice_update(int dev, const DynamicSliceUpdate& prim, const std::vector<Ten
   const Tensor& dst = in[0];
   const Tensor& u = in[1];
   // A donated, whole buffer is updated where it lies: only the update's bytes move.
-  if (dst.donated && on_device(dst) && dst.row_contiguous() && dst.offset == 0 && dst.dtype == y.dtype) {
-    y.buffer = dst.buffer;
-    y.donated = true;
-  }
-  allocate_output(dev, y);
   auto moved = [](const Tensor& t) { return static_cast<uint64_t>(t.size()) * t.itemsize(); };
-  if (y.buffer != dst.buffer) {
+  if (!allocate_from(dev, dst, y)) {
     copy_into(dev, dst, y);
     detail::count(detail::counters().layout_bytes_copied, moved(dst));
   }
@@ -252,12 +240,6 @@ void slice_update(int dev, const DynamicSliceUpdate& prim, const std::vector<Ten
 }
 
 }  // namespace
-
-std::string llm_kernel_source(const std::string& args_name, const std::string& call) {
-  return "#include \"kiln/cuda_support.h\"\n#include \"backend/cuda/kernels/llm.cuh\"\n\n"
-         "extern \"C\" __global__ void kiln_kernel(const kiln::cuda::args::" +
-         args_name + " a) { kiln::cuda::llm::" + call + "(a); }\n";
-}
 
 void check_llm_inputs(const Primitive& prim, const std::vector<Tensor>& in) {
   if (prim.kind() != OpKind::DynamicSliceUpdate || on_device(in[2])) return;

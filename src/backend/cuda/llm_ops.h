@@ -1,7 +1,6 @@
 // The language-model primitives (ops/nn.h) on a CUDA device: kernels in kernels/llm.cuh.
 #pragma once
 
-#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -11,10 +10,6 @@ class Primitive;
 }
 
 namespace kiln::cuda {
-
-/* The module source that runs kiln::cuda::llm::<call>(a) for an args::<args_name> a (tests
-   compile every instantiation with NVRTC). */
-std::string llm_kernel_source(const std::string& args_name, const std::string& call);
 
 /* Checks what the device kernels cannot (a cache update's start held on the host), before
    the inputs are uploaded; the kernels never read or write outside their operands. */

@@ -1,11 +1,11 @@
 // Device kernels of the language-model ops: affine dequantization and the decode product,
 // rms_norm and layer_norm, rope, attention and the in-place cache update. Each reads one
-// argument struct (llm_args.h); backend/cuda/llm_ops.cpp instantiates and launches them.
+// argument struct (args.h); backend/cuda/llm_ops.cpp instantiates and launches them.
 // Generated source includes "kiln/cuda_support.h" (kiln_vec, kiln_gid) before this file.
 #pragma once
 
 #include "backend/common/math.h"
-#include "backend/cuda/kernels/llm_args.h"
+#include "backend/cuda/kernels/args.h"
 
 namespace kiln::cuda::llm {
 
@@ -246,7 +246,7 @@ __device__ inline AttentionTile attention_tile(const Attention& a, long block) {
 
 /* One split of keys for one query: scores (a thread a key), their max and exponentials, then
    the weighted sum of values (threads split over the dims and groups of keys). Writes the
-   unnormalized sums, the max and the total to `partial`. Dynamic shared memory: q (d floats),
+   unnormalized sums, the max and the total to `partial`, or the result when there is one split. Dynamic shared memory: q (d floats),
    scores (split_len), the sums (blockDim). */
 template <class T, class MaskT>
 __device__ void attention_split(const Attention& a) {
@@ -257,11 +257,16 @@ __device__ void attention_split(const Attention& a) {
   float* sums = p + a.split_len;
   const AttentionTile t = attention_tile(a, blockIdx.x);
   float* part = a.partial + static_cast<long>(blockIdx.x) * (a.dv + 2);
+  // With one split the block writes the result itself (no combining kernel runs).
+  T* final_out = static_cast<T*>(a.out) + static_cast<long>(blockIdx.x) * a.dv;
   const int tid = threadIdx.x, threads = blockDim.x;
-  if (t.j0 >= t.j1) {  // every thread of the block takes this branch
+  auto no_key = [&] {  // every thread of the block takes this way out
     if (tid == 0) part[a.dv] = neg_inf(), part[a.dv + 1] = 0.0f;
-    return;
-  }
+    if (a.splits == 1) {
+      for (long e = tid; e < a.dv; e += threads) final_out[e] = static_cast<T>(0.0f);
+    }
+  };
+  if (t.j0 >= t.j1) return no_key();
   const T* q = static_cast<const T*>(a.q) + t.b * a.q_strides[0] + t.h * a.q_strides[1] + t.i * a.q_strides[2];
   const T* k = static_cast<const T*>(a.k) + t.b * a.k_strides[0] + t.hk * a.k_strides[1];
   const T* v = static_cast<const T*>(a.v) + t.b * a.v_strides[0] + t.hk * a.v_strides[1];
@@ -284,10 +289,7 @@ __device__ void attention_split(const Attention& a) {
     top = nan_max(top, dot);
   }
   top = block_fold<true>(top, red);
-  if (top == neg_inf()) {  // every key masked: uniform across the block
-    if (tid == 0) part[a.dv] = neg_inf(), part[a.dv + 1] = 0.0f;
-    return;
-  }
+  if (top == neg_inf()) return no_key();  // every key masked: uniform across the block
   float total = 0.0f;
   for (long jj = tid; jj < n; jj += threads) {
     const float e = expf(p[jj] - top);
@@ -309,7 +311,8 @@ __device__ void attention_split(const Attention& a) {
     if (tid < lanes && e < a.dv) {
       float r = 0.0f;
       for (int gg = 0; gg < groups; ++gg) r += sums[gg * lanes + tid];
-      part[e] = r;
+      if (a.splits == 1) final_out[e] = static_cast<T>(r * (total > 0.0f ? 1.0f / total : 0.0f));
+      else part[e] = r;
     }
     __syncthreads();
   }

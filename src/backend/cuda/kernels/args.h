@@ -1,7 +1,7 @@
-// What each language-model kernel (llm.cuh) reads from its one by-value parameter: a named
-// struct, included by the host code that fills it (backend/cuda/llm_ops.cpp) and by the
-// kernel source, so neither side numbers slots. Every field is 8 bytes wide, so the host
-// hands the struct over as the launch's words (recorded and replayed like any launch).
+// What each kernel of kernels/*.cuh reads from its one by-value parameter: a named struct,
+// included by the host code that fills it (backend/cuda/struct_launch.h) and by the kernel
+// source, so neither side numbers slots. Every field is 8 bytes wide, so the host hands the
+// struct over as the launch's words (recorded and replayed like any launch).
 #pragma once
 
 namespace kiln::cuda::args {
@@ -75,6 +75,13 @@ struct SliceUpdate {
   const void* update;
   const void* start;  // int32
   void* out;          // at the view's offset
+};
+
+/* Gather indices as int64, negative ones counted from the end, clamped into the axis. */
+struct Indices {
+  long n, size;
+  const void* in;  // row-major, of the kernel's index type
+  void* out;       // int64 [n]
 };
 
 }  // namespace kiln::cuda::args
