@@ -93,6 +93,19 @@ void QuantizedMatmul::print(std::ostream& os) const {
      << ")";
 }
 
+std::vector<Shape> NormQuantizedMatmul::output_shapes(const std::vector<Shape>& in) const {
+  return QuantizedMatmul(q_, transpose_).output_shapes({in[0], in[2], in[3], in[4]});
+}
+bool NormQuantizedMatmul::is_equivalent(const Primitive& o) const {
+  if (!QuantizedPrimitive::is_equivalent(o)) return false;
+  auto& n = static_cast<const NormQuantizedMatmul&>(o);
+  return n.transpose_ == transpose_ && n.eps_ == eps_;
+}
+void NormQuantizedMatmul::print(std::ostream& os) const {
+  os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits << ",transpose=" << (transpose_ ? "true" : "false")
+     << ",eps=" << eps_ << ")";
+}
+
 // ---- norms ------------------------------------------------------------------------------
 namespace {
 void check_norm_vector(const char* op, const char* what, const Shape& x, const Shape& v) {

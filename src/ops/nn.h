@@ -63,6 +63,25 @@ class QuantizedMatmul : public QuantizedPrimitive {
   bool transpose_;
 };
 
+/* Inputs (x, norm weight, packed, scales, biases): quantized_matmul(rms_norm(x, weight, eps),
+   ...) as one node (the fuse_norm_matmul pass): a GPU decode product normalizes its activation
+   rows as it reads them; elsewhere the two ops run one after the other. */
+class NormQuantizedMatmul : public QuantizedPrimitive {
+ public:
+  NormQuantizedMatmul(QuantParams q, bool transpose, float eps)
+      : QuantizedPrimitive(OpKind::NormQuantizedMatmul, q), transpose_(transpose), eps_(eps) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  bool is_equivalent(const Primitive& o) const override;
+  void print(std::ostream& os) const override;
+  bool transpose() const { return transpose_; }
+  float eps() const { return eps_; }
+
+ private:
+  bool transpose_;
+  float eps_;
+};
+
 /* Inputs (x, [weight]): RMS normalization over the last axis. */
 class RmsNorm : public Primitive {
  public:

@@ -341,4 +341,10 @@ void QuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor
   }
 }
 
+void NormQuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  std::vector<Tensor> normed{Tensor(in[0].shape, in[0].dtype)};
+  RmsNorm(eps_, true).eval_cpu({in[0], in[1]}, normed);
+  QuantizedMatmul(q_, transpose_).eval_cpu({normed[0], in[2], in[3], in[4]}, out);
+}
+
 }  // namespace kiln

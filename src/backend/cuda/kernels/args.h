@@ -17,9 +17,12 @@ struct Dequantize {
   void* out;  // [rows, k], the scales' dtype
 };
 
-/* x [m, k] @ dequantize(w [n, k])^T for m <= 8 rows: a warp a row of w. */
+/* x [m, k] @ dequantize(w [n, k])^T for m <= 8 rows: a warp a row of w; with a norm weight,
+   rms_norm(x, norm_weight, eps) in place of x. */
 struct QuantizedGemv {
   long m, n, k, group_size;
+  double eps;
+  const void* norm_weight;  // null: x as it is
   const void* x;
   const void* packed;
   const void* scales;
