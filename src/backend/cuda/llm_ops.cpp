@@ -97,20 +97,34 @@ struct InputNorm {
   Tensor weight;
   double eps;
 };
+/* out += addend (same shape and dtype). */
+void add_into(int dev, const Tensor& addend, Tensor& y) {
+  const Tensor r = dense(dev, addend);
+  args::AddInto a{y.size(), reinterpret_cast<const void*>(ptr_bits(r)), reinterpret_cast<void*>(ptr_bits(y))};
+  run(dev, "AddInto", "add_into<" + type(y.dtype) + ">", a, grid_for(dev, y.size(), kThreads), kThreads);
+}
+
 void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tensor& x, const Tensor& w, const Tensor& s,
-                      const Tensor& b, Tensor& y, const std::optional<InputNorm>& with_norm = std::nullopt) {
+                      const Tensor& b, Tensor& y, const std::optional<InputNorm>& with_norm = std::nullopt,
+                      const Tensor* addend = nullptr) {
   const int64_t k = x.shape.back(), n = y.shape.back(), m = n ? y.size() / n : 0;
   if (m == 0 || n == 0) return;
-  if (k == 0) return fill_zero(dev, y);
+  if (k == 0) {
+    fill_zero(dev, y);
+    if (addend) add_into(dev, *addend, y);
+    return;
+  }
   if (transpose && m <= kGemvRows) {
     const Tensor px = dense(dev, x, 16), pw = dense(dev, w, 16), ps = dense(dev, s);
     const Tensor pb = as_dtype(dev, b, ps.dtype);
-    Tensor nw;
+    Tensor nw, r;
     if (with_norm) nw = dense(dev, with_norm->weight, 16);
+    if (addend) r = dense(dev, *addend);
     args::QuantizedGemv a{m, n, k, q.group_size, with_norm ? with_norm->eps : 0.0,
                           with_norm ? reinterpret_cast<const void*>(ptr_bits(nw)) : nullptr,
                           reinterpret_cast<const void*>(ptr_bits(px)), reinterpret_cast<const void*>(ptr_bits(pw)),
                           reinterpret_cast<const void*>(ptr_bits(ps)), reinterpret_cast<const void*>(ptr_bits(pb)),
+                          addend ? reinterpret_cast<const void*>(ptr_bits(r)) : nullptr,
                           reinterpret_cast<void*>(ptr_bits(y))};
     const unsigned warps = kThreads / 32;
     run(dev, "QuantizedGemv",
@@ -123,7 +137,7 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
     Tensor h(x.shape, x.dtype);
     allocate_output(dev, h);
     norm(dev, {x, with_norm->weight}, h, with_norm->eps, false, true, false);
-    return quantized_matmul(dev, q, transpose, h, w, s, b, y);
+    return quantized_matmul(dev, q, transpose, h, w, s, b, y, std::nullopt, addend);
   }
   // Prefill and the untransposed layout: the weights expanded to float32, then cuBLASLt in
   // float32 (the CPU's precision), the result converted to y's dtype.
@@ -137,6 +151,7 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
   if (y.dtype != float32) allocate_output(dev, yf);
   matmul(dev, xf, wt, yf);
   if (y.dtype != float32) copy_into(dev, yf, y);
+  if (addend) add_into(dev, *addend, y);
 }
 
 // ---- norms ----------------------------------------------------------------------------------
@@ -285,10 +300,14 @@ void eval_llm(int dev, Primitive& prim, std::vector<Tensor>& in, std::vector<Ten
       allocate_output(dev, y);
       return quantized_matmul(dev, p.params(), p.transpose(), in[0], in[1], in[2], in[3], y);
     }
-    case OpKind::NormQuantizedMatmul: {
-      auto& p = static_cast<const NormQuantizedMatmul&>(prim);
+    case OpKind::FusedQuantizedMatmul: {
+      auto& p = static_cast<const FusedQuantizedMatmul&>(prim);
       allocate_output(dev, y);
-      return quantized_matmul(dev, p.params(), p.transpose(), in[0], in[2], in[3], in[4], y, InputNorm{in[1], p.eps()});
+      const size_t w = p.packed_at();
+      std::optional<InputNorm> with_norm;
+      if (p.norm_eps()) with_norm = InputNorm{in[1], *p.norm_eps()};
+      return quantized_matmul(dev, p.params(), p.transpose(), in[0], in[w], in[w + 1], in[w + 2], y, with_norm,
+                              p.addend() ? &in[w + 3] : nullptr);
     }
     case OpKind::RmsNorm: {
       auto& p = static_cast<const RmsNorm&>(prim);

@@ -179,8 +179,20 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
   for (int m = 0; m < M; ++m) {
     float v = warp_sum(acc[m]);
     if (norm_weight) v *= 1.0f / sqrtf(warp_sum(squares[m]) / static_cast<float>(k) + static_cast<float>(a.eps));
-    if (lane == 0) out[m * a.n + row] = static_cast<T>(v);
+    if (lane != 0) continue;
+    if (a.addend) {  // rounded after the product and after the sum, as the separate ops round
+      v = static_cast<float>(static_cast<T>(v)) + static_cast<float>(static_cast<const T*>(a.addend)[m * a.n + row]);
+    }
+    out[m * a.n + row] = static_cast<T>(v);
   }
+}
+
+/* out += addend, a thread an element (the product's residual outside the decode product). */
+template <class T>
+__device__ void add_into(const AddInto& a) {
+  const T* r = static_cast<const T*>(a.addend);
+  T* y = static_cast<T*>(a.out);
+  for (long i = kiln_gid(); i < a.n; i += kiln_gstride()) y[i] = static_cast<T>(static_cast<float>(y[i]) + static_cast<float>(r[i]));
 }
 
 // ---- norms --------------------------------------------------------------------------------
