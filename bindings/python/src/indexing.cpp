@@ -181,11 +181,11 @@ void set(kiln::Array& a, nb::handle key, const ArrayLike& value) {
 }  // namespace
 
 void init_indexing(ArrayClass& array) {
-  array.def("__getitem__", &get, "key"_a,
+  array.def("__getitem__", &get, "key"_a.none(),
             "NumPy indexing: integers, slices, ..., None, and one integer array (kiln.take) on one axis.\n"
             "Views (slices) share the buffer; nothing is computed until evaluation.");
   array.def(
-      "__setitem__", [](kiln::Array& a, nb::handle key, const ArrayLike& v) { set(a, key, v); }, "key"_a, "value"_a,
+      "__setitem__", [](kiln::Array& a, nb::handle key, const ArrayLike& v) { set(a, key, v); }, "key"_a.none(), "value"_a,
       "a[key] = value through kiln.slice_update: the value, broadcast to the selected region and\n"
       "cast to a's dtype, replaces it in a new array that this handle then refers to (other handles\n"
       "to the old array keep the old values).");

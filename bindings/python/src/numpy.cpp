@@ -145,7 +145,7 @@ void init_numpy(ArrayClass& array) {
             else if (!copy.is_none() && nb::cast<bool>(copy)) out = out.attr("copy")();
             return out;
           },
-          "dtype"_a = nb::none(), "copy"_a = nb::none(),
+          "dtype"_a.none() = nb::none(), "copy"_a.none() = nb::none(),
           "The array as a read-only NumPy array over kiln's buffer (no copy; bfloat16 converts to float32).")
       .def("numpy", &to_numpy, "bfloat16_bits"_a = false,
            "Evaluates and returns a read-only NumPy view of the data (no copy where it is on the host).\n"

@@ -57,7 +57,7 @@ void bind_arange(nb::module_& m) {
         if (!step.is_none()) s = nb::cast<double>(step);
         return kiln::arange(a, b, s, dtype.value_or(ints ? kiln::int32 : kiln::float32));
       },
-      "start"_a, "stop"_a = nb::none(), "step"_a = nb::none(), "dtype"_a = nb::none(),
+      "start"_a, "stop"_a.none() = nb::none(), "step"_a.none() = nb::none(), "dtype"_a = nb::none(),
       "Values from start (0 when only one bound is given) up to stop, in steps of step, like\n"
       "numpy.arange; int32 when every bound is a Python int, else float32.");
 }

@@ -74,7 +74,7 @@ void bind_softmax(nb::module_& m) {
       [](const ArrayLike& a, const nb::object& axis) {
         return kiln::softmax(a.get(), axes_arg(axis));  // None: every axis
       },
-      "a"_a, "axis"_a = -1, op_doc("softmax"));
+      "a"_a, "axis"_a.none() = -1, op_doc("softmax"));
 }
 
 }  // namespace kpy

@@ -90,7 +90,7 @@ void bind_scaled_dot_product_attention(nb::module_& m) {
         }
         return kiln::scaled_dot_product_attention(q.get(), k.get(), v.get(), scale, mk, causal, optional_array(key_lengths));
       },
-      "q"_a, "k"_a, "v"_a, "scale"_a, "mask"_a = nb::none(), "causal"_a = false, "key_lengths"_a = nb::none(),
+      "q"_a, "k"_a, "v"_a, "scale"_a, "mask"_a.none() = nb::none(), "causal"_a = false, "key_lengths"_a = nb::none(),
       "softmax(q k^T * scale + mask) v with q [B, Hq, Lq, D], k and v [B, Hkv, Lk, D] (grouped-query\n"
       "when Hq is a multiple of Hkv). mask: a boolean (true keeps) or additive array, or \"causal\".\n"
       "key_lengths: int32 [B], the keys that exist per batch row.");
