@@ -31,9 +31,4 @@ def compile(fn=None, *, shapeless=False, name=None):
         return lambda f: compile(f, shapeless=shapeless, name=name)
     if name is None:
         name = getattr(fn, "__name__", "function")
-    compiled = CompiledFunction(fn, shapeless, name)
-    for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
-        if hasattr(fn, attr):
-            setattr(compiled, attr, getattr(fn, attr))
-    compiled.__wrapped__ = fn
-    return compiled
+    return CompiledFunction(fn, shapeless, name)

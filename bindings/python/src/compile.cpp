@@ -118,6 +118,7 @@ class Compiled {
       : fn_(hold(std::move(fn))), options_{.shapeless = shapeless, .name = std::move(name)} {}
 
   nb::object call(const nb::args& args, const nb::kwargs& kwargs) {
+    if (!fn_) kiln::fail("compile", "the function was cleared by the garbage collector");
     std::shared_ptr<Entry> e;
     std::vector<kiln::Array> in;
     const size_t n = args.size();
@@ -147,6 +148,25 @@ class Compiled {
   }
 
   const std::string& name() const { return options_.name; }
+  nb::object function() const { return fn_ ? *fn_ : nb::none(); }
+
+  // The garbage collector's view: the Python function may refer back to this object (a
+  // decorated module-level function sits in its own globals).
+  static int traverse(PyObject* self, visitproc visit, void* arg) {
+    Py_VISIT(Py_TYPE(self));
+    if (!nb::inst_ready(self)) return 0;
+    Compiled* c = nb::inst_ptr<Compiled>(self);
+    if (c->fn_) Py_VISIT(c->fn_->ptr());
+    return 0;
+  }
+  static int clear(PyObject* self) {
+    Compiled* c = nb::inst_ptr<Compiled>(self);
+    std::unique_lock lock(c->mu_);
+    c->entries_.clear();
+    c->positional_.clear();
+    c->fn_.reset();
+    return 0;
+  }
 
  private:
   std::shared_ptr<Entry> lookup(const nb::args& args, const nb::kwargs& kwargs, bool plain, std::vector<kiln::Array>& in) {
@@ -210,15 +230,22 @@ class Compiled {
 
 }  // namespace
 
+PyType_Slot compiled_slots[] = {
+    {Py_tp_traverse, reinterpret_cast<void*>(&Compiled::traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(&Compiled::clear)},
+    {0, nullptr},
+};
+
 void init_compile(nb::module_& m) {
-  nb::class_<Compiled>(m, "CompiledFunction", nb::dynamic_attr(),
+  nb::class_<Compiled>(m, "CompiledFunction", nb::type_slots(compiled_slots),
                        "A Python function compiled by kiln.compile: call it like the function.")
       .def(nb::init<nb::object, bool, std::string>(), "fn"_a, "shapeless"_a = false, "name"_a = "")
       .def("__call__", &Compiled::call,
            "Calls the compiled function: traces on the first call for a new signature (the tree\n"
            "of arguments and its constants, then the arrays' shapes and dtypes), replays after.\n"
            "Releases the GIL while kiln works, so Python threads calling it run in parallel.")
-      .def_prop_ro("name", &Compiled::name);
+      .def_prop_ro("name", &Compiled::name)
+      .def_prop_ro("__wrapped__", &Compiled::function, "The function compiled.");
 }
 
 }  // namespace kpy
