@@ -45,6 +45,9 @@ struct LoadOptions {
   Dtype dtype = float32;
   /* Expand quantized weights to `dtype` at load (for checks against float references). */
   bool dequantize = false;
+  /* Stack q/k/v and gate/up weights into one product each (fewer, larger launches). Unset: off
+     the CPU only, where the stacked copy would sit beside the file's own weights. */
+  std::optional<bool> stack_projections;
 };
 
 /* Raw logits of one step: [rows, vocab] float32, one row per session in the step (the last

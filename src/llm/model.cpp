@@ -48,6 +48,57 @@ Array silu(const Array& x) { return x * sigmoid(x); }
 
 }  // namespace
 
+/* The projections stacked into one where asked and their weights allow (decode then reads x
+   once and launches one product instead of several), else kept apart. */
+Stacked stack(std::vector<Linear> parts, std::vector<int64_t> widths, bool wanted) {
+  const Weight& w0 = parts[0].w;
+  bool same = true, any_bias = false;
+  for (const Linear& l : parts) {
+    same = same && l.w.bits == w0.bits && l.w.group_size == w0.group_size && l.w.w.dtype() == w0.w.dtype() &&
+           (!l.w.quantized() || (l.w.scales->dtype() == w0.scales->dtype() && l.w.biases->dtype() == w0.biases->dtype()));
+    any_bias = any_bias || l.bias.has_value();
+  }
+  if (!same || parts.size() == 1 || !wanted) return {std::move(parts), std::move(widths)};
+  auto rows = [&](auto field) {
+    std::vector<Array> a;
+    for (const Linear& l : parts) a.push_back(field(l));
+    return concatenate(a, 0);
+  };
+  Linear l;
+  l.w = w0;
+  l.w.w = rows([](const Linear& p) { return p.w.w; });
+  if (w0.quantized()) {
+    l.w.scales = rows([](const Linear& p) { return *p.w.scales; });
+    l.w.biases = rows([](const Linear& p) { return *p.w.biases; });
+  }
+  if (any_bias) {
+    std::vector<Array> b;
+    for (size_t i = 0; i < parts.size(); ++i)
+      b.push_back(parts[i].bias ? *parts[i].bias : zeros({widths[i]}, parts[0].bias ? parts[0].bias->dtype() : w0.w.dtype()));
+    l.bias = concatenate(b, 0);
+  }
+  return {{std::move(l)}, std::move(widths)};
+}
+
+std::vector<Array> Stacked::operator()(const Array& x) const {
+  if (parts.size() > 1) {
+    std::vector<Array> out;
+    for (const Linear& l : parts) out.push_back(l(x));
+    return out;
+  }
+  const Array y = parts[0](x);
+  std::vector<Array> out;
+  int64_t at = 0;
+  for (int64_t w : widths) {
+    Shape start(static_cast<size_t>(y.ndim()), 0), stop = y.shape();
+    start.back() = at;
+    stop.back() = at + w;
+    out.push_back(slice(y, start, stop));
+    at += w;
+  }
+  return out;
+}
+
 Array Linear::operator()(const Array& x) const {
   Array y = w.quantized() ? quantized_matmul(x, w.w, *w.scales, *w.biases, true, w.group_size, w.bits)
                           : matmul(x, transpose(w.w));
@@ -98,6 +149,8 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
   };
 
   const int64_t q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
+  // Off the CPU by default: there the stacked copy would sit beside the file's own weights.
+  const bool stacked = options.stack_projections.value_or(m.device.type != Device::Type::cpu);
   m.embedding = weight("token_embd.weight", c.vocab_size, c.d_model);
   m.weight_bytes -= bytes_of(m.embedding);  // a step reads one row per token, not the table
   for (int i = 0; i < c.n_layers; ++i) {
@@ -109,13 +162,20 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
       l.q_norm = vec(p + "attn_q_norm.weight", c.head_dim);
       l.k_norm = vec(p + "attn_k_norm.weight", c.head_dim);
     }
-    l.q = linear(p + "attn_q", q_dim, c.d_model);
-    l.k = linear(p + "attn_k", kv_dim, c.d_model);
-    l.v = linear(p + "attn_v", kv_dim, c.d_model);
+    l.qkv = stack({linear(p + "attn_q", q_dim, c.d_model), linear(p + "attn_k", kv_dim, c.d_model),
+                   linear(p + "attn_v", kv_dim, c.d_model)},
+                  {q_dim, kv_dim, kv_dim}, stacked);
     l.o = linear(p + "attn_output", c.d_model, q_dim);
-    l.gate = linear(p + "ffn_gate", c.ffn_dim, c.d_model);
-    l.up = linear(p + "ffn_up", c.ffn_dim, c.d_model);
+    l.gate_up = stack({linear(p + "ffn_gate", c.ffn_dim, c.d_model), linear(p + "ffn_up", c.ffn_dim, c.d_model)},
+                      {c.ffn_dim, c.ffn_dim}, stacked);
     l.down = linear(p + "ffn_down", c.d_model, c.ffn_dim);
+    for (Stacked* st : {&l.qkv, &l.gate_up}) {  // the stacked copies, not the parts, are what a step reads
+      for (const Linear& part : st->parts) {
+        to_eval.push_back(part.w.w);
+        if (part.w.quantized()) to_eval.insert(to_eval.end(), {*part.w.scales, *part.w.biases});
+        if (part.bias) to_eval.push_back(*part.bias);
+      }
+    }
     m.layers.push_back(std::move(l));
   }
   m.output_norm = vec("output_norm.weight", c.d_model);
@@ -172,13 +232,27 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
   for (size_t i = 0; i < n; ++i) {
     const Layer& l = layers[i];
     Array h = rms_norm(x, l.attn_norm, c.norm_eps);
-    Array q = heads(l.q(h), c.n_heads), k = heads(l.k(h), c.n_kv_heads), v = heads(l.v(h), c.n_kv_heads);
-    if (l.q_norm) {
-      q = rms_norm(q, l.q_norm, c.norm_eps);
-      k = rms_norm(k, l.k_norm, c.norm_eps);
+    auto rotate = [&](const Array& a) {
+      return rope(a, c.rope_dims, c.rope_traditional, base, c.rope_scale, positions, rope_freqs);
+    };
+    Array q, k, v;
+    const int64_t qk_heads = int64_t{c.n_heads} + c.n_kv_heads, all_heads = qk_heads + c.n_kv_heads;
+    if (l.qkv.parts.size() == 1 && !l.q_norm) {  // q and k side by side in the stacked result: one rope for both
+      const Array all = heads(l.qkv.parts[0](h), static_cast<int>(all_heads));
+      const Array qk = rotate(slice(all, {{}, {0, qk_heads}}));
+      q = slice(qk, {{}, {0, c.n_heads}});
+      k = slice(qk, {{}, {c.n_heads, qk_heads}});
+      v = slice(all, {{}, {qk_heads, all_heads}});
+    } else {
+      const std::vector<Array> qkv = l.qkv(h);
+      q = heads(qkv[0], c.n_heads), k = heads(qkv[1], c.n_kv_heads), v = heads(qkv[2], c.n_kv_heads);
+      if (l.q_norm) {
+        q = rms_norm(q, l.q_norm, c.norm_eps);
+        k = rms_norm(k, l.k_norm, c.norm_eps);
+      }
+      q = rotate(q);
+      k = rotate(k);
     }
-    q = rope(q, c.rope_dims, c.rope_traditional, base, c.rope_scale, positions, rope_freqs);
-    k = rope(k, c.rope_dims, c.rope_traditional, base, c.rope_scale, positions, rope_freqs);
 
     // Each session writes its keys at its own position and attends over its own cache.
     std::vector<Array> attended;
@@ -197,7 +271,8 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
     o = reshape(transpose(o, {0, 2, 1, 3}), {B, L, int64_t{c.n_heads} * c.head_dim});
     x = x + l.o(o);
     h = rms_norm(x, l.ffn_norm, c.norm_eps);
-    x = x + l.down(silu(l.gate(h)) * l.up(h));
+    const std::vector<Array> gate_up = l.gate_up(h);
+    x = x + l.down(silu(gate_up[0]) * gate_up[1]);
   }
   if (!all_positions) x = slice(x, {{}, {L - 1, L}});
   x = rms_norm(x, output_norm, c.norm_eps);

@@ -18,10 +18,20 @@ struct Linear {
   Array operator()(const Array& x) const;
 };
 
+/* Projections that read one input as one product: their weights stacked by rows (same
+   quantization, or all dense), the result split by columns. One part when they cannot stack. */
+struct Stacked {
+  std::vector<Linear> parts;  // one stacked Linear, or the separate ones
+  std::vector<int64_t> widths;  // output columns of each projection
+  /* Each projection's result, in order. */
+  std::vector<Array> operator()(const Array& x) const;
+};
+
 struct Layer {
   Array attn_norm, ffn_norm;
   std::optional<Array> q_norm, k_norm;  // Qwen3
-  Linear q, k, v, o, gate, up, down;
+  Stacked qkv, gate_up;
+  Linear o, down;
 };
 
 struct Model::Impl {

@@ -321,6 +321,8 @@ TEST_F(CudaCodegen, LanguageModelKernelsCompile) {
   for (const std::string& t : {f32, f16, bf16, f64}) {
     check("Norm", "norm<" + t + ", " + t + ", false>");
     check("Norm", "norm<" + t + ", " + f32 + ", true>");
+    check("Norm", "norm_warp<" + t + ", " + t + ", false>");
+    check("Norm", "norm_warp<" + t + ", " + f32 + ", true>");
     check("Rope", "rope<" + t + ">");
   }
   for (const std::string& t : {f32, f16, bf16}) {

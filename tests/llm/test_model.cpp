@@ -261,6 +261,22 @@ TEST_F(LlmModel, BadInputIsAnErrorNamingWhatIsWrong) {
   EXPECT_THROW(Model::load("/nonexistent/model.gguf"), Error);
 }
 
+// Stacked q/k/v and gate/up products (the default off the CPU) give the logits of separate ones.
+TEST_F(LlmModel, StackedProjectionsEqualSeparateOnes) {
+  const auto plain = quantized_model();
+  const auto stacked = Model::load(model_path(), {.stack_projections = true});
+  std::vector<int32_t> ids = ids_of(*golden().get("forced")->array[1].get("ids"));
+  ids.resize(std::min<size_t>(ids.size(), 24));
+  const std::vector<float> want = all_logits(plain, ids), got = all_logits(stacked, ids);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3) << "logit " << i;
+  Session s(stacked);  // decode steps too (one token: the single-rope path of a stacked product)
+  s.append(std::vector<int32_t>(ids.begin(), ids.end() - 1));
+  const std::vector<float> last = s.append({ids.back()}).to_vector<float>();
+  const size_t vocab = static_cast<size_t>(plain->config().vocab_size);
+  for (size_t t = 0; t < vocab; ++t) ASSERT_NEAR(last[t], want[(ids.size() - 1) * vocab + t], 1e-3) << "token " << t;
+}
+
 // The model on the GPU (kernels of backend/cuda/kernels/llm.cuh): the same logits as on the
 // CPU for a teacher-forced sequence, chunked prefill and decode (the cache updated in place
 // on the device) as one step, and the same greedy tokens. Skips without a GPU.

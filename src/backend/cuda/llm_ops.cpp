@@ -33,7 +33,10 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 constexpr int kGemvRows = 8;         // activation rows the decode product holds in registers
-constexpr int64_t kKeysPerSplit = 256;  // keys one attention block scores, a thread each
+constexpr int64_t kKeysPerSplit = 256;  // keys one attention block scores
+constexpr unsigned kAttentionThreads = 128;  // its warps take every fourth key
+constexpr int kNormLaneValues = 32;     // llm.cuh: the longest row a warp normalizes holds 32 * 32 values
+constexpr int kLaneDims = 8;            // llm.cuh: head dims a lane holds (at most 256)
 
 constexpr const char* kHeader = "backend/cuda/kernels/llm.cuh";
 
@@ -132,9 +135,13 @@ void norm(int dev, const std::vector<Tensor>& in, Tensor& y, double eps, bool la
   args::Norm a{rows, n, eps, reinterpret_cast<const void*>(ptr_bits(x)),
                has_weight ? reinterpret_cast<const void*>(ptr_bits(w)) : nullptr,
                has_bias ? reinterpret_cast<const void*>(ptr_bits(b)) : nullptr, reinterpret_cast<void*>(ptr_bits(y))};
-  const unsigned threads = n <= 128 ? 64 : n <= 1024 ? 128 : kThreads;
-  run(dev, "Norm", "norm<" + type(x.dtype) + ", " + type(wd) + ", " + (layer ? "true" : "false") + ">", a,
-      row_blocks(dev, rows), threads);
+  const std::string types = type(x.dtype) + ", " + type(wd) + ", " + (layer ? "true" : "false") + ">";
+  if (n <= 32 * kNormLaneValues && rows >= 64) {  // a warp a row: many short rows (one row: a block's loads in parallel)
+    constexpr unsigned kWarps = 4;
+    run(dev, "Norm", "norm_warp<" + types, a, static_cast<unsigned>((rows + kWarps - 1) / kWarps), 32 * kWarps);
+  } else {
+    run(dev, "Norm", "norm<" + types, a, row_blocks(dev, rows), n <= 128 ? 64 : n <= 1024 ? 128 : kThreads);
+  }
 }
 
 // ---- rope -----------------------------------------------------------------------------------
@@ -166,6 +173,8 @@ void attention(int dev, const ScaledDotProductAttention& prim, const std::vector
   const Tensor q = unit_rows(dev, in[0]), k = unit_rows(dev, in[1]), v = unit_rows(dev, in[2]);
   const int64_t batch = q.shape[0], hq = q.shape[1], lq = q.shape[2], d = q.shape[3];
   const int64_t hkv = k.shape[1], lk = k.shape[2], dv = v.shape[3];
+  if (d > 32 * kLaneDims || dv > 32 * kLaneDims)
+    fail("scaled_dot_product_attention", "head dims above ", 32 * kLaneDims, " on a CUDA device (q ", d, ", v ", dv, ")");
   size_t next = 3;
   Tensor mask;
   Strides mask_strides(4, 0);
@@ -200,8 +209,9 @@ void attention(int dev, const ScaledDotProductAttention& prim, const std::vector
   a.partial = reinterpret_cast<float*>(ptr_bits(partial));
   a.out = reinterpret_cast<void*>(ptr_bits(y));
   const std::string t = type(q.dtype), mt = prim.mask() == Mask::keep ? "bool" : t;
-  const unsigned shared = static_cast<unsigned>((d + kKeysPerSplit + kThreads) * sizeof(float));
-  run(dev, "Attention", "attention_split<" + t + ", " + mt + ">", a, static_cast<unsigned>(blocks), kThreads, shared);
+  const unsigned shared = static_cast<unsigned>(kAttentionThreads / 32 * dv * sizeof(float));
+  run(dev, "Attention", "attention_split<" + t + ", " + mt + ">", a, static_cast<unsigned>(blocks), kAttentionThreads,
+      shared);
   if (splits > 1)
     run(dev, "Attention", "attention_combine<" + t + ">", a, grid_for(dev, batch * hq * lq * dv, kThreads), kThreads);
 }

@@ -40,12 +40,11 @@ __device__ inline T block_fold(T v, T* red) {
   return r;
 }
 
-/* VALS values of `Bits` bits from words w (VALS * Bits a multiple of 32), as floats; the words
-   are read as wide as their alignment allows (the host checks the base). */
+/* The words of Vals values of `Bits` bits (Vals * Bits a multiple of 32), read as wide as their
+   alignment allows (the host checks the base). */
 template <int Bits, int Vals>
-__device__ inline void unpack(const uint32_t* w, float* q) {
+__device__ inline void load_words(const uint32_t* w, uint32_t* words) {
   constexpr int kWords = Vals * Bits / 32;
-  uint32_t words[kWords];
   if constexpr (kWords % 4 == 0) {
 #pragma unroll
     for (int i = 0; i < kWords / 4; ++i) {
@@ -63,6 +62,11 @@ __device__ inline void unpack(const uint32_t* w, float* q) {
 #pragma unroll
     for (int i = 0; i < kWords; ++i) words[i] = w[i];
   }
+}
+
+/* The Vals values in `words` as floats. */
+template <int Bits, int Vals>
+__device__ inline void unpack_words(const uint32_t* words, float* q) {
 #pragma unroll
   for (int i = 0; i < Vals; ++i) {
     const int bit = i * Bits, at = bit >> 5, shift = bit & 31;
@@ -70,6 +74,13 @@ __device__ inline void unpack(const uint32_t* w, float* q) {
     if (shift + Bits > 32) v |= words[at + 1] << (32 - shift);
     q[i] = static_cast<float>(v & ((1u << Bits) - 1u));
   }
+}
+
+template <int Bits, int Vals>
+__device__ inline void unpack(const uint32_t* w, float* q) {
+  uint32_t words[Vals * Bits / 32];
+  load_words<Bits, Vals>(w, words);
+  unpack_words<Bits, Vals>(words, q);
 }
 
 /* N consecutive values of T as floats, in 16-byte loads (the host checks the alignment). */
@@ -127,10 +138,16 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
   float acc[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0.0f;
-#pragma unroll 2
+  // Each step's weights are loaded a step ahead, so the next read is in flight during the sums.
+  uint32_t next[kWords];
+  if (lane < steps) load_words<Bits, kVals>(w + lane * kWords, next);
   for (long c = lane; c < steps; c += 32) {
+    uint32_t words[kWords];
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) words[i] = next[i];
+    if (c + 32 < steps) load_words<Bits, kVals>(w + (c + 32) * kWords, next);
     float q[kVals];
-    unpack<Bits, kVals>(w + c * kWords, q);
+    unpack_words<Bits, kVals>(words, q);
     const long g = c * kVals / a.group_size;
     const float s = static_cast<float>(scales[g]), b = static_cast<float>(biases[g]);
 #pragma unroll
@@ -185,6 +202,48 @@ __device__ void norm(const Norm& a) {
       if (b) v += static_cast<A>(b[i]);
       y[i] = static_cast<T>(v);
     }
+  }
+}
+
+/* A warp a row of up to 32 * kNormLaneValues values, held in registers between the passes:
+   no block barriers, for the short rows of a decode step. */
+constexpr int kNormLaneValues = 32;
+template <class T, class W, bool Layer>
+__device__ void norm_warp(const Norm& a) {
+  using A = kiln::math::compute_t<T>;
+  const int lane = threadIdx.x & 31;
+  const long r = static_cast<long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (r >= a.rows) return;
+  const T* x = static_cast<const T*>(a.x) + r * a.n;
+  T* y = static_cast<T*>(a.out) + r * a.n;
+  const W* w = static_cast<const W*>(a.weight);
+  const W* b = static_cast<const W*>(a.bias);
+  const A n = static_cast<A>(a.n);
+  A v[kNormLaneValues];
+  A s = 0;
+#pragma unroll
+  for (int u = 0; u < kNormLaneValues; ++u) {
+    const long i = lane + 32 * u;
+    v[u] = i < a.n ? static_cast<A>(x[i]) : A(0);
+    s += v[u];
+  }
+  const A mean = Layer ? warp_sum(s) / n : A(0);
+  A ss = 0;
+#pragma unroll
+  for (int u = 0; u < kNormLaneValues; ++u) {
+    const long i = lane + 32 * u;
+    const A d = i < a.n ? v[u] - mean : A(0);
+    ss += d * d;
+  }
+  const A inv = A(1) / sqrt(warp_sum(ss) / n + static_cast<A>(a.eps));
+#pragma unroll
+  for (int u = 0; u < kNormLaneValues; ++u) {
+    const long i = lane + 32 * u;
+    if (i >= a.n) continue;
+    A o = (v[u] - mean) * inv;
+    if (w) o *= static_cast<A>(w[i]);
+    if (b) o += static_cast<A>(b[i]);
+    y[i] = static_cast<T>(o);
   }
 }
 
@@ -244,79 +303,106 @@ __device__ inline AttentionTile attention_tile(const Attention& a, long block) {
   return t;
 }
 
-/* One split of keys for one query: scores (a thread a key), their max and exponentials, then
-   the weighted sum of values (threads split over the dims and groups of keys). Writes the
-   unnormalized sums, the max and the total to `partial`, or the result when there is one split. Dynamic shared memory: q (d floats),
-   scores (split_len), the sums (blockDim). */
+constexpr int kLaneDims = 8;    // dims of q, k and v a lane holds (head dims up to 256)
+constexpr int kKeysAtOnce = 4;  // keys a warp scores per step
+
+/* One split of keys for one query, flash-decoding style: each warp takes every warps-th key,
+   its lanes holding dims lane, lane + 32, ... of q and of the running sum; a key's score is a
+   warp sum, and each warp keeps its own running max and total (online softmax). The warps'
+   states then merge in shared memory into the split's unnormalized sums, max and total
+   (`partial`), or into the result when there is one split. */
 template <class T, class MaskT>
 __device__ void attention_split(const Attention& a) {
-  extern __shared__ float shared[];
-  __shared__ float red[32];
-  float* qs = shared;
-  float* p = qs + a.d;
-  float* sums = p + a.split_len;
+  __shared__ float warp_state[32][2];  // max, total
+  extern __shared__ float warp_sums[];  // [warps][dv]
   const AttentionTile t = attention_tile(a, blockIdx.x);
   float* part = a.partial + static_cast<long>(blockIdx.x) * (a.dv + 2);
   // With one split the block writes the result itself (no combining kernel runs).
   T* final_out = static_cast<T*>(a.out) + static_cast<long>(blockIdx.x) * a.dv;
-  const int tid = threadIdx.x, threads = blockDim.x;
-  auto no_key = [&] {  // every thread of the block takes this way out
-    if (tid == 0) part[a.dv] = neg_inf(), part[a.dv + 1] = 0.0f;
-    if (a.splits == 1) {
-      for (long e = tid; e < a.dv; e += threads) final_out[e] = static_cast<T>(0.0f);
-    }
-  };
-  if (t.j0 >= t.j1) return no_key();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const T* q = static_cast<const T*>(a.q) + t.b * a.q_strides[0] + t.h * a.q_strides[1] + t.i * a.q_strides[2];
   const T* k = static_cast<const T*>(a.k) + t.b * a.k_strides[0] + t.hk * a.k_strides[1];
   const T* v = static_cast<const T*>(a.v) + t.b * a.v_strides[0] + t.hk * a.v_strides[1];
-  for (long e = tid; e < a.d; e += threads) qs[e] = static_cast<float>(q[e]) * static_cast<float>(a.scale);
+  float qr[kLaneDims], acc[kLaneDims];
+#pragma unroll
+  for (int u = 0; u < kLaneDims; ++u) {
+    const long e = lane + 32 * u;
+    qr[u] = e < a.d ? static_cast<float>(q[e]) * static_cast<float>(a.scale) : 0.0f;
+    acc[u] = 0.0f;
+  }
+  float top = neg_inf(), total = 0.0f;
+  // kKeysAtOnce keys a step, their rows loaded together: the loads' latency is paid once a step.
+  for (long j0 = t.j0 + warp * kKeysAtOnce; j0 < t.j1; j0 += static_cast<long>(warps) * kKeysAtOnce) {
+    float kv[kKeysAtOnce][kLaneDims], dot[kKeysAtOnce];
+#pragma unroll
+    for (int c = 0; c < kKeysAtOnce; ++c) {
+      const T* kr = k + (j0 + c) * a.k_strides[2];
+#pragma unroll
+      for (int u = 0; u < kLaneDims; ++u) {
+        const long e = lane + 32 * u;
+        kv[c][u] = j0 + c < t.j1 && e < a.d ? static_cast<float>(kr[e]) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kKeysAtOnce; ++c) {
+      float d = 0.0f;
+#pragma unroll
+      for (int u = 0; u < kLaneDims; ++u) d += qr[u] * kv[c][u];
+      dot[c] = warp_sum(d);
+    }
+#pragma unroll
+    for (int c = 0; c < kKeysAtOnce; ++c) {  // the values' rows, loaded while the scores finish
+      const T* vr = v + (j0 + c) * a.v_strides[2];
+#pragma unroll
+      for (int u = 0; u < kLaneDims; ++u) {
+        const long e = lane + 32 * u;
+        kv[c][u] = j0 + c < t.j1 && e < a.dv ? static_cast<float>(vr[e]) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kKeysAtOnce; ++c) {
+      const long j = j0 + c;
+      if (j >= t.j1) break;
+      float s = dot[c];
+      if (a.mask_kind != 0) {
+        const MaskT m = static_cast<const MaskT*>(a.mask)[t.b * a.mask_strides[0] + t.h * a.mask_strides[1] +
+                                                         t.i * a.mask_strides[2] + j * a.mask_strides[3]];
+        if (a.mask_kind == 1) s = static_cast<bool>(m) ? s : neg_inf();
+        else s += static_cast<float>(m);
+      }
+      if (s == neg_inf()) continue;  // a masked key adds nothing (NaN goes on and poisons the row)
+      const float next = nan_max(top, s);
+      const float correction = top == neg_inf() ? 0.0f : expf(top - next), p = expf(s - next);
+      total = total * correction + p;
+#pragma unroll
+      for (int u = 0; u < kLaneDims; ++u) acc[u] = acc[u] * correction + p * kv[c][u];
+      top = next;
+    }
+  }
+  if (lane == 0) warp_state[warp][0] = top, warp_state[warp][1] = total;
+#pragma unroll
+  for (int u = 0; u < kLaneDims; ++u) {
+    const long e = lane + 32 * u;
+    if (e < a.dv) warp_sums[warp * a.dv + e] = acc[u];
+  }
   __syncthreads();
-  const long n = t.j1 - t.j0;
-  float top = neg_inf();
-  for (long jj = tid; jj < n; jj += threads) {
-    const long j = t.j0 + jj;
-    const T* kr = k + j * a.k_strides[2];
-    float dot = 0.0f;
-    for (long e = 0; e < a.d; ++e) dot += qs[e] * static_cast<float>(kr[e]);
-    if (a.mask_kind != 0) {
-      const MaskT m = static_cast<const MaskT*>(a.mask)[t.b * a.mask_strides[0] + t.h * a.mask_strides[1] +
-                                                       t.i * a.mask_strides[2] + j * a.mask_strides[3]];
-      if (a.mask_kind == 1) dot = static_cast<bool>(m) ? dot : neg_inf();
-      else dot += static_cast<float>(m);
-    }
-    p[jj] = dot;
-    top = nan_max(top, dot);
+  float block_top = neg_inf();
+  for (int w = 0; w < warps; ++w) {
+    if (warp_state[w][0] != neg_inf()) block_top = nan_max(block_top, warp_state[w][0]);
   }
-  top = block_fold<true>(top, red);
-  if (top == neg_inf()) return no_key();  // every key masked: uniform across the block
-  float total = 0.0f;
-  for (long jj = tid; jj < n; jj += threads) {
-    const float e = expf(p[jj] - top);
-    p[jj] = e;
-    total += e;
+  float block_total = 0.0f;
+  for (int w = 0; w < warps; ++w) {
+    if (warp_state[w][0] != neg_inf()) block_total += warp_state[w][1] * expf(warp_state[w][0] - block_top);
   }
-  total = block_fold<false>(total, red);  // its barriers also publish p
-  int lanes = 1;
-  while (lanes < a.dv && lanes < threads) lanes <<= 1;
-  const int groups = threads / lanes, g = tid / lanes;
-  for (long e0 = 0; e0 < a.dv; e0 += lanes) {
-    const long e = e0 + tid % lanes;
-    float s = 0.0f;
-    if (e < a.dv && g < groups) {
-      for (long jj = g; jj < n; jj += groups) s += p[jj] * static_cast<float>(v[(t.j0 + jj) * a.v_strides[2] + e]);
+  for (long e = threadIdx.x; e < a.dv; e += blockDim.x) {
+    float sum = 0.0f;
+    for (int w = 0; w < warps; ++w) {
+      if (warp_state[w][0] != neg_inf()) sum += warp_sums[w * a.dv + e] * expf(warp_state[w][0] - block_top);
     }
-    sums[tid] = s;
-    __syncthreads();
-    if (tid < lanes && e < a.dv) {
-      float r = 0.0f;
-      for (int gg = 0; gg < groups; ++gg) r += sums[gg * lanes + tid];
-      if (a.splits == 1) final_out[e] = static_cast<T>(r * (total > 0.0f ? 1.0f / total : 0.0f));
-      else part[e] = r;
-    }
-    __syncthreads();
+    if (a.splits == 1) final_out[e] = static_cast<T>(sum * (block_total > 0.0f ? 1.0f / block_total : 0.0f));
+    else part[e] = sum;
   }
-  if (tid == 0) part[a.dv] = top, part[a.dv + 1] = total;
+  if (threadIdx.x == 0) part[a.dv] = block_top, part[a.dv + 1] = block_total;
 }
 
 /* A thread an output value: the splits' sums rescaled to the largest max, over their total
