@@ -94,8 +94,7 @@ kiln::Array share(const Imported& nd, Dtype dtype, kiln::Device device) {
     nb::gil_scoped_acquire gil;
     delete keep;
   });
-  if (device.type != kiln::Device::Type::cpu) kiln::fail("array", "TEMP-CUDA");
-  t.buffer = kd::Buffer::external(data + lo * item, static_cast<size_t>((hi - lo + 1) * item), std::move(owner));
+  t.buffer = kd::Buffer::external(data + lo * item, static_cast<size_t>((hi - lo + 1) * item), std::move(owner), device);
   t.offset = -lo;
   return kiln::Array::from_tensor(std::move(t), device);
 }
