@@ -39,6 +39,11 @@ struct ArrayLike {
   kiln::Array like(const kiln::Array& like) const;
 };
 
+/* A shape argument: an int or a sequence of ints. */
+struct ShapeLike {
+  kiln::Shape dims;
+};
+
 /* Converts any array-like Python object; throws kiln::Error naming what it could not read. */
 ArrayLike to_array_like(nb::handle h);
 /* The two operands of a binary op, a scalar taking its dtype from the array beside it. */
@@ -76,6 +81,7 @@ void init_class_ops(nb::module_& m);
 void init_compile(nb::module_& m);
 void init_dlpack(nb::module_& m, ArrayClass& array);
 void init_llm(nb::module_& m);
+void init_executable(nb::module_& m);
 
 /* kiln.random, made once. */
 nb::module_ random_module(nb::module_& m);
@@ -89,6 +95,19 @@ struct type_caster<kpy::ArrayLike> {
   bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
     try {
       value = kpy::to_array_like(src);
+      return true;
+    } catch (...) {
+      PyErr_Clear();
+      return false;
+    }
+  }
+};
+template <>
+struct type_caster<kpy::ShapeLike> {
+  NB_TYPE_CASTER(kpy::ShapeLike, const_name("int | collections.abc.Sequence[int]"))
+  bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
+    try {
+      value.dims = kpy::shape_arg(src);
       return true;
     } catch (...) {
       PyErr_Clear();

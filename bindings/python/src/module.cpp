@@ -95,5 +95,6 @@ NB_MODULE(_kiln, m) {
   kpy::init_generated_ops(m);
   kpy::init_class_ops(m);
   kpy::init_compile(m);
+  kpy::init_executable(m);
   kpy::init_llm(m);
 }

@@ -21,10 +21,10 @@ kiln::Dtype scalar_dtype(const ArrayLike& v) {
 void bind_full(nb::module_& m) {
   m.def(
       "full",
-      [](nb::handle shape, const ArrayLike& value, std::optional<kiln::Dtype> dtype) {
+      [](const ShapeLike& shape, const ArrayLike& value, std::optional<kiln::Dtype> dtype) {
         const kiln::Dtype d = dtype.value_or(scalar_dtype(value));
-        if (value.kind == ArrayLike::Kind::array) return kiln::astype(kiln::full(shape_arg(shape), value.array), d);
-        return kiln::full(shape_arg(shape), kiln::astype(value.get(), d));
+        if (value.kind == ArrayLike::Kind::array) return kiln::astype(kiln::full(shape.dims, value.array), d);
+        return kiln::full(shape.dims, kiln::astype(value.get(), d));
       },
       "shape"_a, "value"_a, "dtype"_a = nb::none(), op_doc("full"));
   m.def(
@@ -34,14 +34,14 @@ void bind_full(nb::module_& m) {
 
 void bind_zeros(nb::module_& m) {
   m.def(
-      "zeros", [](nb::handle shape, kiln::Dtype d) { return kiln::zeros(shape_arg(shape), d); }, "shape"_a,
+      "zeros", [](const ShapeLike& shape, kiln::Dtype d) { return kiln::zeros(shape.dims, d); }, "shape"_a,
       "dtype"_a = kiln::float32, op_doc("zeros"));
   m.def("zeros_like", &kiln::zeros_like, "a"_a);
 }
 
 void bind_ones(nb::module_& m) {
   m.def(
-      "ones", [](nb::handle shape, kiln::Dtype d) { return kiln::ones(shape_arg(shape), d); }, "shape"_a,
+      "ones", [](const ShapeLike& shape, kiln::Dtype d) { return kiln::ones(shape.dims, d); }, "shape"_a,
       "dtype"_a = kiln::float32, op_doc("ones"));
   m.def("ones_like", &kiln::ones_like, "a"_a);
 }

@@ -22,7 +22,7 @@ nb::list array_list(const std::vector<kiln::Array>& v) {
 
 void bind_reshape(nb::module_& m) {
   m.def(
-      "reshape", [](const ArrayLike& a, nb::handle shape) { return kiln::reshape(a.get(), shape_arg(shape)); }, "a"_a,
+      "reshape", [](const ArrayLike& a, const ShapeLike& shape) { return kiln::reshape(a.get(), shape.dims); }, "a"_a,
       "shape"_a, op_doc("reshape"));
 }
 
@@ -40,7 +40,7 @@ void bind_transpose(nb::module_& m) {
 
 void bind_broadcast_to(nb::module_& m) {
   m.def(
-      "broadcast_to", [](const ArrayLike& a, nb::handle shape) { return kiln::broadcast_to(a.get(), shape_arg(shape)); },
+      "broadcast_to", [](const ArrayLike& a, const ShapeLike& shape) { return kiln::broadcast_to(a.get(), shape.dims); },
       "a"_a, "shape"_a, op_doc("broadcast_to"));
 }
 

@@ -8,7 +8,7 @@ void bind_random_bits(nb::module_& m) {
   nb::module_ r = random_module(m);
   r.def("key", &kiln::random::key, "seed"_a, "The key for a seed: uint32 [seed >> 32, seed & 0xffffffff].");
   r.def(
-      "bits", [](nb::handle shape, const kiln::Array& key) { return kiln::random::bits(shape_arg(shape), key); },
+      "bits", [](const ShapeLike& shape, const kiln::Array& key) { return kiln::random::bits(shape.dims, key); },
       "shape"_a, "key"_a, "Random uint32 words of the given shape.");
 }
 
@@ -19,8 +19,8 @@ void bind_random_split(nb::module_& m) {
 void bind_random_uniform(nb::module_& m) {
   random_module(m).def(
       "uniform",
-      [](nb::handle shape, const kiln::Array& key, kiln::Dtype dtype, double low, double high) {
-        return kiln::random::uniform(shape_arg(shape), key, dtype, low, high);
+      [](const ShapeLike& shape, const kiln::Array& key, kiln::Dtype dtype, double low, double high) {
+        return kiln::random::uniform(shape.dims, key, dtype, low, high);
       },
       "shape"_a, "key"_a, "dtype"_a = kiln::float32, "low"_a = 0.0, "high"_a = 1.0, "Uniform in [low, high).");
 }
@@ -28,8 +28,8 @@ void bind_random_uniform(nb::module_& m) {
 void bind_random_normal(nb::module_& m) {
   random_module(m).def(
       "normal",
-      [](nb::handle shape, const kiln::Array& key, kiln::Dtype dtype, double loc, double scale) {
-        return kiln::random::normal(shape_arg(shape), key, dtype, loc, scale);
+      [](const ShapeLike& shape, const kiln::Array& key, kiln::Dtype dtype, double loc, double scale) {
+        return kiln::random::normal(shape.dims, key, dtype, loc, scale);
       },
       "shape"_a, "key"_a, "dtype"_a = kiln::float32, "loc"_a = 0.0, "scale"_a = 1.0,
       "Normal with mean loc and standard deviation scale.");
