@@ -270,3 +270,36 @@ def test_split_by_indices_and_edge_shapes(rng):
     empty = kiln.array(np.zeros((0, 3), np.float32))
     assert_matches(kiln.sum(empty, axis=0), np.zeros(3, np.float32))
     assert_matches(kiln.exp(empty), np.zeros((0, 3), np.float32))
+
+
+def test_operators_and_python_scalars(rng):
+    a = random_array(rng, (3, 4), np.int8, -10, 10)
+    b = random_array(rng, (4,), np.int8, 1, 5)
+    x, y = kiln.array(a), kiln.array(b)
+    assert (2 * x).dtype == kiln.int8                      # a Python int keeps int8
+    assert (x * 0.5).dtype == kiln.float32                 # a float makes it floating
+    assert (x > 0).dtype == kiln.bool_
+    assert (kiln.array(np.float16(1)) + 1.5).dtype == kiln.float16
+    assert_matches(x + y, a + b)
+    assert_matches(x - 3, a - np.int8(3))
+    assert_matches(3 - x, np.int8(3) - a)
+    assert_matches(x * y, a * b)
+    assert_matches(x // y, a // b)
+    assert_matches(x % y, a % b)
+    assert_matches(x ** 2, a ** 2)
+    assert_matches(-x, -a)
+    assert_matches(abs(x), np.abs(a))
+    assert_matches(~x, ~a)
+    assert_matches(~(x > 0), ~(a > 0))
+    assert_matches(x & y, a & b)
+    assert_matches(x | 1, a | np.int8(1))
+    assert_matches(x ^ y, a ^ b)
+    assert_matches(x << 1, a << np.int8(1))
+    assert_matches(x >> 1, a >> np.int8(1))
+    for op in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
+        assert_matches(getattr(x, op)(y), getattr(a, op)(b))
+    f = random_array(rng, (3, 4))
+    assert_matches(kiln.array(f) / 2, f / np.float32(2))
+    assert_matches(1 / kiln.array(f), np.float32(1) / f)
+    assert_matches(kiln.array(f) @ kiln.array(f.T), f @ f.T, rtol=1e-5)
+    assert (x == None) is False  # noqa: E711  (not an operand: Python's identity comparison)
