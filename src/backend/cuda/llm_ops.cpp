@@ -5,6 +5,7 @@
 #include "backend/cuda/llm_ops.h"
 
 #include <algorithm>
+#include <optional>
 #include <cstring>
 #include <string>
 
@@ -34,7 +35,7 @@ namespace {
 constexpr unsigned kThreads = 256;
 constexpr int kGemvRows = 8;         // activation rows the decode product holds in registers
 constexpr int64_t kKeysPerSplit = 256;  // keys one attention block scores
-constexpr unsigned kAttentionThreads = 128;  // its warps take every fourth key
+constexpr unsigned kAttentionThreads = 256;  // its 8 warps take 4 keys each a step
 constexpr int kNormLaneValues = 32;     // llm.cuh: the longest row a warp normalizes holds 32 * 32 values
 constexpr int kLaneDims = 8;            // llm.cuh: head dims a lane holds (at most 256)
 
@@ -88,38 +89,69 @@ void dequantize_into(int dev, const QuantParams& q, const Tensor& w, const Tenso
       a, grid_for(dev, rows * (k / 32), kThreads), kThreads);
 }
 
-void quantized_matmul(int dev, const QuantizedMatmul& prim, const std::vector<Tensor>& in, Tensor& y) {
-  const QuantParams& q = prim.params();
-  const Tensor& x = in[0];
+void norm(int dev, const std::vector<Tensor>& in, Tensor& y, double eps, bool layer, bool has_weight, bool has_bias);
+
+/* y = x @ dequantize(w)^T (transpose) or x @ dequantize(w); with `norm` (a weight and eps),
+   rms_norm(x) in place of x. */
+struct InputNorm {
+  Tensor weight;
+  double eps;
+};
+/* out += addend (same shape and dtype). */
+void add_into(int dev, const Tensor& addend, Tensor& y) {
+  const Tensor r = dense(dev, addend);
+  args::AddInto a{y.size(), reinterpret_cast<const void*>(ptr_bits(r)), reinterpret_cast<void*>(ptr_bits(y))};
+  run(dev, "AddInto", "add_into<" + type(y.dtype) + ">", a, grid_for(dev, y.size(), kThreads), kThreads);
+}
+
+void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tensor& x, const Tensor& w, const Tensor& s,
+                      const Tensor& b, Tensor& y, const std::optional<InputNorm>& with_norm = std::nullopt,
+                      const Tensor* addend = nullptr) {
   const int64_t k = x.shape.back(), n = y.shape.back(), m = n ? y.size() / n : 0;
   if (m == 0 || n == 0) return;
-  if (k == 0) return fill_zero(dev, y);
-  if (prim.transpose() && m <= kGemvRows) {
-    const Tensor px = dense(dev, x, 16), pw = dense(dev, in[1], 16), ps = dense(dev, in[2]);
-    const Tensor pb = as_dtype(dev, in[3], ps.dtype);
-    args::QuantizedGemv a{m, n, k, q.group_size, reinterpret_cast<const void*>(ptr_bits(px)),
-                          reinterpret_cast<const void*>(ptr_bits(pw)), reinterpret_cast<const void*>(ptr_bits(ps)),
-                          reinterpret_cast<const void*>(ptr_bits(pb)), reinterpret_cast<void*>(ptr_bits(y))};
+  if (k == 0) {
+    fill_zero(dev, y);
+    if (addend) add_into(dev, *addend, y);
+    return;
+  }
+  if (transpose && m <= kGemvRows) {
+    const Tensor px = dense(dev, x, 16), pw = dense(dev, w, 16), ps = dense(dev, s);
+    const Tensor pb = as_dtype(dev, b, ps.dtype);
+    Tensor nw, r;
+    if (with_norm) nw = dense(dev, with_norm->weight, 16);
+    if (addend) r = dense(dev, *addend);
+    args::QuantizedGemv a{m, n, k, q.group_size, with_norm ? with_norm->eps : 0.0,
+                          with_norm ? reinterpret_cast<const void*>(ptr_bits(nw)) : nullptr,
+                          reinterpret_cast<const void*>(ptr_bits(px)), reinterpret_cast<const void*>(ptr_bits(pw)),
+                          reinterpret_cast<const void*>(ptr_bits(ps)), reinterpret_cast<const void*>(ptr_bits(pb)),
+                          addend ? reinterpret_cast<const void*>(ptr_bits(r)) : nullptr,
+                          reinterpret_cast<void*>(ptr_bits(y))};
     const unsigned warps = kThreads / 32;
     run(dev, "QuantizedGemv",
         "quantized_gemv<" + type(x.dtype) + ", " + type(ps.dtype) + ", " + std::to_string(q.bits) + ", " +
-            std::to_string(m) + ">",
+            std::to_string(m) + ", " + type(with_norm ? nw.dtype : x.dtype) + ">",
         a, static_cast<unsigned>((n + warps - 1) / warps), kThreads);
     return;
   }
+  if (with_norm) {  // the norm first, then the product
+    Tensor h(x.shape, x.dtype);
+    allocate_output(dev, h);
+    norm(dev, {x, with_norm->weight}, h, with_norm->eps, false, true, false);
+    return quantized_matmul(dev, q, transpose, h, w, s, b, y, std::nullopt, addend);
+  }
   // Prefill and the untransposed layout: the weights expanded to float32, then cuBLASLt in
   // float32 (the CPU's precision), the result converted to y's dtype.
-  const Tensor& w = in[1];
-  const int64_t wk = prim.transpose() ? k : n;  // values a packed row holds
+  const int64_t wk = transpose ? k : n;  // values a packed row holds
   Tensor full(Shape{w.shape[0], wk}, float32);
   allocate_output(dev, full);
-  dequantize_into(dev, q, w, in[2], in[3], full);
-  const Tensor b = prim.transpose() ? detail::view(full, Shape{k, n}, Strides{1, k}, 0) : full;
+  dequantize_into(dev, q, w, s, b, full);
+  const Tensor wt = transpose ? detail::view(full, Shape{k, n}, Strides{1, k}, 0) : full;
   const Tensor xf = as_dtype(dev, x, float32);
   Tensor yf = y.dtype == float32 ? y : Tensor(y.shape, float32);
   if (y.dtype != float32) allocate_output(dev, yf);
-  matmul(dev, xf, b, yf);
+  matmul(dev, xf, wt, yf);
   if (y.dtype != float32) copy_into(dev, yf, y);
+  if (addend) add_into(dev, *addend, y);
 }
 
 // ---- norms ----------------------------------------------------------------------------------
@@ -263,9 +295,20 @@ void eval_llm(int dev, Primitive& prim, std::vector<Tensor>& in, std::vector<Ten
       allocate_output(dev, y);
       dequantize_into(dev, static_cast<const Dequantize&>(prim).params(), in[0], in[1], in[2], y);
       return;
-    case OpKind::QuantizedMatmul:
+    case OpKind::QuantizedMatmul: {
+      auto& p = static_cast<const QuantizedMatmul&>(prim);
       allocate_output(dev, y);
-      return quantized_matmul(dev, static_cast<const QuantizedMatmul&>(prim), in, y);
+      return quantized_matmul(dev, p.params(), p.transpose(), in[0], in[1], in[2], in[3], y);
+    }
+    case OpKind::FusedQuantizedMatmul: {
+      auto& p = static_cast<const FusedQuantizedMatmul&>(prim);
+      allocate_output(dev, y);
+      const size_t w = p.packed_at();
+      std::optional<InputNorm> with_norm;
+      if (p.norm_eps()) with_norm = InputNorm{in[1], *p.norm_eps()};
+      return quantized_matmul(dev, p.params(), p.transpose(), in[0], in[w], in[w + 1], in[w + 2], y, with_norm,
+                              p.addend() ? &in[w + 3] : nullptr);
+    }
     case OpKind::RmsNorm: {
       auto& p = static_cast<const RmsNorm&>(prim);
       allocate_output(dev, y);

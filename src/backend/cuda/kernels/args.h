@@ -17,14 +17,25 @@ struct Dequantize {
   void* out;  // [rows, k], the scales' dtype
 };
 
-/* x [m, k] @ dequantize(w [n, k])^T for m <= 8 rows: a warp a row of w. */
+/* x [m, k] @ dequantize(w [n, k])^T for m <= 8 rows: a warp a row of w; with a norm weight,
+   rms_norm(x, norm_weight, eps) in place of x; with an addend, the sum. */
 struct QuantizedGemv {
   long m, n, k, group_size;
+  double eps;
+  const void* norm_weight;  // null: x as it is
   const void* x;
   const void* packed;
   const void* scales;
   const void* biases;
-  void* out;  // [m, n]
+  const void* addend;  // null, or [m, n] of the output's dtype, added to the product
+  void* out;           // [m, n]
+};
+
+/* out += addend, n elements of one dtype, both row-major. */
+struct AddInto {
+  long n;
+  const void* addend;
+  void* out;
 };
 
 /* rms_norm or layer_norm over rows of n contiguous values, a block a row. */

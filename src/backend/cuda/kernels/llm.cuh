@@ -124,7 +124,7 @@ __device__ void dequantize(const Dequantize& a) {
    group spans whole lanes), the M activation rows held in registers' worth of sums, then a
    warp sum. Each weight is dequantized before its product, as on the CPU, so an infinite
    activation meets the weight's value, not its parts. */
-template <class T, class S, int Bits, int M>
+template <class T, class S, int Bits, int M, class W = T>
 __device__ void quantized_gemv(const QuantizedGemv& a) {
   constexpr int kVals = (Bits == 3 || Bits == 5 || Bits == 6) ? 32 : 16, kWords = kVals * Bits / 32;
   const int lane = threadIdx.x & 31;
@@ -135,9 +135,12 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
   const S* scales = static_cast<const S*>(a.scales) + row * groups;
   const S* biases = static_cast<const S*>(a.biases) + row * groups;
   const T* x = static_cast<const T*>(a.x);
-  float acc[M];
+  const W* norm_weight = static_cast<const W*>(a.norm_weight);
+  // With a norm, each row's sum of squares builds up beside its product, which takes the
+  // weighted activations; the row's 1/rms scales the result at the end.
+  float acc[M], squares[M];
 #pragma unroll
-  for (int m = 0; m < M; ++m) acc[m] = 0.0f;
+  for (int m = 0; m < M; ++m) acc[m] = squares[m] = 0.0f;
   // Each step's weights are loaded a step ahead, so the next read is in flight during the sums.
   uint32_t next[kWords];
   if (lane < steps) load_words<Bits, kVals>(w + lane * kWords, next);
@@ -152,10 +155,19 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
     const float s = static_cast<float>(scales[g]), b = static_cast<float>(biases[g]);
 #pragma unroll
     for (int i = 0; i < kVals; ++i) q[i] = s * q[i] + b;
+    float nw[kVals];
+    if (norm_weight) load_floats<W, kVals>(norm_weight + c * kVals, nw);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float xv[kVals];
       load_floats<T, kVals>(x + m * k + c * kVals, xv);
+      if (norm_weight) {
+#pragma unroll
+        for (int i = 0; i < kVals; ++i) {
+          squares[m] += xv[i] * xv[i];
+          xv[i] *= nw[i];
+        }
+      }
       float dot = 0.0f;
 #pragma unroll
       for (int i = 0; i < kVals; ++i) dot += q[i] * xv[i];
@@ -165,9 +177,22 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
   T* out = static_cast<T*>(a.out);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const float v = warp_sum(acc[m]);
-    if (lane == 0) out[m * a.n + row] = static_cast<T>(v);
+    float v = warp_sum(acc[m]);
+    if (norm_weight) v *= 1.0f / sqrtf(warp_sum(squares[m]) / static_cast<float>(k) + static_cast<float>(a.eps));
+    if (lane != 0) continue;
+    if (a.addend) {  // rounded after the product and after the sum, as the separate ops round
+      v = static_cast<float>(static_cast<T>(v)) + static_cast<float>(static_cast<const T*>(a.addend)[m * a.n + row]);
+    }
+    out[m * a.n + row] = static_cast<T>(v);
   }
+}
+
+/* out += addend, a thread an element (the product's residual outside the decode product). */
+template <class T>
+__device__ void add_into(const AddInto& a) {
+  const T* r = static_cast<const T*>(a.addend);
+  T* y = static_cast<T*>(a.out);
+  for (long i = kiln_gid(); i < a.n; i += kiln_gstride()) y[i] = static_cast<T>(static_cast<float>(y[i]) + static_cast<float>(r[i]));
 }
 
 // ---- norms --------------------------------------------------------------------------------
@@ -333,31 +358,25 @@ __device__ void attention_split(const Attention& a) {
   float top = neg_inf(), total = 0.0f;
   // kKeysAtOnce keys a step, their rows loaded together: the loads' latency is paid once a step.
   for (long j0 = t.j0 + warp * kKeysAtOnce; j0 < t.j1; j0 += static_cast<long>(warps) * kKeysAtOnce) {
-    float kv[kKeysAtOnce][kLaneDims], dot[kKeysAtOnce];
+    float kr[kKeysAtOnce][kLaneDims], vr[kKeysAtOnce][kLaneDims], dot[kKeysAtOnce];
 #pragma unroll
-    for (int c = 0; c < kKeysAtOnce; ++c) {
-      const T* kr = k + (j0 + c) * a.k_strides[2];
+    for (int c = 0; c < kKeysAtOnce; ++c) {  // keys' and values' rows in flight together
+      const T* kp = k + (j0 + c) * a.k_strides[2];
+      const T* vp = v + (j0 + c) * a.v_strides[2];
+      const bool in = j0 + c < t.j1;
 #pragma unroll
       for (int u = 0; u < kLaneDims; ++u) {
         const long e = lane + 32 * u;
-        kv[c][u] = j0 + c < t.j1 && e < a.d ? static_cast<float>(kr[e]) : 0.0f;
+        kr[c][u] = in && e < a.d ? static_cast<float>(kp[e]) : 0.0f;
+        vr[c][u] = in && e < a.dv ? static_cast<float>(vp[e]) : 0.0f;
       }
     }
 #pragma unroll
     for (int c = 0; c < kKeysAtOnce; ++c) {
       float d = 0.0f;
 #pragma unroll
-      for (int u = 0; u < kLaneDims; ++u) d += qr[u] * kv[c][u];
+      for (int u = 0; u < kLaneDims; ++u) d += qr[u] * kr[c][u];
       dot[c] = warp_sum(d);
-    }
-#pragma unroll
-    for (int c = 0; c < kKeysAtOnce; ++c) {  // the values' rows, loaded while the scores finish
-      const T* vr = v + (j0 + c) * a.v_strides[2];
-#pragma unroll
-      for (int u = 0; u < kLaneDims; ++u) {
-        const long e = lane + 32 * u;
-        kv[c][u] = j0 + c < t.j1 && e < a.dv ? static_cast<float>(vr[e]) : 0.0f;
-      }
     }
 #pragma unroll
     for (int c = 0; c < kKeysAtOnce; ++c) {
@@ -375,7 +394,7 @@ __device__ void attention_split(const Attention& a) {
       const float correction = top == neg_inf() ? 0.0f : expf(top - next), p = expf(s - next);
       total = total * correction + p;
 #pragma unroll
-      for (int u = 0; u < kLaneDims; ++u) acc[u] = acc[u] * correction + p * kv[c][u];
+      for (int u = 0; u < kLaneDims; ++u) acc[u] = acc[u] * correction + p * vr[c][u];
       top = next;
     }
   }
