@@ -234,7 +234,7 @@ void SliceUpdate::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& o
   Strides rs(nd);
   int64_t off = y.offset;
   for (size_t i = 0; i < nd; ++i) {
-    rs[i] = y.strides[i] * r.step[i];
+    rs[i] = r.length[i] > 1 ? y.strides[i] * r.step[i] : y.strides[i];  // a huge step on one element could wrap
     off += r.start[i] * y.strides[i];
   }
   Tensor region = view(y, r.length, std::move(rs), off);

@@ -1038,7 +1038,7 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
           Strides rs(y.shape.size());
           int64_t off = y.offset;
           for (size_t i = 0; i < y.shape.size(); ++i) {
-            rs[i] = y.strides[i] * r.step[i];
+            rs[i] = r.length[i] > 1 ? y.strides[i] * r.step[i] : y.strides[i];  // as on the CPU: no wrap
             off += r.start[i] * y.strides[i];
           }
           copy_into(dev, in[1], view(y, r.length, rs, off));
