@@ -62,6 +62,33 @@ void BM_QmmGemm(benchmark::State& state) {
 }
 BENCHMARK(BM_QmmGemm)->Args({1536, 576})->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The same two products as the default model runs them on the CPU: groups of 32 with float16
+// scales (Q4_1's), x rounded to int8 blocks (QmmActivations::int8). Arg 2: 1 int8, 0 exact.
+void BM_QmmModel(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const auto act = state.range(3) ? kiln::QmmActivations::int8 : kiln::QmmActivations::exact;
+  auto [w, s, b] = kiln::quantize(random_array({n, k}, 3, kiln::float16), 32, 4);
+  Array x = random_array({m, k}, 4);
+  kiln::eval({w, s, b});
+  for (auto _ : state) {
+    Array y = kiln::quantized_matmul(x, w, s, b, true, 32, 4, act);
+    y.eval();
+    benchmark::DoNotOptimize(y.id());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.nbytes() + s.nbytes() + b.nbytes()));
+  state.SetItemsProcessed(state.iterations() * m * n * k);
+}
+BENCHMARK(BM_QmmModel)
+    ->ArgNames({"m", "n", "k", "int8"})
+    ->Args({1, 1536, 576, 0})
+    ->Args({1, 1536, 576, 1})
+    ->Args({1, 4096, 4096, 0})
+    ->Args({1, 4096, 4096, 1})
+    ->Args({512, 1536, 576, 0})
+    ->Args({512, 1536, 576, 1})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 // The limit of the prefill product: sgemm on the dequantized float32 weights.
 void BM_SgemmDequantized(benchmark::State& state) {
   const int64_t m = 512, n = state.range(0), k = state.range(1);

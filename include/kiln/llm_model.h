@@ -12,6 +12,7 @@
 #include "kiln/compile.h"
 #include "kiln/device.h"
 #include "kiln/dtype.h"
+#include "kiln/nn.h"
 
 namespace kiln::llm {
 
@@ -48,6 +49,9 @@ struct LoadOptions {
   /* Stack q/k/v and gate/up weights into one product each (fewer, larger launches). Unset: off
      the CPU only, where the stacked copy would sit beside the file's own weights. */
   std::optional<bool> stack_projections;
+  /* What quantized products multiply the weights by (kiln/nn.h). Unset: KILN_LLM_ACTIVATIONS,
+     by default int8 on the CPU (llama.cpp's rounding, and faster) and exact elsewhere. */
+  std::optional<QmmActivations> activations;
 };
 
 /* Raw logits of one step: [rows, vocab] float32, one row per session in the step (the last
@@ -72,6 +76,8 @@ class Model : public std::enable_shared_from_this<Model> {
   Dtype dtype() const;
   /* Bytes of weights one decode step reads (for roofline figures). */
   size_t weight_bytes() const;
+  /* What the quantized products multiply (LoadOptions::activations, resolved). */
+  QmmActivations activations() const;
 
   /* Appends `tokens` to each session (tokens[i] to sessions[i], all of one length) and returns
      the logits after the last token of each: [sessions, vocab] float32, evaluated. With one session

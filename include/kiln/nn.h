@@ -19,11 +19,23 @@ namespace kiln {
 std::tuple<Array, Array, Array> quantize(const Array& w, int group_size = 64, int bits = 4);
 /* scale*q + bias for every packed value, in the dtype of scales. */
 Array dequantize(const Array& w, const Array& scales, const Array& biases, int group_size = 64, int bits = 4);
+/* What quantized_matmul multiplies the weights by.
+   exact: x as it is, products in float32.
+   int8: x rounded first, as llama.cpp rounds activations (its Q8_1 and Q8_0 blocks): each row of x
+   per block of 32 along K becomes int8 codes q = round_half_even(x * (127 / a)) with a = max |x| of
+   the block, scale d = a / 127 (all float32; a block of zeros has d = 0, a block holding a NaN or an
+   infinity has d = NaN, which makes its row's outputs NaN). Then y = sum over blocks of
+   scale_w * d * dot(code_w, q) + bias_w * d * sum(q), the dots in exact integers. Faster on the CPU
+   (32 multiply-adds an instruction, and the weights are read at their packed size); needs
+   transpose (groups along K). */
+enum class QmmActivations { exact, int8 };
+
 /* x @ dequantize(w).T when transpose (w is [out, in]), else x @ dequantize(w) (w is [in, out]).
    x float32, float16 or bfloat16, any leading batch axes; scales/biases float32, float16 or bfloat16.
    The result has x's dtype; products accumulate in float32. */
 Array quantized_matmul(const Array& x, const Array& w, const Array& scales, const Array& biases,
-                       bool transpose = true, int group_size = 64, int bits = 4);
+                       bool transpose = true, int group_size = 64, int bits = 4,
+                       QmmActivations activations = QmmActivations::exact);
 
 /* x * rsqrt(mean(x^2) + eps) * weight over the last axis, accumulated in float32, in x's dtype.
    weight (optional) is a vector as long as that axis. */

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/config.h"
 #include "llm/model_impl.h"
 
 namespace kiln::llm {
@@ -13,11 +14,12 @@ constexpr int64_t kMaxChunk = 512;
 
 Array on(const Array& a, Device d) { return a.device() == d ? a : to(a, d); }
 
-/* Dense weights in the compute dtype on the model's device; quantized weights with float32
-   scales and biases (the products read them in place instead of converting them on every call,
-   and an expansion in float16 would round every value), expanded to dense when `expand` asks. */
-Weight place(Weight w, Device d, Dtype dtype, bool expand) {
-  if (w.quantized()) {
+/* Dense weights in the compute dtype on the model's device; quantized weights expanded to dense
+   when `expand` asks. Their scales and biases: as stored for int8 products (which read float16 in
+   place), else float32 (the float products read float32 in place instead of converting on every
+   call, and an expansion in float16 would round every value). */
+Weight place(Weight w, Device d, Dtype dtype, bool expand, QmmActivations activations) {
+  if (w.quantized() && (expand || activations == QmmActivations::exact)) {
     w.scales = astype(*w.scales, float32);
     w.biases = astype(*w.biases, float32);
   }
@@ -55,6 +57,7 @@ Stacked stack(std::vector<Linear> parts, std::vector<int64_t> widths, bool wante
   bool same = true, any_bias = false;
   for (const Linear& l : parts) {
     same = same && l.w.bits == w0.bits && l.w.group_size == w0.group_size && l.w.w.dtype() == w0.w.dtype() &&
+           l.activations == parts[0].activations &&
            (!l.w.quantized() || (l.w.scales->dtype() == w0.scales->dtype() && l.w.biases->dtype() == w0.biases->dtype()));
     any_bias = any_bias || l.bias.has_value();
   }
@@ -66,6 +69,7 @@ Stacked stack(std::vector<Linear> parts, std::vector<int64_t> widths, bool wante
   };
   Linear l;
   l.w = w0;
+  l.activations = parts[0].activations;
   l.w.w = rows([](const Linear& p) { return p.w.w; });
   if (w0.quantized()) {
     l.w.scales = rows([](const Linear& p) { return *p.w.scales; });
@@ -100,7 +104,7 @@ std::vector<Array> Stacked::operator()(const Array& x) const {
 }
 
 Array Linear::operator()(const Array& x) const {
-  Array y = w.quantized() ? quantized_matmul(x, w.w, *w.scales, *w.biases, true, w.group_size, w.bits)
+  Array y = w.quantized() ? quantized_matmul(x, w.w, *w.scales, *w.biases, true, w.group_size, w.bits, activations)
                           : matmul(x, transpose(w.w));
   return bias ? y + *bias : y;
 }
@@ -118,6 +122,13 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
   m.config = read_config(*file);
   m.device = options.device;
   m.dtype = options.dtype;
+  if (options.activations) {
+    m.activations = *options.activations;
+  } else {
+    const std::string knob = config::choice(config::Knob::llm_activations);
+    const bool int8 = knob == "int8" || (knob == "auto" && m.device.type == Device::Type::cpu);
+    m.activations = int8 ? QmmActivations::int8 : QmmActivations::exact;
+  }
   const ModelConfig& c = m.config;
 
   std::vector<Array> to_eval;
@@ -127,7 +138,7 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
     if (w.w.ndim() != 2 || w.w.shape(0) != rows || stored_cols != cols)
       throw Error(file->path() + ": tensor '" + name + "': expected shape (" + std::to_string(rows) + ", " +
                   std::to_string(cols) + ")");
-    w = place(std::move(w), m.device, m.dtype, options.dequantize);
+    w = place(std::move(w), m.device, m.dtype, options.dequantize, m.activations);
     to_eval.push_back(w.w);
     if (w.quantized()) to_eval.insert(to_eval.end(), {*w.scales, *w.biases});
     m.weight_bytes += bytes_of(w);
@@ -143,7 +154,7 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
     return a;
   };
   auto linear = [&](const std::string& name, int64_t rows, int64_t cols) {
-    Linear l{weight(name + ".weight", rows, cols), std::nullopt};
+    Linear l{weight(name + ".weight", rows, cols), std::nullopt, m.activations};
     if (file->has_tensor(name + ".bias")) l.bias = vec(name + ".bias", rows);
     return l;
   };
@@ -186,7 +197,7 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
     to_eval.push_back(*m.rope_freqs);
   }
   if (c.tied_embeddings) {
-    m.output = Linear{m.embedding, std::nullopt};
+    m.output = Linear{m.embedding, std::nullopt, m.activations};
     m.weight_bytes += bytes_of(m.embedding);
   } else {
     m.output = linear("output", c.vocab_size, c.d_model);
@@ -208,6 +219,7 @@ const ModelFile& Model::file() const { return *impl_->file; }
 Device Model::device() const { return impl_->device; }
 Dtype Model::dtype() const { return impl_->dtype; }
 size_t Model::weight_bytes() const { return impl_->weight_bytes; }
+QmmActivations Model::activations() const { return impl_->activations; }
 
 std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_positions) const {
   const ModelConfig& c = config;
@@ -218,11 +230,11 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
   std::vector<Array> keys(in.begin() + 2, in.end());  // per session: n keys, then n values
 
   Array ids = reshape(tokens, {B * L});
-  // A quantized table (float32 scales since load) is gathered quantized; only those rows expand.
-  Array x = embedding.quantized()
-                ? dequantize(take(embedding.w, ids, 0), take(*embedding.scales, ids, 0),
-                             take(*embedding.biases, ids, 0), embedding.group_size, embedding.bits)
-                : take(embedding.w, ids, 0);
+  // A quantized table is gathered quantized; only those rows expand, in float32 (float16 would round them).
+  auto rows_f32 = [&](const Array& a) { return astype(take(a, ids, 0), float32); };
+  Array x = embedding.quantized() ? dequantize(take(embedding.w, ids, 0), rows_f32(*embedding.scales),
+                                               rows_f32(*embedding.biases), embedding.group_size, embedding.bits)
+                                  : take(embedding.w, ids, 0);
   x = reshape(astype(x, dtype), {B, L, c.d_model});
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));

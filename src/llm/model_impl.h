@@ -15,6 +15,7 @@ ModelConfig read_config(const ModelFile& file);
 struct Linear {
   Weight w;
   std::optional<Array> bias;
+  QmmActivations activations = QmmActivations::exact;  // of a quantized w
   Array operator()(const Array& x) const;
 };
 
@@ -39,6 +40,7 @@ struct Model::Impl {
   ModelConfig config;
   Device device = Device::cpu();
   Dtype dtype = float32;
+  QmmActivations activations = QmmActivations::exact;
   Weight embedding;  // [vocab, d_model]
   std::vector<Layer> layers;
   Array output_norm;

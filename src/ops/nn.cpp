@@ -74,6 +74,8 @@ std::vector<Shape> QuantizedMatmul::output_shapes(const std::vector<Shape>& in) 
   const Shape& w = in[1];
   if (x.empty()) fail("quantized_matmul", "x must have at least 1 dimension");
   if (w.size() != 2) fail("quantized_matmul", "the packed weights must be 2-D, got ", shape_str(w));
+  if (activations_ == QmmActivations::int8 && !transpose_)
+    fail("quantized_matmul", "int8 activations need transpose (weights [N, K], groups along K)");
   int64_t k_packed = checked_unpacked_length("quantized_matmul", q_, w, in[2], in[3]);
   // transpose: w is [N, K] packed along K; else [K, N] packed along N.
   int64_t k = transpose_ ? k_packed : w[0];
@@ -86,11 +88,14 @@ std::vector<Shape> QuantizedMatmul::output_shapes(const std::vector<Shape>& in) 
 }
 
 bool QuantizedMatmul::is_equivalent(const Primitive& o) const {
-  return QuantizedPrimitive::is_equivalent(o) && static_cast<const QuantizedMatmul&>(o).transpose_ == transpose_;
+  if (!QuantizedPrimitive::is_equivalent(o)) return false;
+  const auto& other = static_cast<const QuantizedMatmul&>(o);
+  return other.transpose_ == transpose_ && other.activations_ == activations_;
 }
 void QuantizedMatmul::print(std::ostream& os) const {
-  os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits << ",transpose=" << (transpose_ ? "true" : "false")
-     << ")";
+  os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits << ",transpose=" << (transpose_ ? "true" : "false");
+  if (activations_ == QmmActivations::int8) os << ",activations=int8";
+  os << ")";
 }
 
 std::vector<Shape> FusedQuantizedMatmul::output_shapes(const std::vector<Shape>& in) const {

@@ -49,18 +49,22 @@ class Dequantize : public QuantizedPrimitive {
 };
 
 /* Inputs (x [.., M, K], packed, scales, biases): x @ dequantize(w)^T (transpose, w [N, K])
-   or x @ dequantize(w) (w [K, N]); the weights are 2-D, the result has x's dtype. */
+   or x @ dequantize(w) (w [K, N]); the weights are 2-D, the result has x's dtype. With int8
+   activations x is rounded to int8 blocks first (kiln/nn.h); that needs transpose. */
 class QuantizedMatmul : public QuantizedPrimitive {
  public:
-  QuantizedMatmul(QuantParams q, bool transpose) : QuantizedPrimitive(OpKind::QuantizedMatmul, q), transpose_(transpose) {}
+  QuantizedMatmul(QuantParams q, bool transpose, QmmActivations activations = QmmActivations::exact)
+      : QuantizedPrimitive(OpKind::QuantizedMatmul, q), transpose_(transpose), activations_(activations) {}
   void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
   bool is_equivalent(const Primitive& o) const override;
   void print(std::ostream& os) const override;
   bool transpose() const { return transpose_; }
+  QmmActivations activations() const { return activations_; }
 
  private:
   bool transpose_;
+  QmmActivations activations_;
 };
 
 /* Inputs (x, [norm weight], packed, scales, biases, [addend]): quantized_matmul of

@@ -64,14 +64,14 @@ Array dequantize(const Array& w, const Array& scales, const Array& biases, int g
 }
 
 Array quantized_matmul(const Array& x, const Array& w, const Array& scales, const Array& biases, bool transpose,
-                       int group_size, int bits) {
+                       int group_size, int bits, QmmActivations activations) {
   const char* op = "quantized_matmul";
   check_given(op, {&x});
   check_activation(op, "x", x);
   check_packed(op, w, scales, biases);
   QuantParams q{group_size, bits};
   check_quant_params(op, q);
-  auto prim = std::make_shared<QuantizedMatmul>(q, transpose);
+  auto prim = std::make_shared<QuantizedMatmul>(q, transpose, activations);
   Shape out = prim->output_shapes({x.shape(), w.shape(), scales.shape(), biases.shape()})[0];
   return Array::make(std::move(out), x.dtype(), std::move(prim), {x, w, scales, cast_to(biases, scales.dtype())});
 }

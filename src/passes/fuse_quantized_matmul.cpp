@@ -29,6 +29,7 @@ class FuseQuantizedMatmul : public Pass {
       const GNode& mm = g.nodes[n];
       if (mm.prim->kind() != OpKind::QuantizedMatmul) continue;
       auto& q = static_cast<const QuantizedMatmul&>(*mm.prim);
+      if (q.activations() != QmmActivations::exact) continue;  // the fused node multiplies x as it is
       // The norm in front: a weighted rms_norm whose result only this product reads.
       int norm = -1;
       const int h = mm.inputs[0], pn = producer[static_cast<size_t>(h)];

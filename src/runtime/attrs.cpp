@@ -99,6 +99,18 @@ Dtype AttrReader::dtype_or(const std::string& key, Dtype def) {
   }
 }
 
+size_t AttrReader::choice_or(const std::string& key, const std::vector<std::string>& choices, size_t def) {
+  const AttrValue* v = find(key);
+  if (!v) return def;
+  auto* s = std::get_if<std::string>(v);
+  if (!s) wrong(key, "a word");
+  for (size_t i = 0; i < choices.size(); ++i)
+    if (choices[i] == *s) return i;
+  std::string all;
+  for (const auto& c : choices) all += (all.empty() ? "" : ", ") + c;
+  fail(op_.c_str(), "attribute '", key, "': '", *s, "' is not one of ", all);
+}
+
 std::string AttrReader::graph(const std::string& key) {
   const AttrValue* v = find(key);
   if (!v) fail(op_.c_str(), "missing attribute '", key, "' (a graph reference, @name)");

@@ -30,6 +30,8 @@ class AttrReader {
   std::vector<int64_t> ints(const std::string& key);
   std::vector<int> ints32_or(const std::string& key, std::vector<int> def);
   Dtype dtype_or(const std::string& key, Dtype def);
+  /* A word out of `choices` (its index), or def when absent. */
+  size_t choice_or(const std::string& key, const std::vector<std::string>& choices, size_t def);
   std::string graph(const std::string& key);
   /* Throws for any attribute that no getter asked for (typos, wrong op). */
   void done() const;

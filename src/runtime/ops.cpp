@@ -198,7 +198,10 @@ const std::unordered_map<std::string, Entry>& table() {
                                return one(quantized_matmul(c.in[0], c.in[1], c.in[2], c.in[3],
                                                            c.attr.bool_or("transpose", true),
                                                            c.attr.int32_or("group_size", 64),
-                                                           c.attr.int32_or("bits", 4)));
+                                                           c.attr.int32_or("bits", 4),
+                                                           c.attr.choice_or("activations", {"exact", "int8"}, 0) == 1
+                                                               ? QmmActivations::int8
+                                                               : QmmActivations::exact));
                              }};
     m["rms_norm"] = {1, 2, [](Call& c) {
                        auto w = c.in.size() > 1 ? std::optional<Array>(c.in[1]) : std::nullopt;

@@ -56,8 +56,12 @@ std::vector<int32_t> ids_of(const Json& a) {
 double number(const Json& x) { return x.kind == Json::Kind::integer ? static_cast<double>(x.integer) : x.number; }
 
 // Loading a model costs a second or two; the tests share one of each kind.
-std::shared_ptr<Model> quantized_model() {
+std::shared_ptr<Model> quantized_model() {  // as loaded by default: int8 activations on the CPU
   static auto m = Model::load(model_path());
+  return m;
+}
+std::shared_ptr<Model> exact_activations_model() {
+  static auto m = Model::load(model_path(), {.activations = QmmActivations::exact});
   return m;
 }
 std::shared_ptr<Model> float_model() {
@@ -135,31 +139,60 @@ TEST_F(LlmModel, Float32LogitsMatchTransformers) {
   }
 }
 
-// llama.cpp multiplies Q4_1 weights by activations rounded to 8 bits (Q8_1 blocks); kiln and
-// transformers use the activations as they are. So kiln's quantized top-1 is held to the float32
-// reference (transformers on the same dequantized weights), and to llama.cpp at least as closely
-// as llama.cpp itself follows that reference (docs/llm.md, "Checked against transformers and llama.cpp").
-TEST_F(LlmModel, QuantizedTop1MatchesTheReferencesTeacherForced) {
-  const auto m = quantized_model();
+namespace {
+
+/* Top-1 agreements over the teacher-forced positions: the model's with the float32 reference
+   (transformers on the same dequantized weights) and with llama.cpp; llama.cpp's own with the
+   reference, and llama.cpp with flash attention against llama.cpp's default. */
+struct Top1 {
+  size_t with_float = 0, with_llama = 0, llama_with_float = 0, flash_with_llama = 0, total = 0;
+};
+
+Top1 top1_agreement(const std::shared_ptr<Model>& m) {
   const size_t vocab = static_cast<size_t>(m->config().vocab_size);
-  size_t with_float = 0, with_llama = 0, llama_with_float = 0, total = 0, sequences = 0;
+  Top1 t;
+  size_t sequences = 0;
   for (const Json& seq : golden().get("forced")->array) {
     if (sequences++ == kParts) break;
     std::vector<int32_t> ids = ids_of(*seq.get("ids")), llama = ids_of(*seq.get("top1")),
-                         exact = ids_of(*seq.get("top1_transformers"));
+                         exact = ids_of(*seq.get("top1_transformers")), flash = ids_of(*seq.get("top1_flash_attn"));
     std::vector<float> got = all_logits(m, ids);
-    for (size_t p = 0; p < ids.size(); ++p, ++total) {
+    for (size_t p = 0; p < ids.size(); ++p, ++t.total) {
       int top = argmax(got.data() + p * vocab, vocab);
-      with_float += top == exact[p];
-      with_llama += top == llama[p];
-      llama_with_float += llama[p] == exact[p];
+      t.with_float += top == exact[p];
+      t.with_llama += top == llama[p];
+      t.llama_with_float += llama[p] == exact[p];
+      t.flash_with_llama += flash[p] == llama[p];
     }
   }
-  if (kParts > 1) EXPECT_GE(total, 2000u);
-  std::printf("top-1 over %zu positions: kiln = float32 reference %zu, kiln = llama.cpp %zu, llama.cpp = float32 reference %zu\n",
-              total, with_float, with_llama, llama_with_float);
-  EXPECT_GE(static_cast<double>(with_float), 0.99 * static_cast<double>(total));
-  EXPECT_GE(with_llama + total / 100, llama_with_float);
+  if (kParts > 1) EXPECT_GE(t.total, 2000u);
+  std::printf("top-1 over %zu positions: kiln = float32 reference %zu, kiln = llama.cpp %zu; llama.cpp = float32 "
+              "reference %zu, llama.cpp with flash attention = llama.cpp %zu\n",
+              t.total, t.with_float, t.with_llama, t.llama_with_float, t.flash_with_llama);
+  return t;
+}
+
+}  // namespace
+
+// With activations as they are, kiln computes what transformers computes on the same dequantized
+// weights: its top-1 is held to that float32 reference, and to llama.cpp at least as closely as
+// llama.cpp itself follows the reference (docs/llm.md, "Checked against transformers and llama.cpp").
+TEST_F(LlmModel, ExactActivationsTop1MatchesTheReferencesTeacherForced) {
+  const Top1 t = top1_agreement(exact_activations_model());
+  EXPECT_GE(static_cast<double>(t.with_float), 0.99 * static_cast<double>(t.total));
+  EXPECT_GE(t.with_llama + t.total / 100, t.llama_with_float);
+}
+
+// With int8 activations (the CPU default) kiln rounds as llama.cpp does, which moves near ties
+// as llama.cpp's rounding moves them, but not to the same side: the rounding is chaotic (a change
+// in the last bit upstream flips codes downstream). So kiln is held to the float32 reference as
+// closely as llama.cpp is, and to llama.cpp as closely as llama.cpp with flash attention is.
+TEST_F(LlmModel, Int8ActivationsTop1MatchesTheReferencesTeacherForced) {
+  const auto m = quantized_model();
+  ASSERT_EQ(m->activations(), QmmActivations::int8);
+  const Top1 t = top1_agreement(m);
+  EXPECT_GE(t.with_float + t.total / 100, t.llama_with_float);
+  EXPECT_GE(t.with_llama + t.total / 100, t.flash_with_llama);
 }
 
 // Greedy tokens equal llama.cpp's until the first step where llama.cpp's pick led its runner-up by
@@ -282,7 +315,7 @@ TEST_F(LlmModel, StackedProjectionsEqualSeparateOnes) {
 // on the device) as one step, and the same greedy tokens. Skips without a GPU.
 TEST_F(LlmModel, CudaMatchesTheCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the model's GPU path is not checked";
-  const auto cpu = quantized_model();
+  const auto cpu = exact_activations_model();  // the GPU multiplies activations as they are
   const auto gpu = Model::load(model_path(), {.device = Device::cuda(0)});
   const size_t vocab = static_cast<size_t>(cpu->config().vocab_size);
   std::vector<int32_t> ids = ids_of(*golden().get("forced")->array[0].get("ids"));

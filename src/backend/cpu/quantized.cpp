@@ -2,7 +2,8 @@
 // quantized_matmul. Packed rows are a bit stream of `bits`-bit values from the low
 // bits of the first uint32 up. The decode product (few rows, weights [N, K], 2, 4
 // or 8 bits) reads each packed weight once with AVX2 where the CPU has it; other
-// cases dequantize tiles of the weights into float32 and use sgemm.
+// cases dequantize tiles of the weights into float32 and use sgemm. Products with
+// int8 activations are in quantized_int8.cpp.
 #include <cblas.h>
 #include <immintrin.h>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "backend/cpu/nn_util.h"
+#include "backend/cpu/quantized_int8.h"
 #include "core/thread_pool.h"
 #include "ops/nn.h"
 
@@ -322,6 +324,9 @@ void QuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor
   float* yp = y.dtype == float32 ? y.data<float>() : (yf.resize(static_cast<size_t>(m * n)), yf.data());
   if (k == 0) {
     std::fill(yp, yp + m * n, 0.0f);
+  } else if (activations_ == QmmActivations::int8) {
+    const std::vector<float> x = detail::to_floats(in[0]);
+    detail::quantized_matmul_int8(x.data(), m, k, w.data<uint32_t>(), n, in[2], in[3], q_, yp);
   } else {
     const std::vector<float> x = detail::to_floats(in[0]);
     const FloatRows sb(in[2], in[3]);

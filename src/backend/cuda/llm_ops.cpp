@@ -297,6 +297,7 @@ void eval_llm(int dev, Primitive& prim, std::vector<Tensor>& in, std::vector<Ten
       return;
     case OpKind::QuantizedMatmul: {
       auto& p = static_cast<const QuantizedMatmul&>(prim);
+      if (p.activations() != QmmActivations::exact) break;  // int8 activations: the CPU kernel, below
       allocate_output(dev, y);
       return quantized_matmul(dev, p.params(), p.transpose(), in[0], in[1], in[2], in[3], y);
     }
@@ -327,15 +328,16 @@ void eval_llm(int dev, Primitive& prim, std::vector<Tensor>& in, std::vector<Ten
       return attention(dev, static_cast<const ScaledDotProductAttention&>(prim), in, y);
     case OpKind::DynamicSliceUpdate:
       return slice_update(dev, static_cast<const DynamicSliceUpdate&>(prim), in, y);
-    default: {
-      // Quantize runs once per weight at load: on the host, its results uploaded.
-      std::vector<Tensor> host_in = in;
-      ensure_host(host_in);
-      for (auto& t : host_in) t.donated = false;
-      prim.eval_cpu(host_in, out);
-      for (auto& t : out) t = to_device(t, dev);
-    }
+    default:
+      break;
   }
+  // Quantize (once per weight, at load) and products with int8 activations (llama.cpp's CPU
+  // rounding, the CPU's default for models) run on the host, their results uploaded.
+  std::vector<Tensor> host_in = in;
+  ensure_host(host_in);
+  for (auto& t : host_in) t.donated = false;
+  prim.eval_cpu(host_in, out);
+  for (auto& t : out) t = to_device(t, dev);
 }
 
 }  // namespace kiln::cuda

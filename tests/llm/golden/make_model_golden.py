@@ -6,10 +6,15 @@ Two reference implementations that kiln's authors did not write:
     every position of teacher-forced sequences, and greedy continuations, on the quantized weights.
   - Hugging Face transformers loading the same GGUF (it dequantizes to float32): logits.
 
-Usage: make_model_golden.py MODEL.gguf OUT_DIR
+Usage: make_model_golden.py MODEL.gguf OUT_DIR [--only-flash-attn]
 Needs: llama-cpp-python, transformers, torch, gguf, numpy. CI reads the output and needs none of them.
 Writes OUT_DIR/<stem>.json (ids, top-1s, continuations, top-64 logits) and OUT_DIR/<stem>.rows.f32
 (full logit rows, little-endian float32, in the order the json lists them).
+
+Each teacher-forced sequence also gets llama.cpp's top-1 with flash attention on ("top1_flash_attn"):
+llama.cpp against itself under another of its own settings, the scale for how closely a second
+implementation can follow it. --only-flash-attn adds just that field to an existing OUT_DIR/<stem>.json
+(llama-cpp-python and numpy only).
 """
 import json
 import os
@@ -98,6 +103,20 @@ def llama_cpp_part(model_path):
     return {"version": llama_cpp.__version__, "greedy": greedy, "forced": forced}
 
 
+def llama_cpp_flash_attn_top1(model_path, forced_ids):
+    """llama.cpp's top-1 at every position with flash attention on (the rest as llama_cpp_part)."""
+    import llama_cpp
+
+    llm = llama_cpp.Llama(model_path=model_path, n_ctx=1024, n_batch=512, n_threads=os.cpu_count(), logits_all=True,
+                          verbose=False, seed=1234, flash_attn=True)
+    top1 = []
+    for ids in forced_ids:
+        llm.reset()
+        llm.eval(ids)
+        top1.append([int(np.argmax(llm.scores[i])) for i in range(len(ids))])
+    return top1
+
+
 def transformers_part(model_path, prompts_ids, forced_ids):
     import torch
     import transformers
@@ -125,9 +144,19 @@ def transformers_part(model_path, prompts_ids, forced_ids):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4) or (len(sys.argv) == 4 and sys.argv[3] != "--only-flash-attn"):
         sys.exit(__doc__)
     model_path, out_dir = sys.argv[1], sys.argv[2]
+    stem = os.path.splitext(os.path.basename(model_path))[0]
+    if len(sys.argv) == 4:
+        path = os.path.join(out_dir, stem + ".json")
+        with open(path) as f:
+            data = json.load(f)
+        for f, t in zip(data["forced"], llama_cpp_flash_attn_top1(model_path, [f["ids"] for f in data["forced"]])):
+            f["top1_flash_attn"] = t
+        with open(path, "w") as f:
+            json.dump(data, f, separators=(",", ":"))
+        return
     os.makedirs(out_dir, exist_ok=True)
     cpp = llama_cpp_part(model_path)
     prompt_ids = [g["ids"] for g in cpp["greedy"]]
@@ -135,7 +164,8 @@ def main():
     versions, logits, rows, forced_top1 = transformers_part(model_path, prompt_ids, forced_ids)
     for f, t in zip(cpp["forced"], forced_top1):
         f["top1_transformers"] = t
-    stem = os.path.splitext(os.path.basename(model_path))[0]
+    for f, t in zip(cpp["forced"], llama_cpp_flash_attn_top1(model_path, forced_ids)):
+        f["top1_flash_attn"] = t
     data = {
         "model": os.path.basename(model_path),
         "made_by": "tests/llm/golden/make_model_golden.py",

@@ -1,0 +1,376 @@
+// quantized_matmul with int8 activations on the CPU (QmmActivations::int8, kiln/nn.h): each row
+// of x is rounded per block of 32 to int8 codes and a float scale, as llama.cpp rounds its
+// activations (Q8_1, Q8_0), and the blocks are multiplied by the packed codes in integers. With
+// AVX2 (checked at run time) 4- and 8-bit weights take maddubs/madd, 32 multiply-adds an
+// instruction, reading the packed weights and their float16 scales in place; other bit widths
+// and CPUs take plain loops over the same integers.
+#include "backend/cpu/quantized_int8.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/nn_util.h"
+#include "core/thread_pool.h"
+
+namespace kiln::detail {
+namespace {
+
+constexpr int kQ8Block = 32;       // values of x that share one int8 scale
+constexpr int64_t kPanel = 16;   // weight rows converted and multiplied together (a few KB: L1)
+constexpr int64_t kGemmRows = 4; // from this many rows of x, 4-bit codes are unpacked once a panel
+
+bool cpu_has_avx2() {
+  static const bool yes =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  return yes;
+}
+
+/* x's rows as int8 blocks: codes q [M, K], per block the scale d [M, K/32], and per weight group
+   the sum over its blocks of d * sum(q) [M, K/group] (what the group's bias multiplies). For the
+   4-bit kernel a block holds its even values first, then its odd ones: the order a block's
+   packed bytes unpack in (low nibbles, then high). */
+struct Int8Rows {
+  std::vector<int8_t> q;
+  std::vector<float> d, dsum;
+};
+
+/* One block in natural order: its scale; the sum of its codes in `sum`. */
+float quantize_block(const float* x, int8_t* q, int& sum) {
+  float amax = 0;
+  bool finite = true;
+  for (int i = 0; i < kQ8Block; ++i) {
+    amax = std::max(amax, std::fabs(x[i]));
+    finite = finite && std::isfinite(x[i]);
+  }
+  sum = 0;
+  if (!finite) {
+    std::memset(q, 0, kQ8Block);
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  const float id = amax > 0 ? 127.0f / amax : 0.0f;
+  for (int i = 0; i < kQ8Block; ++i) {
+    q[i] = static_cast<int8_t>(std::nearbyint(x[i] * id));
+    sum += q[i];
+  }
+  return amax / 127.0f;
+}
+
+/* The same with AVX2: the same codes (multiply by the same id, round half to even). */
+__attribute__((target("avx2,fma"))) float quantize_block_avx2(const float* x, int8_t* q, int& sum, bool even_odd) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 v[4], mx = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(x + 8 * i);
+    mx = _mm256_max_ps(mx, _mm256_and_ps(v[i], abs_mask));
+    bad = _mm256_add_ps(bad, _mm256_sub_ps(v[i], v[i]));  // NaN where any value is NaN or infinite
+  }
+  sum = 0;
+  if (_mm256_movemask_ps(_mm256_cmp_ps(bad, bad, _CMP_UNORD_Q))) {
+    std::memset(q, 0, kQ8Block);
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float amax = _mm_cvtss_f32(m4);
+  const __m256 id = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+  __m256i i32[4];
+  for (int i = 0; i < 4; ++i)
+    i32[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  __m256i s = _mm256_add_epi32(_mm256_add_epi32(i32[0], i32[1]), _mm256_add_epi32(i32[2], i32[3]));
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
+  sum = _mm_cvtsi128_si32(s4);
+  // Packing interleaves the lanes; the permutation puts the 32 codes back in order.
+  __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i32[0], i32[1]), _mm256_packs_epi32(i32[2], i32[3]));
+  p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  if (even_odd) {  // per 16 values: evens then odds; then the evens of both halves first
+    const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12,
+                                           14, 1, 3, 5, 7, 9, 11, 13, 15);
+    p = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(p, split), 0xD8);
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), p);
+  return amax / 127.0f;
+}
+
+Int8Rows quantize_rows(const float* x, int64_t m, int64_t k, int group_size, bool simd, bool even_odd) {
+  const int64_t blocks = k / kQ8Block, groups = k / group_size, per_group = group_size / kQ8Block;
+  Int8Rows r;
+  r.q.resize(static_cast<size_t>(m * k));
+  r.d.resize(static_cast<size_t>(m * blocks));
+  r.dsum.assign(static_cast<size_t>(m * groups), 0.0f);
+  detail::parallel_for(m, std::max<int64_t>(1, (1 << 16) / k), [&](int64_t m0, int64_t m1) {
+    for (int64_t i = m0; i < m1; ++i) {
+      for (int64_t j = 0; j < blocks; ++j) {
+        const float* xb = x + i * k + j * kQ8Block;
+        int8_t* qb = r.q.data() + i * k + j * kQ8Block;
+        int sum = 0;
+        const float d = simd ? quantize_block_avx2(xb, qb, sum, even_odd) : quantize_block(xb, qb, sum);
+        r.d[static_cast<size_t>(i * blocks + j)] = d;
+        r.dsum[static_cast<size_t>(i * groups + j / per_group)] += d * static_cast<float>(sum);
+      }
+    }
+  });
+  return r;
+}
+
+/* The problem as the kernels see it. */
+struct Problem {
+  const Int8Rows* x;
+  int64_t m, n, k, blocks, groups;
+  int group_shift;  // log2(group_size / 32): block j is in group j >> group_shift
+  int bits;
+  const uint8_t* w;  // packed rows, row_bytes apart
+  int64_t row_bytes;
+  float* y;
+};
+
+/* Elements [i0, i0 + count) of a row-major float tensor as float32. */
+__attribute__((target("avx2,fma,f16c"))) void floats_f16c(const uint16_t* src, int64_t count, float* out) {
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  for (; i < count; ++i) out[i] = _cvtsh_ss(src[i]);
+}
+
+void floats_of(const Tensor& t, int64_t i0, int64_t count, float* out) {
+  switch (t.dtype) {
+    case Dtype::float32: std::memcpy(out, t.data<float>() + i0, static_cast<size_t>(count) * sizeof(float)); return;
+    case Dtype::float16:
+      if (cpu_has_avx2()) return floats_f16c(reinterpret_cast<const uint16_t*>(t.data<float16_t>() + i0), count, out);
+      for (int64_t i = 0; i < count; ++i) out[i] = static_cast<float>(t.data<float16_t>()[i0 + i]);
+      return;
+    case Dtype::bfloat16:
+      for (int64_t i = 0; i < count; ++i) out[i] = static_cast<float>(t.data<bfloat16_t>()[i0 + i]);
+      return;
+    default: fail("quantized_matmul", "scales and biases must be float32, float16 or bfloat16, got ", dtype_name(t.dtype));
+  }
+}
+
+__attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* The biases' share of output (i, n): sum over groups of bias * d * sum(q). */
+inline float bias_term(const float* b, const float* dsum, int64_t groups) {
+  float s = 0;
+  for (int64_t g = 0; g < groups; ++g) s += b[g] * dsum[g];
+  return s;
+}
+
+/* Row i of x against weight rows [n0, n0 + NR), whose scales and biases (float32, [NR][groups])
+   are sw and bw. 4 bits: a block's 16 bytes unpack to its 32 codes, low nibbles (even values) in
+   the lower half. 8 bits: codes are offset by 128 and maddubs needs one side unsigned, so the
+   signed code's magnitude meets x with the code's sign; the 128 offset moved into bw. Each
+   block's integer dot is scaled by the weight's and the block's scales. One row of x at a time
+   (decode); many rows of 4-bit weights take panel_gemm4, which unpacks the codes once. */
+template <int B, int NR>
+__attribute__((target("avx2,fma"))) void tile_avx2(const Problem& p, const float* sw, const float* bw, int64_t i,
+                                                   int64_t n0) {
+  constexpr int kBytes = kQ8Block * B / 8;  // packed bytes of one block
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i low4 = _mm256_set1_epi8(0x0F), flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const uint8_t* wr = p.w + n0 * p.row_bytes;
+  const int8_t* xq = p.x->q.data() + i * p.k;
+  const float* xd = p.x->d.data() + i * p.blocks;
+  __m256 acc[NR];
+#pragma GCC unroll 8
+  for (int c = 0; c < NR; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < p.blocks; ++j) {
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + j * kQ8Block));
+    const __m256 dx = _mm256_broadcast_ss(xd + j);
+    const int64_t g = j >> p.group_shift;
+  #pragma GCC unroll 8
+    for (int c = 0; c < NR; ++c) {
+      const uint8_t* src = wr + c * p.row_bytes + j * kBytes;
+      __m256i wq, xs = xv;
+      if constexpr (B == 4) {
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+        wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4);
+      } else {
+        const __m256i ws = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)), flip);
+        wq = _mm256_sign_epi8(ws, ws);
+        xs = _mm256_sign_epi8(xv, ws);
+      }
+      const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xs), ones);
+      const __m256 scale = _mm256_mul_ps(dx, _mm256_broadcast_ss(sw + c * p.groups + g));
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[c]);
+    }
+  }
+  const float* dsum = p.x->dsum.data() + i * p.groups;
+#pragma GCC unroll 8
+  for (int c = 0; c < NR; ++c) p.y[i * p.n + n0 + c] = hsum(acc[c]) + bias_term(bw + c * p.groups, dsum, p.groups);
+}
+
+/* Value i of a packed row (any bits; values may straddle words). */
+inline int code_at(const uint8_t* row, int64_t i, int bits) {
+  const int64_t bit = i * bits;
+  uint64_t v = 0;
+  std::memcpy(&v, row + (bit >> 3), bits + (bit & 7) > 8 ? 2 : 1);
+  return static_cast<int>((v >> (bit & 7)) & ((1u << bits) - 1));
+}
+
+/* Any bits, any CPU: one output at a time, codes unpacked one by one (x in natural order). */
+void tile_generic(const Problem& p, const float* sw, const float* bw, int64_t m0, int64_t mr, int64_t n0, int64_t nr) {
+  for (int64_t r = m0; r < m0 + mr; ++r) {
+    for (int64_t c = 0; c < nr; ++c) {
+      const uint8_t* row = p.w + (n0 + c) * p.row_bytes;
+      float acc = 0;
+      for (int64_t j = 0; j < p.blocks; ++j) {
+        const int8_t* q = p.x->q.data() + r * p.k + j * kQ8Block;
+        int32_t dot = 0;
+        for (int i = 0; i < kQ8Block; ++i) dot += code_at(row, j * kQ8Block + i, p.bits) * q[i];
+        acc += static_cast<float>(dot) * (p.x->d[static_cast<size_t>(r * p.blocks + j)] * sw[c * p.groups + (j >> p.group_shift)]);
+      }
+      p.y[r * p.n + n0 + c] = acc + bias_term(bw + c * p.groups, p.x->dsum.data() + r * p.groups, p.groups);
+    }
+  }
+}
+
+/* One panel's tiles: each row of x against 8 weight rows at a time, then the rest one by one. */
+template <int B>
+void panel_avx2(const Problem& p, const float* sw, const float* bw, int64_t n0, int64_t rows) {
+  constexpr int kCols = 8;
+  for (int64_t i = 0; i < p.m; ++i) {
+    int64_t c = 0;
+    for (; c + kCols <= rows; c += kCols) tile_avx2<B, kCols>(p, sw + c * p.groups, bw + c * p.groups, i, n0 + c);
+    for (; c < rows; ++c) tile_avx2<B, 1>(p, sw + c * p.groups, bw + c * p.groups, i, n0 + c);
+  }
+}
+
+/* acc += block dot(w, x) (32 unsigned times signed bytes, in int32) * scale. */
+__attribute__((target("avx2,fma"), always_inline)) inline void dot_step(__m256& acc, __m256i w, __m256i x, __m256i ones,
+                                                                          __m256 scale) {
+  const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc);
+}
+
+/* Many rows of x (prefill), 4 bits: the panel's codes unpacked once into wu ([rows][K] bytes,
+   each block's evens then odds, as x), then tiles of MR (1 or 2) rows of x against 4 weight rows.
+   st holds the 4 rows' scales by block ([blocks][4]), so one multiply makes a block's 8 scale
+   products. The eight sums are named variables: as an array GCC kept them on the stack. */
+template <int MR>
+__attribute__((target("avx2,fma"))) void tile_unpacked(const Problem& p, const uint8_t* wu, const float* st,
+                                                       const float* bw, int64_t i0, int64_t n0) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+  const int8_t* x0 = p.x->q.data() + i0 * p.k;
+  const int8_t* x1 = x0 + (MR > 1 ? p.k : 0);
+  const float* d0 = p.x->d.data() + i0 * p.blocks;
+  const float* d1 = d0 + (MR > 1 ? p.blocks : 0);
+  const int64_t k = p.k, g = p.groups;
+  alignas(32) float sc[8];
+  for (int64_t j = 0; j < p.blocks; ++j) {
+    const int64_t at = j * kQ8Block;
+    const __m256 dv = _mm256_set_m128(_mm_broadcast_ss(d1 + j), _mm_broadcast_ss(d0 + j));
+    _mm256_store_ps(sc, _mm256_mul_ps(dv, _mm256_broadcast_ps(reinterpret_cast<const __m128*>(st + 4 * j))));
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wu + at));
+    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wu + k + at));
+    const __m256i w2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wu + 2 * k + at));
+    const __m256i w3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wu + 3 * k + at));
+    const __m256i xv0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0 + at));
+    dot_step(a00, w0, xv0, ones, _mm256_broadcast_ss(sc + 0));
+    dot_step(a01, w1, xv0, ones, _mm256_broadcast_ss(sc + 1));
+    dot_step(a02, w2, xv0, ones, _mm256_broadcast_ss(sc + 2));
+    dot_step(a03, w3, xv0, ones, _mm256_broadcast_ss(sc + 3));
+    if constexpr (MR > 1) {
+      const __m256i xv1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1 + at));
+      dot_step(a10, w0, xv1, ones, _mm256_broadcast_ss(sc + 4));
+      dot_step(a11, w1, xv1, ones, _mm256_broadcast_ss(sc + 5));
+      dot_step(a12, w2, xv1, ones, _mm256_broadcast_ss(sc + 6));
+      dot_step(a13, w3, xv1, ones, _mm256_broadcast_ss(sc + 7));
+    }
+  }
+  const __m256 acc[2][4] = {{a00, a01, a02, a03}, {a10, a11, a12, a13}};
+  for (int r = 0; r < MR; ++r) {
+    const float* dsum = p.x->dsum.data() + (i0 + r) * g;
+    for (int c = 0; c < 4; ++c) p.y[(i0 + r) * p.n + n0 + c] = hsum(acc[r][c]) + bias_term(bw + c * g, dsum, g);
+  }
+}
+
+/* One weight row (a panel's last rows) against row i of x, from the unpacked codes. */
+__attribute__((target("avx2,fma"))) void row_unpacked(const Problem& p, const uint8_t* wu, const float* sw,
+                                                      const float* bw, int64_t i, int64_t n) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc = _mm256_setzero_ps();
+  const int8_t* x = p.x->q.data() + i * p.k;
+  const float* d = p.x->d.data() + i * p.blocks;
+  for (int64_t j = 0; j < p.blocks; ++j) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wu + j * kQ8Block));
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + j * kQ8Block));
+    const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, xv), ones);
+    const __m256 scale = _mm256_mul_ps(_mm256_broadcast_ss(d + j), _mm256_broadcast_ss(sw + (j >> p.group_shift)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc);
+  }
+  p.y[i * p.n + n] = hsum(acc) + bias_term(bw, p.x->dsum.data() + i * p.groups, p.groups);
+}
+
+__attribute__((target("avx2,fma"))) void unpack_panel4(const Problem& p, int64_t n0, int64_t rows, uint8_t* wu) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  for (int64_t c = 0; c < rows; ++c) {
+    const uint8_t* src = p.w + (n0 + c) * p.row_bytes;
+    for (int64_t j = 0; j < p.blocks; ++j) {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + j * 16));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(wu + c * p.k + j * kQ8Block),
+                          _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4));
+    }
+  }
+}
+
+void panel_gemm4(const Problem& p, const float* sw, const float* bw, int64_t n0, int64_t rows, uint8_t* wu, float* st) {
+  unpack_panel4(p, n0, rows, wu);
+  int64_t c = 0;
+  for (; c + 4 <= rows; c += 4) {
+    for (int64_t j = 0; j < p.blocks; ++j)  // the 4 rows' scales by block
+      for (int64_t e = 0; e < 4; ++e) st[j * 4 + e] = sw[(c + e) * p.groups + (j >> p.group_shift)];
+    int64_t i = 0;
+    for (; i + 2 <= p.m; i += 2) tile_unpacked<2>(p, wu + c * p.k, st, bw + c * p.groups, i, n0 + c);
+    for (; i < p.m; ++i) tile_unpacked<1>(p, wu + c * p.k, st, bw + c * p.groups, i, n0 + c);
+  }
+  for (; c < rows; ++c)
+    for (int64_t i = 0; i < p.m; ++i) row_unpacked(p, wu + c * p.k, sw + c * p.groups, bw + c * p.groups, i, n0 + c);
+}
+
+}  // namespace
+
+void quantized_matmul_int8(const float* x, int64_t m, int64_t k, const uint32_t* w, int64_t n, const Tensor& scales,
+                           const Tensor& biases, const QuantParams& q, float* y) {
+  const bool simd = cpu_has_avx2() && (q.bits == 4 || q.bits == 8);
+  const Int8Rows xq = quantize_rows(x, m, k, q.group_size, cpu_has_avx2(), simd && q.bits == 4);
+  const Tensor s = row_major(scales), b = row_major(biases);
+  Problem p{&xq, m, n, k, k / kQ8Block, k / q.group_size, std::countr_zero(static_cast<unsigned>(q.group_size / kQ8Block)),
+            q.bits, reinterpret_cast<const uint8_t*>(w), k * q.bits / 8, y};
+  const bool gemm = simd && q.bits == 4 && m >= kGemmRows;
+  const int64_t panels = (n + kPanel - 1) / kPanel;
+  // Chunks of at least 32 KB of weights a thread, fewer for many rows of x.
+  const int64_t grain = std::max<int64_t>(1, (1 << 15) / (kPanel * p.row_bytes * std::min<int64_t>(m, 8)));
+  detail::parallel_for(panels, grain, [&](int64_t a, int64_t e) {
+    std::vector<float> sw(static_cast<size_t>(kPanel * p.groups)), bw(sw.size());
+    std::vector<uint8_t> wu(static_cast<size_t>(gemm ? kPanel * k : 0));
+    std::vector<float> st(static_cast<size_t>(gemm ? 4 * p.blocks : 0));
+    for (int64_t panel = a; panel < e; ++panel) {
+      const int64_t n0 = panel * kPanel, rows = std::min(kPanel, n - n0);
+      floats_of(s, n0 * p.groups, rows * p.groups, sw.data());
+      floats_of(b, n0 * p.groups, rows * p.groups, bw.data());
+      // 8 bits: the kernels use code - 128, so each group's bias gains 128 scales.
+      if (simd && q.bits == 8)
+        for (int64_t i = 0; i < rows * p.groups; ++i) bw[static_cast<size_t>(i)] += 128.0f * sw[static_cast<size_t>(i)];
+      if (gemm) panel_gemm4(p, sw.data(), bw.data(), n0, rows, wu.data(), st.data());
+      else if (simd && q.bits == 4) panel_avx2<4>(p, sw.data(), bw.data(), n0, rows);
+      else if (simd) panel_avx2<8>(p, sw.data(), bw.data(), n0, rows);
+      else tile_generic(p, sw.data(), bw.data(), 0, m, n0, rows);
+    }
+  });
+}
+
+}  // namespace kiln::detail

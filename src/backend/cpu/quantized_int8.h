@@ -1,0 +1,17 @@
+// quantized_matmul with int8 activations on the CPU (QmmActivations::int8, kiln/nn.h).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/copy.h"
+#include "ops/nn.h"
+
+namespace kiln::detail {
+
+/* y [M, N] (float32) = x [M, K] (float32, row-major) rounded to int8 blocks of 32, times
+   dequantize(w)^T for packed rows w [N, K*bits/32] with scales and biases [N, K/group] (float32,
+   float16 or bfloat16, any layout). */
+void quantized_matmul_int8(const float* x, int64_t m, int64_t k, const uint32_t* w, int64_t n, const Tensor& scales,
+                           const Tensor& biases, const QuantParams& q, float* y);
+
+}  // namespace kiln::detail
