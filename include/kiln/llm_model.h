@@ -50,7 +50,7 @@ struct LoadOptions {
      the CPU only, where the stacked copy would sit beside the file's own weights. */
   std::optional<bool> stack_projections;
   /* What quantized products multiply the weights by (kiln/nn.h). Unset: KILN_LLM_ACTIVATIONS,
-     by default int8 on the CPU (llama.cpp's rounding, and faster) and exact elsewhere. */
+     by default exact (int8, llama.cpp's rounding and faster on the CPU, on request). */
   std::optional<QmmActivations> activations;
 };
 
