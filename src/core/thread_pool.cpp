@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -17,6 +18,31 @@ namespace kiln::detail {
 namespace {
 
 thread_local bool t_in_pool_task = false;
+
+// How long a thread polls before it sleeps: a decode step hands the pool a job every few
+// microseconds, and waking a sleeping thread takes tens of them (more on a loaded machine).
+constexpr std::chrono::microseconds kSpin{100};
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+/* Polls ready() for up to kSpin; true once it holds. */
+template <class F>
+bool spin_until(F&& ready) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= until) return ready();
+  }
+}
 
 // One parallel_for call: chunks are claimed through an atomic counter.
 struct Job {
@@ -65,6 +91,7 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (int i = 0; i < copies; ++i) queue_.push_back(job);
+      queued_.store(queue_.size(), std::memory_order_release);
     }
     cv_.notify_all();
   }
@@ -74,12 +101,14 @@ class Pool {
     t_in_pool_task = true;
     for (;;) {
       std::shared_ptr<Job> job;
+      spin_until([this] { return queued_.load(std::memory_order_acquire) > 0; });
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
         if (stop_ && queue_.empty()) return;
         job = std::move(queue_.front());
         queue_.pop_front();
+        queued_.store(queue_.size(), std::memory_order_release);
       }
       job->work();
     }
@@ -88,6 +117,7 @@ class Pool {
   std::mutex mu_;  // guards queue_ and stop_
   std::condition_variable cv_;  // waits on mu_
   std::deque<std::shared_ptr<Job>> queue_;
+  std::atomic<size_t> queued_{0};  // atomic: queue_.size() as last set under mu_, polled without it
   bool stop_ = false;
   std::vector<std::thread> threads_;  // filled by the constructor, then read-only
 };
@@ -128,6 +158,7 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   t_in_pool_task = true;  // the caller's own chunks must not fan out again
   job->work();
   t_in_pool_task = false;
+  spin_until([&] { return job->finished.load(std::memory_order_acquire) == job->num_chunks; });
   std::unique_lock<std::mutex> lock(job->mu);
   job->done_cv.wait(lock, [&] { return job->finished.load() == job->num_chunks; });
   if (job->error) std::rethrow_exception(job->error);
