@@ -8,7 +8,8 @@
 namespace kiln {
 
 /* Where compiled kernels (CPU and CUDA) are kept on disk: $KILN_CACHE_DIR, else
-   ~/.cache/kiln, else /tmp/kiln-cache-<uid>. Not bounded by kiln. */
+   ~/.cache/kiln, else /tmp/kiln-cache-<uid>. Used only when it is not a symbolic link,
+   belongs to this user and nobody else can write it (docs/codegen.md). Not bounded by kiln. */
 std::string kernel_cache_dir();
 
 /* Most kernels each in-memory kernel cache keeps loaded (the CPU JIT's, and NVRTC's

@@ -46,8 +46,11 @@ struct LoadOptions {
   Dtype dtype = float32;
   /* Expand quantized weights to `dtype` at load (for checks against float references). */
   bool dequantize = false;
+  /* Stack q/k/v and gate/up weights into one product each (fewer, larger launches). Unset: on.
+     The file then drops its own conversions of the parts, so memory does not grow. */
+  std::optional<bool> stack_projections;
   /* What quantized products multiply the weights by (kiln/nn.h). Unset: KILN_LLM_ACTIVATIONS,
-     by default int8 on the CPU (llama.cpp's rounding, and faster) and exact elsewhere. */
+     by default exact (int8, llama.cpp's rounding and faster on the CPU, on request). */
   std::optional<QmmActivations> activations;
 };
 

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "capi/capi.h"
+#include "core/checked.h"
 #include "kiln/ops.h"
 
 namespace kiln::capi {
@@ -123,12 +124,8 @@ int kiln_array_new_data(kiln_array* out, const void* data, const int64_t* shape,
     check_out(fn, out);
     Shape s = to_shape(fn, shape, ndim);
     Dtype d = to_dtype(fn, dtype);
-    int64_t n = 1;
-    for (auto v : s) {
-      if (v < 0) fail("array", "negative dimension ", v);
-      if (v != 0 && n > INT64_MAX / v) fail("array", "shape is too large");
-      n *= v;
-    }
+    detail::check_shape(fn, s, d);
+    int64_t n = detail::checked_size(fn, s);
     if (!data && n > 0) fail(fn, "null data for ", n, " elements");
     put(out, array(data, std::move(s), d));
   });
@@ -269,7 +266,7 @@ int kiln_array_copy_to(void* dst, size_t dst_nbytes, const kiln_array a, kiln_dt
     const char* fn = "kiln_array_copy_to";
     const Array& arr = get(fn, a);
     Dtype d = to_dtype(fn, as);
-    size_t need = static_cast<size_t>(arr.size()) * static_cast<size_t>(size_of(d));
+    size_t need = detail::checked_bytes(fn, arr.shape(), d);
     if (dst_nbytes < need) fail(fn, "destination holds ", dst_nbytes, " bytes, the array needs ", need);
     if (!dst && need > 0) fail(fn, "null destination");
     arr.copy_to(dst, d);

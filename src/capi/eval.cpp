@@ -26,6 +26,20 @@ Device to_device(const char* fn, kiln_device d) {
   fail(fn, "invalid device type ", type);
 }
 
+// to_device, and the device must be there: a CUDA index past the devices (any index in a
+// build without the CUDA backend) fails like every other call on a missing device.
+Device existing_device(const char* fn, kiln_device d) {
+  Device dev = to_device(fn, d);
+  if (dev.type == Device::Type::cuda && dev.index >= cuda_device_count()) {
+#ifdef KILN_WITH_CUDA
+    fail(fn, "no CUDA device ", dev.index, " (", cuda_device_count(), " found)");
+#else
+    fail(fn, "no CUDA device ", dev.index, ": kiln was built without a CUDA backend");
+#endif
+  }
+  return dev;
+}
+
 kiln_device from_device(Device d) {
   kiln_device out;
   out.type = d.type == Device::Type::cpu ? KILN_DEVICE_CPU : KILN_DEVICE_CUDA;
@@ -59,7 +73,7 @@ int kiln_async_eval(const kiln_vector_array arrays) {
 
 int kiln_synchronize(kiln_stream stream) {
   return guard([&] {
-    to_device("kiln_synchronize", stream.device);
+    existing_device("kiln_synchronize", stream.device);
     std::vector<Array> live;
     auto& p = pending();
     for (auto& w : p) {
@@ -123,7 +137,7 @@ int kiln_device_count(int* out, kiln_device_type type) {
 int kiln_default_stream(kiln_stream* out, kiln_device device) {
   return guard([&] {
     check_out("kiln_default_stream", out);
-    to_device("kiln_default_stream", device);
+    existing_device("kiln_default_stream", device);
     out->device = device;
     out->index = 0;  // each thread's default stream; the thread is implied
   });

@@ -35,6 +35,17 @@ std::vector<int32_t> to_ids(const char* fn, const int32_t* ids, size_t n) {
 SamplerOptions to_sampler(const kiln_llm_sampling& s) {
   return {s.temperature, s.top_k, s.top_p, s.min_p, s.repetition_penalty, s.repeat_last_n, s.seed};
 }
+kiln_llm_sampling from_sampler(const SamplerOptions& d) {
+  return {d.temperature, d.top_k, d.top_p, d.min_p, d.repetition_penalty, d.repeat_last_n, d.seed};
+}
+int32_t id_or_none(std::optional<TokenId> id) { return id ? *id : -1; }
+kiln_llm_stop_reason stop_reason(const std::string& r) {
+  if (r == "stop token") return KILN_LLM_STOP_TOKEN;
+  if (r == "max tokens") return KILN_LLM_STOP_MAX_TOKENS;
+  if (r == "context full") return KILN_LLM_STOP_CONTEXT_FULL;
+  if (r == "callback") return KILN_LLM_STOP_CALLBACK;
+  fail("kiln_llm_generate", "unknown stop reason '", r, "'");
+}
 
 }  // namespace
 
@@ -43,8 +54,15 @@ extern "C" {
 int kiln_llm_sampling_default(kiln_llm_sampling* out) {
   return guard([&] {
     check_out("kiln_llm_sampling_default", out);
-    SamplerOptions d;
-    *out = {d.temperature, d.top_k, d.top_p, d.min_p, d.repetition_penalty, d.repeat_last_n, d.seed};
+    *out = from_sampler(SamplerOptions{});
+  });
+}
+
+int kiln_llm_generate_options_default(kiln_llm_generate_options* out) {
+  return guard([&] {
+    check_out("kiln_llm_generate_options_default", out);
+    GenerateOptions d;
+    *out = {d.max_tokens, from_sampler(d.sampling), nullptr, 0};
   });
 }
 
@@ -79,10 +97,59 @@ int kiln_llm_model_free(kiln_llm_model m) {
 int kiln_llm_model_get_info(kiln_llm_model_info* out, const kiln_llm_model m) {
   return guard([&] {
     check_out("kiln_llm_model_get_info", out);
-    const Model& model = *get_model("kiln_llm_model_get_info", m).model;
-    const ModelConfig& c = model.config();
-    *out = {c.vocab_size, c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.context_length,
-            model.weight_bytes()};
+    const kiln_llm_model_s& handle = get_model("kiln_llm_model_get_info", m);
+    const ModelConfig& c = handle.model->config();
+    const Tokenizer& t = handle.tokenizer;
+    *out = {.vocab_size = c.vocab_size,
+            .n_layers = c.n_layers,
+            .d_model = c.d_model,
+            .n_heads = c.n_heads,
+            .n_kv_heads = c.n_kv_heads,
+            .head_dim = c.head_dim,
+            .context_length = c.context_length,
+            .weight_bytes = handle.model->weight_bytes(),
+            .ffn_dim = c.ffn_dim,
+            .rope_dims = c.rope_dims,
+            .rope_base = c.rope_base,
+            .rope_scale = c.rope_scale,
+            .rope_traditional = c.rope_traditional,
+            .norm_eps = c.norm_eps,
+            .qkv_bias = c.qkv_bias,
+            .qk_norm = c.qk_norm,
+            .tied_embeddings = c.tied_embeddings,
+            .bos_token = id_or_none(t.bos()),
+            .eos_token = id_or_none(t.eos()),
+            .eot_token = id_or_none(t.eot())};
+  });
+}
+
+int kiln_llm_model_has_tensor(bool* out, const kiln_llm_model m, const char* name) {
+  return guard([&] {
+    const char* fn = "kiln_llm_model_has_tensor";
+    check_out(fn, out);
+    if (!name) fail(fn, "null tensor name");
+    *out = get_model(fn, m).model->file().has_tensor(name);
+  });
+}
+
+int kiln_llm_model_tensor(kiln_array* w, kiln_array* scales, kiln_array* biases, int* group_size, int* bits,
+                          const kiln_llm_model m, const char* name) {
+  return guard([&] {
+    const char* fn = "kiln_llm_model_tensor";
+    check_out(fn, w);
+    check_out(fn, scales);
+    check_out(fn, biases);
+    check_out(fn, group_size);
+    check_out(fn, bits);
+    if (!name) fail(fn, "null tensor name");
+    Weight t = get_model(fn, m).model->file().weight(name);
+    put(w, t.w);
+    if (t.quantized()) {
+      put(scales, *t.scales);
+      put(biases, *t.biases);
+    }
+    *group_size = t.group_size;
+    *bits = t.bits;
   });
 }
 
@@ -162,12 +229,25 @@ int kiln_llm_session_truncate(kiln_llm_session s, int64_t n) {
   return guard([&] { get_session("kiln_llm_session_truncate", s).session.truncate(n); });
 }
 
+int kiln_llm_session_clear(kiln_llm_session s) {
+  return guard([&] { get_session("kiln_llm_session_clear", s).session.clear(); });
+}
+
 int kiln_llm_session_append(kiln_array* logits, kiln_llm_session s, const int32_t* ids, size_t n) {
   return guard([&] {
     const char* fn = "kiln_llm_session_append";
     check_out(fn, logits);
     Array l = get_session(fn, s).session.append(to_ids(fn, ids, n));
     put(logits, std::move(l));
+  });
+}
+
+int kiln_llm_session_append_all(kiln_array* logits, kiln_llm_session s, const int32_t* ids, size_t n) {
+  return guard([&] {
+    const char* fn = "kiln_llm_session_append_all";
+    check_out(fn, logits);
+    Session& session = get_session(fn, s).session;
+    put(logits, session.model().step({&session}, {to_ids(fn, ids, n)}, true));
   });
 }
 
@@ -187,21 +267,24 @@ int kiln_llm_step(kiln_array* logits, kiln_llm_session* sessions, const int32_t*
   });
 }
 
-int kiln_llm_generate(kiln_llm_session s, const int32_t* prompt, size_t n, int max_tokens,
-                      const kiln_llm_sampling* sampling, kiln_llm_token_fn fn, void* payload,
-                      kiln_llm_generate_stats* stats) {
+int kiln_llm_generate(kiln_llm_session s, const int32_t* prompt, size_t n, const kiln_llm_generate_options* options,
+                      kiln_llm_token_fn fn, void* payload, kiln_llm_generate_stats* stats) {
   return guard([&] {
     const char* name = "kiln_llm_generate";
     kiln_llm_session_s& session = get_session(name, s);
     GenerateOptions o;
-    o.max_tokens = max_tokens;
-    if (sampling) o.sampling = to_sampler(*sampling);
+    if (options) {
+      o.max_tokens = options->max_tokens;
+      o.sampling = to_sampler(options->sampling);
+      o.stop_tokens = to_ids(name, options->stop_tokens, options->n_stop_tokens);
+    }
     TokenCallback cb;
     if (fn)
       cb = [fn, payload](TokenId t, const std::string& text) { return fn(t, text.data(), text.size(), payload) == 0; };
     GenerateResult r = generate(session.session, session.owner->tokenizer, to_ids(name, prompt, n), o, cb);
     if (stats)
-      *stats = {r.prompt_tokens, static_cast<int64_t>(r.tokens.size()), r.prompt_seconds, r.generate_seconds};
+      *stats = {r.prompt_tokens, static_cast<int64_t>(r.tokens.size()), r.prompt_seconds, r.generate_seconds,
+                stop_reason(r.stop_reason)};
   });
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/checked.h"
 #include "core/node.h"
 #include "core/stats.h"
 
@@ -111,13 +112,18 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& in) const {
       if (shapeless) in_shapes.push_back(step_in.back().shape);
     }
     std::vector<Shape> out_shapes;
-    if (shapeless) out_shapes = step.prim->output_shapes(in_shapes);
+    if (shapeless) {
+      out_shapes = step.prim->output_shapes(in_shapes);
+      // A replay's shapes are new: checked as a node's are, before any size product.
+      for (size_t i = 0; i < out_shapes.size(); ++i)
+        detail::check_shape(step.prim->name(), out_shapes[i], dtypes[static_cast<size_t>(step.outputs[i])]);
+    }
     step_out.clear();
     for (size_t i = 0; i < step.outputs.size(); ++i) {
       size_t v = static_cast<size_t>(step.outputs[i]);
       step_out.emplace_back(shapeless ? out_shapes[i] : shapes[v], dtypes[v]);
       if (step.prim->is_view()) continue;
-      size_t bytes = static_cast<size_t>(step_out.back().size()) * step_out.back().itemsize();
+      size_t bytes = static_cast<size_t>(step_out.back().size()) * step_out.back().itemsize();  // checked above
       auto it = free_buffers.lower_bound(bytes);
       if (it != free_buffers.end() && it->first <= bytes + bytes / 4 + 64) {
         step_out.back().buffer = std::move(it->second);

@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "backend/cpu/copy.h"
+#include "core/checked.h"
 #include "core/node.h"
 #include "core/stats.h"
 #include "kiln/eval.h"
@@ -48,7 +49,7 @@ void Array::copy_to(void* dst, Dtype as) const {
   eval();
   if (size() == 0) return;
   detail::Tensor target(shape(), as);
-  target.buffer = detail::Buffer::borrow(dst, static_cast<size_t>(size()) * target.itemsize());
+  target.buffer = detail::Buffer::borrow(dst, detail::checked_bytes("copy_to", shape(), as));
 #ifdef KILN_WITH_CUDA
   detail::copy_convert(cuda::to_host(tensor()), target);
 #else
@@ -77,6 +78,8 @@ std::vector<Array> Array::make(std::vector<Shape> shapes, std::vector<Dtype> dty
       break;
     }
   }
+  // Every shape an op computes is checked here once, so later size and stride products cannot wrap.
+  for (size_t i = 0; i < shapes.size(); ++i) detail::check_shape(prim->name(), shapes[i], dtypes[i]);
   auto producer = std::make_shared<detail::Producer>();
   producer->prim = std::move(prim);
   producer->inputs = std::move(inputs);
@@ -113,9 +116,7 @@ Array Array::from_tensor(detail::Tensor t, Device device) {
 }
 
 Array array(const void* data, Shape shape, Dtype dtype) {
-  for (auto d : shape) {
-    if (d < 0) fail("array", "negative dimension in shape ", detail::shape_str(shape));
-  }
+  detail::check_shape("array", shape, dtype);
   detail::Tensor t(std::move(shape), dtype);
   t.allocate();
   if (t.size() > 0) std::memcpy(t.raw(), data, static_cast<size_t>(t.size()) * t.itemsize());
@@ -123,8 +124,8 @@ Array array(const void* data, Shape shape, Dtype dtype) {
 }
 
 Array array_checked(const void* data, size_t count, Shape shape, Dtype dtype) {
-  int64_t n = detail::shape_size(shape);
-  if (n < 0 || static_cast<size_t>(n) != count) {
+  int64_t n = detail::checked_size("array", shape);
+  if (static_cast<size_t>(n) != count) {
     fail("array", "got ", count, " elements for shape ", detail::shape_str(shape), " which holds ", n);
   }
   return array(data, std::move(shape), dtype);
@@ -132,12 +133,7 @@ Array array_checked(const void* data, size_t count, Shape shape, Dtype dtype) {
 
 Array external_array(const void* data, Shape shape, Dtype dtype, std::shared_ptr<const void> owner) {
   const uint64_t item = static_cast<uint64_t>(size_of(dtype));
-  uint64_t bytes = item;
-  for (auto d : shape) {
-    if (d < 0) fail("external_array", "negative dimension in shape ", detail::shape_str(shape));
-    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > (uint64_t{1} << 62))
-      fail("external_array", "shape ", detail::shape_str(shape), " is too large");
-  }
+  const size_t bytes = detail::checked_bytes("external_array", shape, dtype);
   if (!owner) fail("external_array", "no owner keeps the memory alive");
   if (reinterpret_cast<uintptr_t>(data) % item != 0)
     fail("external_array", "data at ", data, " is not aligned to ", item, " bytes for ", dtype_name(dtype));

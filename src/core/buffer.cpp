@@ -75,9 +75,11 @@ std::shared_ptr<Buffer> Buffer::borrow(void* data, size_t bytes) {
   return make(data, bytes, false);
 }
 
-std::shared_ptr<Buffer> Buffer::external(const void* data, size_t bytes, std::shared_ptr<const void> owner) {
+std::shared_ptr<Buffer> Buffer::external(const void* data, size_t bytes, std::shared_ptr<const void> owner,
+                                         Device device) {
   auto b = make(const_cast<void*>(data), bytes, false);  // not owned: never reused for outputs
   b->owner_ = std::move(owner);
+  b->device_ = device;  // no block: the CUDA allocator never reuses or frees it
   return b;
 }
 

@@ -16,9 +16,11 @@ class Buffer {
   static std::shared_ptr<Buffer> allocate(size_t bytes);
   /* Wraps memory the caller owns and keeps alive; it is never freed here. */
   static std::shared_ptr<Buffer> borrow(void* data, size_t bytes);
-  /* Read-only host memory that never changes (a mapped file) and that `owner` keeps alive:
-     never written or freed here, uploaded to a device once like an owned buffer. */
-  static std::shared_ptr<Buffer> external(const void* data, size_t bytes, std::shared_ptr<const void> owner);
+  /* Read-only memory that never changes (a mapped file, another library's array) and that
+     `owner` keeps alive: never written or freed here. Host memory is uploaded to a device once
+     like an owned buffer; device memory (another library's GPU array) is read in place. */
+  static std::shared_ptr<Buffer> external(const void* data, size_t bytes, std::shared_ptr<const void> owner,
+                                          Device device = Device::cpu());
   /* Device memory owned by a backend: `release(block)` runs when the buffer dies. */
   static std::shared_ptr<Buffer> device_memory(void* data, size_t bytes, Device device, void* block,
                                                void (*release)(void* block));

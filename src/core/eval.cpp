@@ -5,6 +5,8 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
+#include <new>
+#include <stdexcept>
 #include <thread>
 #include <unordered_set>
 
@@ -71,7 +73,13 @@ void run_primitive(Device device, Primitive& prim, std::vector<Tensor>& in, std:
 #else
   if (device.type != Device::Type::cpu) fail(prim.name(), "no backend for device ", device.str());
 #endif
-  prim.eval_cpu(in, out);
+  try {
+    prim.eval_cpu(in, out);
+  } catch (const std::bad_alloc&) {  // a kernel's scratch (packing, sort keys) that cannot fit
+    fail(prim.name(), "out of memory");
+  } catch (const std::length_error&) {
+    fail(prim.name(), "out of memory: a scratch buffer is longer than memory can hold");
+  }
 }
 
 Device device_of(const std::vector<Tensor>& ts) {

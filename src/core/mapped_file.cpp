@@ -14,7 +14,8 @@
 namespace kiln::detail {
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path, const char* tag) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below as not regular.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) fail(tag, "cannot open '", path, "': ", std::strerror(errno));
   struct stat st{};
   if (fstat(fd, &st) != 0) {

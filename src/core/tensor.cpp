@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "core/checked.h"
+
 namespace kiln::detail {
 
 namespace {
@@ -11,7 +13,7 @@ void fill_row_major(const Shape& shape, Strides& s) {
   int64_t stride = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     s[i] = stride;
-    stride *= shape[i];
+    stride = checked_mul("shape", stride, shape[i]);
   }
 }
 }  // namespace
@@ -22,11 +24,7 @@ Strides row_major_strides(const Shape& shape) {
   return s;
 }
 
-int64_t shape_size(const Shape& shape) {
-  int64_t n = 1;
-  for (auto d : shape) n *= d;
-  return n;
-}
+int64_t shape_size(const Shape& shape) { return checked_size("shape", shape); }
 
 std::string shape_str(const Shape& shape) {
   std::ostringstream os;
@@ -53,7 +51,7 @@ void Tensor::reset_layout() {
 
 void Tensor::allocate() {
   reset_layout();
-  size_t need = static_cast<size_t>(size()) * itemsize();
+  size_t need = checked_bytes("alloc", shape, dtype);
   // A buffer handed over by a compiled plan (a dead intermediate or donated input
   // nobody else can observe) is reused.
   bool reusable = buffer && (buffer.use_count() == 1 || donated) && buffer->owned() && buffer->on_host();

@@ -13,7 +13,7 @@ namespace kiln::detail {
 
 /* Row-major strides (in elements) for a shape. */
 Strides row_major_strides(const Shape& shape);
-/* Product of the dimensions (1 for a 0-d shape). */
+/* Product of the dimensions (1 for a 0-d shape); kiln::Error when it passes int64. */
 int64_t shape_size(const Shape& shape);
 /* "(2,3)" */
 std::string shape_str(const Shape& shape);

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/checked.h"
 #include "core/config.h"
 
 namespace kiln::detail {
@@ -56,7 +57,7 @@ struct Job {
   // Claims and runs chunks until none are left.
   void work() {
     for (int64_t c; (c = next.fetch_add(1)) < num_chunks;) {
-      int64_t begin = c * chunk, end = std::min(n, begin + chunk);
+      int64_t begin = c * chunk, end = chunk < n - begin ? begin + chunk : n;  // no begin + chunk past int64
       try {
         (*body)(begin, end);
       } catch (...) {
@@ -147,12 +148,12 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
     return;
   }
   // A few chunks per thread balance uneven cores without much overhead.
-  int64_t num_chunks = std::min<int64_t>((n + grain - 1) / grain, int64_t{threads} * 4);
+  int64_t num_chunks = std::min<int64_t>(ceil_div(n, grain), int64_t{threads} * 4);
   auto job = std::make_shared<Job>();
   job->body = &body;
   job->n = n;
-  job->chunk = (n + num_chunks - 1) / num_chunks;
-  job->num_chunks = (n + job->chunk - 1) / job->chunk;
+  job->chunk = ceil_div(n, num_chunks);
+  job->num_chunks = ceil_div(n, job->chunk);
   pool().submit(job, std::min<int>(threads - 1, static_cast<int>(job->num_chunks) - 1));
   t_in_pool_task = true;  // the caller's own chunks must not fan out again
   job->work();

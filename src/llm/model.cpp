@@ -51,51 +51,63 @@ Array silu(const Array& x) { return x * sigmoid(x); }
 
 }  // namespace
 
-Array Linear::operator()(const Array& x) const {
-  Array y = w.quantized() ? quantized_matmul(x, w.w, *w.scales, *w.biases, true, w.group_size, w.bits, activations)
-                          : matmul(x, transpose(w.w));
-  return bias ? y + *bias : y;
+/* The projections stacked into one where asked and their weights allow (decode then reads x
+   once and launches one product instead of several), else kept apart. */
+Stacked stack(std::vector<Linear> parts, std::vector<int64_t> widths, bool wanted) {
+  const Weight& w0 = parts[0].w;
+  bool same = true, any_bias = false;
+  for (const Linear& l : parts) {
+    same = same && l.w.bits == w0.bits && l.w.group_size == w0.group_size && l.w.w.dtype() == w0.w.dtype() &&
+           l.activations == parts[0].activations &&
+           (!l.w.quantized() || (l.w.scales->dtype() == w0.scales->dtype() && l.w.biases->dtype() == w0.biases->dtype()));
+    any_bias = any_bias || l.bias.has_value();
+  }
+  if (!same || parts.size() == 1 || !wanted) return {std::move(parts), std::move(widths)};
+  auto rows = [&](auto field) {
+    std::vector<Array> a;
+    for (const Linear& l : parts) a.push_back(field(l));
+    return concatenate(a, 0);
+  };
+  Linear l;
+  l.w = w0;
+  l.activations = parts[0].activations;
+  l.w.w = rows([](const Linear& p) { return p.w.w; });
+  if (w0.quantized()) {
+    l.w.scales = rows([](const Linear& p) { return *p.w.scales; });
+    l.w.biases = rows([](const Linear& p) { return *p.w.biases; });
+  }
+  if (any_bias) {
+    std::vector<Array> b;
+    for (size_t i = 0; i < parts.size(); ++i)
+      b.push_back(parts[i].bias ? *parts[i].bias : zeros({widths[i]}, parts[0].bias ? parts[0].bias->dtype() : w0.w.dtype()));
+    l.bias = concatenate(b, 0);
+  }
+  return {{std::move(l)}, std::move(widths)};
 }
 
-std::vector<Array> Projections::operator()(const Array& x) const {
-  std::vector<Array> out;
-  if (linears.size() == sizes.size()) {
-    for (const Linear& l : linears) out.push_back(l(x));
+std::vector<Array> Stacked::operator()(const Array& x) const {
+  if (parts.size() > 1) {
+    std::vector<Array> out;
+    for (const Linear& l : parts) out.push_back(l(x));
     return out;
   }
-  const Array y = linears[0](x);
-  int64_t start = 0;
-  for (int64_t n : sizes) {
-    std::vector<SliceArg> at(static_cast<size_t>(y.ndim()));
-    at.back() = {start, start + n};
-    out.push_back(slice(y, at));
-    start += n;
+  const Array y = parts[0](x);
+  std::vector<Array> out;
+  int64_t at = 0;
+  for (int64_t w : widths) {
+    Shape start(static_cast<size_t>(y.ndim()), 0), stop = y.shape();
+    start.back() = at;
+    stop.back() = at + w;
+    out.push_back(slice(y, start, stop));
+    at += w;
   }
   return out;
 }
 
-Projections stack(std::vector<Linear> parts) {
-  Projections p;
-  for (const Linear& l : parts) p.sizes.push_back(l.w.w.shape(0));
-  const Weight& first = parts[0].w;
-  bool alike = first.quantized();
-  for (const Linear& l : parts) {
-    alike = alike && l.w.quantized() && !l.bias && l.w.group_size == first.group_size && l.w.bits == first.bits &&
-            l.w.w.shape(1) == first.w.shape(1) && l.w.scales->dtype() == first.scales->dtype();
-  }
-  if (!alike) {
-    p.linears = std::move(parts);
-    return p;
-  }
-  std::vector<Array> w, s, b;
-  for (const Linear& l : parts) w.push_back(l.w.w), s.push_back(*l.w.scales), b.push_back(*l.w.biases);
-  Linear stacked = parts[0];
-  stacked.w.w = concatenate(w, 0);
-  stacked.w.scales = concatenate(s, 0);
-  stacked.w.biases = concatenate(b, 0);
-  eval({stacked.w.w, *stacked.w.scales, *stacked.w.biases});
-  p.linears.push_back(std::move(stacked));
-  return p;
+Array Linear::operator()(const Array& x) const {
+  Array y = w.quantized() ? quantized_matmul(x, w.w, *w.scales, *w.biases, true, w.group_size, w.bits, activations)
+                          : matmul(x, transpose(w.w));
+  return bias ? y + *bias : y;
 }
 
 std::shared_ptr<Model> Model::load(const std::string& path, const LoadOptions& options) {
@@ -115,7 +127,9 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
     m.activations = *options.activations;
   } else {
     const std::string knob = config::choice(config::Knob::llm_activations);
-    const bool int8 = knob == "int8" || (knob == "auto" && m.device.type == Device::Type::cpu);
+    // auto is exact for now: with int8, greedy chat answered "What is the capital of France?"
+    // without naming Paris (tool_chat_pipe), which exact activations and llama.cpp do.
+    const bool int8 = knob == "int8";
     m.activations = int8 ? QmmActivations::int8 : QmmActivations::exact;
   }
   const ModelConfig& c = m.config;
@@ -148,13 +162,15 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
     return l;
   };
 
-  // The file keeps what it converted for later weight() calls; stacked weights are copies, so the
-  // model lets the file drop the parts (another model loading them converts them again).
-  auto forget = [&](const std::vector<std::string>& names) {
-    std::lock_guard<std::mutex> lock(file->impl_->mu);
-    for (const auto& name : names) file->impl_->converted.erase(name);
-  };
   const int64_t q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
+  const bool stacked = options.stack_projections.value_or(true);
+  // The file keeps what it converted for later weight() calls; a stacked product is a copy, so
+  // the file drops the parts (another model loading them converts them again).
+  auto forget_parts = [&](const Stacked& st, const std::vector<std::string>& names) {
+    if (st.parts.size() != 1) return;
+    std::lock_guard<std::mutex> lock(file->impl_->mu);
+    for (const auto& name : names) file->impl_->converted.erase(name + ".weight");
+  };
   m.embedding = weight("token_embd.weight", c.vocab_size, c.d_model);
   m.weight_bytes -= bytes_of(m.embedding);  // a step reads one row per token, not the table
   for (int i = 0; i < c.n_layers; ++i) {
@@ -167,12 +183,21 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
       l.k_norm = vec(p + "attn_k_norm.weight", c.head_dim);
     }
     l.qkv = stack({linear(p + "attn_q", q_dim, c.d_model), linear(p + "attn_k", kv_dim, c.d_model),
-                   linear(p + "attn_v", kv_dim, c.d_model)});
-    if (l.qkv.linears.size() == 1) forget({p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"});
+                   linear(p + "attn_v", kv_dim, c.d_model)},
+                  {q_dim, kv_dim, kv_dim}, stacked);
+    forget_parts(l.qkv, {p + "attn_q", p + "attn_k", p + "attn_v"});
     l.o = linear(p + "attn_output", c.d_model, q_dim);
-    l.gate_up = stack({linear(p + "ffn_gate", c.ffn_dim, c.d_model), linear(p + "ffn_up", c.ffn_dim, c.d_model)});
-    if (l.gate_up.linears.size() == 1) forget({p + "ffn_gate.weight", p + "ffn_up.weight"});
+    l.gate_up = stack({linear(p + "ffn_gate", c.ffn_dim, c.d_model), linear(p + "ffn_up", c.ffn_dim, c.d_model)},
+                      {c.ffn_dim, c.ffn_dim}, stacked);
+    forget_parts(l.gate_up, {p + "ffn_gate", p + "ffn_up"});
     l.down = linear(p + "ffn_down", c.d_model, c.ffn_dim);
+    for (Stacked* st : {&l.qkv, &l.gate_up}) {  // the stacked copies, not the parts, are what a step reads
+      for (const Linear& part : st->parts) {
+        to_eval.push_back(part.w.w);
+        if (part.w.quantized()) to_eval.insert(to_eval.end(), {*part.w.scales, *part.w.biases});
+        if (part.bias) to_eval.push_back(*part.bias);
+      }
+    }
     m.layers.push_back(std::move(l));
   }
   m.output_norm = vec("output_norm.weight", c.d_model);
@@ -230,14 +255,27 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
   for (size_t i = 0; i < n; ++i) {
     const Layer& l = layers[i];
     Array h = rms_norm(x, l.attn_norm, c.norm_eps);
-    const std::vector<Array> qkv = l.qkv(h);
-    Array q = heads(qkv[0], c.n_heads), k = heads(qkv[1], c.n_kv_heads), v = heads(qkv[2], c.n_kv_heads);
-    if (l.q_norm) {
-      q = rms_norm(q, l.q_norm, c.norm_eps);
-      k = rms_norm(k, l.k_norm, c.norm_eps);
+    auto rotate = [&](const Array& a) {
+      return rope(a, c.rope_dims, c.rope_traditional, base, c.rope_scale, positions, rope_freqs);
+    };
+    Array q, k, v;
+    const int64_t qk_heads = int64_t{c.n_heads} + c.n_kv_heads, all_heads = qk_heads + c.n_kv_heads;
+    if (l.qkv.parts.size() == 1 && !l.q_norm) {  // q and k side by side in the stacked result: one rope for both
+      const Array all = heads(l.qkv.parts[0](h), static_cast<int>(all_heads));
+      const Array qk = rotate(slice(all, {{}, {0, qk_heads}}));
+      q = slice(qk, {{}, {0, c.n_heads}});
+      k = slice(qk, {{}, {c.n_heads, qk_heads}});
+      v = slice(all, {{}, {qk_heads, all_heads}});
+    } else {
+      const std::vector<Array> qkv = l.qkv(h);
+      q = heads(qkv[0], c.n_heads), k = heads(qkv[1], c.n_kv_heads), v = heads(qkv[2], c.n_kv_heads);
+      if (l.q_norm) {
+        q = rms_norm(q, l.q_norm, c.norm_eps);
+        k = rms_norm(k, l.k_norm, c.norm_eps);
+      }
+      q = rotate(q);
+      k = rotate(k);
     }
-    q = rope(q, c.rope_dims, c.rope_traditional, base, c.rope_scale, positions, rope_freqs);
-    k = rope(k, c.rope_dims, c.rope_traditional, base, c.rope_scale, positions, rope_freqs);
 
     // Each session writes its keys at its own position and attends over its own cache.
     std::vector<Array> attended;
@@ -289,7 +327,8 @@ Array Model::step(const std::vector<Session*>& sessions, const std::vector<std::
     positions.push_back(static_cast<int32_t>(sessions[b]->position()));
   }
   const int64_t B = static_cast<int64_t>(sessions.size());
-  std::vector<Array> in{array(flat, {B, static_cast<int64_t>(L)}), array(positions, {B})};
+  // On the model's device before the call: a step with no uploads inside replays as one CUDA graph.
+  std::vector<Array> in{on(array(flat, {B, static_cast<int64_t>(L)}), m.device), on(array(positions, {B}), m.device)};
   for (Session* s : sessions) {
     // Moved, not copied: the step's cache is then the only holder and is updated in place.
     for (Array& k : s->cache_keys()) in.push_back(std::move(k));

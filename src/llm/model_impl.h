@@ -19,19 +19,19 @@ struct Linear {
   Array operator()(const Array& x) const;
 };
 
-/* Projections of one input (q, k and v; gate and up): one product of the weights stacked, when
-   they are quantized alike, else one product each. */
-struct Projections {
-  std::vector<Linear> linears;  // the stacked one, or one per output
-  std::vector<int64_t> sizes;   // output features of each output
+/* Projections that read one input as one product: their weights stacked by rows (same
+   quantization, or all dense), the result split by columns. One part when they cannot stack. */
+struct Stacked {
+  std::vector<Linear> parts;  // one stacked Linear, or the separate ones
+  std::vector<int64_t> widths;  // output columns of each projection
+  /* Each projection's result, in order. */
   std::vector<Array> operator()(const Array& x) const;
 };
-Projections stack(std::vector<Linear> parts);
 
 struct Layer {
   Array attn_norm, ffn_norm;
   std::optional<Array> q_norm, k_norm;  // Qwen3
-  Projections qkv, gate_up;
+  Stacked qkv, gate_up;
   Linear o, down;
 };
 

@@ -5,6 +5,7 @@
 
 #include <bit>
 
+#include "core/checked.h"
 #include "ops/views.h"
 
 namespace kiln {
@@ -55,7 +56,7 @@ std::vector<Shape> Concatenate::output_shapes(const std::vector<Shape>& in) cons
              shape_str(first), " off axis ", axis_);
       }
     }
-    out[static_cast<size_t>(axis_)] += in[i][static_cast<size_t>(axis_)];
+    out[static_cast<size_t>(axis_)] = detail::checked_add("concatenate", out[static_cast<size_t>(axis_)], in[i][static_cast<size_t>(axis_)]);
   }
   return {out};
 }
@@ -76,7 +77,7 @@ std::vector<Shape> Pad::output_shapes(const std::vector<Shape>& in) const {
     if (before < 0 || after < 0) {
       fail("pad", "pad widths must be non-negative, got (", before, ",", after, ") for axis ", i);
     }
-    out[i] += before + after;
+    out[i] = detail::checked_add("pad", out[i], detail::checked_add("pad", before, after));
   }
   return {out};
 }

@@ -98,6 +98,21 @@ void QuantizedMatmul::print(std::ostream& os) const {
   os << ")";
 }
 
+std::vector<Shape> FusedQuantizedMatmul::output_shapes(const std::vector<Shape>& in) const {
+  const size_t w = packed_at();
+  return QuantizedMatmul(q_, transpose_).output_shapes({in[0], in[w], in[w + 1], in[w + 2]});
+}
+bool FusedQuantizedMatmul::is_equivalent(const Primitive& o) const {
+  if (!QuantizedPrimitive::is_equivalent(o)) return false;
+  auto& f = static_cast<const FusedQuantizedMatmul&>(o);
+  return f.transpose_ == transpose_ && f.norm_eps_ == norm_eps_ && f.addend_ == addend_;
+}
+void FusedQuantizedMatmul::print(std::ostream& os) const {
+  os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits << ",transpose=" << (transpose_ ? "true" : "false");
+  if (norm_eps_) os << ",norm_eps=" << *norm_eps_;
+  os << ",addend=" << (addend_ ? "true" : "false") << ")";
+}
+
 // ---- norms ------------------------------------------------------------------------------
 namespace {
 void check_norm_vector(const char* op, const char* what, const Shape& x, const Shape& v) {

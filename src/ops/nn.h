@@ -67,6 +67,31 @@ class QuantizedMatmul : public QuantizedPrimitive {
   QmmActivations activations_;
 };
 
+/* Inputs (x, [norm weight], packed, scales, biases, [addend]): quantized_matmul of
+   rms_norm(x, weight, norm_eps) (or of x), plus the addend (of the product's shape and dtype)
+   when there is one, as one node (the fuse_quantized_matmul pass): a GPU decode product
+   normalizes its activation rows as it reads them and adds the residual as it writes; elsewhere
+   the ops run one after the other. */
+class FusedQuantizedMatmul : public QuantizedPrimitive {
+ public:
+  FusedQuantizedMatmul(QuantParams q, bool transpose, std::optional<float> norm_eps, bool addend)
+      : QuantizedPrimitive(OpKind::FusedQuantizedMatmul, q), transpose_(transpose), norm_eps_(norm_eps), addend_(addend) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  bool is_equivalent(const Primitive& o) const override;
+  void print(std::ostream& os) const override;
+  bool transpose() const { return transpose_; }
+  std::optional<float> norm_eps() const { return norm_eps_; }
+  bool addend() const { return addend_; }
+  /* Where the packed weights are among the inputs (after x and the norm weight). */
+  size_t packed_at() const { return norm_eps_ ? 2 : 1; }
+
+ private:
+  bool transpose_;
+  std::optional<float> norm_eps_;
+  bool addend_;
+};
+
 /* Inputs (x, [weight]): RMS normalization over the last axis. */
 class RmsNorm : public Primitive {
  public:
@@ -160,6 +185,8 @@ class DynamicSliceUpdate : public Primitive {
   void print(std::ostream& os) const override;
   int in_place_input() const override { return 0; }
   const std::vector<int>& axes() const { return axes_; }
+  /* Throws when start puts an update of shape u outside a (the CUDA kernel clamps instead). */
+  void check_start(const Shape& a, const Shape& u, const detail::Tensor& start) const;
 
  private:
   std::vector<int> axes_;  // non-negative, distinct

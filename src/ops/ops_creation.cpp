@@ -2,32 +2,27 @@
 #include <cmath>
 
 #include "kiln/ops.h"
+#include "core/checked.h"
 #include "core/node.h"
 #include "ops/creation.h"
 
 namespace kiln {
 
 namespace {
-void check_shape(const char* op, const Shape& shape) {
-  for (auto d : shape) {
-    if (d < 0) fail(op, "negative dimension in shape ", detail::shape_str(shape));
-  }
-}
-
 void check_valid(const char* op, const Array& a) {
   if (!a.valid()) fail(op, "operation on an empty Array handle");
 }
 
 // Errors name the op the user called (zeros, ones_like, ...), not the full it builds on.
 Array filled(const char* op, const Shape& shape, double value, Dtype dtype) {
-  check_shape(op, shape);
+  detail::check_shape(op, shape, dtype);
   return full(shape, scalar(value, dtype));
 }
 }  // namespace
 
 Array full(const Shape& shape, const Array& value) {
-  check_shape("full", shape);
   if (!value.valid()) fail("full", "operation on an empty Array handle");
+  detail::check_shape("full", shape, value.dtype());
   if (value.size() != 1) fail("full", "fill value must have one element, got shape ", detail::shape_str(value.shape()));
   Array v = value.ndim() == 0 ? value : reshape(value, {});
   return Array::make(shape, v.dtype(), std::make_shared<Full>(shape), {v});
@@ -59,6 +54,7 @@ Array arange(double start, double stop, double step, Dtype dtype) {
   // Converting a count past int64's range would be undefined; no such array fits in memory.
   if (count >= 0x1p62) fail("arange", "range from ", start, " to ", stop, " in steps of ", step, " is too long");
   int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  detail::check_shape("arange", Shape{n}, dtype);
   return Array::make(Shape{n}, dtype, std::make_shared<Arange>(start, step, n), {});
 }
 
@@ -67,6 +63,7 @@ Array arange(int64_t stop, Dtype dtype) { return arange(0.0, static_cast<double>
 Array linspace(double start, double stop, int64_t num, Dtype dtype) {
   if (num < 0) fail("linspace", "number of samples must be non-negative, got ", num);
   if (!is_floating(dtype)) fail("linspace", "needs a floating dtype, got ", dtype_name(dtype));
+  detail::check_shape("linspace", Shape{num}, dtype);
   double step = num > 1 ? (stop - start) / static_cast<double>(num - 1) : 0.0;
   // start + (num-1) * step can miss stop by a rounding; the last element is stop itself.
   std::optional<double> last = num > 1 ? std::optional<double>(stop) : std::nullopt;

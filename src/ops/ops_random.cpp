@@ -5,6 +5,7 @@
 #include <numbers>
 #include <optional>
 
+#include "core/checked.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
 #include "ops/random.h"
@@ -13,7 +14,7 @@ namespace kiln {
 
 void check_draw_size(const char* op, const Shape& shape) {
   // Counters are 32 bits wide (threefry.h).
-  const int64_t n = detail::shape_size(shape);
+  const int64_t n = detail::checked_size(op, shape);
   if (n > int64_t{std::numeric_limits<uint32_t>::max()}) fail(op, "a draw holds at most 2^32 - 1 words; got ", n);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backend/cpu/copy.h"
+#include "core/checked.h"
 
 namespace kiln {
 
@@ -30,8 +31,8 @@ std::vector<Shape> Reshape::output_shapes(const std::vector<Shape>& in) const {
       infer = static_cast<int>(i);
     } else if (out[i] < 0) {
       fail("reshape", "invalid dimension ", out[i], " in shape ", shape_str(shape_));
-    } else {
-      known *= out[i];
+    } else if (__builtin_mul_overflow(known, out[i], &known)) {
+      fail("reshape", "shape ", shape_str(shape_), " has more elements than int64 holds");
     }
   }
   if (infer >= 0) {
@@ -196,8 +197,11 @@ ResolvedSlice resolve_slice(const char* op, const Shape& shape, const std::vecto
 }
 
 int64_t slice_length(int64_t start, int64_t stop, int64_t step) {
-  if (step > 0) return stop > start ? (stop - start + step - 1) / step : 0;
-  return start > stop ? (start - stop + (-step) - 1) / (-step) : 0;
+  // Bounds are clamped to [-1, n], so the distance fits; 1 + (d - 1) / |step| has no
+  // d + |step| - 1 to wrap (step = INT64_MAX gives one element, as in numpy).
+  uint64_t mag = step > 0 ? static_cast<uint64_t>(step) : uint64_t{0} - static_cast<uint64_t>(step);
+  int64_t d = step > 0 ? stop - start : start - stop;
+  return d > 0 ? static_cast<int64_t>(1 + (static_cast<uint64_t>(d) - 1) / mag) : 0;
 }
 
 std::vector<Shape> Slice::output_shapes(const std::vector<Shape>& in) const {
@@ -211,7 +215,8 @@ void Slice::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   Strides s(x.shape.size());
   for (size_t i = 0; i < x.shape.size(); ++i) {
     if (r.length[i] > 0) off += r.start[i] * x.strides[i];
-    s[i] = x.strides[i] * r.step[i];
+    // With one element the stride is never used, and stride * a huge step could wrap.
+    s[i] = r.length[i] > 1 ? x.strides[i] * r.step[i] : x.strides[i];
   }
   out[0].view_of(x, std::move(s), out[0].size() == 0 ? x.offset : off);
 }

@@ -29,6 +29,7 @@ std::unique_ptr<Pass> make_dce();
 std::unique_ptr<Pass> make_fuse_elementwise(PassOptions options);
 std::unique_ptr<Pass> make_fuse_reductions();
 std::unique_ptr<Pass> make_fuse_matmul_epilogue();
+std::unique_ptr<Pass> make_fuse_quantized_matmul();
 
 /* The flat list of steps for a compile mode (empty for disabled and no_simplify). */
 std::vector<std::unique_ptr<Pass>> make_pipeline(CompileMode mode, PassOptions options);

@@ -12,6 +12,7 @@ std::vector<std::unique_ptr<Pass>> make_pipeline(CompileMode mode, PassOptions o
   p.push_back(make_dce());
   if (mode == CompileMode::enabled) {
     p.push_back(make_fuse_matmul_epilogue());  // before the fusions, which would take the add in
+    p.push_back(make_fuse_quantized_matmul());
     p.push_back(make_fuse_reductions());
     p.push_back(make_fuse_elementwise(options));
     p.push_back(make_dce());

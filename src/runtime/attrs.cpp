@@ -1,5 +1,6 @@
 #include "runtime/attrs.h"
 
+#include <climits>
 #include <cmath>
 
 namespace kiln::runtime {
@@ -23,6 +24,19 @@ std::optional<int64_t> AttrReader::int_opt(const std::string& key) {
 
 int64_t AttrReader::int_(const std::string& key) {
   auto v = int_opt(key);
+  if (!v) fail(op_.c_str(), "missing attribute '", key, "'");
+  return *v;
+}
+
+std::optional<int> AttrReader::int32_opt(const std::string& key) {
+  auto v = int_opt(key);
+  if (v && (*v < INT_MIN || *v > INT_MAX))
+    fail(op_.c_str(), "attribute '", key, "' value ", *v, " is out of range (", INT_MIN, " to ", INT_MAX, ")");
+  return v ? std::optional<int>(static_cast<int>(*v)) : std::nullopt;
+}
+
+int AttrReader::int32(const std::string& key) {
+  auto v = int32_opt(key);
   if (!v) fail(op_.c_str(), "missing attribute '", key, "'");
   return *v;
 }

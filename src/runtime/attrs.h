@@ -17,6 +17,11 @@ class AttrReader {
   std::optional<int64_t> int_opt(const std::string& key);
   int64_t int_(const std::string& key);
   int64_t int_or(const std::string& key, int64_t def) { return int_opt(key).value_or(def); }
+  /* For C++ parameters of type int (axes, counts): a value outside int's range is an error,
+     not truncated (axis=4294967296 ran as axis 0). */
+  std::optional<int> int32_opt(const std::string& key);
+  int int32(const std::string& key);
+  int int32_or(const std::string& key, int def) { return int32_opt(key).value_or(def); }
   bool bool_or(const std::string& key, bool def);
   std::optional<double> float_opt(const std::string& key);
   double float_(const std::string& key);

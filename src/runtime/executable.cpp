@@ -14,6 +14,7 @@
 #include <variant>
 
 #include "core/bounded_cache.h"
+#include "core/checked.h"
 #include "core/config.h"
 #include "core/tensor.h"
 #include "kiln/eval.h"
@@ -233,7 +234,7 @@ void Executable::set_param_typed(const std::string& name, const void* data, size
     fail("set_param_typed", "parameter '", name, "' is ", dtype_name(n.type.dtype), ", given ", dtype_name(dtype),
          " (no conversion; use set_param for float32 data)");
   Shape s = declared_shape(n);
-  size_t want = static_cast<size_t>(detail::shape_size(s)) * static_cast<size_t>(size_of(dtype));
+  size_t want = detail::checked_bytes("set_param_typed", s, dtype);
   if (nbytes != want) fail("set_param_typed", "parameter '", name, "' needs ", want, " bytes, given ", nbytes);
   Array a = resident(array(data, s, dtype), impl_->device);
   std::unique_lock lock(impl_->mu);
@@ -268,9 +269,8 @@ bool Executable::has_param(const std::string& name) const {
 // ---- handles ------------------------------------------------------------------
 
 HandleId Executable::host_handle(void* data, Shape shape, Dtype dtype) {
+  detail::check_shape("host_handle", shape, dtype);
   if (!data && detail::shape_size(shape) > 0) fail("host_handle", "null data");
-  for (int64_t d : shape)
-    if (d < 0) fail("host_handle", "negative dimension in ", detail::shape_str(shape));
   std::unique_lock lock(impl_->mu);
   impl_->handles.push_back({true, data, std::move(shape), dtype, Array()});
   return static_cast<HandleId>(impl_->handles.size() - 1);
@@ -571,13 +571,19 @@ void Executable::Impl::layout_slots() {
     slots_error = e.what();
     return;
   }
-  size_t off = 0;
-  for (const Array& a : out) {
-    off = (off + 63) / 64 * 64;
-    slots.push_back({off, a.nbytes(), a.shape(), a.dtype()});
-    off += a.nbytes();
+  int64_t off = 0;
+  try {  // checked: broadcast outputs cost nothing to build, and wrapped offsets would write past the arena
+    for (const Array& a : out) {
+      off = detail::checked_add("run_slots", off, 63) / 64 * 64;
+      const int64_t bytes = static_cast<int64_t>(detail::checked_bytes("run_slots", a.shape(), a.dtype()));
+      slots.push_back({static_cast<size_t>(off), static_cast<size_t>(bytes), a.shape(), a.dtype()});
+      off = detail::checked_add("run_slots", off, bytes);
+    }
+    arena = static_cast<size_t>(detail::checked_add("run_slots", off, 63) / 64 * 64);
+  } catch (const Error& e) {
+    slots.clear();
+    slots_error = std::string("the outputs at the symbols' bounds do not fit one arena: ") + e.what();
   }
-  arena = (off + 63) / 64 * 64;
 }
 
 size_t Executable::arena_bytes() const {

@@ -11,7 +11,7 @@ namespace kiln::runtime {
 
 namespace {
 
-int norm_axis(int64_t a, int rank) { return static_cast<int>(a < 0 ? a + rank : a); }
+int64_t norm_axis(int64_t a, int rank) { return a < 0 ? a + rank : a; }  // int64: no truncation of odd attributes
 
 // One node as its extent rule sees it. Inputs flagged in `rows` carry the row axis first;
 // the others do not depend on the rows at all.
@@ -109,7 +109,7 @@ std::string transpose_rule(const Site& s) {
 }
 
 std::string swapaxes_rule(const Site& s) {
-  int a1 = norm_axis(s.int_or("axis1", 0), s.rank), a2 = norm_axis(s.int_or("axis2", 0), s.rank);
+  int64_t a1 = norm_axis(s.int_or("axis1", 0), s.rank), a2 = norm_axis(s.int_or("axis2", 0), s.rank);
   return (a1 == 0) != (a2 == 0) ? "moves the row axis" : "";
 }
 
@@ -144,7 +144,7 @@ std::string slice_rule(const Site& s) {
 std::string join_rule(const Site& s) {
   for (size_t i = 0; i < s.in.size(); ++i)
     if (!s.rows[i]) return "joins an operand that does not carry rows";
-  int axis = norm_axis(s.int_or("axis", 0), s.n.op == "stack" ? s.rank + 1 : s.rank);
+  int64_t axis = norm_axis(s.int_or("axis", 0), s.n.op == "stack" ? s.rank + 1 : s.rank);
   return axis == 0 ? "works along the row axis" : "";
 }
 
@@ -154,7 +154,7 @@ std::string pad_rule(const Site& s) {
 }
 
 std::string take_rule(const Site& s) {
-  int axis = static_cast<int>(s.int_or("axis", 0));
+  int64_t axis = s.int_or("axis", 0);
   if (s.rows[0] && !s.rows[1]) return norm_axis(axis, s.rank) == 0 ? "gathers along the row axis" : "";
   if (!s.rows[0] && s.rows[1]) return norm_axis(axis, s.in[0].ndim()) == 0 ? "" : "indices carry rows into an inner axis";
   return "gathers rows by row-dependent indices";

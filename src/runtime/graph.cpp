@@ -1,6 +1,7 @@
 // Graph queries and the builder.
 #include <cstring>
 
+#include "core/checked.h"
 #include "kiln/eval.h"
 #include "kiln/graph.h"
 
@@ -80,13 +81,11 @@ std::string GraphBuilder::constant(const std::string& name, Dtype dtype, Shape s
   n.kind = GraphNode::Kind::constant;
   n.outputs = {name};
   n.type.dtype = dtype;
-  size_t count = 1;
   for (int64_t d : shape) {
     if (d < 0) fail("graph", "constant '", name, "' has a negative dimension");
     n.type.dims.emplace_back(d);
-    count *= static_cast<size_t>(d);
   }
-  n.data.resize(count * static_cast<size_t>(size_of(dtype)));
+  detail::checked_resize("graph", n.data, static_cast<int64_t>(detail::checked_bytes("graph", shape, dtype)));
   if (!n.data.empty()) std::memcpy(n.data.data(), data, n.data.size());
   g_.nodes.push_back(std::move(n));
   return name;

@@ -86,39 +86,37 @@ const std::unordered_map<std::string, Entry>& table() {
     m["matmul"] = {2, 2, [](Call& c) { return one(matmul(c.in[0], c.in[1])); }};
 #define ARGREDUCE(name)                                                                  \
   m[#name] = {1, 1, [](Call& c) {                                                        \
-                auto ax = c.attr.int_opt("axis");                                        \
-                std::optional<int> axis;                                                 \
-                if (ax) axis = static_cast<int>(*ax);                                    \
+                std::optional<int> axis = c.attr.int32_opt("axis");                      \
                 return one(kiln::name(c.in[0], axis, c.attr.bool_or("keepdims", false))); \
               }};
     ARGREDUCE(argmax) ARGREDUCE(argmin)
 #undef ARGREDUCE
     m["var"] = {1, 1, [](Call& c) {
                   return one(var(c.in[0], c.attr.ints32_or("axes", {}), c.attr.bool_or("keepdims", false),
-                                 static_cast<int>(c.attr.int_or("ddof", 0))));
+                                 c.attr.int32_or("ddof", 0)));
                 }};
     m["softmax"] = {1, 1, [](Call& c) { return one(softmax(c.in[0], c.attr.ints32_or("axes", {-1}))); }};
     m["cumsum"] = {1, 1, [](Call& c) {
-                     return one(cumsum(c.in[0], static_cast<int>(c.attr.int_("axis")), c.attr.bool_or("reverse", false),
+                     return one(cumsum(c.in[0], c.attr.int32("axis"), c.attr.bool_or("reverse", false),
                                        c.attr.bool_or("inclusive", true)));
                    }};
     // sorting and selection
-    auto axis_of = [](Call& c) { return static_cast<int>(c.attr.int_or("axis", -1)); };
+    auto axis_of = [](Call& c) { return c.attr.int32_or("axis", -1); };
     m["sort"] = {1, 1, [=](Call& c) { return one(sort(c.in[0], axis_of(c))); }};
     m["argsort"] = {1, 1, [=](Call& c) { return one(argsort(c.in[0], axis_of(c))); }};
     m["partition"] = {1, 1, [=](Call& c) {
-                        return one(partition(c.in[0], static_cast<int>(c.attr.int_("kth")), axis_of(c)));
+                        return one(partition(c.in[0], c.attr.int32("kth"), axis_of(c)));
                       }};
     m["argpartition"] = {1, 1, [=](Call& c) {
-                           return one(argpartition(c.in[0], static_cast<int>(c.attr.int_("kth")), axis_of(c)));
+                           return one(argpartition(c.in[0], c.attr.int32("kth"), axis_of(c)));
                          }};
     m["topk"] = {1, 1, [=](Call& c) {
-                   auto [values, indices] = topk(c.in[0], static_cast<int>(c.attr.int_("k")), axis_of(c));
+                   auto [values, indices] = topk(c.in[0], c.attr.int32("k"), axis_of(c));
                    return std::vector<Array>{values, indices};
                  }};
     // random numbers: the key is the last input
     m["random_split"] = {1, 1, [](Call& c) {
-                           return one(random::split(c.in[0], static_cast<int>(c.attr.int_or("num", 2))));
+                           return one(random::split(c.in[0], c.attr.int32_or("num", 2)));
                          }};
     m["random_bits"] = {1, 1, [](Call& c) { return one(random::bits(shape_attr(c.attr, "shape"), c.in[0])); }};
     m["random_uniform"] = {1, 1, [](Call& c) {
@@ -158,46 +156,49 @@ const std::unordered_map<std::string, Entry>& table() {
     m["reshape"] = {1, 1, [](Call& c) { return one(reshape(c.in[0], shape_attr(c.attr, "shape"))); }};
     m["transpose"] = {1, 1, [](Call& c) { return one(transpose(c.in[0], c.attr.ints32_or("perm", {}))); }};
     m["swapaxes"] = {1, 1, [](Call& c) {
-                       return one(swapaxes(c.in[0], static_cast<int>(c.attr.int_("axis1")), static_cast<int>(c.attr.int_("axis2"))));
+                       return one(swapaxes(c.in[0], c.attr.int32("axis1"), c.attr.int32("axis2")));
                      }};
     m["broadcast_to"] = {1, 1, [](Call& c) { return one(broadcast_to(c.in[0], shape_attr(c.attr, "shape"))); }};
-    m["expand_dims"] = {1, 1, [](Call& c) { return one(expand_dims(c.in[0], static_cast<int>(c.attr.int_("axis")))); }};
+    m["expand_dims"] = {1, 1, [](Call& c) { return one(expand_dims(c.in[0], c.attr.int32("axis"))); }};
     m["squeeze"] = {1, 1, [](Call& c) { return one(squeeze(c.in[0], c.attr.ints32_or("axes", {}))); }};
     m["slice"] = {1, 1, [](Call& c) { return one(slice_op(c.in[0], c.attr)); }};
-    m["concatenate"] = {1, -1, [](Call& c) { return one(concatenate(c.in, static_cast<int>(c.attr.int_or("axis", 0)))); }};
-    m["stack"] = {1, -1, [](Call& c) { return one(stack(c.in, static_cast<int>(c.attr.int_or("axis", 0)))); }};
+    m["concatenate"] = {1, -1, [](Call& c) { return one(concatenate(c.in, c.attr.int32_or("axis", 0))); }};
+    m["stack"] = {1, -1, [](Call& c) { return one(stack(c.in, c.attr.int32_or("axis", 0))); }};
     m["split"] = {1, 1, [](Call& c) {
-                    int axis = static_cast<int>(c.attr.int_or("axis", 0));
+                    int axis = c.attr.int32_or("axis", 0);
                     auto idx = c.attr.ints_opt("indices");
-                    auto sections = c.attr.int_opt("sections");
+                    auto sections = c.attr.int32_opt("sections");
                     if (idx && sections) fail("split", "give either 'sections' or 'indices', not both");
+                    // Checked before splitting: an empty axis splits into any number of parts.
+                    if (sections && static_cast<size_t>(*sections) != c.n_out)
+                      fail("split", "'sections' is ", *sections, " but the node names ", c.n_out, " outputs");
                     std::vector<Array> parts;
                     if (idx) parts = split(c.in[0], *idx, axis);
-                    else parts = split(c.in[0], static_cast<int>(sections.value_or(static_cast<int64_t>(c.n_out))), axis);
+                    else parts = split(c.in[0], sections.value_or(static_cast<int>(c.n_out)), axis);
                     return parts;
                   }};
     m["pad"] = {1, 1, [](Call& c) {
                   return one(pad(c.in[0], pad_widths("pad", c.attr.ints("widths")), c.attr.float_or("value", 0.0)));
                 }};
-    m["take"] = {2, 2, [](Call& c) { return one(take(c.in[0], c.in[1], static_cast<int>(c.attr.int_("axis")))); }};
+    m["take"] = {2, 2, [](Call& c) { return one(take(c.in[0], c.in[1], c.attr.int32("axis"))); }};
     m["take_along_axis"] = {2, 2, [](Call& c) {
-                              return one(take_along_axis(c.in[0], c.in[1], static_cast<int>(c.attr.int_("axis"))));
+                              return one(take_along_axis(c.in[0], c.in[1], c.attr.int32("axis")));
                             }};
     // Language-model ops (kiln/nn.h); optional operands follow the required ones.
     m["quantize"] = {1, 1, [](Call& c) {
-                       auto [w, s, b] = quantize(c.in[0], static_cast<int>(c.attr.int_or("group_size", 64)),
-                                                 static_cast<int>(c.attr.int_or("bits", 4)));
+                       auto [w, s, b] = quantize(c.in[0], c.attr.int32_or("group_size", 64),
+                                                 c.attr.int32_or("bits", 4));
                        return std::vector<Array>{w, s, b};
                      }};
     m["dequantize"] = {3, 3, [](Call& c) {
-                         return one(dequantize(c.in[0], c.in[1], c.in[2], static_cast<int>(c.attr.int_or("group_size", 64)),
-                                               static_cast<int>(c.attr.int_or("bits", 4))));
+                         return one(dequantize(c.in[0], c.in[1], c.in[2], c.attr.int32_or("group_size", 64),
+                                               c.attr.int32_or("bits", 4)));
                        }};
     m["quantized_matmul"] = {4, 4, [](Call& c) {
                                return one(quantized_matmul(c.in[0], c.in[1], c.in[2], c.in[3],
                                                            c.attr.bool_or("transpose", true),
-                                                           static_cast<int>(c.attr.int_or("group_size", 64)),
-                                                           static_cast<int>(c.attr.int_or("bits", 4)),
+                                                           c.attr.int32_or("group_size", 64),
+                                                           c.attr.int32_or("bits", 4),
                                                            c.attr.choice_or("activations", {"exact", "int8"}, 0) == 1
                                                                ? QmmActivations::int8
                                                                : QmmActivations::exact));
@@ -214,7 +215,7 @@ const std::unordered_map<std::string, Entry>& table() {
     m["rope"] = {2, 3, [](Call& c) {  // inputs x, offset (int32), optional freqs
                    auto freqs = c.in.size() > 2 ? std::optional<Array>(c.in[2]) : std::nullopt;
                    auto base = freqs ? std::nullopt : std::optional<float>(static_cast<float>(c.attr.float_or("base", 10000.0)));
-                   return one(rope(c.in[0], static_cast<int>(c.attr.int_("dims")), c.attr.bool_or("traditional", false), base,
+                   return one(rope(c.in[0], c.attr.int32("dims"), c.attr.bool_or("traditional", false), base,
                                    static_cast<float>(c.attr.float_or("scale", 1.0)), c.in[1], freqs));
                  }};
     m["scaled_dot_product_attention"] = {3, 4, [](Call& c) {  // q, k, v, optional mask

@@ -1,8 +1,17 @@
 // Parameter files in the safetensors layout (runtime/safetensors.h). Loading maps the
-// file read-only; arrays view the mapping and keep it alive.
-#include <fstream>
+// file read-only; arrays view the mapping and keep it alive, so saving replaces the file
+// (a new one renamed into place) instead of rewriting it.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <sstream>
 
+#include "core/checked.h"
 #include "kiln/graph.h"
 #include "runtime/json.h"
 #include "runtime/safetensors.h"
@@ -16,6 +25,39 @@ std::map<std::string, Array> load_params(const std::string& path) {
     out[t.name] = runtime::safetensors_array(file, t);
   return out;
 }
+
+namespace {
+
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// A new file beside `path` (same directory, so the rename is atomic), created exclusively
+// with the umask's mode, or an existing file's mode when `path` exists.
+int create_beside(const std::string& path, std::string* tmp) {
+  static std::atomic<unsigned> counter{0};
+  struct stat st{};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    *tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
+    int fd = ::open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      if (exists) ::fchmod(fd, st.st_mode & 07777);
+      return fd;
+    }
+    if (errno != EEXIST) break;
+  }
+  return -1;
+}
+
+}  // namespace
 
 void save_params(const std::string& path, const std::map<std::string, Array>& params) {
   std::string header = "{";
@@ -37,23 +79,41 @@ void save_params(const std::string& path, const std::map<std::string, Array>& pa
   }
   header += "}";
   while ((8 + header.size()) % 64 != 0) header += ' ';  // data starts 64-byte aligned
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) fail("save_params", "cannot write '", path, "'");
+  // A new file renamed over the old one, never the old one truncated: arrays loaded from it
+  // map its pages and would fault (SIGBUS) on a shorter file. A link is replaced at its target.
+  std::error_code ec;
+  std::string target = std::filesystem::is_symlink(path, ec) ? std::filesystem::weakly_canonical(path, ec).string() : path;
+  if (target.empty()) target = path;
+  std::string tmp;
+  int fd = create_beside(target, &tmp);
+  if (fd < 0) fail("save_params", "cannot write '", path, "': ", std::strerror(errno));
   uint64_t hlen = header.size();
-  unsigned char len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(hlen >> (8 * i));
-  f.write(reinterpret_cast<const char*>(len), 8);
-  f << header;
+  char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<char>(hlen >> (8 * i));
+  bool ok = write_all(fd, len, 8) && write_all(fd, header.data(), header.size());
   uint64_t written = 0;
-  for (const auto& [at, a] : layout) {
-    std::string pad(static_cast<size_t>(at - written), '\0');
-    f.write(pad.data(), static_cast<std::streamsize>(pad.size()));
-    std::vector<char> bytes(a->nbytes());
-    a->copy_to(bytes.data(), a->dtype());
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    written = at + bytes.size();
+  try {
+    for (size_t i = 0; ok && i < layout.size(); ++i) {
+      const auto& [at, a] = layout[i];
+      std::string pad(static_cast<size_t>(at - written), '\0');
+      std::vector<char> bytes;
+      detail::checked_resize("save_params", bytes, static_cast<int64_t>(a->nbytes()));
+      a->copy_to(bytes.data(), a->dtype());
+      ok = write_all(fd, pad.data(), pad.size()) && write_all(fd, bytes.data(), bytes.size());
+      written = at + bytes.size();
+    }
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
   }
-  if (!f) fail("save_params", "write to '", path, "' failed");
+  int err = ok ? 0 : errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && ::rename(tmp.c_str(), target.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    fail("save_params", "write to '", path, "' failed: ", std::strerror(err));
+  }
 }
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/checked.h"
 #include "core/tensor.h"
 #include "kiln/executable.h"
 #include "kiln/ops.h"
@@ -28,14 +29,18 @@ uint64_t hash_name(const std::string& s, uint64_t seed) {
   return h;
 }
 
-Array filled(Dtype dtype, const Shape& shape, Rng& rng, double scale, double offset) {
-  size_t n = static_cast<size_t>(detail::shape_size(shape));
+Array filled(const char* op, Dtype dtype, const Shape& shape, Rng& rng, double scale, double offset) {
+  // Drawn as 8-byte values first, so the shape must fit as float64; too much memory is a kiln::Error.
+  detail::check_shape(op, shape, float64);
+  const int64_t n = detail::checked_size(op, shape);
   if (is_floating(dtype)) {
-    std::vector<double> v(n);
+    std::vector<double> v;
+    detail::checked_resize(op, v, n);
     for (auto& x : v) x = offset + scale * rng.uniform();
     return astype(array(v, shape), dtype);
   }
-  std::vector<int64_t> v(n);
+  std::vector<int64_t> v;
+  detail::checked_resize(op, v, n);
   for (auto& x : v) x = static_cast<int64_t>(rng.next() % (dtype == bool_ ? 2 : 4));
   return astype(array(v, shape), dtype);
 }
@@ -49,7 +54,7 @@ std::map<std::string, Array> sample_inputs(const Graph& g, uint64_t seed, int64_
     for (const Dim& d : n->type.dims)
       s.push_back(d.symbolic() ? (d.bound > 0 && d.bound < symbol_size ? d.bound : symbol_size) : d.size);
     Rng rng{hash_name(n->outputs[0], seed)};
-    Array a = filled(n->type.dtype, s, rng, 1.0, 0.0);
+    Array a = filled("sample_inputs", n->type.dtype, s, rng, 1.0, 0.0);
     a.eval();
     out[n->outputs[0]] = a;
   }
@@ -66,7 +71,7 @@ std::map<std::string, Array> sample_params(const Graph& g, uint64_t seed) {
       Rng rng{hash_name(n->outputs[0], seed)};
       bool vec = s.size() <= 1;
       double scale = vec ? 0.1 : 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(s[0], 1)));
-      Array a = filled(n->type.dtype, s, rng, scale, vec ? 1.0 : 0.0);
+      Array a = filled("sample_params", n->type.dtype, s, rng, scale, vec ? 1.0 : 0.0);
       a.eval();
       out[n->outputs[0]] = a;
     }

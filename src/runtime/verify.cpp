@@ -1,6 +1,6 @@
 // The verifier: structure first (names, ops, references, cycles), then shapes and
 // dtypes by running the graph on placeholders with symbols bound to sample sizes.
-#include <functional>
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -34,24 +34,42 @@ bool reserved(const std::string& s) {
 // A name defined after its use: either a cycle (reported with its path) or a misordering.
 [[noreturn]] void late_use(const Graph& file, const Graph& g, size_t i, const std::string& name,
                            const std::unordered_map<std::string, size_t>& def) {
-  std::vector<size_t> path;
-  std::unordered_set<size_t> seen;
-  std::function<bool(size_t)> reaches = [&](size_t k) -> bool {
-    if (!seen.insert(k).second) return false;
+  // Depth-first search from the definition back to node i, with a stack of its own (one
+  // recursion per node overflowed on a chain of 150,000); parent links give the path.
+  const size_t start = def.at(name);
+  std::unordered_map<size_t, size_t> parent{{start, start}};
+  std::vector<size_t> stack{start};
+  bool found = start == i;
+  size_t last = start;  // the node that uses i's value
+  while (!found && !stack.empty()) {
+    const size_t k = stack.back();
+    stack.pop_back();
     for (const auto& in : g.nodes[k].inputs) {
       auto it = def.find(in);
       if (it == def.end()) continue;
-      if (it->second == i || reaches(it->second)) {
-        path.push_back(it->second);
-        return true;
+      if (it->second == i) {
+        found = true;
+        last = k;
+        break;
       }
+      if (parent.emplace(it->second, k).second) stack.push_back(it->second);
     }
-    return false;
-  };
-  size_t start = def.at(name);
-  if (start == i || reaches(start)) {
+  }
+  if (found) {
+    std::vector<size_t> path;  // start's successors on the way to i, then i
+    if (start != i) {
+      for (size_t k = last; k != start; k = parent.at(k)) path.push_back(k);
+      std::reverse(path.begin(), path.end());
+      path.push_back(i);
+    }
     std::string s = g.nodes[i].outputs[0];
-    for (auto it = path.rbegin(); it != path.rend(); ++it) s += " -> " + g.nodes[*it].outputs[0];
+    for (size_t j = 0; j < path.size(); ++j) {
+      if (path.size() > 16 && j == 8) {  // a long cycle: its ends, not megabytes of names
+        s += " -> ... (" + std::to_string(path.size() - 16) + " more)";
+        j = path.size() - 8;
+      }
+      s += " -> " + g.nodes[path[j]].outputs[0];
+    }
     bad(file, g, i, "cycle: '" + g.nodes[i].outputs[0] + "' depends on itself (" + name + " <- " + s + ")");
   }
   bad(file, g, i, "'" + name + "' is used before its definition");
@@ -77,6 +95,9 @@ void check_structure(const Graph& file, const Graph& g, size_t sub_index) {
         if (n.kind != GraphNode::Kind::input) bad(file, g, i, "only inputs may have symbolic dimensions");
         if (!valid_name(d.symbol)) bad(file, g, i, "invalid dimension symbol '" + d.symbol + "'");
         if (d.bound == 0 || d.bound < -1) bad(file, g, i, "symbol " + d.symbol + " needs a positive bound");
+        // At their bounds the symbols must fit as fixed sizes do (arena layout, sample inputs).
+        if (d.bound > 0 && count > (int64_t{1} << 40) / d.bound) bad(file, g, i, "shape is too large at its symbols' bounds");
+        if (d.bound > 0) count *= d.bound;
       } else {
         if (d.size < 0) bad(file, g, i, "negative dimension " + std::to_string(d.size));
         if (d.size > 0 && count > (int64_t{1} << 40) / d.size) bad(file, g, i, "shape is too large");

@@ -84,7 +84,19 @@ static void test_errors(void) {
   kiln_array a = NULL;
   int64_t shape[2] = {2, -1};
   float data[2] = {1, 2};
-  FAILS_WITH(kiln_array_new_data(&a, data, shape, 2, KILN_FLOAT32), "[array] negative dimension");
+  FAILS_WITH(kiln_array_new_data(&a, data, shape, 2, KILN_FLOAT32), "[kiln_array_new_data] negative dimension");
+  CHECK(a == NULL);
+  /* 2^61 float64 elements are 2^64 bytes: this returned 0 with a wrapped buffer, and exp
+     of it crashed (issue 24). */
+  int64_t huge[1] = {(int64_t)1 << 61};
+  FAILS_WITH(kiln_array_new_data(&a, data, huge, 1, KILN_FLOAT64),
+             "[kiln_array_new_data] shape (2305843009213693952) of float64 is too large");
+  CHECK(a == NULL);
+  kiln_array e = NULL;
+  FAILS_WITH(kiln_exp(&e, a), "null array handle");
+  FAILS_WITH(kiln_zeros(&a, huge, 1, KILN_FLOAT64), "[zeros] shape (2305843009213693952) of float64 is too large");
+  int64_t square[2] = {(int64_t)1 << 32, (int64_t)1 << 32};
+  FAILS_WITH(kiln_zeros(&a, square, 2, KILN_FLOAT32), "[zeros]");
   CHECK(a == NULL);
   FAILS_WITH(kiln_array_ndim(NULL, a), "null output pointer");
   int nd = 0;
@@ -653,6 +665,11 @@ static void test_eval_and_devices(void) {
     kiln_device cuda = {KILN_DEVICE_CUDA, 0};
     FAILS_WITH(kiln_set_default_device(cuda), "[set_default_device]");
   }
+  /* A CUDA device that is not there (any, in a CPU-only build): synchronize returned 0. */
+  kiln_device missing = {KILN_DEVICE_CUDA, count};
+  kiln_stream on_missing = {missing, 0};
+  FAILS_WITH(kiln_synchronize(on_missing), "[kiln_synchronize] no CUDA device");
+  FAILS_WITH(kiln_default_stream(&s, missing), "[kiln_default_stream] no CUDA device");
   OK(kiln_set_default_device(cpu));
 
   kiln_array_free(a);

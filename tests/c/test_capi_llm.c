@@ -1,6 +1,7 @@
 /* The language-model C API (kiln/c/kiln_llm.h) on the default model: tokens, a chat prompt,
-   greedy generation with a token callback, a batched step against single sessions, sessions on
-   several threads, and errors. Exits 77 (a skip) when the model is not there (scripts/setup). */
+   greedy generation with a token callback and stop tokens, a batched step against single sessions,
+   logits of every position, the model's tensors, sessions on several threads, and errors. Exits 77 (a skip) when the model is not there (scripts/setup). */
+#include <math.h>
 #include <pthread.h>
 
 #include "harness.h"
@@ -68,7 +69,13 @@ static void* thread_main(void* arg) {
 static void test_tokens_and_prompt(void) {
   kiln_llm_model_info info;
   OK(kiln_llm_model_get_info(&info, model));
+  /* SmolLM2-135M's config.json: 30 layers of 576, 9 heads of 64, 3 kv heads, 1536 hidden,
+     rope_theta 100000, rms_norm_eps 1e-5, tied embeddings; <|endoftext|> is 0, <|im_end|> 2. */
   CHECK(info.vocab_size == 49152 && info.n_layers == 30 && info.n_kv_heads == 3);
+  CHECK(info.d_model == 576 && info.n_heads == 9 && info.head_dim == 64 && info.ffn_dim == 1536);
+  CHECK(info.rope_dims == 64 && info.rope_base == 100000.0f && info.rope_scale == 1.0f && info.rope_traditional);
+  CHECK(info.norm_eps == 1e-5f && !info.qkv_bias && !info.qk_norm && info.tied_embeddings);
+  CHECK(info.eos_token == 2 && info.bos_token == 1 && info.eot_token == 2);
   const char* roles[] = {"user"};
   const char* contents[] = {"What is a kiln?"};
   char* text = NULL;
@@ -91,15 +98,24 @@ static void test_tokens_and_prompt(void) {
   kiln_string_free(text);
 }
 
+static int record_tokens(int32_t token, const char* text, size_t len, void* payload) {
+  int32_t* out = (int32_t*)payload;
+  (void)text, (void)len;
+  if (token >= 0 && out[0] < 8) out[1 + out[0]++] = token;
+  return 0;
+}
+
 static void test_generate(void) {
   kiln_llm_session s = NULL;
   OK(kiln_llm_session_new(&s, model));
-  kiln_llm_sampling greedy_sampling;
-  OK(kiln_llm_sampling_default(&greedy_sampling));
-  greedy_sampling.temperature = 0;
+  kiln_llm_generate_options o;
+  OK(kiln_llm_generate_options_default(&o));
+  CHECK(o.max_tokens == 256 && o.sampling.temperature > 0 && o.stop_tokens == NULL && o.n_stop_tokens == 0);
+  o.max_tokens = 8;
+  o.sampling.temperature = 0;
   counts c = {0, 0};
   kiln_llm_generate_stats st;
-  OK(kiln_llm_generate(s, prompt, prompt_n, 8, &greedy_sampling, count_tokens, &c, &st));
+  OK(kiln_llm_generate(s, prompt, prompt_n, &o, count_tokens, &c, &st));
   CHECK(st.prompt_tokens == (int64_t)prompt_n);
   CHECK(st.generated_tokens == c.tokens && c.tokens > 0 && c.bytes > 0);
   int64_t pos = 0;
@@ -107,13 +123,158 @@ static void test_generate(void) {
   CHECK(pos >= (int64_t)prompt_n);
   int seen = 0;
   OK(kiln_llm_session_truncate(s, 0));
-  OK(kiln_llm_generate(s, prompt, prompt_n, 8, NULL, stop_after_two, &seen, NULL));
-  CHECK(seen == 2);
+  OK(kiln_llm_generate(s, prompt, prompt_n, NULL, stop_after_two, &seen, &st));
+  CHECK(seen == 2 && st.stop_reason == KILN_LLM_STOP_CALLBACK);
   kiln_llm_session_free(s);
 }
 
-static void test_batched_step_and_threads(void) {
+/* Greedy generation gives the tokens of step-by-step decoding and stops at a stop token, which
+   it does not pass on; the session keeps what it computed. */
+static void test_generate_stops(void) {
   greedy_tokens(greedy, 8);
+  kiln_llm_session s = NULL;
+  OK(kiln_llm_session_new(&s, model));
+  kiln_llm_generate_options o;
+  OK(kiln_llm_generate_options_default(&o));
+  o.max_tokens = 8;
+  o.sampling.temperature = 0;
+  int32_t got[9] = {0};
+  kiln_llm_generate_stats st;
+  OK(kiln_llm_generate(s, prompt, prompt_n, &o, record_tokens, got, &st));
+  CHECK(got[0] == 8 && memcmp(got + 1, greedy, sizeof greedy) == 0);
+  CHECK(st.stop_reason == KILN_LLM_STOP_MAX_TOKENS);
+  int64_t pos = 0;
+  OK(kiln_llm_session_position(&pos, s));
+  CHECK(pos == (int64_t)prompt_n + 7);
+
+  int32_t stop = greedy[3];
+  o.stop_tokens = &stop;
+  o.n_stop_tokens = 1;
+  memset(got, 0, sizeof got);
+  OK(kiln_llm_session_clear(s));
+  OK(kiln_llm_session_position(&pos, s));
+  CHECK(pos == 0);
+  OK(kiln_llm_generate(s, prompt, prompt_n, &o, record_tokens, got, &st));
+  int first = 0; /* the stop token may come earlier in the greedy sequence */
+  while (greedy[first] != stop) ++first;
+  CHECK(got[0] == first && st.generated_tokens == first && memcmp(got + 1, greedy, sizeof(int32_t) * first) == 0);
+  CHECK(st.stop_reason == KILN_LLM_STOP_TOKEN);
+  OK(kiln_llm_session_position(&pos, s));
+  CHECK(pos == (int64_t)prompt_n + first);
+  o.n_stop_tokens = 2; /* with a NULL list */
+  o.stop_tokens = NULL;
+  FAILS_WITH(kiln_llm_generate(s, prompt, prompt_n, &o, NULL, NULL, NULL), "null token pointer with 2 tokens");
+  kiln_llm_session_free(s);
+}
+
+/* Every position's logits from one step: the last row is what appending gives, and each row's
+   top token is the next token of the sequence where the sequence is greedy. */
+static void test_append_all(void) {
+  kiln_llm_session s = NULL, one = NULL;
+  kiln_array all = NULL, last = NULL, row = NULL, picks = NULL;
+  OK(kiln_llm_session_new(&s, model));
+  OK(kiln_llm_session_new(&one, model));
+  int32_t seq[64];
+  size_t n = prompt_n + 8;
+  CHECK(n <= 64);
+  memcpy(seq, prompt, sizeof(int32_t) * prompt_n);
+  memcpy(seq + prompt_n, greedy, sizeof greedy);
+  OK(kiln_llm_session_append_all(&all, s, seq, n));
+  int ndim = 0;
+  const int64_t* shape = NULL;
+  OK(kiln_array_ndim(&ndim, all));
+  OK(kiln_array_shape(&shape, all));
+  CHECK(ndim == 2 && shape[0] == (int64_t)n && shape[1] == 49152);
+  int64_t pos = 0;
+  OK(kiln_llm_session_position(&pos, s));
+  CHECK(pos == (int64_t)n);
+  OK(kiln_argmax(&picks, all, 1, false));
+  int32_t top[64];
+  OK(kiln_array_copy_to(top, sizeof(int32_t) * n, picks, KILN_INT32));
+  CHECK(memcmp(top + prompt_n - 1, greedy, sizeof greedy) == 0);
+  OK(kiln_llm_session_append(&last, one, seq, n));
+  int64_t start[2] = {(int64_t)n - 1, 0}, stop[2] = {(int64_t)n, 49152};
+  OK(kiln_slice(&row, all, start, stop, NULL, 2));
+  float a[49152], b[49152];
+  OK(kiln_array_copy_to(a, sizeof a, row, KILN_FLOAT32));
+  OK(kiln_array_copy_to(b, sizeof b, last, KILN_FLOAT32));
+  float worst = 0, largest = 0;
+  for (int i = 0; i < 49152; ++i) {
+    float d = fabsf(a[i] - b[i]);
+    if (d > worst) worst = d;
+    if (fabsf(b[i]) > largest) largest = fabsf(b[i]);
+  }
+  CHECK(worst <= 1e-4f * largest);
+  FAILS_WITH(kiln_llm_session_append_all(&all, s, seq, 0), "at least one token");
+  kiln_array_free(all);
+  kiln_array_free(last);
+  kiln_array_free(row);
+  kiln_array_free(picks);
+  kiln_llm_session_free(s);
+  kiln_llm_session_free(one);
+}
+
+/* The model's tensors as the file holds them: a Q4_1 matrix whose product matches its expansion,
+   a Q8_0 embedding, a float32 norm. */
+static void test_tensors(void) {
+  kiln_array w = NULL, scales = NULL, biases = NULL, x = NULL, y = NULL, ref = NULL, deq = NULL;
+  int group = -1, bits = -1;
+  bool has = false;
+  OK(kiln_llm_model_has_tensor(&has, model, "blk.0.attn_q.weight"));
+  CHECK(has);
+  OK(kiln_llm_model_has_tensor(&has, model, "output.weight"));
+  CHECK(!has); /* tied to the embedding */
+  OK(kiln_llm_model_tensor(&w, &scales, &biases, &group, &bits, model, "blk.0.attn_q.weight"));
+  CHECK(group == 32 && bits == 4);
+  int ndim = 0;
+  const int64_t* shape = NULL;
+  kiln_dtype dt;
+  OK(kiln_array_shape(&shape, w));
+  OK(kiln_array_ndim(&ndim, w));
+  OK(kiln_array_dtype(&dt, w));
+  CHECK(ndim == 2 && shape[0] == 576 && shape[1] == 576 * 4 / 32 && dt == KILN_UINT32);
+  OK(kiln_array_shape(&shape, scales));
+  OK(kiln_array_dtype(&dt, scales));
+  CHECK(shape[0] == 576 && shape[1] == 576 / 32 && dt == KILN_FLOAT16);
+  int64_t xs[2] = {1, 576};
+  kiln_array key = NULL;
+  OK(kiln_random_key(&key, 3));
+  OK(kiln_random_normal(&x, xs, 2, key, KILN_FLOAT32, 0, 1));
+  OK(kiln_quantized_matmul(&y, x, w, scales, biases, true, group, bits));
+  /* The expansion with float32 scales and biases (exact: they are float16 values), else it
+     would be rounded to float16. */
+  kiln_array s32 = NULL, b32 = NULL;
+  OK(kiln_astype(&s32, scales, KILN_FLOAT32));
+  OK(kiln_astype(&b32, biases, KILN_FLOAT32));
+  OK(kiln_dequantize(&deq, w, s32, b32, group, bits));
+  OK(kiln_transpose(&deq, deq, NULL, 0));
+  OK(kiln_matmul(&ref, x, deq));
+  float a[576], b[576];
+  OK(kiln_array_copy_to(a, sizeof a, y, KILN_FLOAT32));
+  OK(kiln_array_copy_to(b, sizeof b, ref, KILN_FLOAT32));
+  float worst = 0;
+  for (int i = 0; i < 576; ++i) worst = fmaxf(worst, fabsf(a[i] - b[i]) / (1 + fabsf(b[i])));
+  CHECK(worst < 1e-4f);
+
+  OK(kiln_llm_model_tensor(&w, &scales, &biases, &group, &bits, model, "token_embd.weight"));
+  CHECK(group == 32 && bits == 8);
+  kiln_array keep = scales; /* a dense tensor leaves scales and biases as they are */
+  OK(kiln_llm_model_tensor(&w, &scales, &biases, &group, &bits, model, "output_norm.weight"));
+  CHECK(group == 0 && bits == 0 && scales == keep);
+  OK(kiln_array_ndim(&ndim, w));
+  OK(kiln_array_shape(&shape, w));
+  OK(kiln_array_dtype(&dt, w));
+  CHECK(ndim == 1 && shape[0] == 576 && dt == KILN_FLOAT32);
+  FAILS_WITH(kiln_llm_model_tensor(&w, &scales, &biases, &group, &bits, model, "blk.99.attn_q.weight"),
+             "blk.99.attn_q.weight");
+  FAILS_WITH(kiln_llm_model_tensor(&w, NULL, &biases, &group, &bits, model, "output_norm.weight"),
+             "null output pointer");
+  FAILS_WITH(kiln_llm_model_has_tensor(&has, model, NULL), "null tensor name");
+  kiln_array arrays[] = {w, scales, biases, x, y, ref, deq, key, s32, b32};
+  for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; ++i) kiln_array_free(arrays[i]);
+}
+
+static void test_batched_step_and_threads(void) {
   /* Two sessions one step apart, decoded together, give their single-session logits. */
   kiln_llm_session a = NULL, b = NULL;
   kiln_array la = NULL, lb = NULL, both = NULL, tmp = NULL;
@@ -178,6 +339,9 @@ int main(void) {
   }
   RUN(test_tokens_and_prompt);
   RUN(test_generate);
+  RUN(test_generate_stops);
+  RUN(test_append_all);
+  RUN(test_tensors);
   RUN(test_batched_step_and_threads);
   RUN(test_errors);
   kiln_llm_tokens_free(prompt);

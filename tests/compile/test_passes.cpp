@@ -185,6 +185,17 @@ std::map<OpKind, std::vector<std::pair<PrimPtr, PrimPtr>>> attribute_pairs() {
        {{std::make_shared<QuantizedMatmul>(QuantParams{64, 4}, true), std::make_shared<QuantizedMatmul>(QuantParams{32, 4}, true)},
         {std::make_shared<QuantizedMatmul>(QuantParams{64, 4}, true), std::make_shared<QuantizedMatmul>(QuantParams{64, 3}, true)},
         {std::make_shared<QuantizedMatmul>(QuantParams{64, 4}, true), std::make_shared<QuantizedMatmul>(QuantParams{64, 4}, false)}}},
+      {OpKind::FusedQuantizedMatmul,
+       {{std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, false),
+         std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-6f, false)},
+        {std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, false),
+         std::make_shared<FusedQuantizedMatmul>(QuantParams{32, 4}, true, 1e-5f, false)},
+        {std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, false),
+         std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, false, 1e-5f, false)},
+        {std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, false),
+         std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, std::nullopt, false)},
+        {std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, false),
+         std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, true)}}},
       {OpKind::RmsNorm,
        {{std::make_shared<RmsNorm>(1e-5f, true), std::make_shared<RmsNorm>(1e-6f, true)},
         {std::make_shared<RmsNorm>(1e-5f, true), std::make_shared<RmsNorm>(1e-5f, false)}}},
@@ -423,7 +434,7 @@ TEST(Passes, PipelineForEachMode) {
   for (auto& p : make_pipeline(CompileMode::enabled, {})) all.push_back(p->name());
   EXPECT_EQ(no_fuse, (std::vector<std::string>{"remove_noops", "fold_shapes", "merge_constants", "cse", "dce"}));
   EXPECT_EQ(all, (std::vector<std::string>{"remove_noops", "fold_shapes", "merge_constants", "cse", "dce",
-                                           "fuse_matmul_epilogue", "fuse_reductions", "fuse_elementwise", "dce"}));
+                                           "fuse_matmul_epilogue", "fuse_quantized_matmul", "fuse_reductions", "fuse_elementwise", "dce"}));
 }
 
 TEST(Passes, VerifierNamesThePass) {
@@ -464,5 +475,33 @@ TEST(Passes, LoweredPlanNumbersOnlyTheValuesItsStepsTouch) {
   for (size_t i = 0; i < out.size(); ++i) {
     Array got = Array::from_tensor(out[i], Device::cpu());
     EXPECT_EQ(got.to_vector<float>(), want[i].to_vector<float>()) << "output " << i;
+  }
+}
+
+// rms_norm read only by a quantized product, and an add of a same-shaped tensor reading only
+// the product, join it in one FusedQuantizedMatmul; a norm with a second reader, an add that
+// broadcasts, and (for the norm) untransposed weights are left alone. Compiled equals eager.
+TEST(Passes, NormAndResidualIntoQuantizedMatmul) {
+  Array w = rnd({64, 64}, float32, 5), nw = rnd({64}, float32, 6), x = rnd({3, 64}, float32, 7);
+  Array r = rnd({3, 64}, float32, 8), row = rnd({64}, float32, 9);
+  auto [packed, scales, biases] = quantize(w, 32, 4);
+  auto [packed_t, scales_t, biases_t] = quantize(transpose(w), 32, 4);
+  auto f = [&](const std::vector<Array>& in) {
+    Array h = rms_norm(in[0], nw, 1e-5f), h2 = rms_norm(in[0] * 2.0f, nw, 1e-5f);
+    return std::vector<Array>{in[1] + quantized_matmul(h, packed, scales, biases, true, 32, 4),  // norm and add
+                              quantized_matmul(h2, packed, scales, biases, true, 32, 4) + sum(h2),  // h2 read twice
+                              quantized_matmul(rms_norm(in[0], nw, 1e-5f), packed_t, scales_t, biases_t, false, 32, 4) + row};
+  };
+  compiler::Graph g = traced(f, {x, r});
+  EXPECT_TRUE(run_pass(g, make_fuse_quantized_matmul()));
+  EXPECT_EQ(count_kind(g, OpKind::FusedQuantizedMatmul), 1u);
+  EXPECT_EQ(count_kind(g, OpKind::RmsNorm), 2u);
+  EXPECT_EQ(count_kind(g, OpKind::QuantizedMatmul), 2u);
+  EXPECT_EQ(count_kind(g, OpKind::Add), 2u);
+  const std::vector<Array> eager = f({x, r}), compiled = compile(f)({x, r});
+  for (size_t i = 0; i < eager.size(); ++i) {
+    const auto e = eager[i].to_vector<float>(), c = compiled[i].to_vector<float>();
+    ASSERT_EQ(e.size(), c.size());
+    for (size_t j = 0; j < e.size(); ++j) EXPECT_NEAR(c[j], e[j], 1e-4f * (1.0f + std::fabs(e[j]))) << i << ", " << j;
   }
 }

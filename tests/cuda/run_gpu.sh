@@ -24,11 +24,11 @@ export KILN_CACHE_DIR=${KILN_CACHE_DIR:-/tmp/kiln-cache}
 # name[:gtest filter]. Left out as CPU-only by nature: test_jit (the C++ JIT of CPU
 # kernels), test_fast_math (host calls of math.h), and in test_threads the two tests that
 # need the CPU path (a gate primitive that is a Copy on the GPU; the CPU JIT's kernel cache).
-SUITE=${SUITE:-"test_core test_dtype test_unary test_binary test_elementwise_misc test_creation test_layout
+SUITE=${SUITE:-"test_nn test_quantized test_core test_dtype test_unary test_binary test_elementwise_misc test_creation test_layout
   test_views test_reduce test_random test_sort test_matmul test_compile test_fusion test_passes test_fuzz
   test_threads:-Threads.EachThreadHasItsOwnStream:Threads.KernelCacheIsBounded test_memory_cycles
   test_graph test_executable test_executable_cuda test_extent"}
-SAN_SUITES=${SAN_SUITES:-"test_unary test_binary test_elementwise_misc test_creation test_layout test_views test_reduce test_random test_sort test_matmul"}
+SAN_SUITES=${SAN_SUITES:-"test_nn test_quantized test_unary test_binary test_elementwise_misc test_creation test_layout test_views test_reduce test_random test_sort test_matmul"}
 SAN=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
 
 targets() { for s in $SUITE $SAN_SUITES; do echo "${s%%:*}"; done | sort -u | tr '\n' ' '; }

@@ -4,6 +4,8 @@
 
 #include "backend/common/math.h"
 #include "backend/cuda/codegen.h"
+#include "backend/cuda/struct_launch.h"
+#include "compile/codegen_util.h"
 #include "backend/cuda/nvrtc.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
@@ -293,5 +295,49 @@ TEST_F(CudaCodegen, SixteenBitSinCosCompile) {
     compiles(src);
     EXPECT_EQ(cuda::elementwise_source(p).find("slow"), std::string::npos);
     compiles(cuda::elementwise_source(p));
+  }
+}
+
+// Every instantiation of the struct-argument kernels (backend/cuda/kernels/*.cuh) that the
+// backend launches compiles: each bit width of the products, each activation dtype, each mask,
+// each index type of the gathers.
+TEST_F(CudaCodegen, LanguageModelKernelsCompile) {
+  const std::string f32 = compiler::cpp_type(float32), f16 = compiler::cpp_type(float16),
+                    bf16 = compiler::cpp_type(bfloat16), f64 = compiler::cpp_type(float64);
+  auto check = [&](const std::string& args, const std::string& call) {
+    SCOPED_TRACE(call);
+    compiles(cuda::struct_kernel_source("backend/cuda/kernels/llm.cuh", args, "llm::" + call));
+  };
+  for (int bits : {2, 3, 4, 5, 6, 8}) {
+    const std::string b = std::to_string(bits);
+    check("Dequantize", "dequantize<" + f32 + ", " + f32 + ", " + b + ">");
+    check("QuantizedGemv", "quantized_gemv<" + f32 + ", " + f32 + ", " + b + ", 1>");
+  }
+  check("Dequantize", "dequantize<" + f16 + ", " + f16 + ", 4>");
+  for (const std::string& t : {f16, bf16}) {
+    check("QuantizedGemv", "quantized_gemv<" + t + ", " + t + ", 4, 8>");
+    check("QuantizedGemv", "quantized_gemv<" + t + ", " + f32 + ", 8, 3>");
+    check("QuantizedGemv", "quantized_gemv<" + t + ", " + f32 + ", 4, 2, " + t + ">");  // with a norm
+  }
+  for (const std::string& t : {f32, f16, bf16}) check("AddInto", "add_into<" + t + ">");
+  for (const std::string& t : {f32, f16, bf16, f64}) {
+    check("Norm", "norm<" + t + ", " + t + ", false>");
+    check("Norm", "norm<" + t + ", " + f32 + ", true>");
+    check("Norm", "norm_warp<" + t + ", " + t + ", false>");
+    check("Norm", "norm_warp<" + t + ", " + f32 + ", true>");
+    check("Rope", "rope<" + t + ">");
+  }
+  for (const std::string& t : {f32, f16, bf16}) {
+    check("Attention", "attention_split<" + t + ", " + t + ">");
+    check("Attention", "attention_split<" + t + ", bool>");
+    check("Attention", "attention_combine<" + t + ">");
+  }
+  for (const char* w : {"uint8_t", "uint16_t", "uint32_t", "uint64_t"}) {
+    check("SliceUpdate", std::string("slice_update<") + w + ">");
+  }
+  for (const char* i : {"int32_t", "int64_t", "uint8_t", "uint32_t"}) {
+    SCOPED_TRACE(i);
+    compiles(cuda::struct_kernel_source("backend/cuda/kernels/gather.cuh", "Indices",
+                                        std::string("gather::normalize_indices<") + i + ">"));
   }
 }

@@ -56,7 +56,11 @@ std::vector<int32_t> ids_of(const Json& a) {
 double number(const Json& x) { return x.kind == Json::Kind::integer ? static_cast<double>(x.integer) : x.number; }
 
 // Loading a model costs a second or two; the tests share one of each kind.
-std::shared_ptr<Model> quantized_model() {  // as loaded by default: int8 activations on the CPU
+std::shared_ptr<Model> int8_activations_model() {
+  static auto m = Model::load(model_path(), {.activations = QmmActivations::int8});
+  return m;
+}
+std::shared_ptr<Model> quantized_model() {  // as loaded by default: exact activations
   static auto m = Model::load(model_path());
   return m;
 }
@@ -183,12 +187,12 @@ TEST_F(LlmModel, ExactActivationsTop1MatchesTheReferencesTeacherForced) {
   EXPECT_GE(t.with_llama + t.total / 100, t.llama_with_float);
 }
 
-// With int8 activations (the CPU default) kiln rounds as llama.cpp does, which moves near ties
+// With int8 activations (on request) kiln rounds as llama.cpp does, which moves near ties
 // as llama.cpp's rounding moves them, but not to the same side: the rounding is chaotic (a change
 // in the last bit upstream flips codes downstream). So kiln is held to the float32 reference as
 // closely as llama.cpp is, and to llama.cpp as closely as llama.cpp with flash attention is.
 TEST_F(LlmModel, Int8ActivationsTop1MatchesTheReferencesTeacherForced) {
-  const auto m = quantized_model();
+  const auto m = int8_activations_model();
   ASSERT_EQ(m->activations(), QmmActivations::int8);
   const Top1 t = top1_agreement(m);
   EXPECT_GE(t.with_float + t.total / 100, t.llama_with_float);
@@ -292,4 +296,55 @@ TEST_F(LlmModel, BadInputIsAnErrorNamingWhatIsWrong) {
   EXPECT_EQ(s.position(), 0);
   EXPECT_THROW(s.truncate(1), Error);
   EXPECT_THROW(Model::load("/nonexistent/model.gguf"), Error);
+}
+
+// Stacked q/k/v and gate/up products (the default) give the logits of separate ones.
+TEST_F(LlmModel, StackedProjectionsEqualSeparateOnes) {
+  const auto plain = Model::load(model_path(), {.stack_projections = false});
+  const auto stacked = quantized_model();
+  std::vector<int32_t> ids = ids_of(*golden().get("forced")->array[1].get("ids"));
+  ids.resize(std::min<size_t>(ids.size(), 24));
+  const std::vector<float> want = all_logits(plain, ids), got = all_logits(stacked, ids);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3) << "logit " << i;
+  Session s(stacked);  // decode steps too (one token: the single-rope path of a stacked product)
+  s.append(std::vector<int32_t>(ids.begin(), ids.end() - 1));
+  const std::vector<float> last = s.append({ids.back()}).to_vector<float>();
+  const size_t vocab = static_cast<size_t>(plain->config().vocab_size);
+  for (size_t t = 0; t < vocab; ++t) ASSERT_NEAR(last[t], want[(ids.size() - 1) * vocab + t], 1e-3) << "token " << t;
+}
+
+// The model on the GPU (kernels of backend/cuda/kernels/llm.cuh): the same logits as on the
+// CPU for a teacher-forced sequence, chunked prefill and decode (the cache updated in place
+// on the device) as one step, and the same greedy tokens. Skips without a GPU.
+TEST_F(LlmModel, CudaMatchesTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the model's GPU path is not checked";
+  const auto cpu = exact_activations_model();  // the GPU multiplies activations as they are
+  const auto gpu = Model::load(model_path(), {.device = Device::cuda(0)});
+  const size_t vocab = static_cast<size_t>(cpu->config().vocab_size);
+  std::vector<int32_t> ids = ids_of(*golden().get("forced")->array[0].get("ids"));
+  ids.resize(std::min<size_t>(ids.size(), 64));
+  const std::vector<float> want = all_logits(cpu, ids), got = all_logits(gpu, ids);
+  ASSERT_EQ(got.size(), want.size());
+  size_t same_top = 0;
+  for (size_t p = 0; p < ids.size(); ++p) {
+    same_top += argmax(got.data() + p * vocab, vocab) == argmax(want.data() + p * vocab, vocab);
+    for (size_t t = 0; t < vocab; ++t)
+      ASSERT_NEAR(got[p * vocab + t], want[p * vocab + t], 5e-3) << "position " << p << " token " << t;
+  }
+  EXPECT_EQ(same_top, ids.size());
+
+  Session s(gpu);
+  s.append(std::vector<int32_t>(ids.begin(), ids.begin() + 37));
+  s.append({ids[37]});
+  std::vector<float> last = s.append({ids[38]}).to_vector<float>();
+  for (size_t t = 0; t < vocab; ++t) ASSERT_NEAR(last[t], want[38 * vocab + t], 5e-3) << "token " << t;
+
+  Tokenizer tok(cpu->file());
+  GenerateOptions o;
+  o.max_tokens = 24;
+  o.sampling.temperature = 0;
+  Session a(cpu), b(gpu);
+  const std::vector<int32_t> prompt = ids_of(*golden().get("greedy")->array[0].get("ids"));
+  EXPECT_EQ(generate(b, tok, prompt, o).tokens, generate(a, tok, prompt, o).tokens);
 }

@@ -471,7 +471,9 @@ TEST(DynamicSliceUpdate, AppendsInPlace) {
     cache = step(cache, tok, array(static_cast<int32_t>(t)));
     cache.eval();
     EXPECT_EQ(cache.tensor().buffer->data(), data) << t;
-    EXPECT_EQ(detail::counters().layout_bytes_copied.load(), token_bytes) << t;
+    // A call replayed as a CUDA graph runs no host code that could count its bytes.
+    const uint64_t counted = detail::counters().layout_bytes_copied.load();
+    EXPECT_TRUE(counted == token_bytes || (cache.device().type == Device::Type::cuda && counted == 0)) << t << ": " << counted;
   }
   auto v = slice(cache, {0, 0, 0, 0}, {1, 1, 6, 1}).to_vector<float>();
   EXPECT_EQ(v, (std::vector<float>{1, 2, 3, 8, 10, 12}));

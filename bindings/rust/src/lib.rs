@@ -4,7 +4,9 @@
 //! Every fallible call returns [`Result`]; kiln's message (tagged with the op,
 //! e.g. `[matmul] inner dimensions differ: (2,3) @ (2,3)`) is in [`Error`].
 //! [`Array`] and [`Function`] free their handles on drop and are `Send + Sync`.
+//! Language models (loading, tokens, sessions, generation) are in [`llm`].
 
+pub mod llm;
 pub mod sys;
 
 use std::ffi::{CStr, CString};

@@ -1,4 +1,4 @@
-//! Raw declarations of the C API (include/kiln/c/kiln.h), written by hand, except the
+//! Raw declarations of the C API (include/kiln/c/kiln.h and kiln_llm.h), written by hand, except the
 //! elementwise ops, which build.rs writes from the C API's generated op lists.
 //! Every function returns 0 on success; see the header for each one's contract.
 #![allow(non_camel_case_types)]
@@ -250,6 +250,166 @@ extern "C" {
         start: kiln_array,
         axes: *const c_int,
         naxes: usize,
+    ) -> c_int;
+}
+
+// ---- language models (kiln/c/kiln_llm.h) -------------------------------------------
+
+#[repr(C)]
+pub struct kiln_llm_model_s {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct kiln_llm_session_s {
+    _private: [u8; 0],
+}
+pub type kiln_llm_model = *mut kiln_llm_model_s;
+pub type kiln_llm_session = *mut kiln_llm_session_s;
+
+/// The C enum `kiln_device_type`.
+pub type kiln_device_type = c_int;
+pub const KILN_DEVICE_CPU: kiln_device_type = 0;
+pub const KILN_DEVICE_CUDA: kiln_device_type = 1;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct kiln_device {
+    pub type_: kiln_device_type,
+    pub index: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct kiln_llm_sampling {
+    pub temperature: f32,
+    pub top_k: c_int,
+    pub top_p: f32,
+    pub min_p: f32,
+    pub repetition_penalty: f32,
+    pub repeat_last_n: c_int,
+    pub seed: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct kiln_llm_model_info {
+    pub vocab_size: c_int,
+    pub n_layers: c_int,
+    pub d_model: c_int,
+    pub n_heads: c_int,
+    pub n_kv_heads: c_int,
+    pub head_dim: c_int,
+    pub context_length: i64,
+    pub weight_bytes: usize,
+    pub ffn_dim: c_int,
+    pub rope_dims: c_int,
+    pub rope_base: f32,
+    pub rope_scale: f32,
+    pub rope_traditional: bool,
+    pub norm_eps: f32,
+    pub qkv_bias: bool,
+    pub qk_norm: bool,
+    pub tied_embeddings: bool,
+    pub bos_token: i32,
+    pub eos_token: i32,
+    pub eot_token: i32,
+}
+
+/// The C enum `kiln_llm_stop_reason`.
+pub type kiln_llm_stop_reason = c_int;
+pub const KILN_LLM_STOP_TOKEN: kiln_llm_stop_reason = 0;
+pub const KILN_LLM_STOP_MAX_TOKENS: kiln_llm_stop_reason = 1;
+pub const KILN_LLM_STOP_CONTEXT_FULL: kiln_llm_stop_reason = 2;
+pub const KILN_LLM_STOP_CALLBACK: kiln_llm_stop_reason = 3;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct kiln_llm_generate_options {
+    pub max_tokens: c_int,
+    pub sampling: kiln_llm_sampling,
+    pub stop_tokens: *const i32,
+    pub n_stop_tokens: usize,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct kiln_llm_generate_stats {
+    pub prompt_tokens: i64,
+    pub generated_tokens: i64,
+    pub prompt_seconds: c_double,
+    pub generate_seconds: c_double,
+    pub stop_reason: kiln_llm_stop_reason,
+}
+
+pub type kiln_llm_token_fn =
+    unsafe extern "C" fn(token: i32, text: *const c_char, len: usize, payload: *mut c_void) -> c_int;
+
+extern "C" {
+    pub fn kiln_llm_sampling_default(out: *mut kiln_llm_sampling) -> c_int;
+    pub fn kiln_llm_generate_options_default(out: *mut kiln_llm_generate_options) -> c_int;
+    pub fn kiln_llm_default_model_path(out: *mut *mut c_char) -> c_int;
+    pub fn kiln_llm_model_load(
+        out: *mut kiln_llm_model,
+        path: *const c_char,
+        device: kiln_device,
+        dtype: kiln_dtype,
+    ) -> c_int;
+    pub fn kiln_llm_model_free(m: kiln_llm_model) -> c_int;
+    pub fn kiln_llm_model_get_info(out: *mut kiln_llm_model_info, m: kiln_llm_model) -> c_int;
+    pub fn kiln_llm_model_has_tensor(out: *mut bool, m: kiln_llm_model, name: *const c_char) -> c_int;
+    pub fn kiln_llm_model_tensor(
+        w: *mut kiln_array,
+        scales: *mut kiln_array,
+        biases: *mut kiln_array,
+        group_size: *mut c_int,
+        bits: *mut c_int,
+        m: kiln_llm_model,
+        name: *const c_char,
+    ) -> c_int;
+    pub fn kiln_llm_tokenize(
+        ids: *mut *mut i32,
+        n: *mut usize,
+        m: kiln_llm_model,
+        text: *const c_char,
+        add_special: bool,
+        parse_special: bool,
+    ) -> c_int;
+    pub fn kiln_llm_tokens_free(ids: *mut i32) -> c_int;
+    pub fn kiln_llm_detokenize(out: *mut *mut c_char, m: kiln_llm_model, ids: *const i32, n: usize) -> c_int;
+    pub fn kiln_llm_chat_prompt(
+        out: *mut *mut c_char,
+        m: kiln_llm_model,
+        roles: *const *const c_char,
+        contents: *const *const c_char,
+        n: usize,
+    ) -> c_int;
+    pub fn kiln_llm_is_end_of_generation(out: *mut bool, m: kiln_llm_model, token: i32) -> c_int;
+    pub fn kiln_llm_session_new(out: *mut kiln_llm_session, m: kiln_llm_model) -> c_int;
+    pub fn kiln_llm_session_free(s: kiln_llm_session) -> c_int;
+    pub fn kiln_llm_session_position(out: *mut i64, s: kiln_llm_session) -> c_int;
+    pub fn kiln_llm_session_truncate(s: kiln_llm_session, n: i64) -> c_int;
+    pub fn kiln_llm_session_clear(s: kiln_llm_session) -> c_int;
+    pub fn kiln_llm_session_append(logits: *mut kiln_array, s: kiln_llm_session, ids: *const i32, n: usize) -> c_int;
+    pub fn kiln_llm_session_append_all(
+        logits: *mut kiln_array,
+        s: kiln_llm_session,
+        ids: *const i32,
+        n: usize,
+    ) -> c_int;
+    pub fn kiln_llm_step(
+        logits: *mut kiln_array,
+        sessions: *mut kiln_llm_session,
+        tokens: *const i32,
+        n: usize,
+    ) -> c_int;
+    pub fn kiln_llm_generate(
+        s: kiln_llm_session,
+        prompt: *const i32,
+        n: usize,
+        options: *const kiln_llm_generate_options,
+        f: Option<kiln_llm_token_fn>,
+        payload: *mut c_void,
+        stats: *mut kiln_llm_generate_stats,
     ) -> c_int;
 }
 

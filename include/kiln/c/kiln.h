@@ -185,7 +185,7 @@ int kiln_eval(const kiln_vector_array arrays);
    kiln_synchronize). */
 int kiln_async_eval(const kiln_vector_array arrays);
 /* Waits until the work this thread queued on `stream` with kiln_async_eval is
-   done, and reports its first error. */
+   done, and reports its first error. Fails for a device that is not there. */
 int kiln_synchronize(kiln_stream stream);
 
 /* Evaluate every op as it is built (debugging). */
@@ -200,7 +200,7 @@ int kiln_default_device(kiln_device* out);
 int kiln_set_default_device(kiln_device device);
 /* How many devices of the type this build can use (1 for the CPU). */
 int kiln_device_count(int* out, kiln_device_type type);
-/* The calling thread's default stream on `device`. */
+/* The calling thread's default stream on `device` (which must be there). */
 int kiln_default_stream(kiln_stream* out, kiln_device device);
 
 /* ---- compile mode ------------------------------------------------------------- */

@@ -9,7 +9,10 @@ set(headers
   "backend/common/math.h" "src/backend/common/math.h"
   "backend/common/fold.h" "src/backend/common/fold.h"
   "backend/common/threefry.h" "src/backend/common/threefry.h"
-  "backend/common/order_key.h" "src/backend/common/order_key.h")
+  "backend/common/order_key.h" "src/backend/common/order_key.h"
+  "backend/cuda/kernels/args.h" "src/backend/cuda/kernels/args.h"
+  "backend/cuda/kernels/llm.cuh" "src/backend/cuda/kernels/llm.cuh"
+  "backend/cuda/kernels/gather.cuh" "src/backend/cuda/kernels/gather.cuh")
 
 set(names "")
 set(KILN_EMBEDDED_ENTRIES "")

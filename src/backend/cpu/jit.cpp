@@ -1,9 +1,8 @@
 // CPU JIT: compile generated C++ with the system compiler, load it with dlopen, and cache
-// the result in memory (bounded LRU) and on disk (one shared library per source).
+// the result in memory (bounded LRU) and on disk (one verified shared library per source).
 #include "backend/cpu/jit.h"
 
 #include <dlfcn.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 
 #include "backend/cpu/jit_headers.h"
 #include "backend/cpu/jit_support.h"
+#include "backend/cpu/kernel_store.h"
 #include "core/config.h"
 #include "core/bounded_cache.h"
 #include "kiln/cache.h"
@@ -44,9 +44,7 @@ struct JitConfig {
   std::vector<std::string> compiler;  // argv prefix: the program and any words from KILN_CXX
   std::string identity;               // the compiler's --version output
   std::vector<std::string> flags;
-  std::string cache_dir;    // where <key>.so files live; empty: not writable, compile privately
-  std::string work_dir;     // where compiles run: cache_dir or a private temporary directory
-  std::string include_dir;  // the embedded headers, written out
+  std::shared_ptr<detail::KernelStore> store;  // the disk cache; null: refused, nothing persists
   std::string dump_dir;     // KILN_DUMP_KERNELS, or empty
   Hash128 fingerprint;      // compiler identity, flags, headers and CPU: the source is added to it
 };
@@ -118,16 +116,6 @@ std::string cpu_fingerprint() {
   return out;
 }
 
-bool usable_cache_dir(const std::string& dir) {
-  if (!detail::make_dirs(dir) || ::access(dir.c_str(), W_OK | X_OK) != 0) return false;
-  // A directory in the shared /tmp is trusted only if it is ours alone: we load code from it.
-  if (dir.rfind("/tmp/kiln-cache-", 0) == 0) {
-    struct stat st;
-    if (::stat(dir.c_str(), &st) != 0 || st.st_uid != ::getuid() || (st.st_mode & 022) != 0) return false;
-  }
-  return true;
-}
-
 // Writes the embedded headers under <root>/include-<hash>/ (each file atomically) and
 // returns that directory; empty on failure.
 std::string write_headers(const std::string& root) {
@@ -144,7 +132,6 @@ std::string write_headers(const std::string& root) {
 }
 
 Library open_library(const std::string& path, std::string* why) {
-  if (!detail::plausible_shared_library(path, why)) return nullptr;
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* e = ::dlerror();
@@ -153,6 +140,26 @@ Library open_library(const std::string& path, std::string* why) {
   }
   return Library(handle, [](void* h) { ::dlclose(h); });
 }
+
+// Where compiles run: a private directory (mkdtemp, 0700) holding the embedded headers,
+// made again if something deletes it while the process runs.
+class Workspace {
+ public:
+  // The directory and its include directory, both empty when none can be made.
+  std::pair<std::string, std::string> get() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (include_.empty() || !detail::file_exists(include_ + "/" + detail::embedded_headers[0].path)) {
+      dir_ = detail::new_private_temp_dir();  // a fresh name: an old one may have been taken meanwhile
+      include_ = write_headers(dir_);
+      if (include_.empty()) dir_.clear();
+    }
+    return {dir_, include_};
+  }
+
+ private:
+  std::mutex mu_;        // guards dir_ and include_
+  std::string dir_, include_;
+};
 
 class JitState {
  public:
@@ -168,23 +175,23 @@ class JitState {
 
  private:
   std::shared_ptr<JitConfig> build_config(const Settings& s);
-  Library load_or_compile(const JitConfig& c, const std::string& key, const std::string& source,
-                          const std::string& symbol);
+  Library load_cached(const JitConfig& c, const std::string& key);
   Library run_compiler(const JitConfig& c, const std::string& key, const std::string& source,
-                       const std::string& symbol);
+                       const std::string& symbol, bool replacing);
   void dump_source(const JitConfig& c, const std::string& key, const std::string& source);
   bool warn_once(std::atomic<bool>& flag, const std::string& message);
 
   std::mutex probe_mu_;  // held while a config is built, so the compiler is probed once
-  std::shared_mutex mu_;  // guards settings_, config_ and retired_
+  std::shared_mutex mu_;  // guards settings_ and config_
   Settings settings_;     // guarded by mu_
   std::shared_ptr<const JitConfig> config_;                 // guarded by mu_; null until built
-  std::vector<std::shared_ptr<const JitConfig>> retired_;  // guarded by mu_; keeps include-dir references valid
 
  public:
   std::atomic<bool> warned_compiler_{false};  // said once; reset by reset_jit_for_tests
   std::atomic<bool> warned_cache_{false};     // said once; reset by reset_jit_for_tests
   std::atomic<bool> warned_dump_{false};      // said once; reset by reset_jit_for_tests
+  std::atomic<bool> warned_store_{false};     // said once; reset by reset_jit_for_tests
+  Workspace workspace_;                       // guarded inside
 };
 
 JitState& state() {
@@ -246,19 +253,14 @@ std::shared_ptr<JitConfig> JitState::build_config(const Settings& s) {
   if (gcc) c->flags.push_back("-fno-gnu-unique");
 
   std::string dir = s.cache_dir ? *s.cache_dir : kernel_cache_dir();
-  if (usable_cache_dir(dir)) {
-    c->cache_dir = dir;
-    detail::remove_stale_temporaries(dir, 3600);  // an hour: no live compile takes that long
+  std::string why;
+  c->store = detail::KernelStore::open(dir, &why);
+  if (c->store) {
+    c->store->sweep_temporaries(3600);  // an hour: no live write takes that long
   } else {
-    warn_once(warned_cache_, "the kernel cache directory '" + dir +
-                                 "' is not writable; compiling kernels in a private temporary directory "
-                                 "instead (nothing is reused across runs)");
-  }
-  c->work_dir = c->cache_dir.empty() ? detail::private_temp_dir() : c->cache_dir;
-  c->include_dir = write_headers(c->work_dir);
-  if (c->include_dir.empty() && c->work_dir != detail::private_temp_dir()) {
-    c->work_dir = detail::private_temp_dir();
-    c->include_dir = write_headers(c->work_dir);
+    warn_once(warned_cache_, "not using the kernel cache directory '" + dir + "': " + why +
+                                 "; compiling kernels in a private temporary directory instead (nothing is "
+                                 "reused across runs)");
   }
   c->dump_dir = s.dump_dir ? *s.dump_dir : config::text(config::Knob::dump_kernels);
 
@@ -266,12 +268,12 @@ std::shared_ptr<JitConfig> JitState::build_config(const Settings& s) {
   if (!c->available) {
     warn_once(warned_compiler_, "no working C++ compiler (tried " + join(tried, ", ") + "); " + fallback +
                                     ". Set KILN_CXX to a C++20 compiler to enable code generation.");
-  } else if (c->include_dir.empty()) {
+  } else if (workspace_.get().second.empty()) {
     c->available = false;
-    warn_once(warned_compiler_, "no writable directory for compiled kernels (tried '" + dir + "' and $TMPDIR); " +
-                                    fallback + ".");
+    warn_once(warned_compiler_, "no private directory to compile kernels in (mkdtemp under $TMPDIR or /tmp failed); " +
+                                    std::string(fallback) + ".");
   }
-  c->fingerprint.field("kiln-jit-1").field(c->identity).field(join(c->flags, " ")).field(header_hash());
+  c->fingerprint.field("kiln-jit-2").field(c->identity).field(join(c->flags, " ")).field(header_hash());
   c->fingerprint.field(cpu_fingerprint());
   return c;
 }
@@ -287,41 +289,51 @@ void JitState::dump_source(const JitConfig& c, const std::string& key, const std
     warn_once(warned_dump_, "cannot write kernel sources into KILN_DUMP_KERNELS='" + c.dump_dir + "'");
 }
 
-Library JitState::load_or_compile(const JitConfig& c, const std::string& key, const std::string& source,
-                                  const std::string& symbol) {
-  dump_source(c, key, source);
-  if (!c.cache_dir.empty()) {
-    std::string path = c.cache_dir + "/" + key + ".so";
-    if (detail::file_exists(path)) {
-      std::string why;
-      if (Library lib = open_library(path, &why)) {
-        disk_loads_.fetch_add(1, std::memory_order_relaxed);
-        return lib;
-      }
-      // Truncated or corrupt (a crash, a full disk): throw it away and build it again.
-      std::fprintf(stderr, "kiln: removing unloadable cached kernel %s (%s)\n", path.c_str(), why.c_str());
-      ::unlink(path.c_str());
+// The library of a verified cache entry, loaded through the directory's descriptor (or a
+// private copy of the verified bytes where /proc is missing); null when not cached.
+Library JitState::load_cached(const JitConfig& c, const std::string& key) {
+  if (!c.store) return nullptr;
+  const std::string name = key + ".so";
+  std::string bytes, why;
+  if (!c.store->read(name, &bytes, &why)) {
+    if (!why.empty()) std::fprintf(stderr, "kiln: removed cached kernel %s/%s (%s); rebuilding it\n",
+                                   c.store->path().c_str(), name.c_str(), why.c_str());
+    return nullptr;
+  }
+  Library lib;
+  if (std::string path = c.store->fd_path(name); !path.empty()) lib = open_library(path, &why);
+  if (!lib) {
+    auto [dir, include] = workspace_.get();
+    std::string copy = detail::write_unique_file(dir, ".tmp-" + key + "-", ".so", bytes, &why);
+    if (!copy.empty()) {
+      lib = open_library(copy, &why);
+      ::unlink(copy.c_str());  // the mapping outlives the name
     }
   }
-  return run_compiler(c, key, source, symbol);
+  if (!lib) {
+    std::fprintf(stderr, "kiln: removing unloadable cached kernel %s/%s (%s)\n", c.store->path().c_str(),
+                 name.c_str(), why.c_str());
+    c.store->remove(name);
+    return nullptr;
+  }
+  disk_loads_.fetch_add(1, std::memory_order_relaxed);
+  return lib;
 }
 
+// Compiles source in the workspace and stores the library. `replacing`: a library of this
+// key is loaded already and wrong, so the new one must not be loaded under the same name.
 Library JitState::run_compiler(const JitConfig& c, const std::string& key, const std::string& source,
-                               const std::string& symbol) {
-  bool persist = !c.cache_dir.empty();
+                               const std::string& symbol, bool replacing) {
+  auto [dir, include] = workspace_.get();
+  if (include.empty()) fail("jit", "no private directory to compile kernels in (mkdtemp under $TMPDIR or /tmp failed)");
   std::string why;
-  // A unique name in the cache directory itself, so the final rename(2) is atomic.
-  std::string cpp = detail::write_unique_file(c.work_dir, ".tmp-" + key + "-", ".cpp", source, &why);
-  if (cpp.empty() && persist && !detail::private_temp_dir().empty()) {
-    persist = false;  // the cache directory stopped being writable: compile privately
-    cpp = detail::write_unique_file(detail::private_temp_dir(), ".tmp-" + key + "-", ".cpp", source, &why);
-  }
-  if (cpp.empty()) fail("jit", "cannot write kernel source into '", c.work_dir, "': ", why);
+  std::string cpp = detail::write_unique_file(dir, ".tmp-" + key + "-", ".cpp", source, &why);
+  if (cpp.empty()) fail("jit", "cannot write kernel source into '", dir, "': ", why);
   std::string so = cpp.substr(0, cpp.size() - 4) + ".so";
 
   std::vector<std::string> argv = c.compiler;
   argv.insert(argv.end(), c.flags.begin(), c.flags.end());
-  argv.insert(argv.end(), {"-I" + c.include_dir, "-o", so, cpp});
+  argv.insert(argv.end(), {"-I" + include, "-o", so, cpp});
   detail::ProcessResult r = detail::run_process(argv);
   ::unlink(cpp.c_str());
   compiles_.fetch_add(1, std::memory_order_relaxed);
@@ -336,14 +348,20 @@ Library JitState::run_compiler(const JitConfig& c, const std::string& key, const
     fail("jit", "the C++ compiler rejected kernel '", symbol, "' (", c.compiler[0], " ", r.describe(), "; ",
          where, "):\n", out);
   }
-  std::string path = so;
-  if (persist) {
-    std::string final_path = c.cache_dir + "/" + key + ".so";
-    if (::rename(so.c_str(), final_path.c_str()) == 0) path = final_path;
+  // Stored with its checksum for later processes, then loaded by the name disk loads use, so
+  // that each symbol of one source shares one loaded library (dlopen matches names).
+  std::string bytes, stored;
+  if (c.store && detail::read_file(so, &bytes)) {
+    if (c.store->write(key + ".so", bytes, &why)) stored = c.store->fd_path(key + ".so");
+    else warn_once(warned_store_, "cannot store compiled kernels in '" + c.store->path() + "' (" + why +
+                                      "); they are compiled again by each process");
   }
-  Library lib = open_library(path, &why);
-  if (path == so) ::unlink(so.c_str());  // not cached: the loaded mapping outlives the name
-  if (!lib) fail("jit", "cannot load the compiled kernel '", path, "': ", why);
+  Library lib;
+  if (!stored.empty() && !replacing) lib = open_library(stored, &why);
+  if (!lib) lib = open_library(so, &why);
+  ::unlink(so.c_str());  // the mapping outlives the name
+  if (!lib && !stored.empty()) lib = open_library(stored, &why);  // a temporary directory mounted noexec
+  if (!lib) fail("jit", "cannot load the compiled kernel '", so, "': ", why);
   return lib;
 }
 
@@ -352,7 +370,17 @@ JitKernel JitState::compile(const std::string& source, const std::string& symbol
   if (!c->available) return {};
   const std::string key = cache_key(*c, source);
   return kernels_.get(key + "/" + symbol, [&] {
-    Library lib = load_or_compile(*c, key, source, symbol);
+    dump_source(*c, key, source);
+    bool replacing = false;
+    if (Library lib = load_cached(*c, key)) {
+      if (void* fn = ::dlsym(lib.get(), symbol.c_str())) return JitKernel{fn, std::move(lib)};
+      // A stored library without the symbol may not be what this source builds: build it again.
+      std::fprintf(stderr, "kiln: cached kernel %s/%s.so has no symbol '%s'; rebuilding it\n",
+                   c->store->path().c_str(), key.c_str(), symbol.c_str());
+      c->store->remove(key + ".so");
+      replacing = true;
+    }
+    Library lib = run_compiler(*c, key, source, symbol, replacing);
     void* fn = ::dlsym(lib.get(), symbol.c_str());
     if (!fn) fail("jit", "the compiled kernel has no symbol '", symbol, "' (declare it extern \"C\")");
     return JitKernel{fn, std::move(lib)};
@@ -365,8 +393,7 @@ void JitState::reconfigure(F change, bool clear) {
     std::lock_guard probe(probe_mu_);
     std::unique_lock lock(mu_);
     change(settings_);
-    if (config_) retired_.push_back(std::move(config_));
-    config_.reset();
+    config_.reset();  // compiles in flight keep theirs (and its cache directory) alive
   }
   if (clear) kernels_.clear();
 }
@@ -379,10 +406,7 @@ JitKernel jit_compile(const std::string& source, const std::string& symbol) {
 
 bool jit_available() { return state().config()->available; }
 
-const std::string& jit_include_dir() {
-  // The config stays alive in config_ or retired_, so the reference does too.
-  return state().config()->include_dir;
-}
+std::string jit_include_dir() { return state().workspace_.get().second; }
 
 JitStats jit_stats() {
   JitState& s = state();
@@ -399,6 +423,7 @@ size_t jit_cache_size() { return state().kernels_.size(); }
 void set_jit_cache_dir(const std::string& path) {
   state().reconfigure(
       [&](Settings& s) { s.cache_dir = path.empty() ? std::nullopt : std::optional<std::string>(path); }, true);
+  state().warned_cache_.store(false);  // another directory: its refusal is said once too
 }
 
 void set_jit_dump_dir(const std::string& path) {
@@ -414,9 +439,34 @@ void reset_jit_for_tests(const std::string& compiler) {
   st.warned_compiler_.store(false);
   st.warned_cache_.store(false);
   st.warned_dump_.store(false);
+  st.warned_store_.store(false);
 }
 
-std::string jit_cache_dir() { return state().config()->cache_dir; }
+std::string jit_cache_dir() {
+  std::shared_ptr<const JitConfig> c = state().config();
+  return c->store ? c->store->path() : std::string();
+}
+
+bool read_cache_entry(const std::string& name, std::string* bytes) {
+  std::shared_ptr<const JitConfig> c = state().config();
+  std::string why;
+  if (!c->store) return false;
+  if (c->store->read(name, bytes, &why)) return true;
+  if (!why.empty())
+    std::fprintf(stderr, "kiln: removed cached kernel %s/%s (%s)\n", c->store->path().c_str(), name.c_str(), why.c_str());
+  return false;
+}
+
+void write_cache_entry(const std::string& name, const std::string& bytes) {
+  std::shared_ptr<const JitConfig> c = state().config();
+  std::string why;
+  if (c->store) c->store->write(name, bytes, &why);
+}
+
+void remove_cache_entry(const std::string& name) {
+  std::shared_ptr<const JitConfig> c = state().config();
+  if (c->store) c->store->remove(name);
+}
 
 std::string jit_cache_key(const std::string& source) { return cache_key(*state().config(), source); }
 

@@ -27,8 +27,15 @@ JitKernel jit_compile(const std::string& source, const std::string& symbol);
 bool jit_available();
 
 /* Include directory holding the headers generated source may include:
-   "kiln/half.h" and "backend/common/math.h". */
-const std::string& jit_include_dir();
+   "kiln/half.h" and "backend/common/math.h" (in a private directory, made again if deleted). */
+std::string jit_include_dir();
+
+/* Entry `name` of the disk kernel cache when present and intact (its checksum matches; a
+   damaged entry is removed). For compiled code of other backends (CUDA cubins). */
+bool read_cache_entry(const std::string& name, std::string* bytes);
+/* Stores `bytes` as entry `name` of the disk cache, with its checksum; nothing without one. */
+void write_cache_entry(const std::string& name, const std::string& bytes);
+void remove_cache_entry(const std::string& name);
 
 /* Counters for tests: compiles run, disk-cache loads, memory-cache hits (a caller that
    waited for another thread's compile of the same source counts as a memory hit). */
@@ -59,8 +66,8 @@ void clear_jit_memory_cache();
    (directories given to the setters above stay); `compiler` replaces $KILN_CXX when not
    empty. Says the once-only warnings again. Callers must not be compiling meanwhile. */
 void reset_jit_for_tests(const std::string& compiler);
-/* The disk directory where `<key>.so` files live now; empty when the cache directory is
-   not writable and kernels are compiled privately. */
+/* The disk directory where `<key>.so` files live now; empty when the cache directory was
+   refused (not writable, a symbolic link, not ours alone) and kernels are compiled privately. */
 std::string jit_cache_dir();
 /* The cache key of `source` under the current compiler and settings (the file stem). */
 std::string jit_cache_key(const std::string& source);

@@ -1,7 +1,6 @@
 #include "backend/cpu/jit_support.h"
 
 #include <fcntl.h>
-#include <link.h>
 #include <spawn.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -9,13 +8,13 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <system_error>
+#include <vector>
 
 #include "core/config.h"
 
@@ -167,72 +166,23 @@ bool write_file_atomic(const std::string& path, const std::string& text) {
   return true;
 }
 
-bool plausible_shared_library(const std::string& path, std::string* why) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    *why = errno_text(errno);
-    return false;
+std::string new_private_temp_dir() {
+  static std::mutex mu;
+  static std::vector<std::string>* made = nullptr;  // guarded by mu; never destroyed (read at exit)
+  std::string templ = temp_root() + "/kiln-jit-XXXXXX";
+  if (!::mkdtemp(templ.data())) return {};
+  std::lock_guard<std::mutex> lock(mu);
+  if (!made) {
+    made = new std::vector<std::string>;
+    // Loaded kernels stay mapped after their files go, so removing the directories at exit is safe.
+    std::atexit([] {
+      std::lock_guard<std::mutex> l(mu);
+      std::error_code ec;
+      for (const std::string& d : *made) std::filesystem::remove_all(d, ec);
+    });
   }
-  struct stat st;
-  ElfW(Ehdr) eh;
-  bool ok = ::fstat(fd, &st) == 0 && ::pread(fd, &eh, sizeof eh, 0) == static_cast<ssize_t>(sizeof eh);
-  uint64_t size = ok ? static_cast<uint64_t>(st.st_size) : 0;
-  auto fits = [&](uint64_t off, uint64_t len) { return off <= size && len <= size - off; };
-  if (!ok || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
-    *why = "not an ELF file";
-  } else if (eh.e_ident[EI_CLASS] != (sizeof(void*) == 8 ? ELFCLASS64 : ELFCLASS32) || eh.e_type != ET_DYN) {
-    *why = "not a shared library for this machine";
-    ok = false;
-  } else if (eh.e_phentsize != sizeof(ElfW(Phdr)) ||
-             !fits(eh.e_phoff, static_cast<uint64_t>(eh.e_phnum) * eh.e_phentsize) ||
-             !fits(eh.e_shoff, static_cast<uint64_t>(eh.e_shnum) * eh.e_shentsize)) {
-    *why = "truncated (headers past the end of the file)";
-    ok = false;
-  } else {
-    for (unsigned i = 0; ok && i < eh.e_phnum; ++i) {
-      ElfW(Phdr) ph;
-      off_t at = static_cast<off_t>(eh.e_phoff + i * sizeof ph);
-      if (::pread(fd, &ph, sizeof ph, at) != static_cast<ssize_t>(sizeof ph) ||
-          (ph.p_type == PT_LOAD && !fits(ph.p_offset, ph.p_filesz))) {
-        *why = "truncated (a segment runs past the end of the file)";
-        ok = false;
-      }
-    }
-  }
-  ::close(fd);
-  return ok;
-}
-
-void remove_stale_temporaries(const std::string& dir, int max_age_seconds) {
-  std::error_code ec;
-  auto now = std::filesystem::file_time_type::clock::now();
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    if (name.find(".tmp-") == std::string::npos) continue;
-    std::error_code time_ec;
-    auto written = std::filesystem::last_write_time(it->path(), time_ec);
-    if (!time_ec && now - written > std::chrono::seconds(max_age_seconds)) {
-      std::error_code rm_ec;
-      std::filesystem::remove(it->path(), rm_ec);
-    }
-  }
-}
-
-const std::string& private_temp_dir() {
-  static std::once_flag once;
-  static std::string dir;  // written once under `once`
-  std::call_once(once, [] {
-    std::string templ = temp_root() + "/kiln-jit-XXXXXX";
-    if (::mkdtemp(templ.data())) {
-      dir = templ;
-      // Loaded kernels stay mapped after their files go, so removing the directory at exit is safe.
-      std::atexit([] {
-        std::error_code ec;
-        std::filesystem::remove_all(dir, ec);
-      });
-    }
-  });
-  return dir;
+  made->push_back(templ);
+  return templ;
 }
 
 bool ProcessResult::succeeded() const {

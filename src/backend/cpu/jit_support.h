@@ -37,17 +37,9 @@ bool write_file_atomic(const std::string& path, const std::string& text);
    path; empty on failure (errno-based reason in *why). */
 std::string write_unique_file(const std::string& dir, const std::string& stem, const std::string& suffix,
                               const std::string& text, std::string* why);
-/* Removes temporaries (names containing ".tmp-") older than `max_age_seconds` from `dir`:
-   what a process that died mid-compile left behind. */
-void remove_stale_temporaries(const std::string& dir, int max_age_seconds);
-/* A fresh directory private to this process (mkdtemp under $TMPDIR or /tmp), made once and
+/* A fresh directory private to this process (mkdtemp under $TMPDIR or /tmp, mode 0700),
    removed at exit; empty if none could be made. */
-const std::string& private_temp_dir();
-
-/* Whether `path` is a whole shared library for this machine: ELF magic and class match and
-   the file is long enough for its headers and loadable segments. dlopen of a truncated
-   library can fault (pages mapped past the end of the file), so check before loading. */
-bool plausible_shared_library(const std::string& path, std::string* why);
+std::string new_private_temp_dir();
 
 struct ProcessResult {
   bool started = false;  // false: the program could not be run at all (see error)

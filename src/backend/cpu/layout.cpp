@@ -234,7 +234,7 @@ void SliceUpdate::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& o
   Strides rs(nd);
   int64_t off = y.offset;
   for (size_t i = 0; i < nd; ++i) {
-    rs[i] = y.strides[i] * r.step[i];
+    rs[i] = r.length[i] > 1 ? y.strides[i] * r.step[i] : y.strides[i];  // a huge step on one element could wrap
     off += r.start[i] * y.strides[i];
   }
   Tensor region = view(y, r.length, std::move(rs), off);
@@ -246,17 +246,22 @@ void SliceUpdate::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& o
   copy_elements(src, region);
 }
 
+void DynamicSliceUpdate::check_start(const Shape& a, const Shape& u, const Tensor& start_tensor) const {
+  const std::vector<int32_t> start = detail::elements_as<int32_t>(start_tensor);
+  for (size_t i = 0; i < axes_.size(); ++i) {
+    const size_t ax = static_cast<size_t>(axes_[i]);
+    if (start[i] < 0 || start[i] + u[ax] > a[ax]) {
+      fail("slice_update", "start ", start[i], " on axis ", ax, " puts the update of length ", u[ax],
+           " outside the axis of length ", a[ax]);
+    }
+  }
+}
+
 void DynamicSliceUpdate::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const Tensor& a = in[0];
   const Tensor& u = in[1];
+  check_start(a.shape, u.shape, in[2]);
   const std::vector<int32_t> start = detail::elements_as<int32_t>(in[2]);
-  for (size_t i = 0; i < axes_.size(); ++i) {
-    const size_t ax = static_cast<size_t>(axes_[i]);
-    if (start[i] < 0 || start[i] + u.shape[ax] > a.shape[ax]) {
-      fail("slice_update", "start ", start[i], " on axis ", ax, " puts the update of length ", u.shape[ax],
-           " outside the axis of length ", a.shape[ax]);
-    }
-  }
   Tensor& y = out[0];
   start_from(a, y);
   int64_t at = y.offset;

@@ -12,6 +12,7 @@
 #include "backend/common/dispatch.h"
 #include "backend/common/math.h"
 #include "backend/cpu/strided.h"
+#include "core/checked.h"
 #include "core/thread_pool.h"
 #include "ops/linalg.h"
 
@@ -75,6 +76,10 @@ void blas_matmul(const Mat<T>& a, const Mat<T>& b, T* c) {
   if (K == 0) {
     std::fill(c, c + M * N, T(0));
     return;
+  }
+  // cblas takes int sizes: a larger one would be cut, not computed.
+  if (M > INT_MAX || N > INT_MAX || K > INT_MAX) {
+    fail("matmul", "a product of ", M, " x ", K, " by ", K, " x ", N, " has a dimension past BLAS's 2^31-1");
   }
   std::vector<T> ta, tb;
   BlasForm fa = blas_form(a), fb = blas_form(b);
@@ -210,7 +215,7 @@ void product(const Tensor& a, const Tensor& b, Tensor& y) {
   }
   // Small products run side by side (each single-threaded); large ones one at a
   // time so BLAS or the row split can use every core.
-  const int64_t work = std::max<int64_t>(1, M * N * std::max<int64_t>(K, 1));
+  const int64_t work = std::max<int64_t>(1, detail::saturating_mul(M * N, std::max<int64_t>(K, 1)));
   const int64_t grain = work <= (1 << 18) ? std::max<int64_t>(1, (1 << 18) / work) : batches;
   detail::dispatch_dtype(y.dtype, [&](auto t) {
     using T = decltype(t);

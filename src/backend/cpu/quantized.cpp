@@ -346,4 +346,23 @@ void QuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor
   }
 }
 
+void FusedQuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  std::vector<Tensor> x{in[0]};
+  if (norm_eps_) {
+    x[0] = Tensor(in[0].shape, in[0].dtype);
+    RmsNorm(*norm_eps_, true).eval_cpu({in[0], in[1]}, x);
+  }
+  const size_t w = packed_at();
+  QuantizedMatmul(q_, transpose_).eval_cpu({x[0], in[w], in[w + 1], in[w + 2]}, out);
+  if (addend_) {  // rounded after the product and after the sum, as the separate ops round
+    Tensor& y = out[0];
+    const std::vector<double> r = detail::elements_as<double>(in[w + 3]);
+    detail::dispatch_float(y.dtype, [&](auto z) {
+      using T = decltype(z);
+      T* yp = y.data<T>();
+      for (int64_t i = 0; i < y.size(); ++i) yp[i] = static_cast<T>(static_cast<double>(yp[i]) + r[static_cast<size_t>(i)]);
+    });
+  }
+}
+
 }  // namespace kiln

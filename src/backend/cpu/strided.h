@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 
+#include "core/checked.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 
@@ -143,7 +144,7 @@ bool runs_down_columns(const Shape& shape, const OperandStrides& strides) {
    the task's state, they made the eager transpose_add 40% slower). */
 template <int64_t BlockCols, class Start, class Piece>
 void parallel_row_blocks(int64_t matrices, int64_t R, int64_t C, int64_t grain, Start&& start, Piece&& piece) {
-  const int64_t row_blocks = (R + kBlock - 1) / kBlock;
+  const int64_t row_blocks = ceil_div(R, kBlock);
   parallel_for(matrices * row_blocks, grain, [&](int64_t w0, int64_t w1) {
     auto state = start();
     for (int64_t w = w0; w < w1; ++w) {
@@ -163,7 +164,8 @@ void parallel_blocks(const StridedLayout<N>& L, int64_t cost_per_element, Row&& 
   const int64_t R = L.shape[nd - 2], C = L.shape[nd - 1];
   std::array<int64_t, N> inner;
   for (int k = 0; k < N; ++k) inner[k] = L.strides[k][nd - 1];
-  const int64_t grain = std::max<int64_t>(1, kParallelGrain / (kBlock * C * std::max<int64_t>(cost_per_element, 1)));
+  const int64_t grain =
+      std::max<int64_t>(1, kParallelGrain / saturating_mul(saturating_mul(kBlock, C), std::max<int64_t>(cost_per_element, 1)));
   parallel_row_blocks<kBlock>(shape_size(L.shape) / (R * C), R, C, grain, [] { return 0; },
                               [&](int, int64_t m, int64_t r, int64_t c0, int64_t n) {
                                 std::array<int64_t, N> off;
@@ -183,9 +185,9 @@ template <int N, class Row>
 void parallel_rows(const StridedLayout<N>& L, int64_t cost_per_element, Row&& row) {
   if (runs_down_columns(L.shape, L.strides)) return parallel_blocks(L, cost_per_element, row);
   int64_t rows = L.rows();
-  int64_t per_row = std::max<int64_t>(1, L.inner() * cost_per_element);
+  int64_t per_row = std::max<int64_t>(1, saturating_mul(L.inner(), cost_per_element));  // broadcast views can be huge
   int64_t grain_rows = std::max<int64_t>(1, kParallelGrain / per_row);
-  if (rows == 1 && L.inner() * cost_per_element > kParallelGrain) {
+  if (rows == 1 && per_row > kParallelGrain) {
     // One long row: split it into pieces instead.
     parallel_for(L.inner(), std::max<int64_t>(1, kParallelGrain / cost_per_element), [&](int64_t b, int64_t e) {
       std::array<int64_t, N> off;

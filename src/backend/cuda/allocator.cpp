@@ -199,6 +199,15 @@ void allocate_output(int device, Tensor& t) {
   t.reset_layout();
 }
 
+bool allocate_from(int device, const Tensor& donor, Tensor& y) {
+  if (donor.donated && on_device(donor) && donor.row_contiguous() && donor.offset == 0 && donor.dtype == y.dtype) {
+    y.buffer = donor.buffer;
+    y.donated = true;
+  }
+  allocate_output(device, y);
+  return y.buffer == donor.buffer;
+}
+
 void trim_memory_cache() {
   for (int i = 0; i < device_count(); ++i) {
     bind(i);

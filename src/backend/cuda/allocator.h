@@ -33,6 +33,10 @@ std::shared_ptr<detail::Buffer> allocate(int device, size_t bytes);
 /* Gives t a row-major device buffer unless it already has a usable one (a plan's reused
    buffer of this device and stream, large enough). */
 void allocate_output(int device, detail::Tensor& t);
+/* Allocates y in the buffer of `donor` where the donor was donated and y can take it as it lies
+   (row-major from its start, same dtype): true then, and y holds the donor's values; else y
+   gets a buffer of its own (false) for the caller to fill. */
+bool allocate_from(int device, const detail::Tensor& donor, detail::Tensor& y);
 inline Block* block_of(const detail::Tensor& t) {
   return t.buffer ? static_cast<Block*>(t.buffer->block()) : nullptr;
 }

@@ -12,6 +12,10 @@
 #include "backend/cuda/codegen.h"
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels/args.h"
+#include "backend/cuda/llm_ops.h"
+#include "backend/cuda/recording.h"
+#include "backend/cuda/struct_launch.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/plan_graph.h"
 #include "backend/cuda/allocator.h"
@@ -20,6 +24,7 @@
 #include "backend/cuda/tuning.h"
 #include "compile/codegen_util.h"
 #include "compile/plan.h"
+#include "core/stats.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/layout.h"
@@ -824,14 +829,19 @@ Tensor device_scalar(int dev, double value, Dtype d) {
   return to_device(h, dev);
 }
 
-// Indices as int64 on the device, negative ones counted from the end; checked on the host
-// first, so an out-of-range index raises the same error as on the CPU.
+// Indices as int64 on the device, negative ones counted from the end. Checked on the host
+// first (an out-of-range index raises the CPU's error), except while a compiled call records
+// for CUDA-graph replay, which has no host round trip: there the kernel clamps them.
 Tensor normalized_indices(int dev, const char* op, const Tensor& idx, int64_t size, int axis) {
-  std::vector<int64_t> v = detail::normalized_indices(op, to_host(idx), size, axis);
+  if (!recording() || size == 0) detail::normalized_indices(op, to_host(idx), size, axis);
   Tensor out(idx.shape, int64);
-  out.allocate();
-  if (!v.empty()) std::memcpy(out.data<int64_t>(), v.data(), v.size() * sizeof(int64_t));
-  return to_device(out, dev);
+  allocate_output(dev, out);
+  if (idx.size() == 0) return out;
+  const Tensor in = idx.row_contiguous() ? idx : contiguous_on_device(idx, dev);
+  args::Indices a{idx.size(), size, reinterpret_cast<const void*>(ptr_bits(in)), reinterpret_cast<void*>(ptr_bits(out))};
+  launch_struct(dev, "backend/cuda/kernels/gather.cuh", "Indices",
+                "gather::normalize_indices<" + type_name(idx.dtype) + ">", a, grid_for(dev, idx.size(), 256), 256);
+  return out;
 }
 
 void gather(int dev, const Tensor& a, const Strides& as, int64_t axis_stride, const Tensor& idx, const Strides& is,
@@ -951,6 +961,7 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
     prim.eval_cpu(in, out);
     return;
   }
+  if (op_category(k) == OpCategory::nn) check_llm_inputs(prim, in);
   prepare_inputs(dev, in);
   switch (op_category(k)) {
     case OpCategory::unary:
@@ -998,7 +1009,7 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
       break;
     case OpCategory::layout: {
       Tensor& y = out[0];
-      allocate_output(dev, y);
+      if (k != OpKind::SliceUpdate) allocate_output(dev, y);
       if (k == OpKind::Copy) {
         copy_into(dev, in[0], y);
       } else if (k == OpKind::Concatenate) {
@@ -1016,13 +1027,18 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
         copy_into(dev, in[0], view(y, in[0].shape, y.strides, off));
       } else if (k == OpKind::SliceUpdate) {
         auto& su = static_cast<const SliceUpdate&>(prim);
-        copy_into(dev, in[0], y);
+        auto moved = [](const Tensor& t) { return static_cast<uint64_t>(t.size()) * t.itemsize(); };
+        if (!allocate_from(dev, in[0], y)) {  // else updated in place: in[0] was donated
+          copy_into(dev, in[0], y);
+          detail::count(detail::counters().layout_bytes_copied, moved(in[0]));
+        }
+        detail::count(detail::counters().layout_bytes_copied, moved(in[1]));
         auto r = resolve_slice("slice_update", in[0].shape, su.args());
         if (detail::shape_size(r.length) > 0) {
           Strides rs(y.shape.size());
           int64_t off = y.offset;
           for (size_t i = 0; i < y.shape.size(); ++i) {
-            rs[i] = y.strides[i] * r.step[i];
+            rs[i] = r.length[i] > 1 ? y.strides[i] * r.step[i] : y.strides[i];  // as on the CPU: no wrap
             off += r.start[i] * y.strides[i];
           }
           copy_into(dev, in[1], view(y, r.length, rs, off));
@@ -1048,15 +1064,9 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
       }
       break;
     }
-    case OpCategory::nn: {
-      // The language-model ops have no GPU kernels yet: computed on the host, results uploaded.
-      std::vector<Tensor> host_in = in;
-      ensure_host(host_in);
-      for (auto& t : host_in) t.donated = false;
-      prim.eval_cpu(host_in, out);
-      for (auto& t : out) t = to_device(t, dev);
+    case OpCategory::nn:
+      eval_llm(dev, prim, in, out);
       break;
-    }
     case OpCategory::random:
       allocate_output(dev, out[0]);
       random_bits(dev, in[0], out[0]);

@@ -206,16 +206,16 @@ Kernel load(int device, const std::string& name, const std::string& source) {
   hash.field("kiln-cuda-1").field(nvrtc().identity).field(info.arch()).field(headers().hash);
   for (auto& o : options(info)) hash.field(o);
   hash.field(name).field(source);
-  std::string dir = cpu::jit_cache_dir();
-  std::string path = dir.empty() ? std::string() : dir + "/cuda-" + hash.hex() + ".cubin";
+  // Through the CPU JIT's disk cache: its directory checks, and a checksum beside each cubin.
+  const std::string entry = "cuda-" + hash.hex() + ".cubin";
   CUmodule module = nullptr;
   std::string cubin;
-  if (!path.empty() && cpu::detail::read_file(path, &cubin)) {
+  if (cpu::read_cache_entry(entry, &cubin)) {
     if (d.cuModuleLoadData(&module, cubin.data()) == CUDA_SUCCESS) {
       g_disk.fetch_add(1, std::memory_order_relaxed);
     } else {
-      std::fprintf(stderr, "kiln: removing unloadable cached kernel %s\n", path.c_str());
-      ::unlink(path.c_str());
+      std::fprintf(stderr, "kiln: removing unloadable cached kernel %s\n", entry.c_str());
+      cpu::remove_cache_entry(entry);
       module = nullptr;
     }
   }
@@ -223,7 +223,7 @@ Kernel load(int device, const std::string& name, const std::string& source) {
     cubin = compile_cubin(source, name, info);
     g_compiles.fetch_add(1, std::memory_order_relaxed);
     check(d.cuModuleLoadData(&module, cubin.data()), "cuModuleLoadData");
-    if (!path.empty()) cpu::detail::write_file_atomic(path, cubin);
+    cpu::write_cache_entry(entry, cubin);
   }
   Kernel k;
   k.module = std::make_shared<Module>(device, module);  // unloads the module if the next line throws

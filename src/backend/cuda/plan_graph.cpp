@@ -41,9 +41,11 @@ struct Patch {
   long offset;
 };
 
-// How an output of the call sits in its per-call buffer.
+// How an output of the call sits in its per-call buffer, or in the buffer of a donated input
+// (`input`: a cache the call updated in place).
 struct OutputLayout {
   int buffer;
+  int input;
   Shape shape;
   Strides strides;
   int64_t offset;
@@ -118,6 +120,7 @@ const std::string& layout_key(int device, const std::vector<Tensor>& in) {
       if (t.buffer && in[j].buffer == t.buffer) alias = static_cast<int64_t>(j);
     }
     put(alias);
+    put(t.donated);  // a donated input may be written in place: a graph recorded so needs one again
   }
   return k;
 }
@@ -206,7 +209,8 @@ LaunchRecord copy_launch(int device, long bytes, long src, long dst) {
 // writes an output of at most kStageBytes, it is pointed at a buffer of the graph's own
 // instead, with a copy from the input at the start (or to the output right after it) whose
 // pointer is patched each call. A larger input (weights, passed again each call) stays
-// patched: the product is captured again only when it moves.
+// patched: the product is captured again only when it moves. Kernels reading a small input
+// that several launches share read the graph's copy too.
 void stage_products(int device, Layout& l, const std::vector<Tensor>& in,
                     const std::vector<std::shared_ptr<Buffer>>& per_call) {
   auto& patches = l.patches;
@@ -222,18 +226,22 @@ void stage_products(int device, Layout& l, const std::vector<Tensor>& in,
   std::vector<std::vector<LaunchRecord>> after(launches.size());  // copies to outputs, after their product
   std::vector<std::vector<Patch>> after_patches(launches.size());  // their destinations (launch: among them)
   std::vector<char> staged(patches.size(), 0);
-  auto stageable = [&](const Patch& p) {  // an output only where no other launch uses it
+  auto stageable = [&](const Patch& p) {  // an output only where no other launch uses it; never a donated input (written in place)
     const size_t bytes = buffer(p.operand).bytes();
-    return bytes > 0 && bytes <= kStageBytes && (p.operand >= 0 || users[p.operand].size() == 1);
+    return bytes > 0 && bytes <= kStageBytes &&
+           (p.operand >= 0 ? !in[static_cast<size_t>(p.operand)].donated : users[p.operand].size() == 1);
   };
   for (size_t li = 0; li < launches.size(); ++li) {
-    if (!launches[li].host) continue;
+    const bool host = launches[li].host != nullptr;
     bool captures = true;  // a product writing an output it cannot stage runs from the host: nothing to stage
     for (auto& p : patches) captures = captures && (p.launch != li || p.operand >= 0 || stageable(p));
-    if (!captures) continue;
+    if (host && !captures) continue;
     for (size_t k = 0; k < patches.size(); ++k) {
       const Patch& p = patches[k];
       if (p.launch != li || !stageable(p)) continue;
+      // A kernel reads a small input from the graph's copy when other launches read it too
+      // (a token's position, read by every layer): one pointer to patch a call, not one each.
+      if (!host && (p.operand < 0 || users[p.operand].size() < 2)) continue;
       const size_t bytes = buffer(p.operand).bytes();
       auto [at, fresh] = stage.try_emplace(p.operand, 0);
       if (fresh) {
@@ -279,12 +287,21 @@ void stage_products(int device, Layout& l, const std::vector<Tensor>& in,
 // Turns a recorded run into graphs; false when the run cannot be replayed that way.
 bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
   if (!rec.replayable || rec.launches.size() < graph_min_kernels()) return false;
-  // Outputs live in buffers allocated by the run; anything else (an input passed through) replays step by step.
+  // Outputs live in buffers allocated by the run or in donated inputs updated in place;
+  // anything else (an input passed through) replays step by step.
   std::vector<std::shared_ptr<Buffer>> per_call;
   for (auto& t : out) {
     bool ours = false;
     for (auto& b : rec.buffers) ours = ours || b == t.buffer;
-    if (!ours) return false;
+    if (!ours) {
+      int input = -1;
+      for (size_t i = 0; i < in.size() && input < 0; ++i) {
+        if (in[i].donated && in[i].buffer == t.buffer) input = static_cast<int>(i);
+      }
+      if (input < 0) return false;
+      l.outputs.push_back({-1, input, t.shape, t.strides, t.offset, t.dtype});
+      continue;
+    }
     int index = -1;
     for (size_t j = 0; j < per_call.size(); ++j) {
       if (per_call[j] == t.buffer) index = static_cast<int>(j);
@@ -294,7 +311,7 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
       per_call.push_back(t.buffer);
       l.output_bytes.push_back(t.buffer->bytes());
     }
-    l.outputs.push_back({index, t.shape, t.strides, t.offset, t.dtype});
+    l.outputs.push_back({index, -1, t.shape, t.strides, t.offset, t.dtype});
   }
   for (auto& b : rec.buffers) {
     bool output = false;
@@ -405,7 +422,7 @@ void replay(int device, Layout& l, const std::vector<Tensor>& in, std::vector<Te
     Tensor t;
     t.shape = o.shape;
     t.dtype = o.dtype;
-    t.buffer = per_call[static_cast<size_t>(o.buffer)];
+    t.buffer = o.input >= 0 ? in[static_cast<size_t>(o.input)].buffer : per_call[static_cast<size_t>(o.buffer)];
     t.strides = o.strides;
     t.offset = o.offset;
     out[i] = std::move(t);
@@ -426,7 +443,7 @@ void run_compiled(int device, const compiler::CompiledCall& call, const std::vec
   auto& prim = const_cast<compiler::CompiledCall&>(call);
   const size_t kernels = call.plan().kernels;
   bool eligible = graphs_enabled() && kernels >= graph_min_kernels();
-  for (auto& t : in) eligible = eligible && !t.donated && (!t.buffer || on_device(t));
+  for (auto& t : in) eligible = eligible && (!t.buffer || on_device(t));
   std::shared_ptr<Layout> l = eligible ? find_layout(call.plan(), layout_key(device, in), stream(device)) : nullptr;
   if (!l) {
     prim.eval_cpu(in, out);

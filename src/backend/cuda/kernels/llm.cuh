@@ -1,0 +1,479 @@
+// Device kernels of the language-model ops: affine dequantization and the decode product,
+// rms_norm and layer_norm, rope, attention and the in-place cache update. Each reads one
+// argument struct (args.h); backend/cuda/llm_ops.cpp instantiates and launches them.
+// Generated source includes "kiln/cuda_support.h" (kiln_vec, kiln_gid) before this file.
+#pragma once
+
+#include "backend/common/math.h"
+#include "backend/cuda/kernels/args.h"
+
+namespace kiln::cuda::llm {
+
+using namespace kiln::cuda::args;
+
+__device__ inline float neg_inf() { return __int_as_float(0xff800000u); }
+
+/* max that propagates NaN (the CPU kernels' rule, so a NaN score poisons its softmax). */
+__device__ inline float nan_max(float a, float b) { return a != a || b != b ? a + b : (a > b ? a : b); }
+
+template <class T>
+__device__ inline T warp_sum(T v) {
+  for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+__device__ inline float warp_max(float v) {
+  for (int m = 16; m > 0; m >>= 1) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, m));
+  return v;
+}
+/* The block's sum (or NaN-propagating max) in every thread; `red` holds 32 values. */
+template <bool Max, class T>
+__device__ inline T block_fold(T v, T* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  if constexpr (Max) v = warp_max(v); else v = warp_sum(v);
+  __syncthreads();  // red may still be read from the previous fold
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  T r = red[0];
+  for (int w = 1; w < warps; ++w) {
+    if constexpr (Max) r = nan_max(r, red[w]); else r += red[w];
+  }
+  return r;
+}
+
+/* The words of Vals values of `Bits` bits (Vals * Bits a multiple of 32), read as wide as their
+   alignment allows (the host checks the base). */
+template <int Bits, int Vals>
+__device__ inline void load_words(const uint32_t* w, uint32_t* words) {
+  constexpr int kWords = Vals * Bits / 32;
+  if constexpr (kWords % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < kWords / 4; ++i) {
+      const auto v = reinterpret_cast<const kiln_vec<uint32_t, 4>*>(w)[i];
+      for (int j = 0; j < 4; ++j) words[4 * i + j] = v.v[j];
+    }
+  } else if constexpr (kWords % 2 == 0) {
+#pragma unroll
+    for (int i = 0; i < kWords / 2; ++i) {
+      const auto v = reinterpret_cast<const kiln_vec<uint32_t, 2>*>(w)[i];
+      words[2 * i] = v.v[0];
+      words[2 * i + 1] = v.v[1];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) words[i] = w[i];
+  }
+}
+
+/* The Vals values in `words` as floats. */
+template <int Bits, int Vals>
+__device__ inline void unpack_words(const uint32_t* words, float* q) {
+#pragma unroll
+  for (int i = 0; i < Vals; ++i) {
+    const int bit = i * Bits, at = bit >> 5, shift = bit & 31;
+    uint32_t v = words[at] >> shift;
+    if (shift + Bits > 32) v |= words[at + 1] << (32 - shift);
+    q[i] = static_cast<float>(v & ((1u << Bits) - 1u));
+  }
+}
+
+template <int Bits, int Vals>
+__device__ inline void unpack(const uint32_t* w, float* q) {
+  uint32_t words[Vals * Bits / 32];
+  load_words<Bits, Vals>(w, words);
+  unpack_words<Bits, Vals>(words, q);
+}
+
+/* N consecutive values of T as floats, in 16-byte loads (the host checks the alignment). */
+template <class T, int N>
+__device__ inline void load_floats(const T* p, float* out) {
+  constexpr int kPer = 16 / sizeof(T);
+  static_assert(N % kPer == 0, "whole 16-byte loads");
+#pragma unroll
+  for (int i = 0; i < N / kPer; ++i) {
+    const auto v = reinterpret_cast<const kiln_vec<T, kPer>*>(p)[i];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) out[i * kPer + j] = static_cast<float>(v.v[j]);
+  }
+}
+
+// ---- quantization ---------------------------------------------------------------------
+/* A thread per 32 values: unpack, scale and shift (no fused multiply-add), store as O. */
+template <class S, class O, int Bits>
+__device__ void dequantize(const Dequantize& a) {
+  const long per_row = a.k / 32, total = a.rows * per_row, groups = a.k / a.group_size;
+  const uint32_t* packed = static_cast<const uint32_t*>(a.packed);
+  const S* scales = static_cast<const S*>(a.scales);
+  const S* biases = static_cast<const S*>(a.biases);
+  O* out = static_cast<O*>(a.out);
+  for (long c = kiln_gid(); c < total; c += kiln_gstride()) {
+    const long r = c / per_row, j = c - r * per_row, g = r * groups + j * 32 / a.group_size;
+    float q[32];
+    unpack<Bits, 32>(packed + r * (a.k * Bits / 32) + j * Bits, q);
+    const float s = static_cast<float>(scales[g]), b = static_cast<float>(biases[g]);
+    O* o = out + r * a.k + j * 32;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      // Rounded to O after the product and after the sum, as the CPU kernel and MLX do.
+      const float scaled = static_cast<float>(static_cast<O>(__fmul_rn(s, q[i])));
+      o[i] = static_cast<O>(__fadd_rn(scaled, b));
+    }
+  }
+}
+
+/* The decode product: a warp a weight row, each lane Vals values of it per step (one 32-value
+   group spans whole lanes), the M activation rows held in registers' worth of sums, then a
+   warp sum. Each weight is dequantized before its product, as on the CPU, so an infinite
+   activation meets the weight's value, not its parts. */
+template <class T, class S, int Bits, int M, class W = T>
+__device__ void quantized_gemv(const QuantizedGemv& a) {
+  constexpr int kVals = (Bits == 3 || Bits == 5 || Bits == 6) ? 32 : 16, kWords = kVals * Bits / 32;
+  const int lane = threadIdx.x & 31;
+  const long row = static_cast<long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= a.n) return;
+  const long k = a.k, steps = k / kVals, groups = k / a.group_size;
+  const uint32_t* w = static_cast<const uint32_t*>(a.packed) + row * (k * Bits / 32);
+  const S* scales = static_cast<const S*>(a.scales) + row * groups;
+  const S* biases = static_cast<const S*>(a.biases) + row * groups;
+  const T* x = static_cast<const T*>(a.x);
+  const W* norm_weight = static_cast<const W*>(a.norm_weight);
+  // With a norm, each row's sum of squares builds up beside its product, which takes the
+  // weighted activations; the row's 1/rms scales the result at the end.
+  float acc[M], squares[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m] = squares[m] = 0.0f;
+  // Each step's weights are loaded a step ahead, so the next read is in flight during the sums.
+  uint32_t next[kWords];
+  if (lane < steps) load_words<Bits, kVals>(w + lane * kWords, next);
+  for (long c = lane; c < steps; c += 32) {
+    uint32_t words[kWords];
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) words[i] = next[i];
+    if (c + 32 < steps) load_words<Bits, kVals>(w + (c + 32) * kWords, next);
+    float q[kVals];
+    unpack_words<Bits, kVals>(words, q);
+    const long g = c * kVals / a.group_size;
+    const float s = static_cast<float>(scales[g]), b = static_cast<float>(biases[g]);
+#pragma unroll
+    for (int i = 0; i < kVals; ++i) q[i] = s * q[i] + b;
+    float nw[kVals];
+    if (norm_weight) load_floats<W, kVals>(norm_weight + c * kVals, nw);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float xv[kVals];
+      load_floats<T, kVals>(x + m * k + c * kVals, xv);
+      if (norm_weight) {
+#pragma unroll
+        for (int i = 0; i < kVals; ++i) {
+          squares[m] += xv[i] * xv[i];
+          xv[i] *= nw[i];
+        }
+      }
+      float dot = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kVals; ++i) dot += q[i] * xv[i];
+      acc[m] += dot;
+    }
+  }
+  T* out = static_cast<T*>(a.out);
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float v = warp_sum(acc[m]);
+    if (norm_weight) v *= 1.0f / sqrtf(warp_sum(squares[m]) / static_cast<float>(k) + static_cast<float>(a.eps));
+    if (lane != 0) continue;
+    if (a.addend) {  // rounded after the product and after the sum, as the separate ops round
+      v = static_cast<float>(static_cast<T>(v)) + static_cast<float>(static_cast<const T*>(a.addend)[m * a.n + row]);
+    }
+    out[m * a.n + row] = static_cast<T>(v);
+  }
+}
+
+/* out += addend, a thread an element (the product's residual outside the decode product). */
+template <class T>
+__device__ void add_into(const AddInto& a) {
+  const T* r = static_cast<const T*>(a.addend);
+  T* y = static_cast<T*>(a.out);
+  for (long i = kiln_gid(); i < a.n; i += kiln_gstride()) y[i] = static_cast<T>(static_cast<float>(y[i]) + static_cast<float>(r[i]));
+}
+
+// ---- norms --------------------------------------------------------------------------------
+/* A block a row: the mean (layer_norm), the mean square about it, then one pass to write. */
+template <class T, class W, bool Layer>
+__device__ void norm(const Norm& a) {
+  using A = kiln::math::compute_t<T>;
+  __shared__ A red[32];
+  const T* xs = static_cast<const T*>(a.x);
+  const W* w = static_cast<const W*>(a.weight);
+  const W* b = static_cast<const W*>(a.bias);
+  T* ys = static_cast<T*>(a.out);
+  const A n = static_cast<A>(a.n);
+  for (long r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    const T* x = xs + r * a.n;
+    T* y = ys + r * a.n;
+    A mean = 0;
+    if constexpr (Layer) {
+      A s = 0;
+      for (long i = threadIdx.x; i < a.n; i += blockDim.x) s += static_cast<A>(x[i]);
+      mean = block_fold<false>(s, red) / n;
+    }
+    A ss = 0;
+    for (long i = threadIdx.x; i < a.n; i += blockDim.x) {
+      const A v = static_cast<A>(x[i]) - mean;
+      ss += v * v;
+    }
+    const A inv = A(1) / sqrt(block_fold<false>(ss, red) / n + static_cast<A>(a.eps));
+    for (long i = threadIdx.x; i < a.n; i += blockDim.x) {
+      A v = (static_cast<A>(x[i]) - mean) * inv;
+      if (w) v *= static_cast<A>(w[i]);
+      if (b) v += static_cast<A>(b[i]);
+      y[i] = static_cast<T>(v);
+    }
+  }
+}
+
+/* A warp a row of up to 32 * kNormLaneValues values, held in registers between the passes:
+   no block barriers, for the short rows of a decode step. */
+constexpr int kNormLaneValues = 32;
+template <class T, class W, bool Layer>
+__device__ void norm_warp(const Norm& a) {
+  using A = kiln::math::compute_t<T>;
+  const int lane = threadIdx.x & 31;
+  const long r = static_cast<long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (r >= a.rows) return;
+  const T* x = static_cast<const T*>(a.x) + r * a.n;
+  T* y = static_cast<T*>(a.out) + r * a.n;
+  const W* w = static_cast<const W*>(a.weight);
+  const W* b = static_cast<const W*>(a.bias);
+  const A n = static_cast<A>(a.n);
+  A v[kNormLaneValues];
+  A s = 0;
+#pragma unroll
+  for (int u = 0; u < kNormLaneValues; ++u) {
+    const long i = lane + 32 * u;
+    v[u] = i < a.n ? static_cast<A>(x[i]) : A(0);
+    s += v[u];
+  }
+  const A mean = Layer ? warp_sum(s) / n : A(0);
+  A ss = 0;
+#pragma unroll
+  for (int u = 0; u < kNormLaneValues; ++u) {
+    const long i = lane + 32 * u;
+    const A d = i < a.n ? v[u] - mean : A(0);
+    ss += d * d;
+  }
+  const A inv = A(1) / sqrt(warp_sum(ss) / n + static_cast<A>(a.eps));
+#pragma unroll
+  for (int u = 0; u < kNormLaneValues; ++u) {
+    const long i = lane + 32 * u;
+    if (i >= a.n) continue;
+    A o = (v[u] - mean) * inv;
+    if (w) o *= static_cast<A>(w[i]);
+    if (b) o += static_cast<A>(b[i]);
+    y[i] = static_cast<T>(o);
+  }
+}
+
+// ---- rope ---------------------------------------------------------------------------------
+/* A thread a rotated pair (angles in float64, as the CPU's table), then the unrotated tail. */
+template <class T>
+__device__ void rope(const Rope& a) {
+  using A = kiln::math::compute_t<T>;
+  const T* xs = static_cast<const T*>(a.x);
+  T* ys = static_cast<T*>(a.out);
+  const int32_t* offsets = static_cast<const int32_t*>(a.offsets);
+  const float* freqs = static_cast<const float*>(a.freqs);
+  const long pairs = a.rows * a.half, tail = a.d - a.dims;
+  for (long p = kiln_gid(); p < pairs; p += kiln_gstride()) {
+    const long r = p / a.half, i = p - r * a.half;
+    const long b = r / a.rows_per_offset, l = r % a.len;
+    const double pos = (static_cast<double>(offsets[b]) + static_cast<double>(l)) * a.scale;
+    const double inv = freqs ? 1.0 / static_cast<double>(freqs[i]) : pow(a.base, -2.0 * i / a.dims);
+    const double angle = pos * inv;
+    const A c = static_cast<A>(cos(angle)), s = static_cast<A>(sin(angle));
+    const T* x = xs + r * a.d;
+    T* y = ys + r * a.d;
+    const A x1 = static_cast<A>(x[i * a.step]), x2 = static_cast<A>(x[i * a.step + a.partner]);
+    y[i * a.step] = static_cast<T>(x1 * c - x2 * s);
+    y[i * a.step + a.partner] = static_cast<T>(x1 * s + x2 * c);
+  }
+  for (long e = kiln_gid(); e < a.rows * tail; e += kiln_gstride()) {
+    const long r = e / tail, j = a.dims + e % tail;
+    ys[r * a.d + j] = xs[r * a.d + j];
+  }
+}
+
+// ---- attention ----------------------------------------------------------------------------
+/* Query and key positions a block of (batch, head, query, split) sees. */
+struct AttentionTile {
+  long b, h, hk, i, j0, j1;
+};
+__device__ inline AttentionTile attention_tile(const Attention& a, long block) {
+  AttentionTile t;
+  const long split = block % a.splits;
+  long rest = block / a.splits;
+  t.i = rest % a.lq;
+  rest /= a.lq;
+  t.h = rest % a.hq;
+  t.b = rest / a.hq;
+  t.hk = t.h / (a.hq / a.hkv);
+  const int32_t* lengths = static_cast<const int32_t*>(a.key_lengths);
+  long valid = lengths ? lengths[t.b] : a.lk;
+  valid = valid < 0 ? 0 : (valid > a.lk ? a.lk : valid);
+  long limit = valid;
+  if (a.causal) {
+    limit = t.i + valid - a.lq + 1;
+    limit = limit < 0 ? 0 : (limit > valid ? valid : limit);
+  }
+  t.j0 = split * a.split_len;
+  t.j1 = t.j0 + a.split_len < limit ? t.j0 + a.split_len : limit;
+  return t;
+}
+
+constexpr int kLaneDims = 8;    // dims of q, k and v a lane holds (head dims up to 256)
+constexpr int kKeysAtOnce = 4;  // keys a warp scores per step
+
+/* One split of keys for one query, flash-decoding style: each warp takes every warps-th key,
+   its lanes holding dims lane, lane + 32, ... of q and of the running sum; a key's score is a
+   warp sum, and each warp keeps its own running max and total (online softmax). The warps'
+   states then merge in shared memory into the split's unnormalized sums, max and total
+   (`partial`), or into the result when there is one split. */
+template <class T, class MaskT>
+__device__ void attention_split(const Attention& a) {
+  __shared__ float warp_state[32][2];  // max, total
+  extern __shared__ float warp_sums[];  // [warps][dv]
+  const AttentionTile t = attention_tile(a, blockIdx.x);
+  float* part = a.partial + static_cast<long>(blockIdx.x) * (a.dv + 2);
+  // With one split the block writes the result itself (no combining kernel runs).
+  T* final_out = static_cast<T*>(a.out) + static_cast<long>(blockIdx.x) * a.dv;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const T* q = static_cast<const T*>(a.q) + t.b * a.q_strides[0] + t.h * a.q_strides[1] + t.i * a.q_strides[2];
+  const T* k = static_cast<const T*>(a.k) + t.b * a.k_strides[0] + t.hk * a.k_strides[1];
+  const T* v = static_cast<const T*>(a.v) + t.b * a.v_strides[0] + t.hk * a.v_strides[1];
+  float qr[kLaneDims], acc[kLaneDims];
+#pragma unroll
+  for (int u = 0; u < kLaneDims; ++u) {
+    const long e = lane + 32 * u;
+    qr[u] = e < a.d ? static_cast<float>(q[e]) * static_cast<float>(a.scale) : 0.0f;
+    acc[u] = 0.0f;
+  }
+  float top = neg_inf(), total = 0.0f;
+  // kKeysAtOnce keys a step, their rows loaded together: the loads' latency is paid once a step.
+  for (long j0 = t.j0 + warp * kKeysAtOnce; j0 < t.j1; j0 += static_cast<long>(warps) * kKeysAtOnce) {
+    float kr[kKeysAtOnce][kLaneDims], vr[kKeysAtOnce][kLaneDims], dot[kKeysAtOnce];
+#pragma unroll
+    for (int c = 0; c < kKeysAtOnce; ++c) {  // keys' and values' rows in flight together
+      const T* kp = k + (j0 + c) * a.k_strides[2];
+      const T* vp = v + (j0 + c) * a.v_strides[2];
+      const bool in = j0 + c < t.j1;
+#pragma unroll
+      for (int u = 0; u < kLaneDims; ++u) {
+        const long e = lane + 32 * u;
+        kr[c][u] = in && e < a.d ? static_cast<float>(kp[e]) : 0.0f;
+        vr[c][u] = in && e < a.dv ? static_cast<float>(vp[e]) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kKeysAtOnce; ++c) {
+      float d = 0.0f;
+#pragma unroll
+      for (int u = 0; u < kLaneDims; ++u) d += qr[u] * kr[c][u];
+      dot[c] = warp_sum(d);
+    }
+#pragma unroll
+    for (int c = 0; c < kKeysAtOnce; ++c) {
+      const long j = j0 + c;
+      if (j >= t.j1) break;
+      float s = dot[c];
+      if (a.mask_kind != 0) {
+        const MaskT m = static_cast<const MaskT*>(a.mask)[t.b * a.mask_strides[0] + t.h * a.mask_strides[1] +
+                                                         t.i * a.mask_strides[2] + j * a.mask_strides[3]];
+        if (a.mask_kind == 1) s = static_cast<bool>(m) ? s : neg_inf();
+        else s += static_cast<float>(m);
+      }
+      if (s == neg_inf()) continue;  // a masked key adds nothing (NaN goes on and poisons the row)
+      const float next = nan_max(top, s);
+      const float correction = top == neg_inf() ? 0.0f : expf(top - next), p = expf(s - next);
+      total = total * correction + p;
+#pragma unroll
+      for (int u = 0; u < kLaneDims; ++u) acc[u] = acc[u] * correction + p * vr[c][u];
+      top = next;
+    }
+  }
+  if (lane == 0) warp_state[warp][0] = top, warp_state[warp][1] = total;
+#pragma unroll
+  for (int u = 0; u < kLaneDims; ++u) {
+    const long e = lane + 32 * u;
+    if (e < a.dv) warp_sums[warp * a.dv + e] = acc[u];
+  }
+  __syncthreads();
+  float block_top = neg_inf();
+  for (int w = 0; w < warps; ++w) {
+    if (warp_state[w][0] != neg_inf()) block_top = nan_max(block_top, warp_state[w][0]);
+  }
+  float block_total = 0.0f;
+  for (int w = 0; w < warps; ++w) {
+    if (warp_state[w][0] != neg_inf()) block_total += warp_state[w][1] * expf(warp_state[w][0] - block_top);
+  }
+  for (long e = threadIdx.x; e < a.dv; e += blockDim.x) {
+    float sum = 0.0f;
+    for (int w = 0; w < warps; ++w) {
+      if (warp_state[w][0] != neg_inf()) sum += warp_sums[w * a.dv + e] * expf(warp_state[w][0] - block_top);
+    }
+    if (a.splits == 1) final_out[e] = static_cast<T>(sum * (block_total > 0.0f ? 1.0f / block_total : 0.0f));
+    else part[e] = sum;
+  }
+  if (threadIdx.x == 0) part[a.dv] = block_top, part[a.dv + 1] = block_total;
+}
+
+/* A thread an output value: the splits' sums rescaled to the largest max, over their total
+   (a query that saw no key gives zeros, as on the CPU). */
+template <class T>
+__device__ void attention_combine(const Attention& a) {
+  T* out = static_cast<T*>(a.out);
+  const long stride = a.dv + 2, total = a.batch * a.hq * a.lq * a.dv;
+  for (long idx = kiln_gid(); idx < total; idx += kiln_gstride()) {
+    const long row = idx / a.dv, e = idx - row * a.dv;
+    const float* part = a.partial + row * a.splits * stride;
+    float top = neg_inf();
+    for (long s = 0; s < a.splits; ++s) top = nan_max(top, part[s * stride + a.dv]);
+    float sum = 0.0f, acc = 0.0f;
+    if (top != neg_inf()) {
+      for (long s = 0; s < a.splits; ++s) {
+        const float m = part[s * stride + a.dv];
+        if (m == neg_inf()) continue;
+        const float c = expf(m - top);
+        sum += part[s * stride + a.dv + 1] * c;
+        acc += part[s * stride + e] * c;
+      }
+    }
+    out[idx] = static_cast<T>(acc * (sum > 0.0f ? 1.0f / sum : 0.0f));
+  }
+}
+
+// ---- cache update -------------------------------------------------------------------------
+/* Copies the update into the output at the start read here (clamped into the axis, so no
+   start writes outside it); W: a word of the element's size. */
+template <class W>
+__device__ void slice_update(const SliceUpdate& a) {
+  const int32_t* start = static_cast<const int32_t*>(a.start);
+  long base = 0;
+  for (int t = 0; t < kMaxAxes && a.axes[t] >= 0; ++t) {
+    const long ax = a.axes[t], room = a.out_lengths[ax] - a.shape[ax];
+    long s = start[t];
+    s = s < 0 ? 0 : (s > room ? room : s);
+    base += s * a.out_strides[ax];
+  }
+  const W* u = static_cast<const W*>(a.update);
+  W* y = static_cast<W*>(a.out) + base;
+  for (long idx = kiln_gid(); idx < a.n; idx += kiln_gstride()) {
+    long i = idx, uo = 0, yo = 0;
+    for (long d = a.nd - 1; d >= 0; --d) {
+      const long q = i / a.shape[d], c = i - q * a.shape[d];
+      uo += c * a.update_strides[d];
+      yo += c * a.out_strides[d];
+      i = q;
+    }
+    y[yo] = u[uo];
+  }
+}
+
+}  // namespace kiln::cuda::llm

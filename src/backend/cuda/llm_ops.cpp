@@ -1,0 +1,343 @@
+// The language-model primitives on a CUDA device. Each fills its argument struct
+// (kernels/args.h) and launches a kernel of kernels/llm.cuh, compiled once per
+// instantiation; launches are recorded like any other, so a compiled step replays them.
+// Operands a kernel needs dense (or 16-byte aligned for its vector loads) are copied first.
+#include "backend/cuda/llm_ops.h"
+
+#include <algorithm>
+#include <optional>
+#include <cstring>
+#include <string>
+
+#include "backend/cpu/strided.h"
+#include "backend/cuda/allocator.h"
+#include "backend/cuda/codegen.h"
+#include "backend/cuda/cuda.h"
+#include "backend/cuda/driver.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels/args.h"
+#include "backend/cuda/nvrtc.h"
+#include "backend/cuda/streams.h"
+#include "backend/cuda/struct_launch.h"
+#include "compile/codegen_util.h"
+#include "core/buffer.h"
+#include "core/stats.h"
+#include "ops/nn.h"
+
+namespace kiln::cuda {
+
+using detail::Tensor;
+
+Tensor contiguous_on_device(const Tensor& t, int device);  // eval.cpp
+
+namespace {
+
+constexpr unsigned kThreads = 256;
+constexpr int kGemvRows = 8;         // activation rows the decode product holds in registers
+constexpr int64_t kKeysPerSplit = 256;  // keys one attention block scores
+constexpr unsigned kAttentionThreads = 256;  // its 8 warps take 4 keys each a step
+constexpr int kNormLaneValues = 32;     // llm.cuh: the longest row a warp normalizes holds 32 * 32 values
+constexpr int kLaneDims = 8;            // llm.cuh: head dims a lane holds (at most 256)
+
+constexpr const char* kHeader = "backend/cuda/kernels/llm.cuh";
+
+/* Launches llm::<call>(args). */
+template <class Args>
+void run(int dev, const char* args_name, const std::string& call, const Args& a, unsigned grid, unsigned block,
+         unsigned shared = 0) {
+  launch_struct(dev, kHeader, args_name, "llm::" + call, a, grid, block, shared);
+}
+
+std::string type(Dtype d) { return compiler::cpp_type(d); }
+
+/* t row-major and starting on a multiple of `align` bytes, copied when it is not. */
+Tensor dense(int dev, const Tensor& t, long align = 1) {
+  if (t.row_contiguous() && ptr_bits(t) % align == 0) return t;
+  return contiguous_on_device(t, dev);
+}
+
+/* t in dtype d (row-major), converted on the device when it is not. */
+Tensor as_dtype(int dev, const Tensor& t, Dtype d) {
+  if (t.dtype == d) return dense(dev, t);
+  Tensor c(t.shape, d);
+  allocate_output(dev, c);
+  copy_into(dev, t, c);
+  return c;
+}
+
+void fill_zero(int dev, Tensor& y) {
+  Tensor zero(Shape{}, y.dtype);
+  zero.allocate();
+  std::memset(zero.raw(), 0, zero.itemsize());
+  copy_into(dev, to_device(zero, dev), y);
+}
+
+unsigned row_blocks(int dev, int64_t rows) {
+  return static_cast<unsigned>(std::min<int64_t>(rows, int64_t{device_info(dev).sms} * 16));
+}
+
+// ---- quantization ---------------------------------------------------------------------
+/* The packed rows of w expanded into y (rows x k values, y's dtype). */
+void dequantize_into(int dev, const QuantParams& q, const Tensor& w, const Tensor& s, const Tensor& b, Tensor& y) {
+  const int64_t k = y.shape.empty() ? 0 : y.shape.back(), rows = k ? y.size() / k : 0;
+  if (rows == 0) return;
+  const Tensor pw = dense(dev, w, 16), ps = dense(dev, s), pb = as_dtype(dev, b, s.dtype);
+  args::Dequantize a{rows, k, q.group_size, reinterpret_cast<const void*>(ptr_bits(pw)),
+                     reinterpret_cast<const void*>(ptr_bits(ps)), reinterpret_cast<const void*>(ptr_bits(pb)),
+                     reinterpret_cast<void*>(ptr_bits(y))};
+  run(dev, "Dequantize", "dequantize<" + type(s.dtype) + ", " + type(y.dtype) + ", " + std::to_string(q.bits) + ">",
+      a, grid_for(dev, rows * (k / 32), kThreads), kThreads);
+}
+
+void norm(int dev, const std::vector<Tensor>& in, Tensor& y, double eps, bool layer, bool has_weight, bool has_bias);
+
+/* y = x @ dequantize(w)^T (transpose) or x @ dequantize(w); with `norm` (a weight and eps),
+   rms_norm(x) in place of x. */
+struct InputNorm {
+  Tensor weight;
+  double eps;
+};
+/* out += addend (same shape and dtype). */
+void add_into(int dev, const Tensor& addend, Tensor& y) {
+  const Tensor r = dense(dev, addend);
+  args::AddInto a{y.size(), reinterpret_cast<const void*>(ptr_bits(r)), reinterpret_cast<void*>(ptr_bits(y))};
+  run(dev, "AddInto", "add_into<" + type(y.dtype) + ">", a, grid_for(dev, y.size(), kThreads), kThreads);
+}
+
+void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tensor& x, const Tensor& w, const Tensor& s,
+                      const Tensor& b, Tensor& y, const std::optional<InputNorm>& with_norm = std::nullopt,
+                      const Tensor* addend = nullptr) {
+  const int64_t k = x.shape.back(), n = y.shape.back(), m = n ? y.size() / n : 0;
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    fill_zero(dev, y);
+    if (addend) add_into(dev, *addend, y);
+    return;
+  }
+  if (transpose && m <= kGemvRows) {
+    const Tensor px = dense(dev, x, 16), pw = dense(dev, w, 16), ps = dense(dev, s);
+    const Tensor pb = as_dtype(dev, b, ps.dtype);
+    Tensor nw, r;
+    if (with_norm) nw = dense(dev, with_norm->weight, 16);
+    if (addend) r = dense(dev, *addend);
+    args::QuantizedGemv a{m, n, k, q.group_size, with_norm ? with_norm->eps : 0.0,
+                          with_norm ? reinterpret_cast<const void*>(ptr_bits(nw)) : nullptr,
+                          reinterpret_cast<const void*>(ptr_bits(px)), reinterpret_cast<const void*>(ptr_bits(pw)),
+                          reinterpret_cast<const void*>(ptr_bits(ps)), reinterpret_cast<const void*>(ptr_bits(pb)),
+                          addend ? reinterpret_cast<const void*>(ptr_bits(r)) : nullptr,
+                          reinterpret_cast<void*>(ptr_bits(y))};
+    const unsigned warps = kThreads / 32;
+    run(dev, "QuantizedGemv",
+        "quantized_gemv<" + type(x.dtype) + ", " + type(ps.dtype) + ", " + std::to_string(q.bits) + ", " +
+            std::to_string(m) + ", " + type(with_norm ? nw.dtype : x.dtype) + ">",
+        a, static_cast<unsigned>((n + warps - 1) / warps), kThreads);
+    return;
+  }
+  if (with_norm) {  // the norm first, then the product
+    Tensor h(x.shape, x.dtype);
+    allocate_output(dev, h);
+    norm(dev, {x, with_norm->weight}, h, with_norm->eps, false, true, false);
+    return quantized_matmul(dev, q, transpose, h, w, s, b, y, std::nullopt, addend);
+  }
+  // Prefill and the untransposed layout: the weights expanded to float32, then cuBLASLt in
+  // float32 (the CPU's precision), the result converted to y's dtype.
+  const int64_t wk = transpose ? k : n;  // values a packed row holds
+  Tensor full(Shape{w.shape[0], wk}, float32);
+  allocate_output(dev, full);
+  dequantize_into(dev, q, w, s, b, full);
+  const Tensor wt = transpose ? detail::view(full, Shape{k, n}, Strides{1, k}, 0) : full;
+  const Tensor xf = as_dtype(dev, x, float32);
+  Tensor yf = y.dtype == float32 ? y : Tensor(y.shape, float32);
+  if (y.dtype != float32) allocate_output(dev, yf);
+  matmul(dev, xf, wt, yf);
+  if (y.dtype != float32) copy_into(dev, yf, y);
+  if (addend) add_into(dev, *addend, y);
+}
+
+// ---- norms ----------------------------------------------------------------------------------
+void norm(int dev, const std::vector<Tensor>& in, Tensor& y, double eps, bool layer, bool has_weight, bool has_bias) {
+  const int64_t n = y.shape.empty() ? 1 : y.shape.back(), rows = n ? y.size() / n : 0;
+  if (rows == 0) return;
+  const Tensor x = dense(dev, in[0]);
+  // Weight and bias in one dtype (the first given), read as the kernel's W.
+  const Dtype wd = has_weight ? in[1].dtype : has_bias ? in[1].dtype : x.dtype;
+  Tensor w, b;
+  if (has_weight) w = as_dtype(dev, in[1], wd);
+  if (has_bias) b = as_dtype(dev, in[has_weight ? 2 : 1], wd);
+  args::Norm a{rows, n, eps, reinterpret_cast<const void*>(ptr_bits(x)),
+               has_weight ? reinterpret_cast<const void*>(ptr_bits(w)) : nullptr,
+               has_bias ? reinterpret_cast<const void*>(ptr_bits(b)) : nullptr, reinterpret_cast<void*>(ptr_bits(y))};
+  const std::string types = type(x.dtype) + ", " + type(wd) + ", " + (layer ? "true" : "false") + ">";
+  if (n <= 32 * kNormLaneValues && rows >= 64) {  // a warp a row: many short rows (one row: a block's loads in parallel)
+    constexpr unsigned kWarps = 4;
+    run(dev, "Norm", "norm_warp<" + types, a, static_cast<unsigned>((rows + kWarps - 1) / kWarps), 32 * kWarps);
+  } else {
+    run(dev, "Norm", "norm<" + types, a, row_blocks(dev, rows), n <= 128 ? 64 : n <= 1024 ? 128 : kThreads);
+  }
+}
+
+// ---- rope -----------------------------------------------------------------------------------
+void rope(int dev, const Rope& prim, const std::vector<Tensor>& in, Tensor& y) {
+  const Tensor x = dense(dev, in[0]);
+  const int64_t d = x.shape.back(), len = x.shape[x.shape.size() - 2], rows = d ? x.size() / d : 0;
+  if (rows == 0 || len == 0) return;
+  const Tensor offsets = as_dtype(dev, in[1], int32);
+  Tensor freqs;
+  if (prim.has_freqs()) freqs = as_dtype(dev, in[2], float32);
+  const int64_t half = prim.dims() / 2;
+  const bool trad = prim.traditional();
+  args::Rope a{rows, d, len, prim.dims(), half, rows / offsets.size(), trad ? 1 : half, trad ? 2 : 1,
+               prim.base().value_or(0.0f), prim.scale(), reinterpret_cast<const void*>(ptr_bits(x)),
+               reinterpret_cast<const void*>(ptr_bits(offsets)),
+               prim.has_freqs() ? reinterpret_cast<const void*>(ptr_bits(freqs)) : nullptr,
+               reinterpret_cast<void*>(ptr_bits(y))};
+  run(dev, "Rope", "rope<" + type(x.dtype) + ">", a, grid_for(dev, rows * std::max(half, d - prim.dims()), kThreads),
+      kThreads);
+}
+
+// ---- attention ------------------------------------------------------------------------------
+/* q, k or v with unit stride along the last axis. */
+Tensor unit_rows(int dev, const Tensor& t) { return t.strides.back() == 1 || t.shape.back() <= 1 ? t : dense(dev, t); }
+
+void attention(int dev, const ScaledDotProductAttention& prim, const std::vector<Tensor>& in, Tensor& y) {
+  using Mask = ScaledDotProductAttention::Mask;
+  if (y.size() == 0) return;
+  const Tensor q = unit_rows(dev, in[0]), k = unit_rows(dev, in[1]), v = unit_rows(dev, in[2]);
+  const int64_t batch = q.shape[0], hq = q.shape[1], lq = q.shape[2], d = q.shape[3];
+  const int64_t hkv = k.shape[1], lk = k.shape[2], dv = v.shape[3];
+  if (d > 32 * kLaneDims || dv > 32 * kLaneDims)
+    fail("scaled_dot_product_attention", "head dims above ", 32 * kLaneDims, " on a CUDA device (q ", d, ", v ", dv, ")");
+  size_t next = 3;
+  Tensor mask;
+  Strides mask_strides(4, 0);
+  if (prim.mask() != Mask::none) {
+    mask = in[next++];
+    mask_strides = detail::broadcast_strides(mask, {batch, hq, lq, lk});
+  }
+  Tensor lengths;
+  if (prim.has_key_lengths()) lengths = as_dtype(dev, in[next], int32);
+  const int64_t splits = std::max<int64_t>(1, (lk + kKeysPerSplit - 1) / kKeysPerSplit);
+  const int64_t blocks = batch * hq * lq * splits;
+  if (blocks > INT32_MAX) fail("scaled_dot_product_attention", "too many queries for one launch (", blocks, " blocks)");
+  Tensor partial(Shape{blocks * (dv + 2)}, float32);
+  allocate_output(dev, partial);
+  args::Attention a{};
+  a.batch = batch, a.hq = hq, a.hkv = hkv, a.lq = lq, a.lk = lk, a.d = d, a.dv = dv;
+  a.splits = splits, a.split_len = kKeysPerSplit;
+  for (int i = 0; i < 3; ++i) {
+    a.q_strides[i] = q.strides[static_cast<size_t>(i)];
+    a.k_strides[i] = k.strides[static_cast<size_t>(i)];
+    a.v_strides[i] = v.strides[static_cast<size_t>(i)];
+  }
+  a.mask_kind = prim.mask() == Mask::none ? 0 : prim.mask() == Mask::keep ? 1 : 2;
+  for (int i = 0; i < 4; ++i) a.mask_strides[i] = mask_strides[static_cast<size_t>(i)];
+  a.causal = prim.causal();
+  a.scale = prim.scale();
+  a.q = reinterpret_cast<const void*>(ptr_bits(q));
+  a.k = reinterpret_cast<const void*>(ptr_bits(k));
+  a.v = reinterpret_cast<const void*>(ptr_bits(v));
+  a.mask = prim.mask() == Mask::none ? nullptr : reinterpret_cast<const void*>(ptr_bits(mask));
+  a.key_lengths = prim.has_key_lengths() ? reinterpret_cast<const void*>(ptr_bits(lengths)) : nullptr;
+  a.partial = reinterpret_cast<float*>(ptr_bits(partial));
+  a.out = reinterpret_cast<void*>(ptr_bits(y));
+  const std::string t = type(q.dtype), mt = prim.mask() == Mask::keep ? "bool" : t;
+  const unsigned shared = static_cast<unsigned>(kAttentionThreads / 32 * dv * sizeof(float));
+  run(dev, "Attention", "attention_split<" + t + ", " + mt + ">", a, static_cast<unsigned>(blocks), kAttentionThreads,
+      shared);
+  if (splits > 1)
+    run(dev, "Attention", "attention_combine<" + t + ">", a, grid_for(dev, batch * hq * lq * dv, kThreads), kThreads);
+}
+
+// ---- cache update ---------------------------------------------------------------------------
+void slice_update(int dev, const DynamicSliceUpdate& prim, const std::vector<Tensor>& in, Tensor& y) {
+  const Tensor& dst = in[0];
+  const Tensor& u = in[1];
+  // A donated, whole buffer is updated where it lies: only the update's bytes move.
+  auto moved = [](const Tensor& t) { return static_cast<uint64_t>(t.size()) * t.itemsize(); };
+  if (!allocate_from(dev, dst, y)) {
+    copy_into(dev, dst, y);
+    detail::count(detail::counters().layout_bytes_copied, moved(dst));
+  }
+  if (u.size() == 0) return;
+  detail::count(detail::counters().layout_bytes_copied, moved(u));
+  if (u.shape.size() > static_cast<size_t>(args::kMaxAxes))
+    fail("slice_update", "updates of more than ", args::kMaxAxes, " axes on a CUDA device");
+  const Tensor start = as_dtype(dev, in[2], int32);
+  args::SliceUpdate a{};
+  a.n = u.size();
+  a.nd = static_cast<long>(u.shape.size());
+  for (size_t i = 0; i < u.shape.size(); ++i) {
+    a.shape[i] = u.shape[i];
+    a.update_strides[i] = u.strides[i];
+    a.out_strides[i] = y.strides[i];
+    a.out_lengths[i] = y.shape[i];
+  }
+  std::fill(std::begin(a.axes), std::end(a.axes), -1L);
+  for (size_t i = 0; i < prim.axes().size(); ++i) a.axes[i] = prim.axes()[i];
+  a.update = reinterpret_cast<const void*>(ptr_bits(u));
+  a.start = reinterpret_cast<const void*>(ptr_bits(start));
+  a.out = reinterpret_cast<void*>(ptr_bits(y));
+  run(dev, "SliceUpdate", std::string("slice_update<") + word_type(u.itemsize()) + ">", a,
+      grid_for(dev, u.size(), kThreads), kThreads);
+}
+
+}  // namespace
+
+void check_llm_inputs(const Primitive& prim, const std::vector<Tensor>& in) {
+  if (prim.kind() != OpKind::DynamicSliceUpdate || on_device(in[2])) return;
+  static_cast<const DynamicSliceUpdate&>(prim).check_start(in[0].shape, in[1].shape, in[2]);
+}
+
+void eval_llm(int dev, Primitive& prim, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  Tensor& y = out[0];
+  switch (prim.kind()) {
+    case OpKind::Dequantize:
+      allocate_output(dev, y);
+      dequantize_into(dev, static_cast<const Dequantize&>(prim).params(), in[0], in[1], in[2], y);
+      return;
+    case OpKind::QuantizedMatmul: {
+      auto& p = static_cast<const QuantizedMatmul&>(prim);
+      if (p.activations() != QmmActivations::exact) break;  // int8 activations: the CPU kernel, below
+      allocate_output(dev, y);
+      return quantized_matmul(dev, p.params(), p.transpose(), in[0], in[1], in[2], in[3], y);
+    }
+    case OpKind::FusedQuantizedMatmul: {
+      auto& p = static_cast<const FusedQuantizedMatmul&>(prim);
+      allocate_output(dev, y);
+      const size_t w = p.packed_at();
+      std::optional<InputNorm> with_norm;
+      if (p.norm_eps()) with_norm = InputNorm{in[1], *p.norm_eps()};
+      return quantized_matmul(dev, p.params(), p.transpose(), in[0], in[w], in[w + 1], in[w + 2], y, with_norm,
+                              p.addend() ? &in[w + 3] : nullptr);
+    }
+    case OpKind::RmsNorm: {
+      auto& p = static_cast<const RmsNorm&>(prim);
+      allocate_output(dev, y);
+      return norm(dev, in, y, p.eps(), false, p.has_weight(), false);
+    }
+    case OpKind::LayerNorm: {
+      auto& p = static_cast<const LayerNorm&>(prim);
+      allocate_output(dev, y);
+      return norm(dev, in, y, p.eps(), true, p.has_weight(), p.has_bias());
+    }
+    case OpKind::Rope:
+      allocate_output(dev, y);
+      return rope(dev, static_cast<const Rope&>(prim), in, y);
+    case OpKind::ScaledDotProductAttention:
+      allocate_output(dev, y);
+      return attention(dev, static_cast<const ScaledDotProductAttention&>(prim), in, y);
+    case OpKind::DynamicSliceUpdate:
+      return slice_update(dev, static_cast<const DynamicSliceUpdate&>(prim), in, y);
+    default:
+      break;
+  }
+  // Quantize (once per weight, at load) and products with int8 activations (llama.cpp's CPU
+  // rounding, the CPU's default for models) run on the host, their results uploaded.
+  std::vector<Tensor> host_in = in;
+  ensure_host(host_in);
+  for (auto& t : host_in) t.donated = false;
+  prim.eval_cpu(host_in, out);
+  for (auto& t : out) t = to_device(t, dev);
+}
+
+}  // namespace kiln::cuda
