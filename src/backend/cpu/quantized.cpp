@@ -199,7 +199,10 @@ __attribute__((target("avx2,fma"))) void gemv_avx2_rows(const QmmProblem& p, con
       __m256i wv[NR];
       __m256 part[NR][MR];
       for (int c = 0; c < NR; ++c) {
-        wv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.w + (n + c) * p.words + blk * 8));
+        const uint32_t* src = p.w + (n + c) * p.words + blk * 8;
+        // The next tile's rows, fetched while this one computes (as the int8 kernel does).
+        _mm_prefetch(reinterpret_cast<const char*>(src + NR * p.words), _MM_HINT_T0);
+        wv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
         for (int r = 0; r < MR; ++r) part[c][r] = _mm256_setzero_ps();
       }
       const float* xb = xp + blk * 8 * V;
