@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Language models against llama.cpp on the same file and machine (docs/benchmarks.md,
-# "Language models"): kiln's `kiln bench-llm` and llama.cpp's `llama-bench` (built from the
+# "Language models"): kiln's `kiln bench-llm` (on the CPU with exact and with int8 activations)
+# and llama.cpp's `llama-bench` (built from the
 # llama.cpp that the llama-cpp-python source package on PyPI vendors), prefill pp512 and decode
 # tg128, with the memory roofline (memcpy bandwidth / weight bytes a token) measured in the
 # same run. On a machine with nvidia-smi both also run on the GPU (llama.cpp with GGML_CUDA).
@@ -64,6 +65,10 @@ for d in "${devices[@]}"; do
   echo "=== kiln bench-llm ($d)"
   "$kiln" bench-llm "$model" --pp "$pp" --tg "$tg" -r "$reps" --device "$d" --json >"$out/kiln_$d.json" 2>"$out/kiln_$d.log"
 done
+# The CPU again with int8 activations (llama.cpp's rounding; the default is exact).
+echo "=== kiln bench-llm (cpu, int8 activations)"
+"$kiln" bench-llm "$model" --pp "$pp" --tg "$tg" -r "$reps" --device cpu --activations int8 --json \
+  >"$out/kiln_cpu_int8.json" 2>"$out/kiln_cpu_int8.log"
 
 # ---- llama.cpp -----------------------------------------------------------------------
 if [[ -n $llama_bench ]]; then

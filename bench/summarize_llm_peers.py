@@ -35,8 +35,12 @@ def main():
         if not k:
             continue
         weight_bytes = k["weight_mb"] * 1e6
-        for phase, n, tps in (("prefill", k["pp"], k["pp_tokens_per_s"]), ("decode", k["tg"], k["tg_tokens_per_s"])):
-            rows.append({"engine": "kiln", "device": dev, "phase": phase, "tokens": n, "tokens_per_s": tps})
+        runs = [k] + [r for r in [load(os.path.join(out, f"kiln_{dev}_int8.json"))] if r]
+        for run in runs:
+            for phase, n, tps in (("prefill", run["pp"], run["pp_tokens_per_s"]),
+                                  ("decode", run["tg"], run["tg_tokens_per_s"])):
+                rows.append({"engine": "kiln", "device": dev, "activations": run.get("activations", "exact"),
+                             "weight_bytes": run["weight_mb"] * 1e6, "phase": phase, "tokens": n, "tokens_per_s": tps})
         llama = load(os.path.join(out, f"llama_{dev}.json")) or []
         for r in llama:
             phase = "prefill" if r.get("n_prompt", 0) > 0 else "decode"
@@ -61,7 +65,8 @@ def main():
                      and p["phase"] == r["phase"]), None)
         ratio = f"{r['tokens_per_s'] / peer['tokens_per_s']:.2f}x" if peer and peer["tokens_per_s"] else ""
         frac = f"{r['fraction_of_roofline']:.2f}" if "fraction_of_roofline" in r else ""
-        print(f"| {r['engine']} | {r['device']} | {r['phase']} {r['tokens']} | {r['tokens_per_s']:.1f} | {ratio} | {frac} |")
+        engine = f"{r['engine']} ({r['activations']})" if "activations" in r else r["engine"]
+        print(f"| {engine} | {r['device']} | {r['phase']} {r['tokens']} | {r['tokens_per_s']:.1f} | {ratio} | {frac} |")
 
 
 if __name__ == "__main__":

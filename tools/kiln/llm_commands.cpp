@@ -55,6 +55,12 @@ Device parse_device(const std::string& d) {
   fail("kiln", "unknown device '", d, "' (cpu, cuda or cuda:N)");
 }
 
+QmmActivations parse_activations(const std::string& a) {
+  if (a == "exact") return QmmActivations::exact;
+  if (a == "int8") return QmmActivations::int8;
+  fail("kiln", "unknown --activations '", a, "' (exact or int8)");
+}
+
 LlmOptions parse(int argc, char** argv) {
   LlmOptions o;
   SamplerOptions& s = o.gen.sampling;
@@ -76,6 +82,7 @@ LlmOptions parse(int argc, char** argv) {
     else if (a == "--seed") s.seed = static_cast<uint64_t>(to_count(a, value()));
     else if (a == "--device") o.load.device = parse_device(value());
     else if (a == "--dtype") o.load.dtype = dtype_from_name(value());
+    else if (a == "--activations") o.load.activations = parse_activations(value());
     else if (a == "--pp") o.prompt_tokens = to_count(a, value());
     else if (a == "--tg") o.gen_tokens = to_count(a, value());
     else if (a == "-r" || a == "--repetitions") o.repetitions = std::max(1, to_count(a, value()));
@@ -194,10 +201,11 @@ int cmd_bench(const LlmOptions& o) {
   const double weights_mb = static_cast<double>(model->weight_bytes()) / 1e6;
   const Stats st = stats();  // traces after the warm-up mean a step shape recompiles
   if (o.json) {
-    std::printf("{\"engine\":\"kiln\",\"model\":\"%s\",\"device\":\"%s\",\"weight_mb\":%.3f,"
+    std::printf("{\"engine\":\"kiln\",\"model\":\"%s\",\"device\":\"%s\",\"activations\":\"%s\",\"weight_mb\":%.3f,"
                 "\"pp\":%d,\"pp_tokens_per_s\":%.3f,\"tg\":%d,\"tg_tokens_per_s\":%.3f,\"repetitions\":%d,"
                 "\"traces\":%llu,\"kernels\":%llu}\n",
-                fs::path(o.model).filename().c_str(), model->device().str().c_str(), weights_mb, o.prompt_tokens,
+                fs::path(o.model).filename().c_str(), model->device().str().c_str(),
+                model->activations() == QmmActivations::int8 ? "int8" : "exact", weights_mb, o.prompt_tokens,
                 median(pp), o.gen_tokens, median(tg), o.repetitions, static_cast<unsigned long long>(st.traces),
                 static_cast<unsigned long long>(st.kernels_launched));
   } else {
@@ -217,10 +225,11 @@ int cmd_bench(const LlmOptions& o) {
 const char* llm_usage() {
   return "  kiln generate [MODEL] [--prompt TEXT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
          "               [--repeat-penalty R] [--seed S] [--system TEXT] [--raw] [--device cpu|cuda[:N]]\n"
+         "               [--activations exact|int8]\n"
          "      streams the model's answer to TEXT (through the file's chat template unless --raw), then\n"
          "      prompt and generation tokens/s; MODEL defaults to the model scripts/setup fetches\n"
          "  kiln chat [MODEL] [same options]   one turn per line of standard input\n"
-         "  kiln bench-llm [MODEL] [--pp N] [--tg N] [-r N] [--device ...] [--json]\n"
+         "  kiln bench-llm [MODEL] [--pp N] [--tg N] [-r N] [--device ...] [--activations ...] [--json]\n"
          "      prefill of N random tokens and decode of N tokens (llama-bench's pp512 and tg128)\n";
 }
 
