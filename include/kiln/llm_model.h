@@ -50,7 +50,8 @@ struct LoadOptions {
      The file then drops its own conversions of the parts, so memory does not grow. */
   std::optional<bool> stack_projections;
   /* What quantized products multiply the weights by (kiln/nn.h). Unset: KILN_LLM_ACTIVATIONS,
-     by default exact (int8, llama.cpp's rounding and faster on the CPU, on request). */
+     by default int16 on the CPU (integer products that answer as exact ones) and exact elsewhere;
+     int8 (llama.cpp's rounding, fastest on the CPU) on request. */
   std::optional<QmmActivations> activations;
 };
 

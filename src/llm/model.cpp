@@ -126,11 +126,13 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
   if (options.activations) {
     m.activations = *options.activations;
   } else {
+    // auto: int16 on the CPU (integer products, answers as exact's; int8 parts from them at near
+    // ties, as llama.cpp does), exact elsewhere (the GPU's kernels multiply x as it is).
     const std::string knob = config::choice(config::Knob::llm_activations);
-    // auto is exact for now: with int8, greedy chat answered "What is the capital of France?"
-    // without naming Paris (tool_chat_pipe), which exact activations and llama.cpp do.
-    const bool int8 = knob == "int8";
-    m.activations = int8 ? QmmActivations::int8 : QmmActivations::exact;
+    const bool cpu = m.device.type == Device::Type::cpu;
+    m.activations = knob == "int8"                  ? QmmActivations::int8
+                    : knob == "int16" || (knob == "auto" && cpu) ? QmmActivations::int16
+                                                                  : QmmActivations::exact;
   }
   const ModelConfig& c = m.config;
 
