@@ -112,6 +112,15 @@ MetaValue string_meta(const std::string& s) {
   return v;
 }
 
+// RoPE's settings: transformers 5 writes them as "rope_parameters" (rope_theta included, and
+// rope_type "default" when unscaled); earlier versions, and most hub checkpoints, as a top-level
+// "rope_theta" and "rope_scaling" (null when unscaled). Either object, or null.
+const Json* rope_block(const Json& config) {
+  for (const char* key : {"rope_scaling", "rope_parameters"})
+    if (const Json* r = config.get(key); r && r->kind == Json::Kind::object) return r;
+  return nullptr;
+}
+
 // config.json's Llama-family fields under GGUF's keys.
 void translate_config(const Json& config, const Arch& arch, std::map<std::string, MetaValue>& meta) {
   const std::string a = arch.name + ".";
@@ -142,10 +151,14 @@ void translate_config(const Json& config, const Arch& arch, std::map<std::string
   if (const Json* eos = config.get("eos_token_id"); eos && eos->kind == Json::Kind::array && !eos->array.empty())
     meta["tokenizer.ggml.eos_token_id"] = meta_of(eos->array[0]);  // GGUF holds one end token
   meta[a + "rope.freq_base"] = real_meta(10000.0);  // Hugging Face's default
+  const Json* rs = rope_block(config);
+  if (const Json* theta = rs ? rs->get("rope_theta") : nullptr; theta && theta->kind != Json::Kind::null)
+    meta[a + "rope.freq_base"] = meta_of(*theta);
   copy("rope_theta", a + "rope.freq_base");
-  if (const Json* rs = config.get("rope_scaling"); rs && rs->kind == Json::Kind::object) {
+  if (rs) {
     const Json* type = rs->get("rope_type") ? rs->get("rope_type") : rs->get("type");
-    if (type && type->kind == Json::Kind::string) meta[a + "rope.scaling.type"] = string_meta(type->str);
+    if (type && type->kind == Json::Kind::string && type->str != "default")
+      meta[a + "rope.scaling.type"] = string_meta(type->str);
     if (const Json* f = rs->get("factor")) meta[a + "rope.scaling.factor"] = meta_of(*f);
     if (const Json* o = rs->get("original_max_position_embeddings"))
       meta[a + "rope.scaling.original_context_length"] = meta_of(*o);
@@ -155,7 +168,7 @@ void translate_config(const Json& config, const Arch& arch, std::map<std::string
 double number(const std::string& path, const Json& obj, const char* key) {
   const Json* v = obj.get(key);
   if (!v || (v->kind != Json::Kind::number && v->kind != Json::Kind::integer))
-    fail(kTag, path, ": config.json: rope_scaling '", key, "' is missing or not a number");
+    fail(kTag, path, ": config.json: rope scaling's '", key, "' is missing or not a number");
   return v->kind == Json::Kind::number ? v->number : static_cast<double>(v->integer);
 }
 
@@ -369,8 +382,8 @@ std::unique_ptr<ModelFile::Impl> read_safetensors(const std::string& path,
     builder.add(hf, all, quant, arch);
   }
 
-  const Json* rs = config.get("rope_scaling");
-  const Json* type = rs && rs->kind == Json::Kind::object ? (rs->get("rope_type") ? rs->get("rope_type") : rs->get("type")) : nullptr;
+  const Json* rs = rope_block(config);
+  const Json* type = rs ? (rs->get("rope_type") ? rs->get("rope_type") : rs->get("type")) : nullptr;
   if (type && type->kind == Json::Kind::string && type->str == "llama3" && !impl->tensors.count("rope_freqs.weight")) {
     const std::string a = arch.name + ".";
     auto num = [&](const std::string& key) -> double {
