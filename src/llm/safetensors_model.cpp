@@ -80,8 +80,12 @@ Arch arch_of(const Json& config) {
   if (hf == "LlamaForCausalLM" || hf == "MistralForCausalLM") return {"llama", true};
   if (hf == "Qwen2ForCausalLM") return {"qwen2", false};
   if (hf == "Qwen3ForCausalLM") return {"qwen3", false};
+  // No architectures (transformers needs only model_type): the same by model_type, so a Llama or
+  // Mistral checkpoint is reordered as the rotation that read_config picks for "llama" expects.
   const Json* mt = config.get("model_type");
-  return {mt && mt->kind == Json::Kind::string ? mt->str : hf, false};
+  const std::string type = mt && mt->kind == Json::Kind::string ? mt->str : "";
+  if (type == "llama" || type == "mistral") return {"llama", true};
+  return {type.empty() ? hf : type, false};
 }
 
 MetaValue meta_of(const Json& j) {
