@@ -3,6 +3,7 @@
 // weights (uint32 + scales + biases) presented as affine Weights.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -167,6 +168,39 @@ void translate_config(const Json& config, const Arch& arch, std::map<std::string
     if (const Json* o = rs->get("original_max_position_embeddings"))
       meta[a + "rope.scaling.original_context_length"] = meta_of(*o);
   }
+}
+
+// Sliding-window attention (each query sees only the last `sliding_window` keys), as transformers
+// decides which layers use it: config.json's "layer_types" when present (transformers 5 writes it
+// for Qwen2 and Qwen3), else every layer for Mistral, else the layers from "max_window_layers" on
+// when "use_sliding_window" is true (Qwen2 and Qwen3). kiln holds one window for all layers.
+void translate_window(const std::string& path, const Json& config, const Arch& arch,
+                      std::map<std::string, MetaValue>& meta) {
+  const Json* window = config.get("sliding_window");
+  if (!window || window->kind == Json::Kind::null) return;
+  const Json* layers = config.get("num_hidden_layers");
+  const int64_t n = layers && layers->kind == Json::Kind::integer ? layers->integer : 0;
+  const Json* a = config.get("architectures");
+  const Json* mt = config.get("model_type");
+  const bool mistral = (a && a->kind == Json::Kind::array && !a->array.empty() &&
+                        a->array[0].kind == Json::Kind::string && a->array[0].str == "MistralForCausalLM") ||
+                       (mt && mt->kind == Json::Kind::string && mt->str == "mistral");
+  int64_t sliding = 0;  // how many layers use the window
+  if (const Json* types = config.get("layer_types"); types && types->kind == Json::Kind::array) {
+    for (const Json& t : types->array) sliding += t.kind == Json::Kind::string && t.str == "sliding_attention";
+  } else if (mistral) {
+    sliding = n;
+  } else if (const Json* use = config.get("use_sliding_window"); use && use->kind == Json::Kind::boolean && use->boolean) {
+    const Json* from = config.get("max_window_layers");
+    sliding = from && from->kind == Json::Kind::integer ? std::max<int64_t>(0, n - from->integer) : n;
+  }
+  if (sliding == 0) return;
+  if (window->kind != Json::Kind::integer || window->integer <= 0)
+    fail(kTag, path, ": config.json: 'sliding_window' must be a positive integer");
+  if (sliding != n)
+    fail(kTag, path, ": config.json: sliding-window attention on ", sliding, " of ", n,
+         " layers ('layer_types', 'use_sliding_window', 'max_window_layers'): kiln implements a window on all layers or none");
+  meta[arch.name + ".attention.sliding_window"] = meta_of(*window);
 }
 
 double number(const std::string& path, const Json& obj, const char* key) {
@@ -354,7 +388,10 @@ std::unique_ptr<ModelFile::Impl> read_safetensors(const std::string& path,
   if (!config_json.empty()) config = runtime::parse_json(config_json, path + "/config.json");
   if (config.kind != Json::Kind::object) fail(kTag, path, ": config.json is not a JSON object");
   const Arch arch = arch_of(config);
-  if (!config_json.empty()) translate_config(config, arch, impl->meta);
+  if (!config_json.empty()) {
+    translate_config(config, arch, impl->meta);
+    translate_window(path, config, arch, impl->meta);
+  }
 
   std::map<std::string, Source> all;
   for (const auto& shard : shards) {

@@ -339,6 +339,34 @@ TEST(Safetensors, RopeParametersAndModelTypeAlone) {
   EXPECT_EQ(kiln::llm::Model::load(c.dir)->config().rope_base, 500000.0f);  // llama3 scaling loads
 }
 
+// Which layers use a sliding window, as transformers decides it; kiln holds one for all or none.
+TEST(Safetensors, SlidingWindowFromConfig) {
+  Checkpoint c = llama_checkpoint("hf_window", bfloat16);  // one layer
+  auto config = [&](const std::string& fields) {
+    write_text(c.dir + "/config.json", R"({"num_attention_heads": 2, "num_key_value_heads": 1, )" + fields + "}");
+  };
+  auto window_of = [&](const std::string& fields) {
+    config(fields);
+    return ModelFile::open(c.dir)->find_int("llama.attention.sliding_window");
+  };
+  const std::string llama = R"("model_type": "llama", "num_hidden_layers": 1, )";
+  const std::string mistral = R"("model_type": "mistral", "num_hidden_layers": 1, )";
+  EXPECT_FALSE(window_of(llama + R"("sliding_window": 4096)"));
+  EXPECT_FALSE(window_of(mistral + R"("sliding_window": null)"));
+  EXPECT_EQ(window_of(mistral + R"("sliding_window": 4096)"), 4096);
+  EXPECT_FALSE(window_of(llama + R"("sliding_window": 64, "layer_types": ["full_attention"])"));
+  EXPECT_EQ(window_of(llama + R"("sliding_window": 64, "layer_types": ["sliding_attention"])"), 64);
+  EXPECT_FALSE(window_of(llama + R"("sliding_window": 64, "use_sliding_window": true, "max_window_layers": 1)"));
+  EXPECT_EQ(window_of(llama + R"("sliding_window": 64, "use_sliding_window": true, "max_window_layers": 0)"), 64);
+  config(R"("model_type": "llama", "num_hidden_layers": 2, "sliding_window": 64,
+            "layer_types": ["full_attention", "sliding_attention"])");
+  std::string e = error_of([&] { ModelFile::open(c.dir); });
+  EXPECT_NE(e.find("config.json: sliding-window attention on 1 of 2 layers"), std::string::npos) << e;
+  config(mistral + R"("sliding_window": -1)");
+  e = error_of([&] { ModelFile::open(c.dir); });
+  EXPECT_NE(e.find("config.json: 'sliding_window' must be a positive integer"), std::string::npos) << e;
+}
+
 TEST(Safetensors, ShardedFolderAndSingleFile) {
   Checkpoint c = llama_checkpoint("hf_sharded", float16);
   std::map<std::string, Array> a, b;
