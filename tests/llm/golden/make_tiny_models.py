@@ -26,10 +26,12 @@ What each one covers:
                  config.json as transformers 5 writes it (rope_parameters)
   qwen3-bf16     Qwen3ForCausalLM, bf16, q/k RMSNorm, head_dim 16 with hidden 32 (q is wider than
                  the residual, as in Qwen3's real sizes)
-  mistral-f16    MistralForCausalLM, f16, untied output, sharded with an index, a sliding window of
-                 5 keys (Mistral 7B v0.1's is 4096) that the sequences and continuations pass
+  mistral-f16    MistralForCausalLM, f16, untied output, sharded with an index, head_dim 16 with
+                 hidden 32 (as Mistral Nemo's 128 with 5120 / 32 heads), a sliding window of 5 keys
+                 (Mistral 7B v0.1's is 4096) that the sequences and continuations pass
   llama-mlx-4bit LlamaForCausalLM quantized by mx.quantize at 4 bits, groups of 64, tied quantized
-                 embedding (mlx_lm's layout: uint32 weight + scales + biases, "quantization" block)
+                 embedding (mlx_lm's layout: uint32 weight + scales + biases, "quantization" block),
+                 attention_bias on: q and k biases reordered with the quantized rows beside them
   qwen2-mlx-8bit Qwen2ForCausalLM quantized at 8 bits, groups of 32: its linear biases ("bias")
                  sit beside the quantization biases ("biases")
 For the MLX checkpoints the reference runs transformers on the dequantized weights (scale*q + bias
@@ -69,10 +71,10 @@ MODELS = [
     ("qwen3-bf16", Qwen3Config, dict(SMALL, head_dim=16, tie_word_embeddings=True,
                                      rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
      torch.bfloat16, None),
-    ("mistral-f16", MistralConfig, dict(SMALL, head_dim=8, sliding_window=5, tie_word_embeddings=False,
+    ("mistral-f16", MistralConfig, dict(SMALL, head_dim=16, sliding_window=5, tie_word_embeddings=False,
                                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
      torch.float16, None),
-    ("llama-mlx-4bit", LlamaConfig, dict(MLX, tie_word_embeddings=True, rope_parameters={
+    ("llama-mlx-4bit", LlamaConfig, dict(MLX, tie_word_embeddings=True, attention_bias=True, rope_parameters={
         "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
         "high_freq_factor": 4.0, "original_max_position_embeddings": 256}), torch.float16, (4, 64)),
     ("qwen2-mlx-8bit", Qwen2Config, dict(MLX, intermediate_size=64, tie_word_embeddings=True,
