@@ -122,11 +122,10 @@ TEST_P(TinyModel, LogitsMatchTransformers) {
   EXPECT_EQ(a.top1_differ, 0u);
 }
 
-// Greedy decoding through the session's KV cache (the prompt prefilled, then one token a step)
-// gives transformers' tokens (a full forward pass per step, no cache) up to its first near tie.
-TEST_P(TinyModel, GreedyContinuationsMatchTransformers) {
-  const Golden g = golden(GetParam());
-  const auto m = Model::load((tiny_dir() / GetParam()).string());
+/* Greedy tokens through the session's KV cache (the prompt prefilled, then one token a step),
+   compared with transformers' (a full forward pass per step, no cache) up to its first near tie;
+   returns how many tokens were compared. */
+size_t check_greedy(const std::shared_ptr<Model>& m, const Golden& g) {
   size_t compared = 0;
   for (const Json& c : g.json.get("greedy")->array) {
     const std::vector<int32_t> prompt = ids_of(*c.get("prompt")), want = ids_of(*c.get("continuation"));
@@ -144,8 +143,26 @@ TEST_P(TinyModel, GreedyContinuationsMatchTransformers) {
         << "first near tie at token " << sure;
     compared += sure;
   }
+  return compared;
+}
+
+TEST_P(TinyModel, GreedyContinuationsMatchTransformers) {
+  const size_t compared = check_greedy(Model::load((tiny_dir() / GetParam()).string()), golden(GetParam()));
   std::printf("%s: %zu greedy tokens compared\n", GetParam().c_str(), compared);
   EXPECT_GE(compared, 8u) << "the golden continuations have too few decisive steps to prove anything";
+}
+
+// The same on the GPU (backend/cuda's kernels, a decode step replayed as a CUDA graph): float32
+// logits within the same bound, the same greedy tokens. Skips without a GPU.
+TEST_P(TinyModel, CudaMatchesTransformers) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the GPU path is not checked";
+  const Golden g = golden(GetParam());
+  const auto m = Model::load((tiny_dir() / GetParam()).string(), {.device = Device::cuda(0)});
+  const Agreement a = compare_logits(m, g);
+  std::printf("%s on the GPU: largest difference %.2e of the row's largest logit\n", GetParam().c_str(), a.worst);
+  EXPECT_LE(a.worst, kRelative);
+  EXPECT_EQ(a.top1_differ, 0u);
+  EXPECT_GE(check_greedy(m, g), 8u);
 }
 
 // Computing in bfloat16 or float16 (LoadOptions::dtype: activations, KV cache and dense weights),
