@@ -19,6 +19,8 @@ The models are random, seeded, and small enough to commit. Every weight is drawn
 norms too: left at their initial zeros and ones, a model that forgot a bias or a norm weight would
 still pass), with a spread that keeps the logits a few units apart, so greedy picks are decisive.
 What each one covers:
+  llama2-f16     LlamaForCausalLM as Llama 2: f16, untied, as many key/value heads as query heads,
+                 config.json as Llama 2's ("rope_scaling": null, no rope_theta)
   llama-bf16     LlamaForCausalLM, bf16, tied embeddings, Llama 3 rope scaling, rope_theta 500000,
                  config.json in the Hugging Face hub's format (rope_theta + rope_scaling, as Meta's
                  Llama 3.x checkpoints have it)
@@ -32,8 +34,8 @@ What each one covers:
   llama-mlx-4bit LlamaForCausalLM quantized by mx.quantize at 4 bits, groups of 64, tied quantized
                  embedding (mlx_lm's layout: uint32 weight + scales + biases, "quantization" block),
                  attention_bias on: q and k biases reordered with the quantized rows beside them
-  qwen2-mlx-8bit Qwen2ForCausalLM quantized at 8 bits, groups of 32: its linear biases ("bias")
-                 sit beside the quantization biases ("biases")
+  qwen2-mlx-8bit Qwen2ForCausalLM quantized at 8 bits, groups of 32 (hidden 32, as the dense
+                 models): its linear biases ("bias") sit beside the quantization biases ("biases")
 For the MLX checkpoints the reference runs transformers on the dequantized weights (scale*q + bias
 in float32 from the stored float16 scales and biases), which is what kiln computes.
 """
@@ -77,9 +79,13 @@ MODELS = [
     ("llama-mlx-4bit", LlamaConfig, dict(MLX, tie_word_embeddings=True, attention_bias=True, rope_parameters={
         "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
         "high_freq_factor": 4.0, "original_max_position_embeddings": 256}), torch.float16, (4, 64)),
-    ("qwen2-mlx-8bit", Qwen2Config, dict(MLX, intermediate_size=64, tie_word_embeddings=True,
+    ("qwen2-mlx-8bit", Qwen2Config, dict(SMALL, tie_word_embeddings=True,
                                          rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
      torch.float16, (8, 32)),
+    # Appended, so that the models above keep their seeds (a model's seed is its index here).
+    ("llama2-f16", LlamaConfig, dict(SMALL, num_key_value_heads=4, tie_word_embeddings=False,
+                                     rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+     torch.float16, None),
 ]
 
 
@@ -95,14 +101,20 @@ def randomize(model, seed):
 
 
 def to_hub_format(folder):
-    """config.json as the hub's Llama 3.x checkpoints write it: rope_theta and rope_scaling at
-    the top level (transformers 5 writes rope_parameters; it reads both)."""
+    """config.json as the hub's Llama checkpoints write it (transformers 5 writes rope_parameters;
+    it reads both): Llama 3.x's rope_theta and rope_scaling at the top level, Llama 2's
+    "rope_scaling": null and no rope_theta at all (10000, Hugging Face's default)."""
     path = os.path.join(folder, "config.json")
     with open(path) as f:
         config = json.load(f)
     rope = config.pop("rope_parameters")
-    config["rope_theta"] = rope.pop("rope_theta")
-    config["rope_scaling"] = rope
+    theta = rope.pop("rope_theta")
+    if rope["rope_type"] == "default":
+        assert theta == 10000.0, "Llama 2's config has no rope_theta: the default must be meant"
+        config["rope_scaling"] = None
+    else:
+        config["rope_theta"] = theta
+        config["rope_scaling"] = rope
     with open(path, "w") as f:
         json.dump(config, f, indent=2, sort_keys=True)
 
