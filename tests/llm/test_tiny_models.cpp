@@ -122,6 +122,8 @@ TEST_P(TinyModel, LogitsMatchTransformers) {
   EXPECT_EQ(a.top1_differ, 0u);
 }
 
+namespace {
+
 /* Greedy tokens through the session's KV cache (the prompt prefilled, then one token a step),
    compared with transformers' (a full forward pass per step, no cache) up to its first near tie;
    returns how many tokens were compared. */
@@ -145,6 +147,8 @@ size_t check_greedy(const std::shared_ptr<Model>& m, const Golden& g) {
   }
   return compared;
 }
+
+}  // namespace
 
 TEST_P(TinyModel, GreedyContinuationsMatchTransformers) {
   const size_t compared = check_greedy(Model::load((tiny_dir() / GetParam()).string()), golden(GetParam()));
