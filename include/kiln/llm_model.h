@@ -38,6 +38,7 @@ struct ModelConfig {
   bool qkv_bias = false;         // Qwen2: biases on q, k and v
   bool qk_norm = false;          // Qwen3: RMSNorm over each head of q and k before RoPE
   bool tied_embeddings = false;  // the output projection is the token embedding
+  int64_t sliding_window = 0;    // Mistral: each query attends to the last this many keys (0: all)
 };
 
 struct LoadOptions {
