@@ -44,8 +44,12 @@ enum class Order { natural, evens_odds, pairs };
    multiplies). */
 struct Int8Rows {
   std::vector<int8_t> q;
+  std::vector<int16_t> wide;  // int16 codes whole, for many rows of x (each block's evens, then odds)
   std::vector<float> d, dsum;
 };
+
+/* How x's rows are coded: int8; int16 as two int8 rows (digits); int16 codes whole. */
+enum class Codes { int8, digits, wide };
 
 /* One block in natural order: its scale; the sum of its codes in `sum`. */
 float quantize_block(const float* x, int8_t* q, int& sum) {
@@ -182,13 +186,16 @@ __attribute__((target("avx2"))) void pair_blocks(int8_t* q) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + kQ8Block), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-/* x's m rows as int8 rows: one each (int8 activations), or two, high digit then low (int16). */
-Int8Rows quantize_rows(const float* x, int64_t m, int64_t k, int group_size, int digits, bool simd, Order order) {
+/* x's m rows coded as the kernels read them: int8 rows; for int16, two rows of digits each (high,
+   then low) or one row of whole codes. */
+Int8Rows quantize_rows(const float* x, int64_t m, int64_t k, int group_size, Codes codes, bool simd, Order order) {
   const bool even_odd = order != Order::natural;
   const int64_t blocks = k / kQ8Block, groups = k / group_size, per_group = group_size / kQ8Block;
+  const int digits = codes == Codes::digits ? 2 : 1;
   const int64_t rows = m * digits;
   Int8Rows r;
-  r.q.resize(static_cast<size_t>(rows * k));
+  if (codes == Codes::wide) r.wide.resize(static_cast<size_t>(rows * k));
+  else r.q.resize(static_cast<size_t>(rows * k));
   r.d.resize(static_cast<size_t>(rows * blocks));
   r.dsum.assign(static_cast<size_t>(rows * groups), 0.0f);
   auto code = [&](int64_t row, int64_t j) { return r.q.data() + row * k + j * kQ8Block; };
@@ -202,7 +209,14 @@ Int8Rows quantize_rows(const float* x, int64_t m, int64_t k, int group_size, int
       for (int64_t j = 0; j < blocks; ++j) {
         const float* xb = x + i * k + j * kQ8Block;
         int sum = 0, sum_lo = 0;
-        if (digits == 1) {
+        if (codes == Codes::wide) {
+          alignas(32) int8_t hi[kQ8Block], lo[kQ8Block];
+          const float d = simd ? quantize_block16_avx2(xb, hi, lo, sum, sum_lo, false) : quantize_block16(xb, hi, lo, sum, sum_lo);
+          int16_t* c = r.wide.data() + i * k + j * kQ8Block;
+          for (int e = 0; e < kQ8Block; ++e)  // evens, then odds: as unpack_panel16 lays the weights
+            c[(e & 1) * 16 + e / 2] = static_cast<int16_t>(128 * hi[e] + lo[e]);
+          record(row, j, d, 128 * sum + sum_lo);
+        } else if (digits == 1) {
           const float d = simd ? quantize_block_avx2(xb, code(row, j), sum, even_odd) : quantize_block(xb, code(row, j), sum);
           record(row, j, d, sum);
         } else {
@@ -450,24 +464,57 @@ void panel_avx2_digits(const Problem& p, const float* sw, const float* bw, int64
   }
 }
 
-/* acc += block dot(w, x) (32 unsigned times signed bytes, in int32) * scale. */
-__attribute__((target("avx2,fma"), always_inline)) inline void dot_step(__m256& acc, __m256i w, __m256i x, __m256i ones,
-                                                                          __m256 scale) {
-  const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc);
+/* The codes the prefill tiles multiply, unpacked once a panel: int8 x against weight codes as
+   bytes (maddubs, then madd to int32), or whole int16 x against weight codes as int16 (madd: 16
+   products into 8 int32 sums, no second step). A block is one register of each, or two. */
+struct Int8Codes {
+  using W = uint8_t;
+  using X = int8_t;
+  struct Block {
+    __m256i v;
+  };
+  __attribute__((target("avx2"), always_inline)) static Block load(const void* p) {
+    return {_mm256_loadu_si256(static_cast<const __m256i*>(p))};
+  }
+  __attribute__((target("avx2"), always_inline)) static __m256i sums(Block w, Block x) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w.v, x.v), _mm256_set1_epi16(1));
+  }
+  static const X* rows(const Int8Rows& r) { return r.q.data(); }
+};
+
+struct Int16Codes {
+  using W = int16_t;
+  using X = int16_t;
+  struct Block {
+    __m256i evens, odds;
+  };
+  __attribute__((target("avx2"), always_inline)) static Block load(const void* p) {
+    const auto* v = static_cast<const __m256i*>(p);
+    return {_mm256_loadu_si256(v), _mm256_loadu_si256(v + 1)};
+  }
+  __attribute__((target("avx2"), always_inline)) static __m256i sums(Block w, Block x) {
+    return _mm256_add_epi32(_mm256_madd_epi16(w.evens, x.evens), _mm256_madd_epi16(w.odds, x.odds));
+  }
+  static const X* rows(const Int8Rows& r) { return r.wide.data(); }
+};
+
+/* acc += the block's products * scale. */
+template <class C>
+__attribute__((target("avx2,fma"), always_inline)) inline void dot_step(__m256& acc, typename C::Block w,
+                                                                          typename C::Block x, __m256 scale) {
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(C::sums(w, x)), scale, acc);
 }
 
-/* Many rows of x (prefill), 4 bits: the panel's codes unpacked once into wu ([rows][K] bytes,
-   each block's evens then odds, as x), then tiles of MR (1 or 2) rows of x against 4 weight rows.
+/* Many rows of x (prefill), 4 bits: the panel's codes unpacked once into wu ([rows][K], each
+   block's evens then odds, as x), then tiles of MR (1 or 2) rows of x against 4 weight rows.
    st holds the 4 rows' scales by block ([blocks][4]), so one multiply makes a block's 8 scale
    products. The eight sums are named variables: as an array GCC kept them on the stack. */
-template <int MR>
-__attribute__((target("avx2,fma"))) void tile_unpacked(const Problem& p, const uint8_t* wu, const float* st,
+template <int MR, class C>
+__attribute__((target("avx2,fma"))) void tile_unpacked(const Problem& p, const typename C::W* wu, const float* st,
                                                        const float* bw, int64_t i0, int64_t n0) {
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
-  const int8_t* x0 = p.x->q.data() + i0 * p.k;
-  const int8_t* x1 = x0 + (MR > 1 ? p.k : 0);
+  const typename C::X* x0 = C::rows(*p.x) + i0 * p.k;
+  const typename C::X* x1 = x0 + (MR > 1 ? p.k : 0);
   const float* d0 = p.x->d.data() + i0 * p.blocks;
   const float* d1 = d0 + (MR > 1 ? p.blocks : 0);
   const int64_t k = p.k, g = p.groups;
@@ -476,21 +523,19 @@ __attribute__((target("avx2,fma"))) void tile_unpacked(const Problem& p, const u
     const int64_t at = j * kQ8Block;
     const __m256 dv = _mm256_set_m128(_mm_broadcast_ss(d1 + j), _mm_broadcast_ss(d0 + j));
     _mm256_store_ps(sc, _mm256_mul_ps(dv, _mm256_broadcast_ps(reinterpret_cast<const __m128*>(st + 4 * j))));
-    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wu + at));
-    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wu + k + at));
-    const __m256i w2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wu + 2 * k + at));
-    const __m256i w3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wu + 3 * k + at));
-    const __m256i xv0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0 + at));
-    dot_step(a00, w0, xv0, ones, _mm256_broadcast_ss(sc + 0));
-    dot_step(a01, w1, xv0, ones, _mm256_broadcast_ss(sc + 1));
-    dot_step(a02, w2, xv0, ones, _mm256_broadcast_ss(sc + 2));
-    dot_step(a03, w3, xv0, ones, _mm256_broadcast_ss(sc + 3));
+    const auto w0 = C::load(wu + at), w1 = C::load(wu + k + at), w2 = C::load(wu + 2 * k + at),
+               w3 = C::load(wu + 3 * k + at);
+    const auto xv0 = C::load(x0 + at);
+    dot_step<C>(a00, w0, xv0, _mm256_broadcast_ss(sc + 0));
+    dot_step<C>(a01, w1, xv0, _mm256_broadcast_ss(sc + 1));
+    dot_step<C>(a02, w2, xv0, _mm256_broadcast_ss(sc + 2));
+    dot_step<C>(a03, w3, xv0, _mm256_broadcast_ss(sc + 3));
     if constexpr (MR > 1) {
-      const __m256i xv1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x1 + at));
-      dot_step(a10, w0, xv1, ones, _mm256_broadcast_ss(sc + 4));
-      dot_step(a11, w1, xv1, ones, _mm256_broadcast_ss(sc + 5));
-      dot_step(a12, w2, xv1, ones, _mm256_broadcast_ss(sc + 6));
-      dot_step(a13, w3, xv1, ones, _mm256_broadcast_ss(sc + 7));
+      const auto xv1 = C::load(x1 + at);
+      dot_step<C>(a10, w0, xv1, _mm256_broadcast_ss(sc + 4));
+      dot_step<C>(a11, w1, xv1, _mm256_broadcast_ss(sc + 5));
+      dot_step<C>(a12, w2, xv1, _mm256_broadcast_ss(sc + 6));
+      dot_step<C>(a13, w3, xv1, _mm256_broadcast_ss(sc + 7));
     }
   }
   const __m256 acc[2][4] = {{a00, a01, a02, a03}, {a10, a11, a12, a13}};
@@ -501,22 +546,21 @@ __attribute__((target("avx2,fma"))) void tile_unpacked(const Problem& p, const u
 }
 
 /* One weight row (a panel's last rows) against row i of x, from the unpacked codes. */
-__attribute__((target("avx2,fma"))) void row_unpacked(const Problem& p, const uint8_t* wu, const float* sw,
+template <class C>
+__attribute__((target("avx2,fma"))) void row_unpacked(const Problem& p, const typename C::W* wu, const float* sw,
                                                       const float* bw, int64_t i, int64_t n) {
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc = _mm256_setzero_ps();
-  const int8_t* x = p.x->q.data() + i * p.k;
+  const typename C::X* x = C::rows(*p.x) + i * p.k;
   const float* d = p.x->d.data() + i * p.blocks;
   for (int64_t j = 0; j < p.blocks; ++j) {
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wu + j * kQ8Block));
-    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + j * kQ8Block));
-    const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w, xv), ones);
     const __m256 scale = _mm256_mul_ps(_mm256_broadcast_ss(d + j), _mm256_broadcast_ss(sw + (j >> p.group_shift)));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc);
+    dot_step<C>(acc, C::load(wu + j * kQ8Block), C::load(x + j * kQ8Block), scale);
   }
   p.y[i * p.n + n] = hsum(acc) + bias_term(bw, p.x->dsum.data() + i * p.groups, p.groups);
 }
 
+/* The panel's 4-bit codes, each block's 16 packed bytes as its evens (low nibbles), then its odds:
+   bytes, or int16 for whole int16 x. */
 __attribute__((target("avx2,fma"))) void unpack_panel4(const Problem& p, int64_t n0, int64_t rows, uint8_t* wu) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   for (int64_t c = 0; c < rows; ++c) {
@@ -529,35 +573,52 @@ __attribute__((target("avx2,fma"))) void unpack_panel4(const Problem& p, int64_t
   }
 }
 
-void panel_gemm4(const Problem& p, const float* sw, const float* bw, int64_t n0, int64_t rows, uint8_t* wu, float* st) {
+__attribute__((target("avx2,fma"))) void unpack_panel4(const Problem& p, int64_t n0, int64_t rows, int16_t* wu) {
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  for (int64_t c = 0; c < rows; ++c) {
+    const uint8_t* src = p.w + (n0 + c) * p.row_bytes;
+    for (int64_t j = 0; j < p.blocks; ++j) {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + j * 16));
+      auto* out = reinterpret_cast<__m256i*>(wu + c * p.k + j * kQ8Block);
+      _mm256_storeu_si256(out, _mm256_cvtepu8_epi16(_mm_and_si128(raw, low4)));
+      _mm256_storeu_si256(out + 1, _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), low4)));
+    }
+  }
+}
+
+template <class C>
+void panel_gemm4(const Problem& p, const float* sw, const float* bw, int64_t n0, int64_t rows, typename C::W* wu,
+                 float* st) {
   unpack_panel4(p, n0, rows, wu);
   int64_t c = 0;
   for (; c + 4 <= rows; c += 4) {
     for (int64_t j = 0; j < p.blocks; ++j)  // the 4 rows' scales by block
       for (int64_t e = 0; e < 4; ++e) st[j * 4 + e] = sw[(c + e) * p.groups + (j >> p.group_shift)];
     int64_t i = 0;
-    for (; i + 2 <= p.m; i += 2) tile_unpacked<2>(p, wu + c * p.k, st, bw + c * p.groups, i, n0 + c);
-    for (; i < p.m; ++i) tile_unpacked<1>(p, wu + c * p.k, st, bw + c * p.groups, i, n0 + c);
+    for (; i + 2 <= p.m; i += 2) tile_unpacked<2, C>(p, wu + c * p.k, st, bw + c * p.groups, i, n0 + c);
+    for (; i < p.m; ++i) tile_unpacked<1, C>(p, wu + c * p.k, st, bw + c * p.groups, i, n0 + c);
   }
   for (; c < rows; ++c)
-    for (int64_t i = 0; i < p.m; ++i) row_unpacked(p, wu + c * p.k, sw + c * p.groups, bw + c * p.groups, i, n0 + c);
+    for (int64_t i = 0; i < p.m; ++i) row_unpacked<C>(p, wu + c * p.k, sw + c * p.groups, bw + c * p.groups, i, n0 + c);
 }
 
 }  // namespace
 
 void quantized_matmul_integer(const float* x, int64_t m, int64_t k, const uint32_t* w, int64_t n, const Tensor& scales,
                               const Tensor& biases, const QuantParams& q, QmmActivations activations, float* y) {
-  const int digits = activations == QmmActivations::int16 ? 2 : 1;
-  const int64_t x_rows = m * digits;  // the kernels' rows of x: each digit of each row
+  const bool int16 = activations == QmmActivations::int16;
   const bool simd = cpu_has_avx2() && (q.bits == 4 || q.bits == 8);
-  const bool gemm = simd && q.bits == 4 && x_rows >= kGemmRows;
+  const bool gemm = simd && q.bits == 4 && m * (int16 ? 2 : 1) >= kGemmRows;
+  // int16: whole codes for the prefill tiles (madd takes them as they are); as two int8 digits
+  // for decode, where both meet each unpacked block in one pass (4 bits), and for the rest,
+  // where each digit is a row and the two rows' products are added.
+  const Codes codes = !int16 ? Codes::int8 : gemm ? Codes::wide : Codes::digits;
+  const bool fused_digits = codes == Codes::digits && simd && q.bits == 4;
   const Order order = !(simd && q.bits == 4) ? Order::natural : gemm ? Order::evens_odds : Order::pairs;
-  const Int8Rows xq = quantize_rows(x, m, k, q.group_size, digits, cpu_has_avx2(), order);
+  const Int8Rows xq = quantize_rows(x, m, k, q.group_size, codes, cpu_has_avx2(), order);
+  const int64_t x_rows = codes == Codes::digits ? 2 * m : m;  // the kernels' rows of x
   const Tensor s = row_major(scales), b = row_major(biases);
-  // int16 with 4-bit weights in decode: both digits in one pass (y written at once); other
-  // int16 products take each digit as a row, then add the two rows' products.
-  const bool fused_digits = digits > 1 && simd && q.bits == 4 && !gemm;
-  std::vector<float> digit_rows(static_cast<size_t>(digits > 1 && !fused_digits ? x_rows * n : 0));
+  std::vector<float> digit_rows(static_cast<size_t>(codes == Codes::digits && !fused_digits ? x_rows * n : 0));
   Problem p{&xq, x_rows, n, k, k / kQ8Block, k / q.group_size, std::countr_zero(static_cast<unsigned>(q.group_size / kQ8Block)),
             q.bits, reinterpret_cast<const uint8_t*>(w), k * q.bits / 8, digit_rows.empty() ? y : digit_rows.data()};
   const int64_t panels = (n + kPanel - 1) / kPanel;
@@ -565,7 +626,8 @@ void quantized_matmul_integer(const float* x, int64_t m, int64_t k, const uint32
   const int64_t grain = std::max<int64_t>(1, (1 << 15) / (kPanel * p.row_bytes * std::min<int64_t>(x_rows, 8)));
   detail::parallel_for(panels, grain, [&](int64_t a, int64_t e) {
     std::vector<float> sw(static_cast<size_t>(kPanel * p.groups)), bw(sw.size());
-    std::vector<uint8_t> wu(static_cast<size_t>(gemm ? kPanel * k : 0));
+    std::vector<uint8_t> wu(static_cast<size_t>(gemm && !int16 ? kPanel * k : 0));
+    std::vector<int16_t> wu16(static_cast<size_t>(gemm && int16 ? kPanel * k : 0));
     std::vector<float> st(static_cast<size_t>(gemm ? 4 * p.blocks : 0));
     for (int64_t panel = a; panel < e; ++panel) {
       const int64_t n0 = panel * kPanel, rows = std::min(kPanel, n - n0);
@@ -575,7 +637,8 @@ void quantized_matmul_integer(const float* x, int64_t m, int64_t k, const uint32
       if (simd && q.bits == 8)
         for (int64_t i = 0; i < rows * p.groups; ++i) bw[static_cast<size_t>(i)] += 128.0f * sw[static_cast<size_t>(i)];
       if (fused_digits) panel_avx2_digits(p, sw.data(), bw.data(), n0, rows, y);
-      else if (gemm) panel_gemm4(p, sw.data(), bw.data(), n0, rows, wu.data(), st.data());
+      else if (gemm && int16) panel_gemm4<Int16Codes>(p, sw.data(), bw.data(), n0, rows, wu16.data(), st.data());
+      else if (gemm) panel_gemm4<Int8Codes>(p, sw.data(), bw.data(), n0, rows, wu.data(), st.data());
       else if (simd && q.bits == 4) panel_avx2<4>(p, sw.data(), bw.data(), n0, rows);
       else if (simd) panel_avx2<8>(p, sw.data(), bw.data(), n0, rows);
       else tile_generic(p, sw.data(), bw.data(), 0, p.m, n0, rows);
