@@ -455,7 +455,7 @@ void panel_avx2(const Problem& p, const float* sw, const float* bw, int64_t n0, 
 
 /* The same for int16 activations, writing the sum of both digits to y. */
 void panel_avx2_digits(const Problem& p, const float* sw, const float* bw, int64_t n0, int64_t rows, float* y) {
-  constexpr int kCols = 4;  // both digits' x in registers leave room for 4 rows' sums
+  constexpr int kCols = 8;
   for (int64_t i = 0; i < p.m / 2; ++i) {
     int64_t c = 0;
     for (; c + kCols <= rows; c += kCols)
