@@ -54,7 +54,7 @@ def main():
             for mode in ("batch", "threads"):
                 if mode in line:  # aggregate decode of many sessions on one model
                     rows.append({"engine": "kiln", "device": dev, "activations": line["activations"],
-                                 "phase": "decode", "tokens": line["tg"], mode: line[mode],
+                                 "phase": "decode", "tokens": line["tg"], "sessions": f"{mode} {line[mode]}",
                                  "tokens_per_s": line["aggregate_tokens_per_s"]})
         llama = load(os.path.join(out, f"llama_{dev}.json")) or []
         for r in llama:
@@ -66,7 +66,7 @@ def main():
         r.update({"machine": machine, "model": os.path.basename(model), "date": day})
         # Decode reads every weight once a token: the CPU roofline is memcpy bandwidth over the
         # file's bytes (the least any engine reads; kiln's float32 scales read more).
-        if r["phase"] == "decode" and r["device"] == "cpu" and bandwidth and "batch" not in r and "threads" not in r:
+        if r["phase"] == "decode" and r["device"] == "cpu" and bandwidth and "sessions" not in r:
             r["roofline_tokens_per_s"] = bandwidth / os.path.getsize(model)
             r["fraction_of_roofline"] = r["tokens_per_s"] / r["roofline_tokens_per_s"]
     with open(os.path.join(out, f"llm_peers_{day}.json"), "w") as f:
@@ -76,7 +76,7 @@ def main():
     print(f"| engine | device | phase | tokens/s | vs llama.cpp | of the roofline |")
     print("|---|---|---|---|---|---|")
     for r in rows:
-        sessions = next((f", {m} {r[m]}" for m in ("batch", "threads") if m in r), "")
+        sessions = f", {r['sessions']}" if "sessions" in r else ""
         peer = None if sessions else next((p for p in rows if p["engine"] == "llama.cpp" and p["device"] == r["device"]
                                            and p["phase"] == r["phase"]), None)
         ratio = f"{r['tokens_per_s'] / peer['tokens_per_s']:.2f}x" if peer and peer["tokens_per_s"] else ""
