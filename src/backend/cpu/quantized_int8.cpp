@@ -559,30 +559,25 @@ __attribute__((target("avx2,fma"))) void row_unpacked(const Problem& p, const ty
   p.y[i * p.n + n] = hsum(acc) + bias_term(bw, p.x->dsum.data() + i * p.groups, p.groups);
 }
 
-/* The panel's 4-bit codes, each block's 16 packed bytes as its evens (low nibbles), then its odds:
-   bytes, or int16 for whole int16 x. */
-__attribute__((target("avx2,fma"))) void unpack_panel4(const Problem& p, int64_t n0, int64_t rows, uint8_t* wu) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  for (int64_t c = 0; c < rows; ++c) {
-    const uint8_t* src = p.w + (n0 + c) * p.row_bytes;
-    for (int64_t j = 0; j < p.blocks; ++j) {
-      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + j * 16));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(wu + c * p.k + j * kQ8Block),
-                          _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4));
-    }
-  }
+/* One block's 16 packed bytes as its evens (low nibbles), then its odds: as bytes, or as int16
+   for whole int16 x. */
+__attribute__((target("avx2"), always_inline)) inline void unpack_block4(__m128i raw, uint8_t* out) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
+                      _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F)));
 }
 
-__attribute__((target("avx2,fma"))) void unpack_panel4(const Problem& p, int64_t n0, int64_t rows, int16_t* wu) {
+__attribute__((target("avx2"), always_inline)) inline void unpack_block4(__m128i raw, int16_t* out) {
   const __m128i low4 = _mm_set1_epi8(0x0F);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepu8_epi16(_mm_and_si128(raw, low4)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16), _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), low4)));
+}
+
+template <class W>
+__attribute__((target("avx2"))) void unpack_panel4(const Problem& p, int64_t n0, int64_t rows, W* wu) {
   for (int64_t c = 0; c < rows; ++c) {
     const uint8_t* src = p.w + (n0 + c) * p.row_bytes;
-    for (int64_t j = 0; j < p.blocks; ++j) {
-      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + j * 16));
-      auto* out = reinterpret_cast<__m256i*>(wu + c * p.k + j * kQ8Block);
-      _mm256_storeu_si256(out, _mm256_cvtepu8_epi16(_mm_and_si128(raw, low4)));
-      _mm256_storeu_si256(out + 1, _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), low4)));
-    }
+    for (int64_t j = 0; j < p.blocks; ++j)
+      unpack_block4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + j * 16)), wu + c * p.k + j * kQ8Block);
   }
 }
 
