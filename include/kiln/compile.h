@@ -22,7 +22,8 @@ void set_compile_mode(CompileMode mode);
 CompileMode compile_mode();
 
 struct CompileOptions {
-  /* Trace once per input rank and dtype, not per shape. */
+  /* Trace once per input rank and dtype, not per shape (axes of size 1, which may be
+     broadcasts, are traced apart from other sizes). */
   bool shapeless = false;
   /* Shown in warnings and DOT output. */
   std::string name = "";

@@ -96,6 +96,12 @@ void CompiledFunction::Impl::key(const std::vector<Array>& inputs, CompileMode m
     put(a.ndim());
     if (!options.shapeless) {
       for (auto d : a.shape()) put(d);
+    } else {
+      // Size-1 axes trace apart: fusion treats them as possible broadcasts and leaves
+      // their nodes unfused, which other sizes should not inherit.
+      int64_t ones = 0;
+      for (int i = 0; i < a.ndim() && i < 63; ++i) ones |= static_cast<int64_t>(a.shape(i) == 1) << i;
+      put(ones);
     }
   }
 }
