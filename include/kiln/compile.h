@@ -68,5 +68,13 @@ void set_recompile_warning(size_t traces);
 void export_to_dot(std::ostream& os, const std::vector<Array>& outputs);
 /* Writes f's graph for these inputs after the compile passes (fused regions as single nodes). */
 void export_to_dot(std::ostream& os, const CompiledFunction& f, const std::vector<Array>& inputs);
+/* Labels for export_to_dot instead of "input i" and "const": the inputs' names in order,
+   and captured arrays (parameters) with their names. */
+struct DotNames {
+  std::vector<std::string> inputs;
+  std::vector<std::pair<Array, std::string>> captured;
+};
+void export_to_dot(std::ostream& os, const CompiledFunction& f, const std::vector<Array>& inputs,
+                   const DotNames& names);
 
 }  // namespace kiln
