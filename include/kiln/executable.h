@@ -102,6 +102,12 @@ class Executable {
   size_t arena_bytes() const;
   const OutputSlot& output_slot(size_t i) const;
 
+  /* Compiled mode: traces and compiles now what the first run with inputs of these
+     shapes would (inputs not named: symbols at their bounds), by running the graph once
+     on zeros; feeds and handles are left alone. Parameters must be set. Other modes
+     compile nothing, and this does nothing. */
+  void warm_compile(const std::map<std::string, Shape>& input_shapes = {});
+
   /* Starts a run and returns at once; results come from sync_pending, in commit order. */
   void commit_no_wait(const std::map<std::string, Array>& inputs, const RunOptions& opt = {});
   /* Waits for every committed run; the first error among them is thrown. */

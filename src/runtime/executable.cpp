@@ -645,6 +645,37 @@ void Executable::run_slots(const std::vector<const void*>& inputs, void* arena, 
   }
 }
 
+void Executable::warm_compile(const std::map<std::string, Shape>& input_shapes) {
+  Impl& m = *impl_;
+  for (const auto& [name, shape] : input_shapes) {
+    bool known = false;
+    for (const GraphNode* n : m.inputs) known |= n->outputs[0] == name;
+    if (!known) fail("warm_compile", "the graph has no input '", name, "'");
+  }
+  if (m.mode != ExecMode::compiled) return;
+  std::map<std::string, Array> zeros_in;
+  for (const GraphNode* n : m.inputs) {
+    auto it = input_shapes.find(n->outputs[0]);
+    Shape s;
+    if (it != input_shapes.end()) s = it->second;
+    else
+      for (const Dim& d : n->type.dims) {
+        if (d.symbolic() && d.bound <= 0)
+          fail("warm_compile", "input '", n->outputs[0], "' dimension ", d.symbol, " has no bound; give its shape");
+        s.push_back(d.symbolic() ? d.bound : d.size);
+      }
+    zeros_in[n->outputs[0]] = zeros(s, n->type.dtype);
+  }
+  std::unordered_set<const detail::Buffer*> borrowed;
+  auto in = m.resolve_inputs(zeros_in, true, borrowed);
+  std::shared_ptr<const ParamMap> p;
+  {
+    std::shared_lock lock(m.mu);
+    p = m.params;
+  }
+  eval(m.interpret(in, *p, m.program.get(), nullptr));  // no feeds: state handles keep their values
+}
+
 // ---- asynchronous -------------------------------------------------------------
 
 void Executable::commit_no_wait(const std::map<std::string, Array>& inputs, const RunOptions& opt) {
