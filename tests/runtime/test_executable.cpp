@@ -433,3 +433,33 @@ TEST(Executable, MessagesNameWhatIsWrong) {
   if (cuda_device_count() == 0) EXPECT_FALSE(cuda_unavailable_reason().empty());
   else EXPECT_EQ(cuda_unavailable_reason(), "");
 }
+
+TEST(Executable, WarmCompileTracesBeforeTheFirstRun) {
+  // Compiled mode traces on the first run of each signature; warm_compile does it ahead,
+  // so the first run only replays, and feeds keep their state.
+  Executable acc(accumulator(), ExecMode::compiled, kiln_test::test_device());
+  HandleId hs = acc.device_handle(array({1.f, 2.f, 3.f}));
+  acc.bind_input("s", hs);
+  acc.feed(0, hs);
+  reset_stats();
+  acc.warm_compile();
+  EXPECT_GT(stats().traces, 0u);
+  EXPECT_EQ(acc.read_handle(hs).to_vector<float>(), std::vector<float>({1.f, 2.f, 3.f}));
+  reset_stats();
+  auto out = acc.run_typed({{"x", array({1.f, 1.f, 1.f})}});
+  EXPECT_EQ(stats().traces, 0u);
+  EXPECT_EQ(out[0].to_vector<float>(), std::vector<float>({1.5f, 2.f, 2.5f}));
+  // Symbols without a bound need a shape; other modes have nothing to compile.
+  Executable unbounded(parse_graph("kgraph 1\ngraph g {\n  input x : float32[N]\n  y = exp(x)\n  output y\n}\n"),
+                       ExecMode::compiled);
+  kt::expect_error([&] { unbounded.warm_compile(); },
+                   "[warm_compile] input 'x' dimension N has no bound; give its shape");
+  reset_stats();
+  unbounded.warm_compile({{"x", {5}}});
+  EXPECT_GT(stats().traces, 0u);
+  kt::expect_error([&] { unbounded.warm_compile({{"y", {5}}}); }, "[warm_compile] the graph has no input 'y'");
+  Executable lazy(accumulator(), ExecMode::lazy);
+  reset_stats();
+  lazy.warm_compile();
+  EXPECT_EQ(stats().traces, 0u);
+}
