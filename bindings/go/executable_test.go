@@ -10,36 +10,14 @@ import (
 	"kiln.dev/kiln"
 )
 
-// y = x * w + 1 over rows of x (S <= 8 rows of 3), total = sum(y).
-const affineGraph = `kgraph 1
-graph main {
-  input x : float32[S<=8, 3]
-  param w : float32[3]
-  const b : float32[] = 1
-  xw = multiply(x, w)
-  y = add(xw, b)
-  total = sum(y)
-  output y, total
-}
-`
-
-// s_next = s * 0.5 + x: recurrent state for feeds.
-const accumulatorGraph = `kgraph 1
-graph main {
-  input x : float32[3]
-  input s : float32[3]
-  const decay : float32[] = 0.5
-  d = multiply(s, decay)
-  s_next = add(d, x)
-  output s_next
-}
-`
+// Graphs shared with the C and Rust tests.
+const graphs = "../../tests/runtime/graphs/"
 
 var modes = []kiln.ExecMode{kiln.Eager, kiln.Lazy, kiln.Compiled}
 
 func affine(t *testing.T, mode kiln.ExecMode) *kiln.Executable {
 	t.Helper()
-	e := must(kiln.ParseExecutable(affineGraph, "affine.kgraph", mode, kiln.Device{}))
+	e := must(kiln.LoadExecutable(graphs+"affine.kgraph", mode, kiln.Device{}))
 	if err := e.SetParam("w", []float32{1, 2, 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +121,7 @@ func TestExecutableSlotsParamsAndErrors(t *testing.T) {
 	wantError(t, err, "bad.kgraph:3:3: [verify] output 'y' is not defined")
 	_, err = kiln.LoadExecutable("/nonexistent/g.kgraph", kiln.Lazy, kiln.Device{})
 	wantError(t, err, "/nonexistent/g.kgraph")
-	_, err = kiln.ParseExecutable(affineGraph, "", kiln.ExecMode(7), kiln.Device{})
+	_, err = kiln.LoadExecutable(graphs+"affine.kgraph", kiln.ExecMode(7), kiln.Device{})
 	wantError(t, err, "invalid mode 7")
 }
 
@@ -151,7 +129,7 @@ func TestExecutableHandlesFeedsAndCommits(t *testing.T) {
 	ones := must(kiln.FromSlice([]float32{1, 1, 1}))
 	in := map[string]*kiln.Array{"x": ones}
 	for _, m := range modes {
-		e := must(kiln.ParseExecutable(accumulatorGraph, "", m, kiln.Device{}))
+		e := must(kiln.LoadExecutable(graphs+"accumulator.kgraph", m, kiln.Device{}))
 		host := must(e.NewHostHandle([]int{3}, kiln.Float32))
 		if err := e.BindInput("s", host.ID); err != nil {
 			t.Fatal(err)

@@ -9,36 +9,14 @@
 
 static const kiln_device kCpu = {KILN_DEVICE_CPU, 0};
 
-/* y = x * w + b over rows of x (S <= 8 rows of 3), total = sum(y). */
-static const char* kAffine =
-    "kgraph 1\n"
-    "graph main {\n"
-    "  input x : float32[S<=8, 3]\n"
-    "  param w : float32[3]\n"
-    "  const b : float32[] = 1\n"
-    "  xw = multiply(x, w)\n"
-    "  y = add(xw, b)\n"
-    "  total = sum(y)\n"
-    "  output y, total\n"
-    "}\n";
-
-/* s_next = s * 0.5 + x: recurrent state for feeds. */
-static const char* kAccumulator =
-    "kgraph 1\n"
-    "graph main {\n"
-    "  input x : float32[3]\n"
-    "  input s : float32[3]\n"
-    "  const decay : float32[] = 0.5\n"
-    "  d = multiply(s, decay)\n"
-    "  s_next = add(d, x)\n"
-    "  output s_next\n"
-    "}\n";
+/* Graphs shared with the Go and Rust tests (tests/runtime/graphs). */
+#define GRAPHS KILN_SOURCE_DIR "/tests/runtime/graphs/"
 
 static const char* kX[] = {"x"};
 
 static kiln_executable affine(kiln_exec_mode mode) {
   kiln_executable e = NULL;
-  OK(kiln_executable_parse(&e, kAffine, "affine.kgraph", mode, kCpu));
+  OK(kiln_executable_load(&e, GRAPHS "affine.kgraph", mode, kCpu));
   const float w[3] = {1, 2, 3};
   OK(kiln_executable_set_param(e, "w", w, 3));
   return e;
@@ -171,17 +149,17 @@ static void test_slots_params_and_errors(void) {
   FAILS_WITH(kiln_executable_parse(&bad, "kgraph 1\ngraph g {\n  output y\n}\n", "bad.kgraph", KILN_EXEC_LAZY, kCpu),
              "bad.kgraph:3:3: [verify] output 'y' is not defined");
   CHECK(bad == NULL);
-  FAILS_WITH(kiln_executable_parse(&bad, kAffine, NULL, (kiln_exec_mode)7, kCpu), "invalid mode 7");
+  FAILS_WITH(kiln_executable_load(&bad, GRAPHS "affine.kgraph", (kiln_exec_mode)7, kCpu), "invalid mode 7");
   FAILS_WITH(kiln_executable_load(&bad, "/nonexistent/g.kgraph", KILN_EXEC_LAZY, kCpu), "/nonexistent/g.kgraph");
   kiln_device gpu = {KILN_DEVICE_CUDA, 99};
-  FAILS_WITH(kiln_executable_parse(&bad, kAffine, NULL, KILN_EXEC_LAZY, gpu), "[executable] device cuda:99");
+  FAILS_WITH(kiln_executable_load(&bad, GRAPHS "affine.kgraph", KILN_EXEC_LAZY, gpu), "[executable] device cuda:99");
   OK(kiln_executable_free(NULL));
 }
 
 static void test_handles_feeds_commits(void) {
   for (int m = KILN_EXEC_EAGER; m <= KILN_EXEC_COMPILED; ++m) {
     kiln_executable e = NULL;
-    OK(kiln_executable_parse(&e, kAccumulator, NULL, (kiln_exec_mode)m, kCpu));
+    OK(kiln_executable_load(&e, GRAPHS "accumulator.kgraph", (kiln_exec_mode)m, kCpu));
     float state[3] = {0, 0, 0};
     int64_t three = 3;
     int hs = -1;

@@ -8,36 +8,16 @@ use std::thread;
 use kiln::llm::Device;
 use kiln::{compile3, Array, CompileOptions, Dtype, ExecMode, Executable, RunOptions};
 
-// y = x * w + 1 over rows of x (S <= 8 rows of 3), total = sum(y).
-const AFFINE: &str = "kgraph 1
-graph main {
-  input x : float32[S<=8, 3]
-  param w : float32[3]
-  const b : float32[] = 1
-  xw = multiply(x, w)
-  y = add(xw, b)
-  total = sum(y)
-  output y, total
+// Graphs shared with the C and Go tests.
+fn graph(name: &str) -> String {
+    format!("{}/../../tests/runtime/graphs/{name}", env!("CARGO_MANIFEST_DIR"))
 }
-";
-
-// s_next = s * 0.5 + x: recurrent state for feeds.
-const ACCUMULATOR: &str = "kgraph 1
-graph main {
-  input x : float32[3]
-  input s : float32[3]
-  const decay : float32[] = 0.5
-  d = multiply(s, decay)
-  s_next = add(d, x)
-  output s_next
-}
-";
 
 const MODES: [ExecMode; 3] = [ExecMode::Eager, ExecMode::Lazy, ExecMode::Compiled];
 const NONE: RunOptions = RunOptions { active_extent: None };
 
 fn affine(mode: ExecMode) -> Executable {
-    let e = Executable::parse(AFFINE, "affine.kgraph", mode, Device::Cpu).unwrap();
+    let e = Executable::load(&graph("affine.kgraph"), mode, Device::Cpu).unwrap();
     e.set_param("w", &[1.0, 2.0, 3.0]).unwrap();
     e
 }
@@ -107,14 +87,17 @@ fn slots_params_and_errors() {
         "bad.kgraph:3:3: [verify] output 'y' is not defined",
     );
     err_contains(Executable::load("/nonexistent/g.kgraph", ExecMode::Lazy, Device::Cpu), "/nonexistent/g.kgraph");
-    err_contains(Executable::parse(AFFINE, "", ExecMode::Lazy, Device::Cuda(99)), "[executable] device cuda:99");
+    err_contains(
+        Executable::load(&graph("affine.kgraph"), ExecMode::Lazy, Device::Cuda(99)),
+        "[executable] device cuda:99",
+    );
 }
 
 #[test]
 fn handles_feeds_and_commits() {
     let ones = Array::from_slice(&[1.0f32, 1.0, 1.0], &[3]).unwrap();
     for m in MODES {
-        let e = Executable::parse(ACCUMULATOR, "", m, Device::Cpu).unwrap();
+        let e = Executable::load(&graph("accumulator.kgraph"), m, Device::Cpu).unwrap();
         let (host, p, n) = e.host_handle(&[3], Dtype::Float32).unwrap();
         assert_eq!(n, 12);
         e.bind_input("s", host).unwrap();
