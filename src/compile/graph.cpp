@@ -107,7 +107,9 @@ void verify(const Graph& g, const char* after_pass) {
 static std::string leaf_label(const Value& val, const DotNames* names) {
   if (val.is_input()) {
     const size_t i = static_cast<size_t>(val.input_index);
-    return names && i < names->inputs.size() ? names->inputs[i] : "input " + std::to_string(i);
+    if (names && i < names->inputs.size()) return names->inputs[i];
+    std::string label = "input ";  // appended, not "input " + ...: GCC 12 warns falsely (-Wrestrict) on that
+    return label += std::to_string(i);
   }
   if (names && val.constant->buffer) {
     for (const auto& [a, name] : names->captured)
@@ -130,7 +132,8 @@ void write_dot(std::ostream& os, const Graph& g, const std::string& title, const
   auto prod = g.producers();
   auto source = [&](int v) {
     int p = prod[static_cast<size_t>(v)];
-    return p >= 0 ? "n" + std::to_string(p) : "v" + std::to_string(v);
+    std::string id(1, p >= 0 ? 'n' : 'v');
+    return id += std::to_string(p >= 0 ? p : v);
   };
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     std::ostringstream label;
