@@ -75,8 +75,8 @@ std::vector<Shape> Plan::output_shapes(const std::vector<Shape>& input_shapes) c
       o = step.prim->output_shapes(in);
     } catch (const Error& e) {  // the usual cause: a size the function wrote, which the trace kept
       throw Error(std::string(e.what()) +
-                  " (a shapeless function replays the sizes its trace fixed, such as a reshape target; "
-                  "write -1 or sizes taken from the inputs' shapes)");
+                  " (a shapeless function replays the sizes its trace fixed, such as a reshape target or "
+                  "topk's k; derive them from the inputs' shapes, or give reshape -1)");
     }
     for (size_t i = 0; i < step.outputs.size(); ++i) s[static_cast<size_t>(step.outputs[i])] = std::move(o[i]);
   }

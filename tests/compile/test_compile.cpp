@@ -100,7 +100,8 @@ TEST(Compile, ShapelessStoredShapeThatCannotApplyIsAClearError) {
   // The message says why a size the caller never wrote at this call is there.
   kt::expect_error([&] { f({rand_f32({8}, 1)}); },
                    "[reshape] cannot reshape array of size 8 into shape (2,3) (a shapeless function replays the "
-                   "sizes its trace fixed, such as a reshape target; write -1 or sizes taken from the inputs' shapes)");
+                   "sizes its trace fixed, such as a reshape target or topk's k; derive them from the inputs' "
+                   "shapes, or give reshape -1)");
 }
 
 TEST(Compile, CapturedArraysAreFrozenConstants) {
