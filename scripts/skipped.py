@@ -29,7 +29,7 @@ def main():
     by_reason = OrderedDict()
     for tc in root.iter("testcase"):
         if tc.get("status") == "notrun" and tc.find("skipped") is not None:
-            by_reason.setdefault(reason(tc), []).append(tc.get("name"))
+            by_reason.setdefault(reason(tc), []).append(tc.get("name").split("  #")[0])  # no GetParam() notes
     print(f"{sum(len(v) for v in by_reason.values())} skipped")
     for why, names in by_reason.items():
         shown = ", ".join(names[:4]) + (f", ... ({len(names)} in all)" if len(names) > 4 else "")
