@@ -76,11 +76,11 @@ std::vector<Array> flatten(std::vector<std::vector<Array>> runs) {
 void make(kiln_executable* out, Graph g, const kiln_exec_mode& mode, kiln_device device, const char* fn) {
   check_out(fn, out);
   auto exe = std::make_unique<Executable>(std::move(g), to_mode(fn, mode), to_device(fn, device));
-  auto* h = new kiln_executable_s{std::move(exe), {}, {}};
-  h->inputs = h->exe->input_names();
-  h->outputs = h->exe->output_names();
-  if (*out) kiln_executable_free(*out);  // reassigned: the old executable goes
-  *out = h;
+  auto inputs = exe->input_names(), outputs = exe->output_names();
+  if (!*out) *out = new kiln_executable_s;
+  (*out)->exe = std::move(exe);  // in place, as kiln.h's handles are; the old executable goes
+  (*out)->inputs = std::move(inputs);
+  (*out)->outputs = std::move(outputs);
 }
 
 }  // namespace

@@ -154,6 +154,16 @@ static void test_slots_params_and_errors(void) {
   kiln_device gpu = {KILN_DEVICE_CUDA, 99};
   FAILS_WITH(kiln_executable_load(&bad, GRAPHS "affine.kgraph", KILN_EXEC_LAZY, gpu), "[executable] device cuda:99");
   OK(kiln_executable_free(NULL));
+  /* A handle is reassigned in place, as kiln.h's handles are. */
+  kiln_executable e2 = NULL, same;
+  OK(kiln_executable_load(&e2, GRAPHS "affine.kgraph", KILN_EXEC_LAZY, kCpu));
+  same = e2;
+  OK(kiln_executable_load(&e2, GRAPHS "accumulator.kgraph", KILN_EXEC_EAGER, kCpu));
+  CHECK(e2 == same);
+  size_t n_in = 0;
+  OK(kiln_executable_num_inputs(&n_in, e2));
+  CHECK(n_in == 2);
+  OK(kiln_executable_free(e2));
 }
 
 static void test_handles_feeds_commits(void) {
