@@ -63,7 +63,12 @@ impl Drop for Executable {
         // SAFETY: h came from kiln and is freed once; it waits for committed runs first,
         // so no run reads the host memory freed after it.
         unsafe { sys::kiln_executable_free(self.h) };
-        for m in self.host.get_mut().map(|v| v.drain(..).collect::<Vec<_>>()).unwrap_or_default() {
+        for m in self
+            .host
+            .get_mut()
+            .map(|v| v.drain(..).collect::<Vec<_>>())
+            .unwrap_or_default()
+        {
             // SAFETY: allocated in host_handle with this layout.
             unsafe { std::alloc::dealloc(m.0, std::alloc::Layout::from_size_align(m.1, 64).unwrap()) };
         }
@@ -100,7 +105,10 @@ fn with_shapes<T>(
 ) -> Result<T> {
     let names = shapes.iter().map(|(n, _)| cstr(n)).collect::<Result<Vec<_>>>()?;
     let name_ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
-    let dims: Vec<Vec<i64>> = shapes.iter().map(|(_, s)| s.iter().map(|&d| d as i64).collect()).collect();
+    let dims: Vec<Vec<i64>> = shapes
+        .iter()
+        .map(|(_, s)| s.iter().map(|&d| d as i64).collect())
+        .collect();
     let dim_ptrs: Vec<*const i64> = dims.iter().map(|d| d.as_ptr()).collect();
     let ndims: Vec<c_int> = dims.iter().map(|d| d.len() as c_int).collect();
     check(f(name_ptrs.as_ptr(), dim_ptrs.as_ptr(), ndims.as_ptr(), shapes.len()))?;
@@ -116,7 +124,10 @@ impl Executable {
         let pp = if path.is_empty() { ptr::null() } else { p.as_ptr() };
         let mut h = ptr::null_mut();
         check(unsafe { sys::kiln_executable_parse(&mut h, t.as_ptr(), pp, mode.to_c(), device.to_c()) })?;
-        Ok(Executable { h, host: Mutex::new(Vec::new()) })
+        Ok(Executable {
+            h,
+            host: Mutex::new(Vec::new()),
+        })
     }
 
     /// The `.kgraph` file at `path`.
@@ -124,7 +135,10 @@ impl Executable {
         let p = cstr(path)?;
         let mut h = ptr::null_mut();
         check(unsafe { sys::kiln_executable_load(&mut h, p.as_ptr(), mode.to_c(), device.to_c()) })?;
-        Ok(Executable { h, host: Mutex::new(Vec::new()) })
+        Ok(Executable {
+            h,
+            host: Mutex::new(Vec::new()),
+        })
     }
 
     pub fn mode(&self) -> ExecMode {
@@ -177,7 +191,13 @@ impl Executable {
     pub fn set_param_bytes(&self, name: &str, data: &[u8], dtype: Dtype) -> Result<()> {
         let n = cstr(name)?;
         check(unsafe {
-            sys::kiln_executable_set_param_typed(self.h, n.as_ptr(), data.as_ptr() as *const c_void, data.len(), dtype as i32)
+            sys::kiln_executable_set_param_typed(
+                self.h,
+                n.as_ptr(),
+                data.as_ptr() as *const c_void,
+                data.len(),
+                dtype as i32,
+            )
         })
     }
 
@@ -256,13 +276,23 @@ impl Executable {
         let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
         let mut id = 0;
         let rc = unsafe {
-            sys::kiln_executable_host_handle(&mut id, self.h, p as *mut c_void, dims.as_ptr(), dims.len() as c_int, dtype as i32)
+            sys::kiln_executable_host_handle(
+                &mut id,
+                self.h,
+                p as *mut c_void,
+                dims.as_ptr(),
+                dims.len() as c_int,
+                dtype as i32,
+            )
         };
         if let Err(e) = check(rc) {
             unsafe { std::alloc::dealloc(p, layout) };
             return Err(e);
         }
-        self.host.lock().unwrap_or_else(|e| e.into_inner()).push(HostMemory(p, bytes.max(1)));
+        self.host
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(HostMemory(p, bytes.max(1)));
         Ok((id, p, bytes))
     }
 

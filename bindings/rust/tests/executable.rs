@@ -34,7 +34,11 @@ fn total(n: usize, start: f32) -> f32 {
 fn err_contains<T>(r: kiln::Result<T>, text: &str) {
     match r {
         Ok(_) => panic!("expected an error containing {text:?}"),
-        Err(e) => assert!(e.message().contains(text), "{:?} does not contain {text:?}", e.message()),
+        Err(e) => assert!(
+            e.message().contains(text),
+            "{:?} does not contain {text:?}",
+            e.message()
+        ),
     }
 }
 
@@ -52,13 +56,19 @@ fn modes_runs_and_names() {
         let out = e.run(&[("x", &x)], &RunOptions { active_extent: Some(1) }).unwrap();
         assert_eq!(out[0].shape(), vec![1, 3]);
         let x64 = Array::from_slice(&[1.0f64, 1.0, 1.0], &[1, 3]).unwrap();
-        err_contains(e.run(&[("x", &x64)], &NONE), "[run] input 'x' is float32, given float64");
+        err_contains(
+            e.run(&[("x", &x64)], &NONE),
+            "[run] input 'x' is float32, given float64",
+        );
         let out = e.run_f32(&[("x", &x64)], &NONE).unwrap();
         assert_eq!(out[0].to_vec::<f32>().unwrap()[2], 4.0);
         assert_eq!(out[1].dtype(), Dtype::Float32);
         e.warm_compile(&[]).unwrap();
         e.warm_compile(&[("x", &[2, 3])]).unwrap();
-        err_contains(e.warm_compile(&[("nope", &[2])]), "[warm_compile] the graph has no input 'nope'");
+        err_contains(
+            e.warm_compile(&[("nope", &[2])]),
+            "[warm_compile] the graph has no input 'nope'",
+        );
         assert!(e.extent_blocker(&[("x", &[2, 3])]).unwrap().contains("total"));
     }
 }
@@ -73,8 +83,14 @@ fn slots_params_and_errors() {
     assert_eq!(n, 4);
     assert_eq!(f32::from_le_bytes(arena[off..off + 4].try_into().unwrap()), 72.0);
     err_contains(e.run_slots(&[&x], &mut arena[..8]), "fewer bytes");
-    err_contains(e.set_param("w", &[1.0, 2.0, 3.0, 4.0]), "[set_param] parameter 'w' (3) holds 3 values, given 4");
-    err_contains(e.set_param_bytes("w", &[0u8; 12], Dtype::Int32), "is float32, given int32");
+    err_contains(
+        e.set_param("w", &[1.0, 2.0, 3.0, 4.0]),
+        "[set_param] parameter 'w' (3) holds 3 values, given 4",
+    );
+    err_contains(
+        e.set_param_bytes("w", &[0u8; 12], Dtype::Int32),
+        "is float32, given int32",
+    );
     e.set_param_bytes("w", &x[..12], Dtype::Float32).unwrap();
     let r = rows(2, 0.0);
     err_contains(e.run(&[("y", &r)], &NONE), "[run] the graph has no input 'y'");
@@ -83,10 +99,18 @@ fn slots_params_and_errors() {
         "active extent 3 is outside the bucket of 2 rows",
     );
     err_contains(
-        Executable::parse("kgraph 1\ngraph g {\n  output y\n}\n", "bad.kgraph", ExecMode::Lazy, Device::Cpu),
+        Executable::parse(
+            "kgraph 1\ngraph g {\n  output y\n}\n",
+            "bad.kgraph",
+            ExecMode::Lazy,
+            Device::Cpu,
+        ),
         "bad.kgraph:3:3: [verify] output 'y' is not defined",
     );
-    err_contains(Executable::load("/nonexistent/g.kgraph", ExecMode::Lazy, Device::Cpu), "/nonexistent/g.kgraph");
+    err_contains(
+        Executable::load("/nonexistent/g.kgraph", ExecMode::Lazy, Device::Cpu),
+        "/nonexistent/g.kgraph",
+    );
     err_contains(
         Executable::load(&graph("affine.kgraph"), ExecMode::Lazy, Device::Cuda(99)),
         "[executable] device cuda:99",
@@ -125,7 +149,10 @@ fn handles_feeds_and_commits() {
         assert_eq!(piped.len(), 3);
         assert_eq!(piped[2][0].to_vec::<f32>().unwrap()[0], 1.875);
         let wrong = Array::scalar_int(1, Dtype::Int32).unwrap();
-        err_contains(e.commit(&[("x", &wrong)], &NONE), "[run] input 'x' is float32, given int32");
+        err_contains(
+            e.commit(&[("x", &wrong)], &NONE),
+            "[run] input 'x' is float32, given int32",
+        );
         e.unbind_input("s").unwrap();
         err_contains(e.run(&[("x", &ones)], &NONE), "[run] input 's' is missing");
         err_contains(e.read_handle(9), "[read_handle] no handle 9");
@@ -172,8 +199,11 @@ fn compile3_calls_a_function_of_three_arrays() {
 fn a_panic_in_a_traced_function_is_returned_not_printed() {
     // Run in a child process so that its stderr can be read.
     if std::env::var_os("KILN_PANIC_CHILD").is_some() {
-        let f = kiln::compile(|_: &[Array]| -> kiln::Result<Vec<Array>> { panic!("quiet explosion") }, &CompileOptions::default())
-            .unwrap();
+        let f = kiln::compile(
+            |_: &[Array]| -> kiln::Result<Vec<Array>> { panic!("quiet explosion") },
+            &CompileOptions::default(),
+        )
+        .unwrap();
         let x = Array::from_slice(&[1.0f32], &[1]).unwrap();
         let err = f.call(&[&x]).err().expect("the panic is the call's error");
         assert_eq!(err.message(), "kiln: panic in traced function: quiet explosion");
@@ -182,12 +212,23 @@ fn a_panic_in_a_traced_function_is_returned_not_printed() {
         return;
     }
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["a_panic_in_a_traced_function_is_returned_not_printed", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "a_panic_in_a_traced_function_is_returned_not_printed",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("KILN_PANIC_CHILD", "1")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "child failed: {stderr}");
-    assert!(!stderr.contains("quiet explosion"), "the traced panic was printed: {stderr}");
-    assert!(stderr.contains("loud explosion"), "other panics must still be printed: {stderr}");
+    assert!(
+        !stderr.contains("quiet explosion"),
+        "the traced panic was printed: {stderr}"
+    );
+    assert!(
+        stderr.contains("loud explosion"),
+        "other panics must still be printed: {stderr}"
+    );
 }
