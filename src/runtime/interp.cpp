@@ -145,7 +145,11 @@ void call_each_signature_once(const Graph& file, Hooks& h) {
   auto seen = std::make_shared<std::unordered_map<std::string, Types>>();  // one run's; single-threaded
   h.call = [&file, &h, seen](const Graph& sub, const std::vector<Array>& args) {
     std::string key = sub.name;
-    for (const Array& a : args) key += ";" + std::string(dtype_name(a.dtype())) + detail::shape_str(a.shape());
+    for (const Array& a : args) {  // appended: GCC 12 warns falsely (-Wrestrict) on ";" + std::string
+      key += ';';
+      key += dtype_name(a.dtype());
+      key += detail::shape_str(a.shape());
+    }
     std::vector<Array> out;
     if (auto it = seen->find(key); it != seen->end()) {
       for (const auto& [shape, dtype] : it->second) out.push_back(broadcast_to(zeros({}, dtype), shape));
