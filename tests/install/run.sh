@@ -44,7 +44,9 @@ echo "--- (b) cmake --install, then find_package(kiln)"
   || { cat "$work/install.log"; exit 1; }
 test -f "$work/prefix/include/kiln/kiln.h"
 # The kiln command is installed and runs.
-"$work/prefix/bin/kiln" info | grep -q "^kiln " || { echo "cmake --install did not install a working bin/kiln"; exit 1; }
+# (Output captured first: grep -q closing the pipe early would fail kiln's writes under pipefail.)
+info="$("$work/prefix/bin/kiln" info 2>&1)" || { echo "cmake --install: bin/kiln info failed: $info"; exit 1; }
+grep -q "^kiln " <<<"$info" || { echo "cmake --install did not install a working bin/kiln: $info"; exit 1; }
 "$cmake" -S "$here" -B "$work/pkg" "${common[@]}" -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/pkg.log" 2>&1 \
   || { cat "$work/pkg.log"; exit 1; }
 grep -q "kiln_DIR:PATH=$work/prefix" "$work/pkg/CMakeCache.txt" \
