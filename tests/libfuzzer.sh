@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds a libFuzzer target with clang++ and fuzzes it for a short time.
-#   libfuzzer.sh NAME SOURCE_DIR LIBKILN_A WORK_DIR SECONDS TARGET_CPP 'SEED_GLOB' SOURCE...
-# TARGET_CPP, SEED_GLOB and each SOURCE are relative to SOURCE_DIR. The SOURCEs (the code
+#   libfuzzer.sh NAME SOURCE_DIR LIBKILN_A WORK_DIR SECONDS TARGET_CPP 'SEED_GLOB...' SOURCE...
+# TARGET_CPP, each SEED_GLOB (several: separated by spaces) and each SOURCE are relative to SOURCE_DIR. The SOURCEs (the code
 # under test) are compiled with the fuzzer's instrumentation; the rest of kiln comes from the
 # already built library. Inputs that crash are left in WORK_DIR. Exits 77 (CTest skip) without
 # clang++ or libFuzzer (Debian: apt-get install clang libclang-rt-14-dev).
@@ -31,9 +31,12 @@ if ! "$cxx" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-
   echo "$name: build failed"; exit 1
 fi
 shopt -s nullglob
-for f in $src/$seeds; do cp "$f" "$work/corpus/"; done
+for glob in $seeds; do
+  for f in $src/$glob; do cp "$f" "$work/corpus/"; done
+done
 # -close_fd_mask=2 hides the target's own stderr lines; libFuzzer's reports still show.
-"$work/$name" "$work/corpus" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -close_fd_mask=2 \
+# -max_len: inputs up to 64 KB (libFuzzer's default of 4 KB never reaches deep nesting).
+"$work/$name" "$work/corpus" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=10 -close_fd_mask=2 \
   -artifact_prefix="$work/" -print_final_stats=1 2>&1 | tail -15
 status=${PIPESTATUS[0]}
 [[ $status -eq 0 ]] && echo "$name: no crashes in ${secs}s"

@@ -136,6 +136,19 @@ func (f *Function) Call(inputs ...*Array) ([]*Array, error) {
 	return unpack(out)
 }
 
+// CallEval applies the function and evaluates its outputs before returning them: a
+// compiled call and its result in one step.
+func (f *Function) CallEval(inputs ...*Array) ([]*Array, error) {
+	outs, err := f.Call(inputs...)
+	if err != nil {
+		return nil, err
+	}
+	if err := Eval(outs...); err != nil {
+		return nil, err
+	}
+	return outs, nil
+}
+
 // Function1, Function2 and Function3 are compiled functions of one, two or
 // three arrays returning one array.
 type Function1 struct{ *Function }

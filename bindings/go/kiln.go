@@ -425,6 +425,14 @@ func Eval(arrays ...*Array) error {
 	return call(func() C.int { return C.kiln_eval(v) })
 }
 
+// IsEvaluated reports whether the array has been computed (false for a freed array).
+func (a *Array) IsEvaluated() bool {
+	var done C.bool
+	err := call(func() C.int { return C.kiln_array_is_evaluated(&done, a.handle()) })
+	runtime.KeepAlive(a)
+	return err == nil && bool(done)
+}
+
 // AsyncEval starts computing the arrays and returns at once; reading them (or
 // Eval) waits for the result.
 func AsyncEval(arrays ...*Array) error {

@@ -22,7 +22,8 @@ void set_compile_mode(CompileMode mode);
 CompileMode compile_mode();
 
 struct CompileOptions {
-  /* Trace once per input rank and dtype, not per shape. */
+  /* Trace once per input rank and dtype, not per shape (axes of size 1, which may be
+     broadcasts, are traced apart from other sizes). */
   bool shapeless = false;
   /* Shown in warnings and DOT output. */
   std::string name = "";
@@ -67,5 +68,13 @@ void set_recompile_warning(size_t traces);
 void export_to_dot(std::ostream& os, const std::vector<Array>& outputs);
 /* Writes f's graph for these inputs after the compile passes (fused regions as single nodes). */
 void export_to_dot(std::ostream& os, const CompiledFunction& f, const std::vector<Array>& inputs);
+/* Labels for export_to_dot instead of "input i" and "const": the inputs' names in order,
+   and captured arrays (parameters) with their names. */
+struct DotNames {
+  std::vector<std::string> inputs;
+  std::vector<std::pair<Array, std::string>> captured;
+};
+void export_to_dot(std::ostream& os, const CompiledFunction& f, const std::vector<Array>& inputs,
+                   const DotNames& names);
 
 }  // namespace kiln

@@ -27,6 +27,9 @@ ExecMode default_exec_mode();
 
 /* Number of GPUs kiln can run on (0 when built without a CUDA backend). */
 int cuda_device_count();
+/* Why there is no GPU ("" when there is one): a build without the CUDA backend, or, in
+   a CUDA build, what the driver said (no driver, no device, ...). */
+std::string cuda_unavailable_reason();
 
 /* Float32 host data with its shape, for run(). */
 struct HostTensor {
@@ -56,6 +59,9 @@ std::map<std::string, Array> sample_inputs(const Graph& g, uint64_t seed = 1, in
 /* Deterministic parameters for every parameter of g: vectors near 1 (norm gains),
    matrices uniform in +-1/sqrt(rows). */
 std::map<std::string, Array> sample_params(const Graph& g, uint64_t seed = 1);
+/* The params file g names, resolved against the folder of g.source_path and made
+   absolute ("" when g names none). */
+std::string params_path(const Graph& g);
 
 class Executable {
  public:
@@ -81,6 +87,8 @@ class Executable {
      stored dtype matches). Unknown names are an error. */
   void load_params(const std::string& path);
   bool has_param(const std::string& name) const;
+  /* The parameter's current value (on the executable's device); throws when unset. */
+  Array param(const std::string& name) const;
 
   /* Float32 in and out: inputs are converted to their declared dtypes, outputs to float32. */
   std::vector<HostTensor> run(const std::map<std::string, HostTensor>& inputs, const RunOptions& opt = {});
@@ -93,6 +101,12 @@ class Executable {
   /* The arena layout, fixed when the Executable is made (needs bounds on symbols). */
   size_t arena_bytes() const;
   const OutputSlot& output_slot(size_t i) const;
+
+  /* Compiled mode: traces and compiles now what the first run with inputs of these
+     shapes would (inputs not named: symbols at their bounds), by running the graph once
+     on zeros; feeds and handles are left alone. Parameters must be set. Other modes
+     compile nothing, and this does nothing. */
+  void warm_compile(const std::map<std::string, Shape>& input_shapes = {});
 
   /* Starts a run and returns at once; results come from sync_pending, in commit order. */
   void commit_no_wait(const std::map<std::string, Array>& inputs, const RunOptions& opt = {});

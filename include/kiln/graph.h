@@ -91,6 +91,9 @@ class Graph {
   /* Declared inputs and parameters, in node order. */
   std::vector<const GraphNode*> inputs() const;
   std::vector<const GraphNode*> params() const;
+  /* Each symbol of the inputs with its upper bound (-1: none). A bound written on one
+     input holds wherever the symbol appears; two different bounds are an error. */
+  std::map<std::string, int64_t> symbol_bounds() const;
   /* Equal in content (nodes, outputs, subgraphs, params file); locations ignored. */
   bool same_as(const Graph& o) const;
 };

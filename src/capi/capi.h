@@ -109,6 +109,7 @@ int enum_value(const E& e) {
 }
 
 Dtype to_dtype(const char* fn, const kiln_dtype& d);
+Device to_device(const char* fn, kiln_device d);
 Shape to_shape(const char* fn, const int64_t* shape, int ndim);
 std::vector<int> to_axes(const char* fn, const int* axes, size_t n);
 /* start/stop/step of n axes; a NULL step means ones. */

@@ -16,16 +16,6 @@ std::vector<std::weak_ptr<detail::Node>>& pending() {
   return p;
 }
 
-Device to_device(const char* fn, kiln_device d) {
-  int type = enum_value(d.type);
-  if (type == KILN_DEVICE_CPU) return Device::cpu();
-  if (type == KILN_DEVICE_CUDA) {
-    if (d.index < 0) fail(fn, "negative device index ", d.index);
-    return Device::cuda(d.index);
-  }
-  fail(fn, "invalid device type ", type);
-}
-
 // to_device, and the device must be there: a CUDA index past the devices (any index in a
 // build without the CUDA backend) fails like every other call on a missing device.
 Device existing_device(const char* fn, kiln_device d) {
@@ -48,6 +38,16 @@ kiln_device from_device(Device d) {
 }
 
 }  // namespace
+
+Device kiln::capi::to_device(const char* fn, kiln_device d) {
+  int type = enum_value(d.type);
+  if (type == KILN_DEVICE_CPU) return Device::cpu();
+  if (type == KILN_DEVICE_CUDA) {
+    if (d.index < 0) fail(fn, "negative device index ", d.index);
+    return Device::cuda(d.index);
+  }
+  fail(fn, "invalid device type ", type);
+}
 
 extern "C" {
 

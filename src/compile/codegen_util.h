@@ -1,6 +1,7 @@
 // Pieces of C++ source shared by the fused elementwise and row code generators.
 #pragma once
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -23,6 +24,13 @@ const char* wide_type(OpKind k, Dtype d);
 std::string rounded_expr(OpKind k, const Primitive& prim, Dtype out, const std::vector<std::string>& args,
                          const std::vector<Dtype>& arg_dtypes, const std::string& fn = "");
 
+/* prefix followed by n ("t3"): appended, because GCC 12 warns falsely (-Wrestrict) on
+   "t" + std::to_string(n) once inlined. */
+inline std::string numbered(const char* prefix, int64_t n) {
+  std::string s = prefix;
+  return s += std::to_string(n);
+}
+
 /* rounded_expr for member i of a region program (FusedProgram or RowProgram ops), its
    arguments spelled t<a>. */
 template <class Ops>
@@ -30,7 +38,7 @@ std::string member_expr(const Ops& ops, size_t i) {
   std::vector<std::string> args;
   std::vector<Dtype> arg_dtypes;
   for (int a : ops[i].args) {
-    args.push_back("t" + std::to_string(a));
+    args.push_back(numbered("t", a));
     arg_dtypes.push_back(ops[static_cast<size_t>(a)].dtype);
   }
   return rounded_expr(ops[i].prim->kind(), *ops[i].prim, ops[i].dtype, args, arg_dtypes);

@@ -96,6 +96,12 @@ void CompiledFunction::Impl::key(const std::vector<Array>& inputs, CompileMode m
     put(a.ndim());
     if (!options.shapeless) {
       for (auto d : a.shape()) put(d);
+    } else {
+      // Size-1 axes trace apart: fusion treats them as possible broadcasts and leaves
+      // their nodes unfused, which other sizes should not inherit.
+      int64_t ones = 0;
+      for (int i = 0; i < a.ndim() && i < 63; ++i) ones |= static_cast<int64_t>(a.shape(i) == 1) << i;
+      put(ones);
     }
   }
 }
@@ -220,11 +226,16 @@ size_t compiler::cache_size(const CompiledFunction& f) {
   return f.impl()->entries.size();
 }
 
-void export_to_dot(std::ostream& os, const CompiledFunction& f, const std::vector<Array>& inputs) {
+void export_to_dot(std::ostream& os, const CompiledFunction& f, const std::vector<Array>& inputs,
+                   const DotNames& names) {
   if (!f.valid()) fail("export_to_dot", "empty CompiledFunction");
   compiler::Graph g = compiler::trace(f.impl()->fn, inputs);
   compiler::run_pipeline(g, compile_mode(), {f.impl()->options.shapeless});
-  compiler::write_dot(os, g, f.impl()->options.name.empty() ? "compiled" : f.impl()->options.name);
+  compiler::write_dot(os, g, f.impl()->options.name.empty() ? "compiled" : f.impl()->options.name, &names);
+}
+
+void export_to_dot(std::ostream& os, const CompiledFunction& f, const std::vector<Array>& inputs) {
+  export_to_dot(os, f, inputs, DotNames{});
 }
 
 CompiledFunction compile(Function fn, CompileOptions options) {

@@ -63,7 +63,7 @@ std::string FusedProgram::source(const std::string& symbol) const {
       const FusedOp& op = ops[i];
       const char* ct = compute_type(op.dtype);
       if (!op.prim) {
-        if (op.uniform) ref[i] = "u" + std::to_string(op.input);
+        if (op.uniform) ref[i] = numbered("u", op.input);
         else ref[i] = std::string("static_cast<") + ct + ">(in" + std::to_string(op.input) +
                       (unit ? "[i0 + j]" : "[(i0 + j) * s" + std::to_string(op.input) + "]") + ")";
         continue;
@@ -77,7 +77,7 @@ std::string FusedProgram::source(const std::string& symbol) const {
       b << "      " << ct << " t" << i << "[B];\n";
       b << "      for (int64_t j = 0; j < m; ++j) t" << i << "[j] = "
         << rounded_expr(op.prim->kind(), *op.prim, op.dtype, args, arg_dtypes) << ";\n";
-      ref[i] = "t" + std::to_string(i) + "[j]";
+      ref[i] = numbered("t", static_cast<int64_t>(i)) + "[j]";
     }
     for (size_t o = 0; o < outputs.size(); ++o) {
       const FusedOp& op = ops[static_cast<size_t>(outputs[o])];

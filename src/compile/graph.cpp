@@ -2,6 +2,9 @@
 
 #include <sstream>
 
+#include "core/buffer.h"
+#include "kiln/compile.h"
+
 namespace kiln::compiler {
 
 std::vector<int> Graph::producers() const {
@@ -100,19 +103,37 @@ void verify(const Graph& g, const char* after_pass) {
   }
 }
 
-void write_dot(std::ostream& os, const Graph& g, const std::string& title) {
+// An input's or captured array's label: its name when `names` has one.
+static std::string leaf_label(const Value& val, const DotNames* names) {
+  if (val.is_input()) {
+    const size_t i = static_cast<size_t>(val.input_index);
+    if (names && i < names->inputs.size()) return names->inputs[i];
+    std::string label = "input ";  // appended, not "input " + ...: GCC 12 warns falsely (-Wrestrict) on that
+    return label += std::to_string(i);
+  }
+  if (names && val.constant->buffer) {
+    for (const auto& [a, name] : names->captured)
+      if (a.is_evaluated() && a.tensor().buffer && a.tensor().buffer->data() == val.constant->buffer->data() &&
+          a.shape() == val.shape)
+        return name;
+  }
+  return "const";
+}
+
+void write_dot(std::ostream& os, const Graph& g, const std::string& title, const DotNames* names) {
   os << "digraph \"" << title << "\" {\n  rankdir=TB;\n  node [fontname=\"monospace\"];\n";
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& val = g.values[v];
     if (val.is_input() || val.is_constant()) {
-      os << "  v" << v << " [shape=box,label=\"" << (val.is_input() ? "input " + std::to_string(val.input_index) : "const")
-         << "\\n" << dtype_name(val.dtype) << detail::shape_str(val.shape) << "\"];\n";
+      os << "  v" << v << " [shape=box,label=\"" << leaf_label(val, names) << "\\n" << dtype_name(val.dtype)
+         << detail::shape_str(val.shape) << "\"];\n";
     }
   }
   auto prod = g.producers();
   auto source = [&](int v) {
     int p = prod[static_cast<size_t>(v)];
-    return p >= 0 ? "n" + std::to_string(p) : "v" + std::to_string(v);
+    std::string id(1, p >= 0 ? 'n' : 'v');
+    return id += std::to_string(p >= 0 ? p : v);
   };
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     std::ostringstream label;

@@ -9,6 +9,10 @@
 
 #include "ops/primitive.h"
 
+namespace kiln {
+struct DotNames;
+}
+
 namespace kiln::compiler {
 
 struct Value {
@@ -52,6 +56,6 @@ void replace_nodes(Graph& g, const std::vector<bool>& removed, std::vector<GNode
 void verify(const Graph& g, const char* after_pass);
 
 /* Graphviz DOT of the graph. */
-void write_dot(std::ostream& os, const Graph& g, const std::string& title);
+void write_dot(std::ostream& os, const Graph& g, const std::string& title, const DotNames* names = nullptr);
 
 }  // namespace kiln::compiler

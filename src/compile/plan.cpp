@@ -70,7 +70,14 @@ std::vector<Shape> Plan::output_shapes(const std::vector<Shape>& input_shapes) c
   for (auto& step : steps) {
     std::vector<Shape> in;
     for (int v : step.inputs) in.push_back(s[static_cast<size_t>(v)]);
-    auto o = step.prim->output_shapes(in);
+    std::vector<Shape> o;
+    try {
+      o = step.prim->output_shapes(in);
+    } catch (const Error& e) {  // the usual cause: a size the function wrote, which the trace kept
+      throw Error(std::string(e.what()) +
+                  " (a shapeless function replays the sizes its trace fixed, such as a reshape target or "
+                  "topk's k; derive them from the inputs' shapes, or give reshape -1)");
+    }
     for (size_t i = 0; i < step.outputs.size(); ++i) s[static_cast<size_t>(step.outputs[i])] = std::move(o[i]);
   }
   for (int v : outputs) out.push_back(s[static_cast<size_t>(v)]);

@@ -1,9 +1,11 @@
 #include <atomic>
 
 #include "kiln/device.h"
+#include "kiln/executable.h"
 #include "kiln/error.h"
 #ifdef KILN_WITH_CUDA
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/driver.h"
 #endif
 
 namespace kiln {
@@ -28,6 +30,16 @@ int cuda_device_count() {
   return cuda::device_count();
 #else
   return 0;
+#endif
+}
+
+std::string cuda_unavailable_reason() {
+#ifdef KILN_WITH_CUDA
+  if (cuda::available()) return "";
+  const std::string why = cuda::unavailable_reason();
+  return "this build has the CUDA backend, but " + (why.empty() ? std::string("no CUDA device was found") : why);
+#else
+  return "this build has no CUDA backend (configure with the CUDA toolkit installed, or -DKILN_CUDA=ON)";
 #endif
 }
 

@@ -1,7 +1,8 @@
 // Elementwise fusion: connected elementwise nodes of one output shape become a
 // single Fused node (with as many outputs as values used outside the region).
 // Regions grow along producer edges and merge where they meet, unless a path
-// through a node outside both would make the merged region depend on itself.
+// through a node outside both would make the merged region depend on itself, or
+// the merged region would exceed kMaxFusedOps.
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -39,6 +40,7 @@ class FuseElementwise : public Pass {
         if (p < 0 || region_[static_cast<size_t>(p)] < 0) continue;
         int pr = find(region_[static_cast<size_t>(p)]), me = find(r);
         if (pr == me || g.values[static_cast<size_t>(g.nodes[static_cast<size_t>(pr)].outputs[0])].shape != shape) continue;
+        if (members_[static_cast<size_t>(pr)].size() + members_[static_cast<size_t>(me)].size() > kMaxFusedOps) continue;
         if (path_outside(pr, me) || path_outside(me, pr)) continue;
         parent_[static_cast<size_t>(me)] = pr;
         auto& into = members_[static_cast<size_t>(pr)];

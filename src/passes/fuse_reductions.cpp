@@ -137,7 +137,7 @@ class FuseReductions : public Pass {
     std::set<int> member_values(g_->nodes[seed].outputs.begin(), g_->nodes[seed].outputs.end());
     for (bool changed = true; changed;) {
       changed = false;
-      for (size_t n = 0; n < g_->nodes.size(); ++n) {
+      for (size_t n = 0; n < g_->nodes.size() && members.size() < kMaxFusedOps; ++n) {
         if (members.count(n) || in_region_[n] || !fits(g_->nodes[n], s)) continue;
         const GNode& node = g_->nodes[n];
         bool adjacent = false;

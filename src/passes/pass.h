@@ -17,6 +17,10 @@ class Pass {
   virtual bool run(Graph& g) = 0;
 };
 
+// The most ops one fused kernel takes: the system compiler's time grows faster than
+// quadratically with a kernel's length (a chain of 400 ops took over two minutes).
+inline constexpr size_t kMaxFusedOps = 64;
+
 struct PassOptions {
   bool shapeless = false;  // shape-dependent simplifications are skipped
 };

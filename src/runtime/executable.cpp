@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <shared_mutex>
@@ -128,7 +129,7 @@ struct Executable::Impl {
   }
 
   std::vector<Array> resolve_inputs(const std::map<std::string, Array>& given, bool exact_dtype,
-                                    std::unordered_set<const detail::Buffer*>& borrowed);
+                                    std::unordered_set<const detail::Buffer*>& borrowed, bool place_them = true);
   std::shared_ptr<ExtentPlan> extent_plan(const std::vector<Array>& in, const std::vector<bool>& rows, int64_t B,
                                           const ParamMap& p);
   std::vector<Array> interpret(const std::vector<Array>& in, const ParamMap& p, const runtime::Program* prog,
@@ -142,16 +143,17 @@ struct Executable::Impl {
 Executable::Executable(Graph g, ExecMode mode, Device device) : impl_(std::make_unique<Impl>()) {
   if (device.type == Device::Type::cuda) {
     int n = cuda_device_count();
-#ifdef KILN_WITH_CUDA
-    if (n == 0) fail("executable", "device ", device.str(), " requested, but kiln reports no GPU (no CUDA driver or device)");
-#else
-    if (n == 0)
-      fail("executable", "device ", device.str(), " requested, but kiln reports no GPU (this build has no CUDA backend)");
-#endif
+    if (n == 0) fail("executable", "device ", device.str(), " requested, but kiln reports no GPU (", cuda_unavailable_reason(), ")");
     if (device.index < 0 || device.index >= n) fail("executable", "device ", device.str(), " does not exist (", n, " GPUs)");
   }
   Impl& m = *impl_;
   verify(g);
+  // A symbol's bound holds at every input that names the symbol (checks, slots, extents).
+  const auto bounds = g.symbol_bounds();
+  for (GraphNode& n : g.nodes)
+    if (n.kind == GraphNode::Kind::input)
+      for (Dim& d : n.type.dims)
+        if (d.symbolic()) d.bound = bounds.at(d.symbol);
   m.g = std::move(g);
   m.mode = mode;
   m.device = device;
@@ -174,11 +176,12 @@ Executable::Executable(Graph g, ExecMode mode, Device device) : impl_(std::make_
     m.program = std::make_unique<runtime::Program>(m.g, [self](const GraphNode& n) { return self->consts.at(&n); }, nullptr);
   }
   if (!m.g.params_file.empty()) {
-    std::string dir = m.g.source_path;
-    auto slash = dir.find_last_of('/');
-    dir = slash == std::string::npos ? "" : dir.substr(0, slash + 1);
-    std::string path = m.g.params_file[0] == '/' ? m.g.params_file : dir + m.g.params_file;
-    load_params(path);
+    try {
+      load_params(params_path(m.g));
+    } catch (const Error& e) {  // the file as written, then the path it resolved to (in e)
+      fail("executable", "params \"", m.g.params_file, "\" of ", m.g.source_path.empty() ? "the graph" : m.g.source_path,
+           ": ", e.what());
+    }
   }
   m.layout_slots();
 }
@@ -218,6 +221,9 @@ void Executable::set_param(const std::string& name, const float* data, size_t co
   auto it = impl_->param_decls.find(name);
   if (it == impl_->param_decls.end()) fail("set_param", "the graph has no parameter '", name, "'");
   Shape s = declared_shape(*it->second);
+  const int64_t want = detail::checked_size("set_param", s);
+  if (count != static_cast<size_t>(want))
+    fail("set_param", "parameter '", name, "' ", detail::shape_str(s), " holds ", want, " values, given ", count);
   Array a = resident(astype(place(array_checked(data, count, s, float32), impl_->device), it->second->type.dtype),
                      impl_->device);
   std::unique_lock lock(impl_->mu);
@@ -264,6 +270,23 @@ void Executable::load_params(const std::string& path) {
 bool Executable::has_param(const std::string& name) const {
   std::shared_lock lock(impl_->mu);
   return impl_->params->count(name) > 0;
+}
+
+Array Executable::param(const std::string& name) const {
+  if (!impl_->param_decls.count(name)) fail("param", "the graph has no parameter '", name, "'");
+  std::shared_lock lock(impl_->mu);
+  auto it = impl_->params->find(name);
+  if (it == impl_->params->end()) fail("param", "parameter '", name, "' is not set");
+  return it->second;
+}
+
+std::string params_path(const Graph& g) {
+  if (g.params_file.empty()) return "";
+  std::filesystem::path p(g.params_file);
+  if (p.is_relative()) p = std::filesystem::path(g.source_path).parent_path() / p;
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(p, ec);
+  return (ec ? p : abs).lexically_normal().string();
 }
 
 // ---- handles ------------------------------------------------------------------
@@ -351,8 +374,10 @@ void Executable::clear_feeds() {
 
 // ---- running ------------------------------------------------------------------
 
+// With place_them false the inputs are only checked (nothing is uploaded) and none are returned.
 std::vector<Array> Executable::Impl::resolve_inputs(const std::map<std::string, Array>& given, bool exact_dtype,
-                                                    std::unordered_set<const detail::Buffer*>& borrowed) {
+                                                    std::unordered_set<const detail::Buffer*>& borrowed,
+                                                    bool place_them) {
   for (const auto& [name, v] : given) {
     bool known = false;
     for (const GraphNode* n : inputs) known |= n->outputs[0] == name;
@@ -403,7 +428,7 @@ std::vector<Array> Executable::Impl::resolve_inputs(const std::map<std::string, 
     }
     // Host data (host handles too, read again on every run) is uploaded for a GPU;
     // device handles are already there.
-    out.push_back(place(v, device));
+    if (place_them) out.push_back(place(v, device));
   }
   return out;
 }
@@ -563,7 +588,7 @@ void Executable::Impl::layout_slots() {
   runtime::Hooks h;
   h.symbolic = true;
   h.leaf = [](const GraphNode& n) { return broadcast_to(zeros({}, n.type.dtype), declared_shape(n)); };
-  h.call = [&](const Graph& sub, const std::vector<Array>& args) { return runtime::call_graph(g, sub, args, h); };
+  runtime::call_each_signature_once(g, h);
   std::vector<Array> out;
   try {
     out = runtime::call_graph(g, g, ph, h);
@@ -620,6 +645,37 @@ void Executable::run_slots(const std::vector<const void*>& inputs, void* arena, 
   }
 }
 
+void Executable::warm_compile(const std::map<std::string, Shape>& input_shapes) {
+  Impl& m = *impl_;
+  for (const auto& [name, shape] : input_shapes) {
+    bool known = false;
+    for (const GraphNode* n : m.inputs) known |= n->outputs[0] == name;
+    if (!known) fail("warm_compile", "the graph has no input '", name, "'");
+  }
+  if (m.mode != ExecMode::compiled) return;
+  std::map<std::string, Array> zeros_in;
+  for (const GraphNode* n : m.inputs) {
+    auto it = input_shapes.find(n->outputs[0]);
+    Shape s;
+    if (it != input_shapes.end()) s = it->second;
+    else
+      for (const Dim& d : n->type.dims) {
+        if (d.symbolic() && d.bound <= 0)
+          fail("warm_compile", "input '", n->outputs[0], "' dimension ", d.symbol, " has no bound; give its shape");
+        s.push_back(d.symbolic() ? d.bound : d.size);
+      }
+    zeros_in[n->outputs[0]] = zeros(s, n->type.dtype);
+  }
+  std::unordered_set<const detail::Buffer*> borrowed;
+  auto in = m.resolve_inputs(zeros_in, true, borrowed);
+  std::shared_ptr<const ParamMap> p;
+  {
+    std::shared_lock lock(m.mu);
+    p = m.params;
+  }
+  eval(m.interpret(in, *p, m.program.get(), nullptr));  // no feeds: state handles keep their values
+}
+
 // ---- asynchronous -------------------------------------------------------------
 
 void Executable::commit_no_wait(const std::map<std::string, Array>& inputs, const RunOptions& opt) {
@@ -628,6 +684,9 @@ void Executable::commit_no_wait(const std::map<std::string, Array>& inputs, cons
   Pending p;
   if (m.mode == ExecMode::eager || m.has_control_flow) {
     // Work that needs values on the host runs on a task; tasks of one executable run in order.
+    // Its inputs are checked here, so a bad one fails at commit as in the other modes.
+    std::unordered_set<const detail::Buffer*> borrowed;
+    m.resolve_inputs(inputs, true, borrowed, /*place_them=*/false);
     std::shared_future<std::vector<Array>> prev;
     if (!m.pending.empty()) prev = m.pending.back().task;
     Impl* self = &m;

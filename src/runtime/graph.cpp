@@ -32,6 +32,24 @@ std::vector<const GraphNode*> Graph::params() const {
   return v;
 }
 
+std::map<std::string, int64_t> Graph::symbol_bounds() const {
+  std::map<std::string, int64_t> bounds;
+  std::map<std::string, std::string> bounded_by;  // the input whose bound holds, for the message
+  for (const GraphNode* n : inputs()) {
+    for (const Dim& d : n->type.dims) {
+      if (!d.symbolic()) continue;
+      auto it = bounds.try_emplace(d.symbol, -1).first;
+      if (d.bound <= 0) continue;
+      if (it->second > 0 && it->second != d.bound)
+        fail("verify", "symbol ", d.symbol, " is bounded by ", it->second, " at input '", bounded_by[d.symbol],
+             "' but by ", d.bound, " at input '", n->outputs[0], "'");
+      if (it->second <= 0) bounded_by[d.symbol] = n->outputs[0];
+      it->second = d.bound;
+    }
+  }
+  return bounds;
+}
+
 bool Graph::same_as(const Graph& o) const {
   if (name != o.name || outputs != o.outputs || params_file != o.params_file) return false;
   if (nodes.size() != o.nodes.size() || subgraphs.size() != o.subgraphs.size()) return false;

@@ -1,5 +1,7 @@
 #include "runtime/interp.h"
 
+#include <memory>
+
 #include "core/tensor.h"
 #include "kiln/ops.h"
 #include "runtime/attrs.h"
@@ -60,7 +62,9 @@ std::vector<Array> run_while(const Graph& file, const GraphNode& n, const std::v
   AttrReader at("while", n.attrs);
   const Graph* c = file.find_subgraph(at.graph("cond"));
   const Graph* b = file.find_subgraph(at.graph("body"));
-  int64_t max_iters = at.int_or("max_iters", 1 << 20);
+  // Small enough that a loop that never ends fails in about a second, even in eager mode.
+  int64_t max_iters = at.int_or("max_iters", kDefaultMaxIters);
+  if (max_iters < 0) fail("while", "max_iters must be at least 0, got ", max_iters);
   at.done();
   if (!c || !b) fail("while", "unknown subgraph");
   if (h.symbolic) {
@@ -76,7 +80,9 @@ std::vector<Array> run_while(const Graph& file, const GraphNode& n, const std::v
     auto p = h.call(*c, state);
     if (p.size() != 1) fail("while", "cond must return one value");
     if (!truthy(p[0], "while")) break;
-    if (it >= max_iters) fail("while", "did not finish within max_iters=", max_iters, " iterations");
+    if (it >= max_iters)
+      fail("while", "did not finish within max_iters=", max_iters, " iterations",
+           n.attrs.count("max_iters") ? "" : " (the default; give max_iters for a longer loop)");
     auto next = h.call(*b, state);
     if (!same_types(state, next))
       fail("while", "body changed the loop state's types from ", types_str(state), " to ", types_str(next));
@@ -132,6 +138,29 @@ void run_nodes(const Graph& file, const Graph& g, size_t begin, size_t end, Env&
     if (h.after_node) h.after_node(out);
     for (size_t k = 0; k < out.size(); ++k) env[n.outputs[k]] = std::move(out[k]);
   }
+}
+
+void call_each_signature_once(const Graph& file, Hooks& h) {
+  using Types = std::vector<std::pair<Shape, Dtype>>;
+  auto seen = std::make_shared<std::unordered_map<std::string, Types>>();  // one run's; single-threaded
+  h.call = [&file, &h, seen](const Graph& sub, const std::vector<Array>& args) {
+    std::string key = sub.name;
+    for (const Array& a : args) {  // appended: GCC 12 warns falsely (-Wrestrict) on ";" + std::string
+      key += ';';
+      key += dtype_name(a.dtype());
+      key += detail::shape_str(a.shape());
+    }
+    std::vector<Array> out;
+    if (auto it = seen->find(key); it != seen->end()) {
+      for (const auto& [shape, dtype] : it->second) out.push_back(broadcast_to(zeros({}, dtype), shape));
+      return out;
+    }
+    out = call_graph(file, sub, args, h);
+    Types t;
+    for (const Array& a : out) t.emplace_back(a.shape(), a.dtype());
+    seen->emplace(std::move(key), std::move(t));
+    return out;
+  };
 }
 
 std::vector<Array> call_graph(const Graph& file, const Graph& g, const std::vector<Array>& args, const Hooks& h) {

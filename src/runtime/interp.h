@@ -28,6 +28,8 @@ struct Hooks {
   const std::set<const GraphNode*>* follow_rows = nullptr;
 };
 
+/* While's iteration limit when the node gives no max_iters (docs/executable.md). */
+inline constexpr int64_t kDefaultMaxIters = 1 << 16;
 /* "file:line:column: " for parsed nodes, else "graph 'g', node i: ". */
 std::string where(const Graph& file, const Graph& g, size_t node_index);
 /* The node's results; errors are rethrown with where() in front. */
@@ -36,6 +38,10 @@ std::vector<Array> run_node(const Graph& file, const Graph& g, size_t node_index
 void run_nodes(const Graph& file, const Graph& g, size_t begin, size_t end, Env& env, const Hooks& h);
 /* Binds args to g's inputs in order, resolves leaves, runs g and returns its outputs. */
 std::vector<Array> call_graph(const Graph& file, const Graph& g, const std::vector<Array>& args, const Hooks& h);
+/* Sets h.call for a symbolic run: each subgraph runs once per argument signature, and
+   later calls get placeholders of its output types (nested If/While checked both
+   branches of every level: 2^depth runs). h must outlive the run. */
+void call_each_signature_once(const Graph& file, Hooks& h);
 /* True when a 1-element array is non-zero; evaluates it. */
 bool truthy(const Array& a, const char* op);
 

@@ -2,6 +2,7 @@
 
 #include <unordered_set>
 
+#include "core/tensor.h"
 #include "runtime/ops.h"
 
 namespace kiln::runtime {
@@ -18,7 +19,10 @@ std::shared_ptr<Program::Compiled> Program::build(const Graph& g) {
   // Constants are captured by the traced function; everything else it reads is an argument.
   std::unordered_set<std::string> consts;
   for (const GraphNode& n : g.nodes)
-    if (n.kind == GraphNode::Kind::constant) consts.insert(n.outputs[0]);
+    if (n.kind == GraphNode::Kind::constant) {
+      consts.insert(n.outputs[0]);
+      c->constants.insert(leaf_(n).id());
+    }
   std::vector<std::pair<size_t, size_t>> runs;  // [begin, end) of op nodes between control flow
   size_t begin = SIZE_MAX;
   for (size_t i = 0; i <= g.nodes.size(); ++i) {
@@ -86,6 +90,14 @@ std::shared_ptr<Program::Compiled> Program::build(const Graph& g) {
   return c;
 }
 
+// An If/While that returns one of g's constants unchanged hands the segment after it the
+// very array the segment's trace captures; compile refuses an argument that is also
+// captured, so such an argument is passed as a new array over the same data.
+Array Program::pass_through(const Array& a, const Compiled& c) {
+  if (c.constants.empty() || !c.constants.count(a.id())) return a;
+  return Array::from_tensor(a.tensor(), a.device());
+}
+
 std::vector<Array> Program::call(const Graph& g, const std::vector<Array>& args, const Leaf& leaf) const {
   const Compiled& c = *graphs_.at(&g);
   Env env;
@@ -110,7 +122,7 @@ std::vector<Array> Program::call(const Graph& g, const std::vector<Array>& args,
       continue;
     }
     std::vector<Array> in;
-    for (const auto& name : s.ins) in.push_back(env.at(name));
+    for (const auto& name : s.ins) in.push_back(pass_through(env.at(name), c));
     auto out = s.fn(in);
     for (size_t k = 0; k < out.size(); ++k) env[s.outs[k]] = out[k];
   }

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "kiln/compile.h"
 #include "runtime/interp.h"
@@ -30,8 +31,10 @@ class Program {
   };
   struct Compiled {
     std::vector<Step> steps;
+    std::unordered_set<const void*> constants;  // ids of the graph's constant arrays (captured by its steps)
   };
   std::shared_ptr<Compiled> build(const Graph& g);
+  static Array pass_through(const Array& a, const Compiled& c);
 
   const Graph& file_;
   std::function<Array(const GraphNode&)> leaf_;

@@ -49,10 +49,13 @@ Array filled(const char* op, Dtype dtype, const Shape& shape, Rng& rng, double s
 
 std::map<std::string, Array> sample_inputs(const Graph& g, uint64_t seed, int64_t symbol_size) {
   std::map<std::string, Array> out;
+  const auto bounds = g.symbol_bounds();
   for (const GraphNode* n : g.inputs()) {
     Shape s;
-    for (const Dim& d : n->type.dims)
-      s.push_back(d.symbolic() ? (d.bound > 0 && d.bound < symbol_size ? d.bound : symbol_size) : d.size);
+    for (const Dim& d : n->type.dims) {
+      const int64_t b = d.symbolic() ? bounds.at(d.symbol) : 0;
+      s.push_back(d.symbolic() ? (b > 0 && b < symbol_size ? b : symbol_size) : d.size);
+    }
     Rng rng{hash_name(n->outputs[0], seed)};
     Array a = filled("sample_inputs", n->type.dtype, s, rng, 1.0, 0.0);
     a.eval();

@@ -175,11 +175,21 @@ void verify(const Graph& g) {
     for (const Dim& d : n.type.dims) s.push_back(d.size);
     return placeholder(n.type.dtype, s);
   };
-  h.call = [&](const Graph& sub, const std::vector<Array>& args) { return runtime::call_graph(g, sub, args, h); };
+  runtime::call_each_signature_once(g, h);
+  std::map<std::string, int64_t> bounds;
+  try {
+    bounds = g.symbol_bounds();
+  } catch (const Error& e) {
+    if (g.source_path.empty()) throw;
+    throw Error(g.source_path + ": " + e.what());
+  }
   std::vector<Array> args;
   for (const GraphNode* n : g.inputs()) {
     Shape s;
-    for (const Dim& d : n->type.dims) s.push_back(d.symbolic() ? (d.bound > 0 ? d.bound : 8) : d.size);
+    for (const Dim& d : n->type.dims) {
+      const int64_t b = d.symbolic() ? bounds.at(d.symbol) : 0;
+      s.push_back(d.symbolic() ? (b > 0 ? b : 8) : d.size);
+    }
     args.push_back(placeholder(n->type.dtype, s));
   }
   runtime::call_graph(g, g, args, h);

@@ -97,7 +97,11 @@ TEST(Compile, ShapelessStoredShapeThatCannotApplyIsAClearError) {
   auto f = compile([](const std::vector<Array>& in) { return std::vector<Array>{reshape(in[0], {2, 3})}; },
                    {.shapeless = true});
   f({rand_f32({6}, 1)})[0].eval();
-  kt::expect_error([&] { f({rand_f32({8}, 1)}); }, "[reshape] cannot reshape array of size 8 into shape (2,3)");
+  // The message says why a size the caller never wrote at this call is there.
+  kt::expect_error([&] { f({rand_f32({8}, 1)}); },
+                   "[reshape] cannot reshape array of size 8 into shape (2,3) (a shapeless function replays the "
+                   "sizes its trace fixed, such as a reshape target or topk's k; derive them from the inputs' "
+                   "shapes, or give reshape -1)");
 }
 
 TEST(Compile, CapturedArraysAreFrozenConstants) {
@@ -346,4 +350,29 @@ TEST(Compile, OutputTakesOverADonatedInputBuffer) {
   z.eval();
   EXPECT_EQ(z.tensor().raw(), given_data);
   expect_same(z, want, "donated input");
+}
+
+TEST(Compile, ShapelessTraceAtSizeOneDoesNotFixLaterCalls) {
+  // A first call with a size-1 axis traced broadcasts that later sizes kept: two kernels
+  // a call forever. Sizes of 1 now get a trace of their own.
+  auto fn = [](const std::vector<Array>& in) {
+    Array x = in[0];
+    return std::vector<Array>{exp(x) * in[1] + x};
+  };
+  auto kernels = [](const CompiledFunction& f, int64_t n) {
+    Array x = rand_f32({n}, 3), s = rand_f32({n}, 4);
+    f({x, s})[0].eval();  // trace
+    Array y = rand_f32({n}, 5);
+    y.eval();
+    reset_stats();
+    f({y, s})[0].eval();
+    return stats().kernels_launched;
+  };
+  auto fresh = compile(fn, {.shapeless = true});
+  const uint64_t want = kernels(fresh, 100000);
+  auto first_one = compile(fn, {.shapeless = true});
+  kernels(first_one, 1);
+  EXPECT_EQ(kernels(first_one, 100000), want);
+  Array x = rand_f32({1000}, 6), s = rand_f32({1000}, 7);
+  expect_same(first_one({x, s})[0], exp(x) * s + x, "after a size-1 trace");
 }

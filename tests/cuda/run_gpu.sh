@@ -62,7 +62,7 @@ for phase in $PHASES; do
       # The kiln command on the GPU: every mode of every example graph, and how far they differ.
       for g in examples/graphs/*.kgraph; do
         log="$L/kiln_run_$(basename "$g" .kgraph).log"
-        timeout -k 10 120 "$B/tools/kiln/kiln" run "$g" --device cuda --bench 3 >"$log" 2>&1
+        timeout -k 10 120 "$B/tools/kiln/kiln" run "$g" --device cuda --bench 3 --random-params >"$log" 2>&1
         rc=$?
         echo "kiln run $(basename "$g") --device cuda rc=$rc $(grep -E "nodes, device|largest difference between" "$log" | sed "s/.*nodes, //" | tr '\n' ' ')"
         [[ $rc != 0 ]] && tail -3 "$log" | cut -c1-300

@@ -1,9 +1,12 @@
 // Executable: the three modes agree on every example graph; parameters, the three
 // run forms, handles and feeds, asynchronous commits, threads, devices.
 #include <atomic>
+#include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "common.h"
+#include "reference.h"
 
 using namespace kiln;
 using kiln_test::load_example;
@@ -58,7 +61,7 @@ TEST(Executable, ControlFlowComputesWhatItSays) {
       std::vector<float> v = x;
       int steps = 0;
       auto norm2 = [&] { return v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3]; };
-      while (norm2() > 1.0f) {
+      while (norm2() > 0.01f) {
         for (auto& e : v) e *= 0.5f;
         ++steps;
       }
@@ -71,6 +74,38 @@ TEST(Executable, ControlFlowComputesWhatItSays) {
       }
       EXPECT_EQ(out[1].item<int32_t>(), steps) << exec_mode_name(m);
     }
+    // The example shows its loop on the inputs `kiln run` gives it.
+    auto sample = exe->run_typed(sample_inputs(exe->graph()));
+    EXPECT_GE(sample[1].item<int32_t>(), 2) << exec_mode_name(m);
+  }
+}
+
+TEST(Executable, EndlessWhileFailsSoonInEveryMode) {
+  Graph g = parse_graph(R"(kgraph 1
+graph forever {
+  input n : int32[]
+  const t : bool[] = 1
+  output t
+}
+graph step {
+  input n : int32[]
+  const one : int32[] = 1
+  m = add(n, one)
+  output m
+}
+graph main {
+  input n : int32[]
+  r = while(n) {cond=@forever, body=@step}
+  output r
+}
+)");
+  for (ExecMode m : kModes) {
+    Executable exe(g, m, kiln_test::test_device());
+    auto t0 = std::chrono::steady_clock::now();
+    kt::expect_error([&] { exe.run_typed({{"n", array(int32_t{0})}}); },
+                     "<text>:15:3: node 'r' (while): [while] did not finish within max_iters=65536 iterations (the "
+                     "default; give max_iters for a longer loop)");
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0) << exec_mode_name(m);
   }
 }
 
@@ -223,8 +258,17 @@ TEST(Executable, AsyncCommitsAndPipelining) {
 TEST(Executable, AsyncErrorsSurfaceAtSync) {
   auto exe = load_example("mlp.kgraph", ExecMode::lazy);
   EXPECT_THROW(exe->commit_no_wait({{"x", zeros({4, 3})}}), Error);  // checked at commit
+  // Eager mode and control flow run commits on a task; their inputs are still checked at commit.
+  for (ExecMode m : kModes) {
+    auto ctl = load_example("control.kgraph", m);
+    EXPECT_THROW(ctl->commit_no_wait({{"x", zeros({5})}}), Error) << exec_mode_name(m);
+    EXPECT_THROW(ctl->commit_no_wait({{"x", zeros({4}, int32)}}), Error) << exec_mode_name(m);
+    auto mlp = load_example("mlp.kgraph", m);
+    EXPECT_THROW(mlp->commit_no_wait({{"x", zeros({4, 8}, float64)}}), Error) << exec_mode_name(m);
+  }
+  // What fails while running still surfaces at sync.
   Executable ctl(load_graph(kiln_test::examples_dir() + "control.kgraph"), ExecMode::eager, kiln_test::test_device());
-  ctl.commit_no_wait({{"x", zeros({5})}});  // runs on a task: the error waits for sync
+  ctl.commit_no_wait({{"x", array({1.f, 2.f, 3.f, 4.f})}}, RunOptions{.active_extent = 2});
   EXPECT_THROW(ctl.sync_pending(), Error);
   EXPECT_TRUE(ctl.sync_pending().empty());
 }
@@ -268,4 +312,154 @@ TEST(Executable, BundledParamsAreMapped) {
   auto file = load_params(kiln_test::examples_dir() + "decoder.safetensors");
   auto fresh = sample_params(exe->graph());
   for (const auto& [k, v] : fresh) EXPECT_EQ(rel_diff(file.at(k), v), 0.0) << k << " (regenerate with kiln init-params)";
+}
+
+TEST(Executable, SymbolBoundIsSharedBetweenInputs) {
+  // docs/executable.md's pattern: the bound written on x holds for t too.
+  const char* text = R"(kgraph 1
+graph main {
+  input x : float32[S<=64, 64]
+  input t : int32[S]
+  f = astype(t) {dtype=float32}
+  c = expand_dims(f) {axis=1}
+  y = add(x, c)
+  output y
+}
+)";
+  Graph g = parse_graph(text, "shared.kgraph");
+  EXPECT_EQ(g.symbol_bounds().at("S"), 64);
+  auto in = sample_inputs(g, 1, 100);
+  EXPECT_EQ(in.at("t").shape(), Shape({64}));
+  for (ExecMode m : kModes) {
+    Executable exe(g, m, kiln_test::test_device());
+    EXPECT_EQ(exe.run_typed(in)[0].shape(), Shape({64, 64})) << exec_mode_name(m);
+    EXPECT_THROW(exe.run_typed({{"x", zeros({65, 64})}, {"t", zeros({65}, int32)}}), Error);
+    EXPECT_EQ(exe.output_slot(0).shape, Shape({64, 64}));
+  }
+  std::string two = text;
+  two.replace(two.find("int32[S]"), 8, "int32[S<=32]");
+  kt::expect_error([&] { parse_graph(two, "two.kgraph"); },
+                          "two.kgraph: [verify] symbol S is bounded by 64 at input 'x' but by 32 at input 't'");
+}
+
+TEST(Executable, ModesAgreeWhenControlFlowPassesAConstantThrough) {
+  // An If branch returning its argument, and a While that runs zero times, hand the next
+  // stretch of nodes the constant it also reads (compiled mode refused that).
+  const char* graphs[] = {R"(kgraph 1
+graph same {
+  input a : float32[4]
+  input b : float32[4]
+  output a, b
+}
+graph flip {
+  input a : float32[4]
+  input b : float32[4]
+  c = negative(a)
+  output c, b
+}
+graph main {
+  input x : float32[4]
+  input p : bool[]
+  const k : float32[4] = 2
+  r, s = if(p, x, k) {then=@same, else=@flip}
+  u = add(s, k)
+  output r, u
+}
+)",
+                          R"(kgraph 1
+graph never {
+  input a : float32[4]
+  input n : int32[]
+  const zero : int32[] = 0
+  g = less(n, zero)
+  output g
+}
+graph step {
+  input a : float32[4]
+  input n : int32[]
+  const one : int32[] = 1
+  a2 = add(a, a)
+  n2 = add(n, one)
+  output a2, n2
+}
+graph main {
+  input x : float32[4]
+  const z : int32[] = 0
+  r, s = while(x, z) {cond=@never, body=@step, max_iters=10}
+  u = multiply(s, z)
+  v = add(r, x)
+  output v, u
+}
+)"};
+  for (const char* text : graphs) {
+    Graph g = parse_graph(text);
+    for (bool p : {true, false}) {
+      std::map<std::string, Array> in{{"x", array({1.f, -2.f, 3.f, 0.5f})}};
+      if (g.inputs().size() == 2) in["p"] = array(p);
+      std::vector<Array> ref;
+      for (ExecMode m : kModes) {
+        Executable exe(g, m, kiln_test::test_device());
+        std::vector<Array> out;
+        ASSERT_NO_THROW(out = exe.run_typed(in)) << exec_mode_name(m);
+        auto again = exe.run_typed(in);
+        if (ref.empty()) ref = out;
+        for (size_t i = 0; i < out.size(); ++i) {
+          EXPECT_EQ(rel_diff(out[i], ref[i]), 0.0) << exec_mode_name(m) << " output " << i;
+          EXPECT_EQ(rel_diff(again[i], ref[i]), 0.0) << exec_mode_name(m) << " output " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Executable, MessagesNameWhatIsWrong) {
+  // A missing params file: as the graph wrote it, and the absolute path it resolved to.
+  Graph g = parse_graph("kgraph 1\nparams \"nope.safetensors\"\ngraph g {\n  input x : float32[2]\n"
+                        "  param w : float32[2]\n  y = add(x, w)\n  output y\n}\n",
+                        "sub/p.kgraph");
+  const std::string abs = std::filesystem::absolute("sub/nope.safetensors").lexically_normal().string();
+  kt::expect_error([&] { Executable exe(g, ExecMode::lazy); },
+                   "[executable] params \"nope.safetensors\" of sub/p.kgraph: [load_params] cannot open '" + abs +
+                       "': No such file or directory");
+  EXPECT_EQ(params_path(g), abs);
+  // A wrong count for set_param is set_param's error, naming the parameter.
+  auto exe = load_example("mlp.kgraph", ExecMode::lazy);
+  std::vector<float> v(5);
+  kt::expect_error([&] { exe->set_param("b1", v.data(), v.size()); },
+                   "[set_param] parameter 'b1' (16) holds 16 values, given 5");
+  EXPECT_EQ(exe->param("b1").shape(), Shape({16}));
+  kt::expect_error([&] { exe->param("nope"); }, "[param] the graph has no parameter 'nope'");
+  // No GPU: why.
+  if (cuda_device_count() == 0) EXPECT_FALSE(cuda_unavailable_reason().empty());
+  else EXPECT_EQ(cuda_unavailable_reason(), "");
+}
+
+TEST(Executable, WarmCompileTracesBeforeTheFirstRun) {
+  // Compiled mode traces on the first run of each signature; warm_compile does it ahead,
+  // so the first run only replays, and feeds keep their state.
+  Executable acc(accumulator(), ExecMode::compiled, kiln_test::test_device());
+  HandleId hs = acc.device_handle(array({1.f, 2.f, 3.f}));
+  acc.bind_input("s", hs);
+  acc.feed(0, hs);
+  reset_stats();
+  acc.warm_compile();
+  EXPECT_GT(stats().traces, 0u);
+  EXPECT_EQ(acc.read_handle(hs).to_vector<float>(), std::vector<float>({1.f, 2.f, 3.f}));
+  reset_stats();
+  auto out = acc.run_typed({{"x", array({1.f, 1.f, 1.f})}});
+  EXPECT_EQ(stats().traces, 0u);
+  EXPECT_EQ(out[0].to_vector<float>(), std::vector<float>({1.5f, 2.f, 2.5f}));
+  // Symbols without a bound need a shape; other modes have nothing to compile.
+  Executable unbounded(parse_graph("kgraph 1\ngraph g {\n  input x : float32[N]\n  y = exp(x)\n  output y\n}\n"),
+                       ExecMode::compiled);
+  kt::expect_error([&] { unbounded.warm_compile(); },
+                   "[warm_compile] input 'x' dimension N has no bound; give its shape");
+  reset_stats();
+  unbounded.warm_compile({{"x", {5}}});
+  EXPECT_GT(stats().traces, 0u);
+  kt::expect_error([&] { unbounded.warm_compile({{"y", {5}}}); }, "[warm_compile] the graph has no input 'y'");
+  Executable lazy(accumulator(), ExecMode::lazy);
+  reset_stats();
+  lazy.warm_compile();
+  EXPECT_EQ(stats().traces, 0u);
 }

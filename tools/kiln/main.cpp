@@ -13,6 +13,7 @@
 
 #include <kiln/kiln.h>
 
+#include "dot.h"
 #include "llm_commands.h"
 
 namespace fs = std::filesystem;
@@ -25,13 +26,16 @@ int usage(int code) {
   std::fprintf(code ? stderr : stdout,
                ""
                "  kiln run FILE [--mode eager|lazy|compiled]... [--device cpu|cuda[:N]] [--input NAME=FILE]...\n"
-               "           [--bench N] [--extent N] [--seed N] [--size N]\n"
+               "           [--bench N] [--extent N] [--seed N] [--size N] [--random-params]\n"
                "      runs FILE in each mode (all three unless --mode is given), prints a summary of each\n"
                "      output, the time per run in each mode and the largest difference between modes.\n"
                "      --input takes a safetensors file (the tensor named NAME, or its only tensor);\n"
                "      inputs not given are deterministic samples, symbolic dimensions at --size (64)\n"
                "      or their bound when smaller; --extent N runs with an active extent of N rows.\n"
-               "  kiln dot FILE [--seed N]   Graphviz DOT of the graph before and after fusion\n"
+               "      Parameters must come from the graph's params file, unless --random-params.\n"
+               "  kiln dot FILE [--fused] [--out PREFIX] [--random-params]\n"
+               "      one Graphviz DOT document on stdout: the graph as written, or --fused after fusion;\n"
+               "      --out writes PREFIX.dot and PREFIX.fused.dot instead\n"
                "  kiln fmt FILE              the graph in canonical text\n"
                "  kiln init-params FILE [--seed N] [--out PATH]\n"
                "      writes deterministic parameters (to the file the graph names, unless --out)\n"
@@ -50,6 +54,8 @@ struct Options {
   uint64_t seed = 1;
   int64_t size = 64;  // symbolic dimensions of sample inputs (or their bound, when smaller)
   std::string out;
+  bool fused = false;          // kiln dot: after fusion
+  bool random_params = false;  // parameters the params file lacks: deterministic samples
 };
 
 int64_t to_int(const std::string& flag, const std::string& v) {
@@ -88,6 +94,8 @@ Options parse_args(int argc, char** argv, int first) {
     else if (a == "--size") o.size = to_int(a, value());
     else if (a == "--seed") o.seed = static_cast<uint64_t>(to_int(a, value()));
     else if (a == "--out") o.out = value();
+    else if (a == "--fused") o.fused = true;
+    else if (a == "--random-params") o.random_params = true;
     else if (!a.empty() && a[0] == '-') fail("kiln", "unknown option '", a, "'");
     else if (o.file.empty()) o.file = a;
     else fail("kiln", "unexpected argument '", a, "'");
@@ -100,7 +108,16 @@ std::map<std::string, Array> gather_inputs(const Graph& g, const Options& o) {
   auto in = sample_inputs(g, o.seed, o.size);
   for (const auto& [name, path] : o.inputs) {
     if (!in.count(name)) fail("kiln", "the graph has no input '", name, "'");
-    auto tensors = load_params(path);
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec))
+      fail("kiln", "--input ", name, "=", path, ": ", fs::exists(path, ec) ? "not a regular file" : "no such file",
+           " (", fs::absolute(path, ec).string(), ")");
+    std::map<std::string, Array> tensors;
+    try {
+      tensors = load_params(path);
+    } catch (const Error& e) {
+      fail("kiln", "--input ", name, "=", path, ": ", e.what());
+    }
     auto it = tensors.find(name);
     if (it == tensors.end() && tensors.size() == 1) it = tensors.begin();
     if (it == tensors.end()) fail("kiln", path, " has no tensor '", name, "'");
@@ -135,19 +152,53 @@ double max_diff(const std::vector<Array>& a, const std::vector<Array>& b) {
   return m;
 }
 
-void ensure_params(Executable& exe, const Graph& g, uint64_t seed) {
-  bool missing = false;
-  for (const auto& [name, a] : sample_params(g, seed)) {
+// Parameters the params file lacks: an error naming them, unless --random-params asks
+// for deterministic samples (then said once, on stderr).
+void ensure_params(Executable& exe, const Graph& g, const Options& o) {
+  std::vector<std::string> missing;
+  for (const GraphNode* p : g.params())
+    if (!exe.has_param(p->outputs[0])) missing.push_back(p->outputs[0]);
+  for (const Graph& sub : g.subgraphs)
+    for (const GraphNode* p : sub.params())
+      if (!exe.has_param(p->outputs[0]) && std::find(missing.begin(), missing.end(), p->outputs[0]) == missing.end())
+        missing.push_back(p->outputs[0]);
+  if (missing.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < missing.size() && i < 8; ++i) list += (i ? ", " : "") + missing[i];
+  if (missing.size() > 8) list += ", ... (" + std::to_string(missing.size()) + " in all)";
+  if (!o.random_params) {
+    std::string where = g.params_file.empty() ? "the graph names no params file"
+                                              : "not in " + params_path(g);
+    fail("kiln", "parameters without values: ", list, " (", where,
+         "); pass --random-params for deterministic samples, or write a file with kiln init-params");
+  }
+  static bool noted = false;  // once per command, not once per mode
+  if (!noted)
+    std::fprintf(stderr, "note: random parameters (seed %llu): %s\n", static_cast<unsigned long long>(o.seed),
+                 list.c_str());
+  noted = true;
+  for (const auto& [name, a] : sample_params(g, o.seed)) {
     if (exe.has_param(name)) continue;
-    static bool noted = false;  // once per command, not once per mode
-    if (!noted) std::printf("note: parameters not in a file are deterministic samples (seed %llu)\n",
-                            static_cast<unsigned long long>(seed));
-    noted = true;
-    missing = true;
     std::vector<uint8_t> bytes(a.nbytes());
     a.copy_to(bytes.data(), a.dtype());
     exe.set_param_typed(name, bytes.data(), bytes.size(), a.dtype());
   }
+}
+
+// Whether --extent computes only the live rows, or falls back to the whole bucket, and why.
+void say_extent(const Executable& exe, const std::map<std::string, Array>& inputs, int64_t n) {
+  std::map<std::string, Shape> shapes;
+  int64_t bucket = -1;
+  for (const GraphNode* in : exe.graph().inputs()) {
+    shapes[in->outputs[0]] = inputs.at(in->outputs[0]).shape();
+    if (!in->type.dims.empty() && in->type.dims[0].symbolic()) bucket = shapes[in->outputs[0]][0];
+  }
+  std::string why = exe.extent_blocker(shapes);
+  if (why.empty())
+    std::printf("active extent: %lld of %lld rows computed\n", static_cast<long long>(n), static_cast<long long>(bucket));
+  else
+    std::printf("active extent: falls back to the full bucket (%lld rows computed, %lld returned): %s\n",
+                static_cast<long long>(bucket), static_cast<long long>(n), why.c_str());
 }
 
 int cmd_run(const Options& o) {
@@ -162,7 +213,8 @@ int cmd_run(const Options& o) {
   std::vector<std::pair<ExecMode, std::vector<Array>>> results;
   for (ExecMode m : modes) {
     Executable exe(g, m, o.device);
-    ensure_params(exe, g, o.seed);
+    ensure_params(exe, g, o);
+    if (results.empty() && o.extent >= 0) say_extent(exe, inputs, o.extent);
     auto out = exe.run_typed(inputs, ro);  // warm-up: traces and compiles in compiled mode
     std::vector<double> ms;
     for (int i = 0; i < o.bench; ++i) {
@@ -192,25 +244,51 @@ int cmd_run(const Options& o) {
   return 0;
 }
 
-int cmd_dot(const Options& o) {
-  Graph g = load_graph(o.file);
+// Draws after fusion: the graph traced as one compiled function on sample inputs.
+void write_fused_dot(std::ostream& os, const Graph& g, const Options& o) {
   Executable exe(g, ExecMode::lazy, o.device);
-  ensure_params(exe, g, o.seed);
+  ensure_params(exe, g, o);
   auto named = sample_inputs(g, o.seed, o.size);
+  DotNames names;
   std::vector<Array> in;
-  for (const auto& n : exe.input_names()) in.push_back(named.at(n));
-  std::printf("// before fusion\n");
-  export_to_dot(std::cout, exe.build_lazy(named));
-  auto names = exe.input_names();
+  for (const auto& n : exe.input_names()) {
+    in.push_back(named.at(n));
+    names.inputs.push_back(n);
+  }
+  for (const GraphNode* p : g.params()) names.captured.emplace_back(exe.param(p->outputs[0]), p->outputs[0]);
   Executable* e = &exe;
-  auto f = compile([e, names](const std::vector<Array>& args) {
+  auto ins = exe.input_names();
+  auto f = compile([e, ins](const std::vector<Array>& args) {
     std::map<std::string, Array> m;
-    for (size_t i = 0; i < names.size(); ++i) m[names[i]] = args[i];
+    for (size_t i = 0; i < ins.size(); ++i) m[ins[i]] = args[i];
     return e->build_lazy(m);
   }, CompileOptions{false, g.name});
-  std::cout << "// after fusion\n";
-  export_to_dot(std::cout, f, in);
-  std::cout.flush();
+  export_to_dot(os, f, in, names);
+}
+
+// One document on stdout (as written, or --fused); --out PREFIX writes PREFIX.dot and
+// PREFIX.fused.dot. If/While run on the host, so such graphs have no single fused form.
+int cmd_dot(const Options& o) {
+  Graph g = load_graph(o.file);
+  const bool cf = has_control_flow(g);
+  const char* why = "its If/While nodes run on the host, calling each subgraph's own compiled function";
+  if (o.out.empty()) {
+    if (!o.fused) write_graph_dot(std::cout, g);
+    else if (cf) fail("kiln", "dot --fused: graph '", g.name, "' has no single fused form (", why, ")");
+    else write_fused_dot(std::cout, g, o);
+    std::cout.flush();
+    return 0;
+  }
+  auto write = [](const std::string& path, auto&& body) {
+    std::ofstream f(path);
+    if (!f) fail("kiln", "cannot write ", path);
+    body(f);
+    if (!f.flush()) fail("kiln", "cannot write ", path);
+    std::fprintf(stderr, "wrote %s\n", path.c_str());
+  };
+  write(o.out + ".dot", [&](std::ostream& os) { write_graph_dot(os, g); });
+  if (cf) std::fprintf(stderr, "no %s.fused.dot: %s\n", o.out.c_str(), why);
+  else write(o.out + ".fused.dot", [&](std::ostream& os) { write_fused_dot(os, g, o); });
   return 0;
 }
 
@@ -253,7 +331,8 @@ int cmd_info() {
   int gpus = cuda_device_count();
   std::printf("devices: cpu");
   for (int i = 0; i < gpus; ++i) std::printf(", cuda:%d", i);
-  std::printf(gpus ? "\n" : "  (no GPU found, or a build without the CUDA backend)\n");
+  if (gpus) std::printf("\n");
+  else std::printf("  (no GPU: %s)\n", cuda_unavailable_reason().c_str());
   fs::path dir = kernel_cache_dir();
   std::error_code ec;
   bool exists = fs::exists(dir, ec);

@@ -4,10 +4,14 @@
 //! Every fallible call returns [`Result`]; kiln's message (tagged with the op,
 //! e.g. `[matmul] inner dimensions differ: (2,3) @ (2,3)`) is in [`Error`].
 //! [`Array`] and [`Function`] free their handles on drop and are `Send + Sync`.
-//! Language models (loading, tokens, sessions, generation) are in [`llm`].
+//! Language models (loading, tokens, sessions, generation) are in [`llm`]; graphs as data
+//! (`.kgraph` programs) run through [`Executable`].
 
+pub mod executable;
 pub mod llm;
 pub mod sys;
+
+pub use executable::{ExecMode, Executable, RunOptions};
 
 use std::ffi::{CStr, CString};
 use std::fmt;
@@ -749,12 +753,32 @@ fn set_error(msg: &str) {
     unsafe { sys::kiln_set_error(c.as_ptr()) };
 }
 
+thread_local! {
+    // Set while this thread runs a traced callback, whose panics become the call's error.
+    static IN_CALLBACK: std::cell::Cell<bool> = std::cell::Cell::new(false);
+}
+
+// The default hook would print a panic that the call returns as its error: quiet it
+// inside callbacks, and keep whatever hook runs elsewhere.
+fn quiet_panics_in_callbacks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !IN_CALLBACK.with(|c| c.get()) {
+                previous(info);
+            }
+        }));
+    });
+}
+
 unsafe extern "C" fn trampoline(
     out: *mut sys::kiln_vector_array,
     input: sys::kiln_vector_array,
     payload: *mut c_void,
 ) -> c_int {
     // No panic may unwind into C: catch it and report it as the call's error.
+    let outer = IN_CALLBACK.with(|c| c.replace(true));
     let result = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
         let f = &*(payload as *const Box<Callback>);
         let inputs = Vector::arrays_of(input)?;
@@ -764,6 +788,7 @@ unsafe extern "C" fn trampoline(
         }
         Ok(())
     }));
+    IN_CALLBACK.with(|c| c.set(outer));
     match result {
         Ok(Ok(())) => 0,
         Ok(Err(e)) => {
@@ -801,6 +826,7 @@ impl Function {
     where
         F: Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync + 'static,
     {
+        quiet_panics_in_callbacks();
         let boxed: Box<Box<Callback>> = Box::new(Box::new(f));
         let payload = Box::into_raw(boxed) as *mut c_void;
         let mut c = ptr::null_mut();
@@ -854,6 +880,16 @@ impl Function2 {
     }
 }
 
+/// A compiled function of three arrays returning one array.
+#[derive(Clone)]
+pub struct Function3(pub Function);
+
+impl Function3 {
+    pub fn call(&self, a: &Array, b: &Array, c: &Array) -> Result<Array> {
+        single(self.0.call(&[a, b, c])?)
+    }
+}
+
 fn single(mut outs: Vec<Array>) -> Result<Array> {
     if outs.len() != 1 {
         return Err(Error::new(format!("[call] expected 1 output, got {}", outs.len())));
@@ -901,4 +937,20 @@ where
         options,
     )?;
     Ok(Function2(g))
+}
+
+/// Compiles a function of three arrays.
+pub fn compile3<F>(f: F, options: &CompileOptions) -> Result<Function3>
+where
+    F: Fn(&Array, &Array, &Array) -> Result<Array> + Send + Sync + 'static,
+{
+    let name = options.name.clone();
+    let g = compile(
+        move |inputs: &[Array]| {
+            arity(&name, 3, inputs)?;
+            Ok(vec![f(&inputs[0], &inputs[1], &inputs[2])?])
+        },
+        options,
+    )?;
+    Ok(Function3(g))
 }

@@ -34,7 +34,7 @@ pub enum Device {
 }
 
 impl Device {
-    fn to_c(self) -> sys::kiln_device {
+    pub(crate) fn to_c(self) -> sys::kiln_device {
         match self {
             Device::Cpu => sys::kiln_device {
                 type_: sys::KILN_DEVICE_CPU,

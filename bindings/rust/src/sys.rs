@@ -416,3 +416,117 @@ extern "C" {
 // kiln_abs, kiln_add, ...: one declaration per row of kiln/c/kiln_unary_ops.def and
 // kiln_binary_ops.def (written by build.rs).
 include!(concat!(env!("OUT_DIR"), "/elementwise_sys.rs"));
+
+// ---- include/kiln/c/kiln_executable.h ----------------------------------------------
+
+#[repr(C)]
+pub struct kiln_executable_s {
+    _private: [u8; 0],
+}
+pub type kiln_executable = *mut kiln_executable_s;
+/// The C enum `kiln_exec_mode`.
+pub type kiln_exec_mode = c_int;
+pub const KILN_EXEC_EAGER: kiln_exec_mode = 0;
+pub const KILN_EXEC_LAZY: kiln_exec_mode = 1;
+pub const KILN_EXEC_COMPILED: kiln_exec_mode = 2;
+pub const KILN_NO_EXTENT: i64 = -1;
+
+extern "C" {
+    pub fn kiln_executable_parse(
+        out: *mut kiln_executable,
+        text: *const c_char,
+        path: *const c_char,
+        mode: kiln_exec_mode,
+        device: kiln_device,
+    ) -> c_int;
+    pub fn kiln_executable_load(
+        out: *mut kiln_executable,
+        path: *const c_char,
+        mode: kiln_exec_mode,
+        device: kiln_device,
+    ) -> c_int;
+    pub fn kiln_executable_free(e: kiln_executable) -> c_int;
+    pub fn kiln_executable_mode(out: *mut kiln_exec_mode, e: kiln_executable) -> c_int;
+    pub fn kiln_executable_num_inputs(out: *mut usize, e: kiln_executable) -> c_int;
+    pub fn kiln_executable_input_name(out: *mut *const c_char, e: kiln_executable, i: usize) -> c_int;
+    pub fn kiln_executable_num_outputs(out: *mut usize, e: kiln_executable) -> c_int;
+    pub fn kiln_executable_output_name(out: *mut *const c_char, e: kiln_executable, i: usize) -> c_int;
+    pub fn kiln_executable_set_param(e: kiln_executable, name: *const c_char, data: *const f32, count: usize) -> c_int;
+    pub fn kiln_executable_set_param_typed(
+        e: kiln_executable,
+        name: *const c_char,
+        data: *const c_void,
+        nbytes: usize,
+        dtype: kiln_dtype,
+    ) -> c_int;
+    pub fn kiln_executable_load_params(e: kiln_executable, path: *const c_char) -> c_int;
+    pub fn kiln_executable_has_param(out: *mut bool, e: kiln_executable, name: *const c_char) -> c_int;
+    pub fn kiln_executable_run(
+        out: *mut kiln_vector_array,
+        e: kiln_executable,
+        names: *const *const c_char,
+        inputs: kiln_vector_array,
+        extent: i64,
+    ) -> c_int;
+    pub fn kiln_executable_run_f32(
+        out: *mut kiln_vector_array,
+        e: kiln_executable,
+        names: *const *const c_char,
+        inputs: kiln_vector_array,
+        extent: i64,
+    ) -> c_int;
+    pub fn kiln_executable_run_slots(
+        e: kiln_executable,
+        inputs: *const *const c_void,
+        n_inputs: usize,
+        arena: *mut c_void,
+        extent: i64,
+    ) -> c_int;
+    pub fn kiln_executable_arena_bytes(out: *mut usize, e: kiln_executable) -> c_int;
+    pub fn kiln_executable_output_slot(offset: *mut usize, nbytes: *mut usize, e: kiln_executable, i: usize) -> c_int;
+    pub fn kiln_executable_host_handle(
+        out: *mut c_int,
+        e: kiln_executable,
+        data: *mut c_void,
+        shape: *const i64,
+        ndim: c_int,
+        dtype: kiln_dtype,
+    ) -> c_int;
+    pub fn kiln_executable_device_handle(out: *mut c_int, e: kiln_executable, value: kiln_array) -> c_int;
+    pub fn kiln_executable_write_handle(e: kiln_executable, handle: c_int, value: kiln_array) -> c_int;
+    pub fn kiln_executable_read_handle(out: *mut kiln_array, e: kiln_executable, handle: c_int) -> c_int;
+    pub fn kiln_executable_bind_input(e: kiln_executable, name: *const c_char, handle: c_int) -> c_int;
+    pub fn kiln_executable_unbind_input(e: kiln_executable, name: *const c_char) -> c_int;
+    pub fn kiln_executable_feed(e: kiln_executable, output: usize, handle: c_int) -> c_int;
+    pub fn kiln_executable_clear_feeds(e: kiln_executable) -> c_int;
+    pub fn kiln_executable_commit(
+        e: kiln_executable,
+        names: *const *const c_char,
+        inputs: kiln_vector_array,
+        extent: i64,
+    ) -> c_int;
+    pub fn kiln_executable_sync(out: *mut kiln_vector_array, runs: *mut usize, e: kiln_executable) -> c_int;
+    pub fn kiln_executable_run_pipelined(
+        out: *mut kiln_vector_array,
+        e: kiln_executable,
+        names: *const *const c_char,
+        sets: *const kiln_vector_array,
+        n: usize,
+        extent: i64,
+    ) -> c_int;
+    pub fn kiln_executable_warm_compile(
+        e: kiln_executable,
+        names: *const *const c_char,
+        shapes: *const *const i64,
+        ndims: *const c_int,
+        n: usize,
+    ) -> c_int;
+    pub fn kiln_executable_extent_blocker(
+        out: *mut *mut c_char,
+        e: kiln_executable,
+        names: *const *const c_char,
+        shapes: *const *const i64,
+        ndims: *const c_int,
+        n: usize,
+    ) -> c_int;
+}

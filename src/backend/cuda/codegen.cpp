@@ -722,7 +722,7 @@ template <class Ops>
 std::string cuda_member_expr(const Ops& ops, size_t i, bool fast = false) {
   const auto& op = ops[i];
   const OpKind k = op.prim->kind();
-  const std::string arg = "t" + std::to_string(op.args.empty() ? 0 : op.args[0]);
+  const std::string arg = compiler::numbered("t", op.args.empty() ? 0 : op.args[0]);
   // A float computed for a 16-bit result, rounded to it.
   auto narrowed = [&](const std::string& v) {
     return "static_cast<float>(static_cast<" + std::string(compiler::cpp_type(op.dtype)) + ">(" + v + "))";
@@ -789,7 +789,7 @@ void emit_vectors(std::ostringstream& s, const compiler::FusedProgram& p, int ve
   auto elements = [&](bool fast_forms, const std::string& in) {
     for (int e = 0; e < vec; ++e) {
       s << in << "{\n" << in << "  constexpr int e = " << e << ";\n";
-      emit_element(s, p, in + "  ", load, [](int o, const std::string& val) { return "r" + std::to_string(o) + ".v[e] = " + val; },
+      emit_element(s, p, in + "  ", load, [](int o, const std::string& val) { return compiler::numbered("r", o) + ".v[e] = " + val; },
                    fast_forms);
       s << in << "}\n";
     }
@@ -823,8 +823,8 @@ std::string elementwise_source(const compiler::FusedProgram& p) {
   for (int k = 0; k < nops; ++k) s << "      o" << k << " += c * m.v[" << strides0 + k * kMaxDims << " + d];\n";
   s << "    }\n";
   emit_element(
-      s, p, "    ", [&](int k) { return "in" + std::to_string(k) + "[o" + std::to_string(nout + k) + "]"; },
-      [](int o, const std::string& v) { return "out" + std::to_string(o) + "[o" + std::to_string(o) + "] = " + v; });
+      s, p, "    ", [&](int k) { return compiler::numbered("in", k) + compiler::numbered("[o", nout + k) + "]"; },
+      [](int o, const std::string& v) { return compiler::numbered("out", o) + compiler::numbered("[o", o) + "] = " + v; });
   s << "  }\n}\n";
   return s.str();
 }
@@ -842,7 +842,7 @@ std::string elementwise_flat_source(const compiler::FusedProgram& p, uint64_t sc
     s << "  const " << cpp_type(op.dtype) << " s" << op.input << " = in" << op.input << "[0];\n";
   }
   auto load = [&](const std::string& at) {
-    return [&, at](int k) { return scalar(k) ? "s" + std::to_string(k) : "in" + std::to_string(k) + at; };
+    return [&, at](int k) { return scalar(k) ? compiler::numbered("s", k) : compiler::numbered("in", k) + at; };
   };
   std::string v = std::to_string(vec);
   s << "  const long nv = n / " << v << ";\n";
@@ -854,14 +854,14 @@ std::string elementwise_flat_source(const compiler::FusedProgram& p, uint64_t sc
       << v << ">*>(in" << k << ")[b];\n";
   }
   declare_output_vectors(s, p, vec, "    ");
-  emit_vectors(s, p, vec, "    ", [&](int k) { return scalar(k) ? "s" + std::to_string(k) : "a" + std::to_string(k) + ".v[e]"; });
+  emit_vectors(s, p, vec, "    ", [&](int k) { return scalar(k) ? compiler::numbered("s", k) : compiler::numbered("a", k) + ".v[e]"; });
   for (int o = 0; o < nout; ++o) {
     s << "    reinterpret_cast<decltype(r" << o << ")*>(out" << o << ")[b] = r" << o << ";\n";
   }
   s << "  }\n";
   s << "  for (long i = nv * " << v << " + kiln_gid(); i < n; i += kiln_gstride()) {\n";
   emit_element(s, p, "    ", load("[i]"),
-               [](int o, const std::string& val) { return "out" + std::to_string(o) + "[i] = " + val; });
+               [](int o, const std::string& val) { return compiler::numbered("out", o) + "[i] = " + val; });
   s << "  }\n}\n";
   return s.str();
 }
@@ -910,7 +910,7 @@ std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t ro
   s << "      }\n    }\n";
   for (auto& op : p.ops) {
     if (op.prim || stepped(nout + op.input)) continue;
-    const std::string k = std::to_string(op.input), t = cpp_type(op.dtype), at = "at[" + std::to_string(nout + op.input) + "]";
+    const std::string k = std::to_string(op.input), t = cpp_type(op.dtype), at = compiler::numbered("at[", nout + op.input) + "]";
     if (per_row(op.input)) {
       s << "    const " << t << " s" << k << " = in" << k << "[" << at << "];\n";
     } else {

@@ -759,7 +759,9 @@ void arg_reduce(int dev, const ArgReduce& prim, const Tensor& x, Tensor& y) {
   meta[19] = as;
   meta[20] = ptr_bits(x);
   meta[21] = ptr_bits(y);
-  const std::string args = "<" + type_name(x.dtype) + (prim.kind() == OpKind::ArgMax ? ", true>" : ", false>");
+  std::string args = "<";  // appended: GCC 12 warns falsely (-Wrestrict) on "<" + std::string
+  args += type_name(x.dtype);
+  args += prim.kind() == OpKind::ArgMax ? ", true>" : ", false>";
   const int64_t sms = device_info(dev).sms;
   // A thread a row reads across a row held contiguously, and leaves SMs idle for few rows:
   // long rows then go in parts, a block a part, and a warp a row folds the parts' picks.
