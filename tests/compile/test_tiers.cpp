@@ -300,7 +300,7 @@ struct FakeCompiler {
   std::vector<std::string> ran;     // guarded by mu: sources, in the order they started
   std::vector<std::thread::id> on;  // guarded by mu: the thread of each
   cpu::CompileFn fn() {
-    return [this](const std::string& source, const std::string&, cpu::detail::ProcessCanceller* c) {
+    return [this](const std::string& source, const std::string&, cpu::detail::ProcessCanceller* c, int) {
       std::unique_lock<std::mutex> lock(mu);
       ran.push_back(source);
       on.push_back(std::this_thread::get_id());

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -162,8 +163,9 @@ int cmd_run(const Options& o) {
   std::printf("%s: graph '%s', %zu nodes, device %s\n", o.file.c_str(), g.name.c_str(), g.nodes.size(),
               o.device.str().c_str());
   std::vector<std::pair<ExecMode, std::vector<Array>>> results;
+  std::vector<std::unique_ptr<Executable>> kept;  // alive to the end: freeing one cancels its compiles
   for (ExecMode m : modes) {
-    Executable exe(g, m, o.device);
+    Executable& exe = *kept.emplace_back(std::make_unique<Executable>(g, m, o.device));
     ensure_params(exe, g, o.seed);
     // A run is interim when a fused region ran through the interpreter, its kernel not yet compiled.
     auto interim_calls = [] { return stats().interim_calls; };
@@ -174,12 +176,10 @@ int cmd_run(const Options& o) {
     const bool first_interim = interim_calls() > before;
     if (m == ExecMode::compiled) {
       if (size_t n = kernels_compiling()) {
-        std::printf("compiling %zu fused kernel%s in the background; runs use the interpreter until they are ready
-", n,
+        std::printf("compiling %zu fused kernel%s in the background; runs use the interpreter until they are ready\n", n,
                     n == 1 ? "" : "s");
       }
-      std::printf("first compiled run: %.3f ms, %s tier
-", first_ms, first_interim ? "interim" : "fused");
+      std::printf("first compiled run: %.3f ms, %s tier\n", first_ms, first_interim ? "interim" : "fused");
     }
     std::vector<double> ms, interim_ms;
     for (int i = 0; i < o.bench; ++i) {
@@ -199,8 +199,8 @@ int cmd_run(const Options& o) {
     if (!ms.empty()) std::printf("  %-9s %9.3f ms  %9.3f ms", exec_mode_name(m), ms[ms.size() / 2], ms[0]);
     else std::printf("  %-9s %9s     %9s    ", exec_mode_name(m), "-", "-");
     if (!interim_ms.empty()) {
-      std::printf("  (%zu of %d runs interim: %.3f ms median; the rest fused)", interim_ms.size(), o.bench,
-                  interim_ms[interim_ms.size() / 2]);
+      std::printf("  (%zu of %d runs interim: %.3f ms median%s)", interim_ms.size(), o.bench,
+                  interim_ms[interim_ms.size() / 2], ms.empty() ? "" : "; the rest fused");
     }
     std::printf("\n");
     results.emplace_back(m, out);

@@ -11,6 +11,10 @@
 
 namespace kiln::cpu {
 
+// Background compilers yield to the work they run beside: on 2 cores a compiler at normal
+// priority made the decoder's interim runs 4 ms instead of 0.9 (its eager speed).
+constexpr int kBackgroundNiceness = 10;
+
 struct CompilePoolState {
   CompilePoolState(int threads, size_t limit, CompileFn compile)
       : threads(std::max(1, threads)), limit(limit), compile(std::move(compile)) {}
@@ -29,11 +33,11 @@ struct CompilePoolState {
   std::vector<std::thread> workers;
 
   // Runs the job outside the lock, then publishes its result.
-  void run(const std::shared_ptr<CompileJob>& job) {
+  void run(const std::shared_ptr<CompileJob>& job, int niceness) {
     JitKernel k;
     std::string error;
     try {
-      k = compile(job->source, job->symbol, &job->canceller);
+      k = compile(job->source, job->symbol, &job->canceller, niceness);
     } catch (const std::exception& e) {
       error = e.what();
     } catch (...) {
@@ -64,7 +68,7 @@ struct CompilePoolState {
       job->state = CompileJob::State::running;
       ++running;
       lock.unlock();
-      run(job);
+      run(job, kBackgroundNiceness);
       lock.lock();
     }
   }
@@ -132,7 +136,7 @@ void CompilePool::wait(CompileTicket& t) {
     job->state = CompileJob::State::running;
     ++s.running;
     lock.unlock();
-    s.run(job);
+    s.run(job, 0);  // the caller waits for it: full priority
     return;
   }
   s.finished.wait(lock, [&] { return job->state == CompileJob::State::done; });

@@ -54,13 +54,20 @@ class CompileTicket {
   std::shared_ptr<CompileJob> job_;
 };
 
-using CompileFn = std::function<JitKernel(const std::string& source, const std::string& symbol, detail::ProcessCanceller*)>;
+/* Compiles one job: jit_compile, or a test's stand-in. `niceness` is above 0 on the pool's
+   workers (the calls running meanwhile come first) and 0 for a caller that waits. */
+using CompileFn = std::function<JitKernel(const std::string& source, const std::string& symbol,
+                                          detail::ProcessCanceller*, int niceness)>;
 
 class CompilePool {
  public:
+  static JitKernel default_compile(const std::string& source, const std::string& symbol,
+                                   detail::ProcessCanceller* cancel, int niceness) {
+    return jit_compile(source, symbol, cancel, niceness);
+  }
   /* `threads` workers, started on the first queued job; at most `limit` jobs queued.
      `compile` runs one job (jit_compile; tests give a stand-in). */
-  CompilePool(int threads, size_t limit, CompileFn compile = jit_compile);
+  CompilePool(int threads, size_t limit, CompileFn compile = default_compile);
   ~CompilePool();  // shutdown()
   CompilePool(const CompilePool&) = delete;
   CompilePool& operator=(const CompilePool&) = delete;

@@ -164,7 +164,8 @@ class Workspace {
 class JitState {
  public:
   std::shared_ptr<const JitConfig> config();
-  JitKernel compile(const std::string& source, const std::string& symbol, detail::ProcessCanceller* cancel);
+  JitKernel compile(const std::string& source, const std::string& symbol, detail::ProcessCanceller* cancel,
+                    int niceness);
   JitKernel lookup(const std::string& source, const std::string& symbol);
   // Applies `change` to the settings and forces a new config (and compiler probe).
   template <class F>
@@ -178,7 +179,7 @@ class JitState {
   std::shared_ptr<JitConfig> build_config(const Settings& s);
   Library load_cached(const JitConfig& c, const std::string& key);
   Library run_compiler(const JitConfig& c, const std::string& key, const std::string& source,
-                       const std::string& symbol, bool replacing, detail::ProcessCanceller* cancel);
+                       const std::string& symbol, bool replacing, detail::ProcessCanceller* cancel, int niceness);
   void dump_source(const JitConfig& c, const std::string& key, const std::string& source);
   bool warn_once(std::atomic<bool>& flag, const std::string& message);
 
@@ -324,7 +325,8 @@ Library JitState::load_cached(const JitConfig& c, const std::string& key) {
 // Compiles source in the workspace and stores the library. `replacing`: a library of this
 // key is loaded already and wrong, so the new one must not be loaded under the same name.
 Library JitState::run_compiler(const JitConfig& c, const std::string& key, const std::string& source,
-                               const std::string& symbol, bool replacing, detail::ProcessCanceller* cancel) {
+                               const std::string& symbol, bool replacing, detail::ProcessCanceller* cancel,
+                               int niceness) {
   auto [dir, include] = workspace_.get();
   if (include.empty()) fail("jit", "no private directory to compile kernels in (mkdtemp under $TMPDIR or /tmp failed)");
   std::string why;
@@ -335,7 +337,7 @@ Library JitState::run_compiler(const JitConfig& c, const std::string& key, const
   std::vector<std::string> argv = c.compiler;
   argv.insert(argv.end(), c.flags.begin(), c.flags.end());
   argv.insert(argv.end(), {"-I" + include, "-o", so, cpp});
-  detail::ProcessResult r = detail::run_process(argv, cancel);
+  detail::ProcessResult r = detail::run_process(argv, cancel, niceness);
   ::unlink(cpp.c_str());
   compiles_.fetch_add(1, std::memory_order_relaxed);
   if (!r.succeeded()) {
@@ -381,7 +383,8 @@ JitKernel JitState::lookup(const std::string& source, const std::string& symbol)
   return kernels_.get(key + "/" + symbol, [&] { return JitKernel{fn, lib}; });
 }
 
-JitKernel JitState::compile(const std::string& source, const std::string& symbol, detail::ProcessCanceller* cancel) {
+JitKernel JitState::compile(const std::string& source, const std::string& symbol, detail::ProcessCanceller* cancel,
+                            int niceness) {
   std::shared_ptr<const JitConfig> c = config();
   if (!c->available) return {};
   const std::string key = cache_key(*c, source);
@@ -396,7 +399,7 @@ JitKernel JitState::compile(const std::string& source, const std::string& symbol
       c->store->remove(key + ".so");
       replacing = true;
     }
-    Library lib = run_compiler(*c, key, source, symbol, replacing, cancel);
+    Library lib = run_compiler(*c, key, source, symbol, replacing, cancel, niceness);
     void* fn = ::dlsym(lib.get(), symbol.c_str());
     if (!fn) fail("jit", "the compiled kernel has no symbol '", symbol, "' (declare it extern \"C\")");
     return JitKernel{fn, std::move(lib)};
@@ -416,8 +419,9 @@ void JitState::reconfigure(F change, bool clear) {
 
 }  // namespace
 
-JitKernel jit_compile(const std::string& source, const std::string& symbol, detail::ProcessCanceller* cancel) {
-  return state().compile(source, symbol, cancel);
+JitKernel jit_compile(const std::string& source, const std::string& symbol, detail::ProcessCanceller* cancel,
+                      int niceness) {
+  return state().compile(source, symbol, cancel, niceness);
 }
 
 JitKernel jit_lookup(const std::string& source, const std::string& symbol) { return state().lookup(source, symbol); }

@@ -25,8 +25,10 @@ struct JitKernel {
    once on stderr, naming the fallback). Throws kiln::Error ("[jit] ...", including the
    compiler's diagnostics) when the compiler rejects the source. Thread-safe: concurrent
    callers asking for the same source compile it once. A compiler run that `cancel` stops
-   throws kiln::Error ("[jit] ... was killed by signal 9"). */
-JitKernel jit_compile(const std::string& source, const std::string& symbol, detail::ProcessCanceller* cancel = nullptr);
+   throws kiln::Error ("[jit] the compile of kernel ... was cancelled"); `niceness` above 0
+   runs the compiler at that lower priority (background compiles yield to the calls). */
+JitKernel jit_compile(const std::string& source, const std::string& symbol, detail::ProcessCanceller* cancel = nullptr,
+                      int niceness = 0);
 
 /* The kernel when it is in the in-memory cache or intact in the disk cache; empty otherwise
    (and without a compiler). Never runs the compiler: a first call takes what a previous

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -226,7 +227,7 @@ struct ProcessRun {
   }
 };
 
-ProcessResult run_process(const std::vector<std::string>& argv, ProcessCanceller* canceller) {
+ProcessResult run_process(const std::vector<std::string>& argv, ProcessCanceller* canceller, int niceness) {
   ProcessResult r;
   if (argv.empty()) {
     r.error = "no program given";
@@ -268,6 +269,9 @@ ProcessResult run_process(const std::vector<std::string>& argv, ProcessCanceller
     r.error = errno_text(rc);
     return r;
   }
+  // posix_spawnp returns once the child has exec'd, long before a compiler driver starts
+  // the compiler proper, which inherits this priority.
+  if (niceness > 0) ::setpriority(PRIO_PROCESS, static_cast<id_t>(pid), niceness);
   ProcessRun::start(canceller, pid);
   // Wait for the exit without reaping, withdraw the id from the canceller, then reap.
   siginfo_t info{};

@@ -70,7 +70,8 @@ class ProcessCanceller {
 
 /* Runs argv (argv[0] looked up in PATH) through posix_spawnp, with stdin from /dev/null and
    stdout+stderr captured into an anonymous file, and waits for it. Safe in threaded programs.
-   With a canceller the child runs in a process group of its own, which cancel() kills. */
-ProcessResult run_process(const std::vector<std::string>& argv, ProcessCanceller* canceller = nullptr);
+   With a canceller the child runs in a process group of its own, which cancel() kills.
+   `niceness` above 0 lowers the child's priority (set before it can start children). */
+ProcessResult run_process(const std::vector<std::string>& argv, ProcessCanceller* canceller = nullptr, int niceness = 0);
 
 }  // namespace kiln::cpu::detail
