@@ -173,6 +173,42 @@ TEST_F(SlowCompiler, ThreadsMissingTheSameEntryShareOneCompile) {
   EXPECT_EQ(stats().fused_calls, 2u);
 }
 
+// Threads calling on while the kernel arrives: each call runs one tier or the other, whole,
+// and every result is the interim tier's.
+TEST_F(SlowCompiler, CallsSwitchTiersWhileThreadsRun) {
+  slow_compiler(0.5);
+  Array x = input();
+  CompiledFunction f = compile([](const std::vector<Array>& in) { return std::vector<Array>{chain10(in[0])}; });
+  std::vector<std::vector<float>> want;
+  {
+    kt::FusedKernelsScope off(FusedKernels::off);
+    for (auto& a : f({x})) want.push_back(a.to_vector<float>());
+  }
+  reset_stats();
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      auto t0 = Clock::now();
+      while (kernels_compiling() > 0 || seconds_since(t0) < 0.2) {
+        auto got = f({x});
+        for (size_t i = 0; i < got.size(); ++i) wrong += got[i].to_vector<float>() != want[i];
+        // Pauses leave the compiler (at a lower priority) some of a loaded machine's cores.
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        if (seconds_since(t0) > 120) break;
+      }
+      auto got = f({x});  // after the compile: fused
+      for (size_t i = 0; i < got.size(); ++i) wrong += got[i].to_vector<float>() != want[i];
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  Stats s = stats();
+  EXPECT_GT(s.interim_calls, 0u);
+  EXPECT_GE(s.fused_calls, 4u);
+  EXPECT_EQ(s.fused_arrivals, 1u);
+}
+
 TEST_F(SlowCompiler, FreeingTheFunctionCancelsItsCompile) {
   slow_compiler(60);
   Array x = input();
