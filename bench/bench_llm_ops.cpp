@@ -63,10 +63,10 @@ void BM_QmmGemm(benchmark::State& state) {
 BENCHMARK(BM_QmmGemm)->Args({1536, 576})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The same two products as the default model runs them on the CPU: groups of 32 with float16
-// scales (Q4_1's), x rounded to int8 blocks (QmmActivations::int8). Arg 2: 1 int8, 0 exact.
+// scales (Q4_1's). Arg 3, the activations: 0 exact, 1 int8, 2 int16 (QmmActivations' values).
 void BM_QmmModel(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
-  const auto act = state.range(3) ? kiln::QmmActivations::int8 : kiln::QmmActivations::exact;
+  const auto act = static_cast<kiln::QmmActivations>(state.range(3));
   auto [w, s, b] = kiln::quantize(random_array({n, k}, 3, kiln::float16), 32, 4);
   Array x = random_array({m, k}, 4);
   kiln::eval({w, s, b});
@@ -79,13 +79,10 @@ void BM_QmmModel(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * m * n * k);
 }
 BENCHMARK(BM_QmmModel)
-    ->ArgNames({"m", "n", "k", "int8"})
-    ->Args({1, 1536, 576, 0})
-    ->Args({1, 1536, 576, 1})
-    ->Args({1, 4096, 4096, 0})
-    ->Args({1, 4096, 4096, 1})
-    ->Args({512, 1536, 576, 0})
-    ->Args({512, 1536, 576, 1})
+    ->ArgNames({"m", "n", "k", "activations"})
+    ->ArgsProduct({{1}, {1536}, {576}, {0, 1, 2}})
+    ->ArgsProduct({{1}, {4096}, {4096}, {0, 1, 2}})
+    ->ArgsProduct({{512}, {1536}, {576}, {0, 1, 2}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Language models against llama.cpp on the same file and machine (docs/benchmarks.md,
-# "Language models"): kiln's `kiln bench-llm` (on the CPU with exact and with int8 activations)
+# "Language models"): kiln's `kiln bench-llm` (on the CPU with int16, its default, int8 and exact
+# activations; then batched decode and sessions on many threads)
 # and llama.cpp's `llama-bench` (built from the
 # llama.cpp that the llama-cpp-python source package on PyPI vendors), prefill pp512 and decode
 # tg128, with the memory roofline (memcpy bandwidth / weight bytes a token) measured in the
@@ -65,10 +66,18 @@ for d in "${devices[@]}"; do
   echo "=== kiln bench-llm ($d)"
   "$kiln" bench-llm "$model" --pp "$pp" --tg "$tg" -r "$reps" --device "$d" --json >"$out/kiln_$d.json" 2>"$out/kiln_$d.log"
 done
-# The CPU again with int8 activations (llama.cpp's rounding; the default is exact).
-echo "=== kiln bench-llm (cpu, int8 activations)"
-"$kiln" bench-llm "$model" --pp "$pp" --tg "$tg" -r "$reps" --device cpu --activations int8 --json \
-  >"$out/kiln_cpu_int8.json" 2>"$out/kiln_cpu_int8.log"
+# The CPU again with int8 (llama.cpp's rounding) and exact activations (the default is int16).
+for a in int8 exact; do
+  echo "=== kiln bench-llm (cpu, $a activations)"
+  "$kiln" bench-llm "$model" --pp "$pp" --tg "$tg" -r "$reps" --device cpu --activations "$a" --json \
+    >"$out/kiln_cpu_$a.json" 2>"$out/kiln_cpu_$a.log"
+done
+# Many sessions on one loaded model: B sessions in one step, and T sessions on T threads.
+for d in "${devices[@]}"; do
+  echo "=== kiln bench-llm sessions ($d)"
+  "$kiln" bench-llm "$model" --pp 1 --tg "${TG_SESSIONS:-32}" -r 1 --device "$d" --batch 1,4,16,64 --threads 1,2,4,8 \
+    --json >"$out/kiln_sessions_$d.json" 2>"$out/kiln_sessions_$d.log"
+done
 
 # ---- llama.cpp -----------------------------------------------------------------------
 if [[ -n $llama_bench ]]; then

@@ -38,6 +38,7 @@ struct ModelConfig {
   bool qkv_bias = false;         // Qwen2: biases on q, k and v
   bool qk_norm = false;          // Qwen3: RMSNorm over each head of q and k before RoPE
   bool tied_embeddings = false;  // the output projection is the token embedding
+  int64_t sliding_window = 0;    // Mistral: each query attends to the last this many keys (0: all)
 };
 
 struct LoadOptions {
@@ -50,7 +51,8 @@ struct LoadOptions {
      The file then drops its own conversions of the parts, so memory does not grow. */
   std::optional<bool> stack_projections;
   /* What quantized products multiply the weights by (kiln/nn.h). Unset: KILN_LLM_ACTIVATIONS,
-     by default exact (int8, llama.cpp's rounding and faster on the CPU, on request). */
+     by default int16 on the CPU (integer products that answer as exact ones) and exact elsewhere;
+     int8 (llama.cpp's rounding, fastest on the CPU) on request. */
   std::optional<QmmActivations> activations;
 };
 

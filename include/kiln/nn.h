@@ -27,8 +27,12 @@ Array dequantize(const Array& w, const Array& scales, const Array& biases, int g
    infinity has d = NaN, which makes its row's outputs NaN). Then y = sum over blocks of
    scale_w * d * dot(code_w, q) + bias_w * d * sum(q), the dots in exact integers. Faster on the CPU
    (32 multiply-adds an instruction, and the weights are read at their packed size); needs
-   transpose (groups along K). */
-enum class QmmActivations { exact, int8 };
+   transpose (groups along K).
+   int16: the same with codes c = round_half_even(x * (16256 / a)), scale d = a / 16256, 2^-14 of the
+   block's largest value where int8 has 2^-7: as close to exact as the products' float32 sums, at
+   about twice int8's multiply-adds (each code is two int8 digits, c = 128 * high + low). */
+enum class QmmActivations { exact, int8, int16 };
+inline constexpr const char* kQmmActivationNames[] = {"exact", "int8", "int16"};  // by enum value
 
 /* x @ dequantize(w).T when transpose (w is [out, in]), else x @ dequantize(w) (w is [in, out]).
    x float32, float16 or bfloat16, any leading batch axes; scales/biases float32, float16 or bfloat16.

@@ -126,11 +126,13 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
   if (options.activations) {
     m.activations = *options.activations;
   } else {
+    // auto: int16 on the CPU (integer products, answers as exact's; int8 parts from them at near
+    // ties, as llama.cpp does), exact elsewhere (the GPU's kernels multiply x as it is).
     const std::string knob = config::choice(config::Knob::llm_activations);
-    // auto is exact for now: with int8, greedy chat answered "What is the capital of France?"
-    // without naming Paris (tool_chat_pipe), which exact activations and llama.cpp do.
-    const bool int8 = knob == "int8";
-    m.activations = int8 ? QmmActivations::int8 : QmmActivations::exact;
+    const bool cpu = m.device.type == Device::Type::cpu;
+    m.activations = knob == "int8"                  ? QmmActivations::int8
+                    : knob == "int16" || (knob == "auto" && cpu) ? QmmActivations::int16
+                                                                  : QmmActivations::exact;
   }
   const ModelConfig& c = m.config;
 
@@ -287,8 +289,14 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
       Array vc = slice_update(keys[vslot], row(v), pos, {2});
       out[1 + kslot] = kc;
       out[1 + vslot] = vc;
+      std::optional<Array> window;
+      if (c.sliding_window > 0) {  // key j is seen from position p when p - window < j (causal: j <= p)
+        const Array query_pos = reshape(pos + arange(L, int32), {1, 1, L, 1});
+        window = greater(reshape(arange(kc.shape(2), int32), {1, 1, 1, kc.shape(2)}),
+                         query_pos - static_cast<int32_t>(c.sliding_window));
+      }
       attended.push_back(
-          scaled_dot_product_attention(row(q), kc, vc, scale, std::nullopt, L > 1, pos + static_cast<int32_t>(L)));
+          scaled_dot_product_attention(row(q), kc, vc, scale, window, L > 1, pos + static_cast<int32_t>(L)));
     }
     Array o = B == 1 ? attended[0] : concatenate(attended, 0);
     o = reshape(transpose(o, {0, 2, 1, 3}), {B, L, int64_t{c.n_heads} * c.head_dim});

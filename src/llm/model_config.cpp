@@ -47,10 +47,15 @@ ModelConfig read_config(const ModelFile& f) {
   if (c.rope_dims > c.head_dim || c.rope_dims % 2 != 0)
     bad(f, key("rope.dimension_count"), "must be even and at most the head size " + std::to_string(c.head_dim));
   c.context_length = maybe("context_length", 4096);
+  if (auto w = f.find_int(key("attention.sliding_window"))) c.sliding_window = positive_int(f, key("attention.sliding_window"), *w);
   if (auto v = f.find_float(key("rope.freq_base"))) c.rope_base = static_cast<float>(*v);
   if (auto v = f.find_float(key("attention.layer_norm_rms_epsilon"))) c.norm_eps = static_cast<float>(*v);
-  if (auto type = f.find_string(key("rope.scaling.type")); type && *type != "none") {
-    if (*type != "linear") bad(f, key("rope.scaling.type"), "'" + *type + "' is not supported (linear)");
+  if (auto type = f.find_string(key("rope.scaling.type")); type && *type == "llama3") {
+    // Its per-frequency divisors are a tensor: GGUF files carry it, the safetensors reader makes it.
+    if (!f.has_tensor("rope_freqs.weight"))
+      bad(f, key("rope.scaling.type"), "'llama3' needs the tensor 'rope_freqs.weight', which the file lacks");
+  } else if (type && *type != "none") {
+    if (*type != "linear") bad(f, key("rope.scaling.type"), "'" + *type + "' is not supported (linear, llama3)");
     double factor = f.get_float(key("rope.scaling.factor"));
     if (!(factor > 0)) bad(f, key("rope.scaling.factor"), "must be positive");
     c.rope_scale = static_cast<float>(1.0 / factor);

@@ -3,6 +3,7 @@
 // weights (uint32 + scales + biases) presented as affine Weights.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -80,8 +81,12 @@ Arch arch_of(const Json& config) {
   if (hf == "LlamaForCausalLM" || hf == "MistralForCausalLM") return {"llama", true};
   if (hf == "Qwen2ForCausalLM") return {"qwen2", false};
   if (hf == "Qwen3ForCausalLM") return {"qwen3", false};
+  // No architectures (transformers needs only model_type): the same by model_type, so a Llama or
+  // Mistral checkpoint is reordered as the rotation that read_config picks for "llama" expects.
   const Json* mt = config.get("model_type");
-  return {mt && mt->kind == Json::Kind::string ? mt->str : hf, false};
+  const std::string type = mt && mt->kind == Json::Kind::string ? mt->str : "";
+  if (type == "llama" || type == "mistral") return {"llama", true};
+  return {type.empty() ? hf : type, false};
 }
 
 MetaValue meta_of(const Json& j) {
@@ -110,6 +115,15 @@ MetaValue string_meta(const std::string& s) {
   v.type = "string";
   v.str = s;
   return v;
+}
+
+// RoPE's settings: transformers 5 writes them as "rope_parameters" (rope_theta included, and
+// rope_type "default" when unscaled); earlier versions, and most hub checkpoints, as a top-level
+// "rope_theta" and "rope_scaling" (null when unscaled). Either object, or null.
+const Json* rope_block(const Json& config) {
+  for (const char* key : {"rope_scaling", "rope_parameters"})
+    if (const Json* r = config.get(key); r && r->kind == Json::Kind::object) return r;
+  return nullptr;
 }
 
 // config.json's Llama-family fields under GGUF's keys.
@@ -142,20 +156,57 @@ void translate_config(const Json& config, const Arch& arch, std::map<std::string
   if (const Json* eos = config.get("eos_token_id"); eos && eos->kind == Json::Kind::array && !eos->array.empty())
     meta["tokenizer.ggml.eos_token_id"] = meta_of(eos->array[0]);  // GGUF holds one end token
   meta[a + "rope.freq_base"] = real_meta(10000.0);  // Hugging Face's default
+  const Json* rs = rope_block(config);
+  if (const Json* theta = rs ? rs->get("rope_theta") : nullptr; theta && theta->kind != Json::Kind::null)
+    meta[a + "rope.freq_base"] = meta_of(*theta);
   copy("rope_theta", a + "rope.freq_base");
-  if (const Json* rs = config.get("rope_scaling"); rs && rs->kind == Json::Kind::object) {
+  if (rs) {
     const Json* type = rs->get("rope_type") ? rs->get("rope_type") : rs->get("type");
-    if (type && type->kind == Json::Kind::string) meta[a + "rope.scaling.type"] = string_meta(type->str);
+    if (type && type->kind == Json::Kind::string && type->str != "default")
+      meta[a + "rope.scaling.type"] = string_meta(type->str);
     if (const Json* f = rs->get("factor")) meta[a + "rope.scaling.factor"] = meta_of(*f);
     if (const Json* o = rs->get("original_max_position_embeddings"))
       meta[a + "rope.scaling.original_context_length"] = meta_of(*o);
   }
 }
 
+// Sliding-window attention (each query sees only the last `sliding_window` keys), as transformers
+// decides which layers use it: config.json's "layer_types" when present (transformers 5 writes it
+// for Qwen2 and Qwen3), else every layer for Mistral, else the layers from "max_window_layers" on
+// when "use_sliding_window" is true (Qwen2 and Qwen3). kiln holds one window for all layers.
+void translate_window(const std::string& path, const Json& config, const Arch& arch,
+                      std::map<std::string, MetaValue>& meta) {
+  const Json* window = config.get("sliding_window");
+  if (!window || window->kind == Json::Kind::null) return;
+  const Json* layers = config.get("num_hidden_layers");
+  const int64_t n = layers && layers->kind == Json::Kind::integer ? layers->integer : 0;
+  const Json* a = config.get("architectures");
+  const Json* mt = config.get("model_type");
+  const bool mistral = (a && a->kind == Json::Kind::array && !a->array.empty() &&
+                        a->array[0].kind == Json::Kind::string && a->array[0].str == "MistralForCausalLM") ||
+                       (mt && mt->kind == Json::Kind::string && mt->str == "mistral");
+  int64_t sliding = 0;  // how many layers use the window
+  if (const Json* types = config.get("layer_types"); types && types->kind == Json::Kind::array) {
+    for (const Json& t : types->array) sliding += t.kind == Json::Kind::string && t.str == "sliding_attention";
+  } else if (mistral) {
+    sliding = n;
+  } else if (const Json* use = config.get("use_sliding_window"); use && use->kind == Json::Kind::boolean && use->boolean) {
+    const Json* from = config.get("max_window_layers");
+    sliding = from && from->kind == Json::Kind::integer ? std::max<int64_t>(0, n - from->integer) : n;
+  }
+  if (sliding == 0) return;
+  if (window->kind != Json::Kind::integer || window->integer <= 0)
+    fail(kTag, path, ": config.json: 'sliding_window' must be a positive integer");
+  if (sliding != n)
+    fail(kTag, path, ": config.json: sliding-window attention on ", sliding, " of ", n,
+         " layers ('layer_types', 'use_sliding_window', 'max_window_layers'): kiln implements a window on all layers or none");
+  meta[arch.name + ".attention.sliding_window"] = meta_of(*window);
+}
+
 double number(const std::string& path, const Json& obj, const char* key) {
   const Json* v = obj.get(key);
   if (!v || (v->kind != Json::Kind::number && v->kind != Json::Kind::integer))
-    fail(kTag, path, ": config.json: rope_scaling '", key, "' is missing or not a number");
+    fail(kTag, path, ": config.json: rope scaling's '", key, "' is missing or not a number");
   return v->kind == Json::Kind::number ? v->number : static_cast<double>(v->integer);
 }
 
@@ -337,7 +388,10 @@ std::unique_ptr<ModelFile::Impl> read_safetensors(const std::string& path,
   if (!config_json.empty()) config = runtime::parse_json(config_json, path + "/config.json");
   if (config.kind != Json::Kind::object) fail(kTag, path, ": config.json is not a JSON object");
   const Arch arch = arch_of(config);
-  if (!config_json.empty()) translate_config(config, arch, impl->meta);
+  if (!config_json.empty()) {
+    translate_config(config, arch, impl->meta);
+    translate_window(path, config, arch, impl->meta);
+  }
 
   std::map<std::string, Source> all;
   for (const auto& shard : shards) {
@@ -369,8 +423,8 @@ std::unique_ptr<ModelFile::Impl> read_safetensors(const std::string& path,
     builder.add(hf, all, quant, arch);
   }
 
-  const Json* rs = config.get("rope_scaling");
-  const Json* type = rs && rs->kind == Json::Kind::object ? (rs->get("rope_type") ? rs->get("rope_type") : rs->get("type")) : nullptr;
+  const Json* rs = rope_block(config);
+  const Json* type = rs ? (rs->get("rope_type") ? rs->get("rope_type") : rs->get("type")) : nullptr;
   if (type && type->kind == Json::Kind::string && type->str == "llama3" && !impl->tensors.count("rope_freqs.weight")) {
     const std::string a = arch.name + ".";
     auto num = [&](const std::string& key) -> double {

@@ -74,8 +74,9 @@ std::vector<Shape> QuantizedMatmul::output_shapes(const std::vector<Shape>& in) 
   const Shape& w = in[1];
   if (x.empty()) fail("quantized_matmul", "x must have at least 1 dimension");
   if (w.size() != 2) fail("quantized_matmul", "the packed weights must be 2-D, got ", shape_str(w));
-  if (activations_ == QmmActivations::int8 && !transpose_)
-    fail("quantized_matmul", "int8 activations need transpose (weights [N, K], groups along K)");
+  if (activations_ != QmmActivations::exact && !transpose_)
+    fail("quantized_matmul", kQmmActivationNames[static_cast<int>(activations_)],
+         " activations need transpose (weights [N, K], groups along K)");
   int64_t k_packed = checked_unpacked_length("quantized_matmul", q_, w, in[2], in[3]);
   // transpose: w is [N, K] packed along K; else [K, N] packed along N.
   int64_t k = transpose_ ? k_packed : w[0];
@@ -94,7 +95,7 @@ bool QuantizedMatmul::is_equivalent(const Primitive& o) const {
 }
 void QuantizedMatmul::print(std::ostream& os) const {
   os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits << ",transpose=" << (transpose_ ? "true" : "false");
-  if (activations_ == QmmActivations::int8) os << ",activations=int8";
+  if (activations_ != QmmActivations::exact) os << ",activations=" << kQmmActivationNames[static_cast<int>(activations_)];
   os << ")";
 }
 

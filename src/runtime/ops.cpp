@@ -199,9 +199,8 @@ const std::unordered_map<std::string, Entry>& table() {
                                                            c.attr.bool_or("transpose", true),
                                                            c.attr.int32_or("group_size", 64),
                                                            c.attr.int32_or("bits", 4),
-                                                           c.attr.choice_or("activations", {"exact", "int8"}, 0) == 1
-                                                               ? QmmActivations::int8
-                                                               : QmmActivations::exact));
+                                                           static_cast<QmmActivations>(c.attr.choice_or(
+                                                               "activations", {"exact", "int8", "int16"}, 0))));
                              }};
     m["rms_norm"] = {1, 2, [](Call& c) {
                        auto w = c.in.size() > 1 ? std::optional<Array>(c.in[1]) : std::nullopt;

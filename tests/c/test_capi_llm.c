@@ -204,7 +204,9 @@ static void test_append_all(void) {
     if (d > worst) worst = d;
     if (fabsf(b[i]) > largest) largest = fabsf(b[i]);
   }
-  CHECK(worst <= 1e-4f * largest);
+  // int16 activations (the CPU's default) round x anew on each path: codes one step apart part
+  // the two by about 2e-4 of the largest logit (exact activations: 1e-6).
+  CHECK(worst <= 1e-3f * largest);
   FAILS_WITH(kiln_llm_session_append_all(&all, s, seq, 0), "at least one token");
   kiln_array_free(all);
   kiln_array_free(last);

@@ -113,6 +113,9 @@ TEST(Sizes, AllocationThatCannotSucceedIsAKilnError) {
 TEST(Sizes, MatmulOperandPackingOutOfMemoryIsAKilnError) {
   // A broadcast operand BLAS cannot read in place is packed first: 2^46 floats (256 TiB,
   // past any address space) threw std::bad_alloc out of the kernel.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "under a sanitizer, a failed operator new aborts instead of throwing std::bad_alloc";
+#endif
   Array a = broadcast_to(array(1.f), {int64_t{1} << 23, int64_t{1} << 23});
   Array b = broadcast_to(array(1.f), {int64_t{1} << 23, 1});
   std::string e = error_of([&] { matmul(a, b).eval(); });

@@ -308,6 +308,65 @@ TEST(Safetensors, HuggingFaceLlamaFolder) {
   EXPECT_EQ(divisors[1], 8.0f);
 }
 
+// config.json as transformers 5 writes it: RoPE settings in "rope_parameters" (rope_theta
+// inside; rope_type "default" when unscaled). And a config with model_type alone (transformers
+// needs no "architectures"): a Llama or Mistral checkpoint is still reordered for GGUF's rotation.
+TEST(Safetensors, RopeParametersAndModelTypeAlone) {
+  Checkpoint c = llama_checkpoint("hf_v5", bfloat16);
+  std::string config = kLlamaConfig;
+  const std::string arch = R"("architectures": ["LlamaForCausalLM"], "model_type": "llama")";
+  config.replace(config.find(arch), arch.size(), R"("model_type": "mistral")");
+  const std::string rope = R"("rope_theta": 500000.0)";
+  config.replace(config.find(rope), rope.size(), R"("rope_theta_unused": 1)");
+  const size_t scaling = config.find(R"("rope_scaling")");
+  write_text(c.dir + "/config.json", config.substr(0, scaling) +
+                                         R"("rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}})");
+  auto m = ModelFile::open(c.dir);
+  EXPECT_EQ(m->get_string("general.architecture"), "llama");
+  EXPECT_EQ(m->get_float("llama.rope.freq_base"), 1e6);
+  EXPECT_FALSE(m->find_string("llama.rope.scaling.type"));
+  EXPECT_FALSE(m->has_tensor("rope_freqs.weight"));
+  EXPECT_EQ(astype(m->weight("blk.0.attn_q.weight").w, float32).to_vector<float>(),
+            interleaved(c.tensors.at("model.layers.0.self_attn.q_proj.weight"), 2));
+
+  write_text(c.dir + "/config.json", config.substr(0, scaling) + R"("rope_parameters": {"rope_type": "llama3",
+      "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+      "original_max_position_embeddings": 64}})");
+  m = ModelFile::open(c.dir);
+  EXPECT_EQ(m->get_float("llama.rope.freq_base"), 500000.0);
+  EXPECT_EQ(m->get_string("llama.rope.scaling.type"), "llama3");
+  EXPECT_EQ(m->weight("rope_freqs.weight").w.to_vector<float>(), (std::vector<float>{1.0f, 8.0f}));
+  EXPECT_EQ(kiln::llm::Model::load(c.dir)->config().rope_base, 500000.0f);  // llama3 scaling loads
+}
+
+// Which layers use a sliding window, as transformers decides it; kiln holds one for all or none.
+TEST(Safetensors, SlidingWindowFromConfig) {
+  Checkpoint c = llama_checkpoint("hf_window", bfloat16);  // one layer
+  auto config = [&](const std::string& fields) {
+    write_text(c.dir + "/config.json", R"({"num_attention_heads": 2, "num_key_value_heads": 1, )" + fields + "}");
+  };
+  auto window_of = [&](const std::string& fields) {
+    config(fields);
+    return ModelFile::open(c.dir)->find_int("llama.attention.sliding_window");
+  };
+  const std::string llama = R"("model_type": "llama", "num_hidden_layers": 1, )";
+  const std::string mistral = R"("model_type": "mistral", "num_hidden_layers": 1, )";
+  EXPECT_FALSE(window_of(llama + R"("sliding_window": 4096)"));
+  EXPECT_FALSE(window_of(mistral + R"("sliding_window": null)"));
+  EXPECT_EQ(window_of(mistral + R"("sliding_window": 4096)"), 4096);
+  EXPECT_FALSE(window_of(llama + R"("sliding_window": 64, "layer_types": ["full_attention"])"));
+  EXPECT_EQ(window_of(llama + R"("sliding_window": 64, "layer_types": ["sliding_attention"])"), 64);
+  EXPECT_FALSE(window_of(llama + R"("sliding_window": 64, "use_sliding_window": true, "max_window_layers": 1)"));
+  EXPECT_EQ(window_of(llama + R"("sliding_window": 64, "use_sliding_window": true, "max_window_layers": 0)"), 64);
+  config(R"("model_type": "llama", "num_hidden_layers": 2, "sliding_window": 64,
+            "layer_types": ["full_attention", "sliding_attention"])");
+  std::string e = error_of([&] { ModelFile::open(c.dir); });
+  EXPECT_NE(e.find("config.json: sliding-window attention on 1 of 2 layers"), std::string::npos) << e;
+  config(mistral + R"("sliding_window": -1)");
+  e = error_of([&] { ModelFile::open(c.dir); });
+  EXPECT_NE(e.find("config.json: 'sliding_window' must be a positive integer"), std::string::npos) << e;
+}
+
 TEST(Safetensors, ShardedFolderAndSingleFile) {
   Checkpoint c = llama_checkpoint("hf_sharded", float16);
   std::map<std::string, Array> a, b;

@@ -15,9 +15,12 @@
 #include <kiln/kiln.h>
 #include <kiln/llm.h>
 
+#include "llm_sessions_bench.h"
+
 namespace fs = std::filesystem;
 using namespace kiln;
 using namespace kiln::llm;
+using kiln::cli::SessionsSpeed;
 
 namespace {
 
@@ -29,6 +32,7 @@ struct LlmOptions {
   GenerateOptions gen;
   LoadOptions load;
   int prompt_tokens = 512, gen_tokens = 128, repetitions = 3;  // bench-llm
+  std::vector<int> batches, threads;                            // bench-llm --batch, --threads
   bool json = false;
 };
 
@@ -55,10 +59,24 @@ Device parse_device(const std::string& d) {
   fail("kiln", "unknown device '", d, "' (cpu, cuda or cuda:N)");
 }
 
+/* "1,4,16": counts of one or more. */
+std::vector<int> to_counts(const std::string& flag, const std::string& v) {
+  std::vector<int> out;
+  size_t at = 0;
+  while (at <= v.size()) {
+    const size_t comma = std::min(v.find(',', at), v.size());
+    const int n = to_count(flag, v.substr(at, comma - at));
+    if (n < 1) fail("kiln", flag, " takes counts of 1 or more, got ", n);
+    out.push_back(n);
+    at = comma + 1;
+  }
+  return out;
+}
+
 QmmActivations parse_activations(const std::string& a) {
-  if (a == "exact") return QmmActivations::exact;
-  if (a == "int8") return QmmActivations::int8;
-  fail("kiln", "unknown --activations '", a, "' (exact or int8)");
+  for (int i = 0; i < 3; ++i)
+    if (a == kQmmActivationNames[i]) return static_cast<QmmActivations>(i);
+  fail("kiln", "unknown --activations '", a, "' (exact, int8 or int16)");
 }
 
 LlmOptions parse(int argc, char** argv) {
@@ -86,6 +104,8 @@ LlmOptions parse(int argc, char** argv) {
     else if (a == "--pp") o.prompt_tokens = to_count(a, value());
     else if (a == "--tg") o.gen_tokens = to_count(a, value());
     else if (a == "-r" || a == "--repetitions") o.repetitions = std::max(1, to_count(a, value()));
+    else if (a == "--batch") o.batches = to_counts(a, value());
+    else if (a == "--threads") o.threads = to_counts(a, value());
     else if (a == "--json") o.json = true;
     else if (!a.empty() && a[0] == '-') fail("kiln", "unknown option '", a, "'");
     else if (o.model.empty()) o.model = a;
@@ -206,7 +226,7 @@ int cmd_bench(const LlmOptions& o) {
                 "\"pp\":%d,\"pp_tokens_per_s\":%.3f,\"tg\":%d,\"tg_tokens_per_s\":%.3f,\"repetitions\":%d,"
                 "\"traces\":%llu,\"kernels\":%llu}\n",
                 fs::path(o.model).filename().c_str(), model->device().str().c_str(),
-                model->activations() == QmmActivations::int8 ? "int8" : "exact", weights_mb, o.prompt_tokens,
+                kQmmActivationNames[static_cast<int>(model->activations())], weights_mb, o.prompt_tokens,
                 median(pp), o.gen_tokens, median(tg), o.repetitions, static_cast<unsigned long long>(st.traces),
                 static_cast<unsigned long long>(st.kernels_launched));
   } else {
@@ -218,6 +238,17 @@ int cmd_bench(const LlmOptions& o) {
     std::printf("(after warm-up: %llu traces, %llu kernels)\n", static_cast<unsigned long long>(st.traces),
                 static_cast<unsigned long long>(st.kernels_launched));
   }
+  for (const SessionsSpeed& r : kiln::cli::bench_sessions(model, o.batches, o.threads, o.gen_tokens)) {
+    if (o.json)
+      std::printf("{\"engine\":\"kiln\",\"model\":\"%s\",\"device\":\"%s\",\"activations\":\"%s\",\"tg\":%d,"
+                  "\"%s\":%d,\"aggregate_tokens_per_s\":%.3f}\n",
+                  fs::path(o.model).filename().c_str(), model->device().str().c_str(),
+                  kQmmActivationNames[static_cast<int>(model->activations())], o.gen_tokens, r.mode.c_str(), r.count,
+                  r.tokens_per_s);
+    else
+      std::printf("| %s | %s | %.1f | tg%d, %s %d | %.1f (all sessions) |\n", fs::path(o.model).filename().c_str(),
+                  model->device().str().c_str(), weights_mb, o.gen_tokens, r.mode.c_str(), r.count, r.tokens_per_s);
+  }
   return 0;
 }
 
@@ -226,12 +257,14 @@ int cmd_bench(const LlmOptions& o) {
 const char* llm_usage() {
   return "  kiln generate [MODEL] [--prompt TEXT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
          "               [--repeat-penalty R] [--seed S] [--system TEXT] [--raw] [--device cpu|cuda[:N]]\n"
-         "               [--activations exact|int8]\n"
+         "               [--activations exact|int8|int16]\n"
          "      streams the model's answer to TEXT (through the file's chat template unless --raw), then\n"
          "      prompt and generation tokens/s; MODEL defaults to the model scripts/setup fetches\n"
          "  kiln chat [MODEL] [same options]   one turn per line of standard input\n"
          "  kiln bench-llm [MODEL] [--pp N] [--tg N] [-r N] [--device ...] [--activations ...] [--json]\n"
-         "      prefill of N random tokens and decode of N tokens (llama-bench's pp512 and tg128)\n";
+         "               [--batch B,B,...] [--threads T,T,...]\n"
+         "      prefill of N random tokens and decode of N tokens (llama-bench's pp512 and tg128); then\n"
+         "      decode of B sessions in one step each, and of T sessions on T threads (all tokens/s)\n";
 }
 
 int cmd_llm(const std::string& cmd, int argc, char** argv) {

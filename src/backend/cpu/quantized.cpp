@@ -327,9 +327,9 @@ void QuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor
   float* yp = y.dtype == float32 ? y.data<float>() : (yf.resize(static_cast<size_t>(m * n)), yf.data());
   if (k == 0) {
     std::fill(yp, yp + m * n, 0.0f);
-  } else if (activations_ == QmmActivations::int8) {
+  } else if (activations_ != QmmActivations::exact) {
     const std::vector<float> x = detail::to_floats(in[0]);
-    detail::quantized_matmul_int8(x.data(), m, k, w.data<uint32_t>(), n, in[2], in[3], q_, yp);
+    detail::quantized_matmul_integer(x.data(), m, k, w.data<uint32_t>(), n, in[2], in[3], q_, activations_, yp);
   } else {
     const std::vector<float> x = detail::to_floats(in[0]);
     const FloatRows sb(in[2], in[3]);

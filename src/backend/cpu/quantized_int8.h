@@ -1,4 +1,4 @@
-// quantized_matmul with int8 activations on the CPU (QmmActivations::int8, kiln/nn.h).
+// quantized_matmul with integer activations on the CPU (QmmActivations::int8 and int16, kiln/nn.h).
 #pragma once
 
 #include <cstdint>
@@ -8,10 +8,10 @@
 
 namespace kiln::detail {
 
-/* y [M, N] (float32) = x [M, K] (float32, row-major) rounded to int8 blocks of 32, times
+/* y [M, N] (float32) = x [M, K] (float32, row-major) rounded to int8 or int16 blocks of 32, times
    dequantize(w)^T for packed rows w [N, K*bits/32] with scales and biases [N, K/group] (float32,
    float16 or bfloat16, any layout). */
-void quantized_matmul_int8(const float* x, int64_t m, int64_t k, const uint32_t* w, int64_t n, const Tensor& scales,
-                           const Tensor& biases, const QuantParams& q, float* y);
+void quantized_matmul_integer(const float* x, int64_t m, int64_t k, const uint32_t* w, int64_t n, const Tensor& scales,
+                              const Tensor& biases, const QuantParams& q, QmmActivations activations, float* y);
 
 }  // namespace kiln::detail
