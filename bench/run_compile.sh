@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs bench_compile (5 repetitions) and compile_latency (3 cold + 3 warm-disk runs, each
-# in a new process) and writes both into bench/results/compile_<date>.json, then prints
-# the ratios against the targets (KILN_BENCH_OUT=<path> writes the JSON there instead).
+# in a new process, of chain10 and of the bundled decoder) and writes both into
+# bench/results/compile_<date>.json, then prints the ratios against the targets
+# (KILN_BENCH_OUT=<path> writes the JSON there instead).
 #   bench/run_compile.sh [build dir, default build/] [extra benchmark flags...]
 set -euo pipefail
 
@@ -29,17 +30,28 @@ for i in 1 2 3; do
   printf '{"run": "warm_disk", %s\n' "$(KILN_CACHE_DIR="$dir" "$latency" | sed 's/^{//')" >>"$tmp/latency.jsonl"
 done
 
+# The bundled decoder block the same way: first compiled run, then steady state against wait.
+: >"$tmp/graph.jsonl"
+for i in 1 2 3; do
+  dir="$tmp/graph-cache$i"
+  mkdir -p "$dir"
+  for run in cold warm_disk; do
+    printf '{"run": "%s", %s\n' "$run" "$(KILN_CACHE_DIR="$dir" "$latency" --graph "$root/examples/graphs/decoder.kgraph" | sed 's/^{//')" >>"$tmp/graph.jsonl"
+  done
+done
+
 # Throughput and host time, with kernels compiled into a cache of their own.
 KILN_CACHE_DIR="$tmp/bench-cache" "$bench" --benchmark_format=json --benchmark_repetitions=5 \
   --benchmark_out="$tmp/bench.json" --benchmark_out_format=json "$@" >/dev/null
 
 out="${KILN_BENCH_OUT:-$root/bench/results/compile_$(date +%Y-%m-%d).json}"
 mkdir -p "$(dirname "$out")"
-python3 - "$tmp/bench.json" "$tmp/latency.jsonl" "$out" <<'PY'
+python3 - "$tmp/bench.json" "$tmp/latency.jsonl" "$tmp/graph.jsonl" "$out" <<'PY'
 import json, sys
 bench = json.load(open(sys.argv[1]))
 bench["first_calls"] = [json.loads(line) for line in open(sys.argv[2]) if line.strip()]
-json.dump(bench, open(sys.argv[3], "w"), indent=1)
+bench["first_runs"] = [json.loads(line) for line in open(sys.argv[3]) if line.strip()]
+json.dump(bench, open(sys.argv[4], "w"), indent=1)
 PY
 echo "wrote $out"
 python3 "$root/bench/summarize_compile.py" "$out"

@@ -80,12 +80,44 @@ def main():
     if eager_host:
         print(f"{'(eager 32-op graph, 1k elems, mean us)':<38} {med(eager_host, 'real_time'):8.2f}")
 
+    def line(label, values, unit="ms"):
+        print(f"{label + ' (' + unit + ', median of ' + str(len(values)) + ')':<52} {statistics.median(values):9.3f}"
+              f"  (runs: {', '.join(f'{m:.3f}' for m in values)})")
+
+    def target(label, value, limit):
+        nonlocal failed
+        ok = value <= limit
+        failed |= not ok
+        print(f"{label:<52} {value:9.3f}  <= {limit:<8g} {'ok' if ok else 'ABOVE TARGET'}")
+
     first = data.get("first_calls", [])
     for kind in ("cold", "warm_disk"):
-        ms = [x["first_call_ms"] for x in first if x.get("run") == kind]
-        if ms:
-            print(f"{'first call, ' + kind + ' (ms, median of ' + str(len(ms)) + ')':<38} {statistics.median(ms):8.2f}"
-                  f"  (runs: {', '.join(f'{m:.1f}' for m in ms)})")
+        sel = [x for x in first if x.get("run") == kind]
+        if not sel:
+            continue
+        ms = [x["first_call_ms"] for x in sel]
+        tiers = sorted({x.get("first_tier", "?") for x in sel})
+        line(f"chain10 first call, {kind}, tier {'/'.join(tiers)}", ms)
+        if kind == "cold":
+            target("chain10 first call, cold (ms)", statistics.median(ms), 20)
+            if "fused_arrival_ms" in sel[0]:
+                line("chain10 fused tier arrived after", [x["fused_arrival_ms"] for x in sel])
+        if "host_call_us" in sel[0]:
+            line(f"chain10 host call, fused, {kind}", [x["host_call_us"] for x in sel], "us")
+            line(f"chain10 host call, compiled under wait, {kind}", [x["host_call_us_wait"] for x in sel], "us")
+    graph = data.get("first_runs", [])
+    for kind in ("cold", "warm_disk"):
+        sel = [x for x in graph if x.get("run") == kind]
+        if not sel:
+            continue
+        ms = [x["first_run_ms"] for x in sel]
+        tiers = sorted({x.get("first_tier", "?") for x in sel})
+        line(f"decoder first run, {kind}, tier {'/'.join(tiers)}", ms)
+        if kind == "cold":
+            target("decoder first run, cold (ms)", statistics.median(ms), 1000)
+            line("decoder: every kernel compiled after", [x["all_compiled_ms"] for x in sel])
+        line(f"decoder run, fused, {kind}", [x["run_ms"] for x in sel])
+        line(f"decoder run, compiled under wait, {kind}", [x["run_ms_wait"] for x in sel])
     return 1 if failed else 0
 
 

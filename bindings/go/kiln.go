@@ -447,6 +447,10 @@ func AsyncEval(arrays ...*Array) error {
 // Stats are process-wide counters of what kiln ran.
 type Stats struct {
 	KernelsLaunched, ArraysMaterialized, Traces, CacheHits, CacheMisses uint64
+	// Compiled calls that ran a fused region through the interpreter while its kernel
+	// compiled, calls that ran only generated kernels, and for the plans that reached the
+	// fused tier, how many and the summed nanoseconds from their cache miss until it arrived.
+	InterimCalls, FusedCalls, FusedArrivals, FusedArrivalNs uint64
 }
 
 // GetStats reads the counters.
@@ -454,7 +458,8 @@ func GetStats() Stats {
 	var s C.kiln_stats
 	call(func() C.int { return C.kiln_get_stats(&s) })
 	return Stats{uint64(s.kernels_launched), uint64(s.arrays_materialized), uint64(s.traces),
-		uint64(s.cache_hits), uint64(s.cache_misses)}
+		uint64(s.cache_hits), uint64(s.cache_misses), uint64(s.interim_calls), uint64(s.fused_calls),
+		uint64(s.fused_arrivals), uint64(s.fused_arrival_ns)}
 }
 
 // ResetStats zeroes the counters.

@@ -64,6 +64,20 @@ size_t compile_cache_capacity();
    more than this many times. Default 32. */
 void set_recompile_warning(size_t traces);
 
+/* How compiled calls get the generated kernels of their fused CPU regions (docs/codegen.md,
+   "Tiers"). background, the default: a call whose kernels are neither in memory nor in the
+   disk cache runs those regions at once through the interpreter (exact, slower) while a small
+   pool compiles them, and later calls use them once ready. wait: a call compiles (or waits
+   for) them first, for benchmarks and tests that need generated code. off: never generated.
+   The default comes from KILN_FUSED_KERNELS. */
+enum class FusedKernels { background, wait, off };
+void set_fused_kernels(FusedKernels policy);
+FusedKernels fused_kernels();
+/* Fused kernels queued or compiling in the background now. */
+size_t kernels_compiling();
+/* Returns when no fused kernel is queued or compiling. */
+void wait_for_kernels();
+
 /* Writes the lazy graph that produces `outputs` in Graphviz DOT. */
 void export_to_dot(std::ostream& os, const std::vector<Array>& outputs);
 /* Writes f's graph for these inputs after the compile passes (fused regions as single nodes). */

@@ -106,6 +106,10 @@ int kiln_get_stats(kiln_stats* out) {
     out->traces = s.traces;
     out->cache_hits = s.cache_hits;
     out->cache_misses = s.cache_misses;
+    out->interim_calls = s.interim_calls;
+    out->fused_calls = s.fused_calls;
+    out->fused_arrivals = s.fused_arrivals;
+    out->fused_arrival_ns = s.fused_arrival_ns;
   });
 }
 

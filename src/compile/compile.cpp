@@ -9,6 +9,7 @@
 
 #include "compile/cache_probe.h"
 #include "compile/plan.h"
+#include "compile/tier.h"
 #include "compile/trace.h"
 #include "core/config.h"
 #include "core/stats.h"
@@ -107,6 +108,7 @@ void CompiledFunction::Impl::key(const std::vector<Array>& inputs, CompileMode m
 }
 
 std::shared_ptr<const compiler::Plan> CompiledFunction::Impl::build(const std::vector<Array>& inputs, CompileMode mode) {
+  const int64_t miss_ns = compiler::now_ns();
   compiler::Graph g = compiler::trace(fn, inputs);
   compiler::PassOptions po{options.shapeless};
   compiler::run_pipeline(g, mode, po);
@@ -117,7 +119,9 @@ std::shared_ptr<const compiler::Plan> CompiledFunction::Impl::build(const std::v
                  "dtype (consider shapeless=true)\n",
                  options.name.empty() ? "<unnamed>" : options.name.c_str(), static_cast<unsigned long long>(n));
   }
-  return compiler::lower(g, options.shapeless);
+  auto plan = std::const_pointer_cast<compiler::Plan>(compiler::lower(g, options.shapeless));
+  plan->miss_ns = miss_ns;
+  return plan;
 }
 
 void CompiledFunction::Impl::evict_if_full() {

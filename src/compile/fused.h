@@ -8,12 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/tiered_kernel.h"
 #include "compile/kernel_slots.h"
 #include "ops/primitive.h"
 
-namespace kiln::cpu {
-struct JitKernel;  // backend/cpu/jit.h; the CPU backend runs this region (backend/cpu/fused.cpp)
-}
+// The CPU backend runs this region in backend/cpu/fused.cpp.
 
 namespace kiln::compiler {
 
@@ -51,12 +50,11 @@ class Fused : public Primitive {
 
  private:
   using KernelFn = void (*)(int64_t n, const void* const* in, const int64_t* strides, void* const* out);
-  KernelFn kernel();  // compiled on first use; null when no compiler is available
+  KernelFn kernel();  // null while it compiles in the background, and without a compiler
   void interpret(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out);
 
   std::shared_ptr<const FusedProgram> program_;  // immutable, shared by every replay
-  std::once_flag compiled_;
-  std::shared_ptr<const cpu::JitKernel> jit_;  // written once under compiled_
+  cpu::TieredKernel kernel_;  // generated code once compiled; guarded inside
 };
 
 }  // namespace kiln::compiler

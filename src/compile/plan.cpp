@@ -6,6 +6,7 @@
 #include "core/checked.h"
 #include "core/node.h"
 #include "core/stats.h"
+#include "compile/tier.h"
 
 namespace kiln::compiler {
 
@@ -162,7 +163,13 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& in) const {
 }
 
 void CompiledCall::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  auto results = plan_->run(in);
+  TierRecord record;
+  std::vector<Tensor> results;
+  {
+    TierScope scope(&record);
+    results = plan_->run(in);
+  }
+  count_call(*plan_, record);
   for (size_t i = 0; i < out.size(); ++i) out[i] = std::move(results[i]);
 }
 

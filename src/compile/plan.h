@@ -2,6 +2,7 @@
 // they read and write, replayed without tracing or building graph nodes.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -30,6 +31,8 @@ struct Plan {
   std::vector<Shape> shapes;      // each slot's shape at trace time
   std::vector<Dtype> dtypes;      // each slot's dtype
   bool shapeless = false;
+  int64_t miss_ns = 0;  // steady clock: when the cache miss that traced this plan began
+  mutable std::atomic<bool> fused_arrived{false};  // a call has run every fused region compiled (stats)
   // CUDA graphs of this plan by device and input layout (backend/cuda/plan_graph.cpp).
   mutable std::shared_mutex gpu_graphs_mu;
   mutable std::shared_ptr<void> gpu_graphs;  // guarded by gpu_graphs_mu

@@ -10,12 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/tiered_kernel.h"
 #include "compile/kernel_slots.h"
 #include "ops/primitive.h"
 
-namespace kiln::cpu {
-struct JitKernel;  // backend/cpu/jit.h; the CPU backend runs this region (backend/cpu/row_fused.cpp)
-}
+// The CPU backend runs this region in backend/cpu/row_fused.cpp.
 
 namespace kiln::compiler {
 
@@ -64,15 +63,14 @@ class RowFused : public Primitive {
  private:
   using KernelFn = void (*)(int64_t r0, int64_t r1, int64_t rows, int64_t n, const void* const* in, const int64_t* row_strides,
                             const int64_t* col_strides, void* const* out);
-  KernelFn kernel();
+  KernelFn kernel();  // null while it compiles in the background, and without a compiler
   bool per_row_inputs_hold(const std::vector<detail::Tensor>& in, const Shape& full, size_t lead) const;
   // Runs the member kernels one after another (no compiler, or an input layout
   // the generated kernel does not take).
   void run_unfused(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out);
 
   std::shared_ptr<const RowProgram> program_;
-  std::once_flag compiled_;
-  std::shared_ptr<const cpu::JitKernel> jit_;  // written once under compiled_
+  cpu::TieredKernel kernel_;  // generated code once compiled; guarded inside
 };
 
 }  // namespace kiln::compiler

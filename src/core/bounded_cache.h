@@ -69,6 +69,15 @@ class BoundedCache {
     }
   }
 
+  /* The value for `key` when it is in memory now (counted as a hit), else false; never makes one. */
+  bool find(const std::string& key, Value* out) {
+    std::shared_lock lock(mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return false;
+    *out = hit(*it->second);
+    return true;
+  }
+
   /* Lower capacities drop entries at once. */
   void set_capacity(size_t n) {
     Dropped dropped;

@@ -301,7 +301,8 @@ bool eager() {
 Stats stats() {
   auto& c = detail::counters();
   return {c.kernels_launched.load(), c.arrays_materialized.load(), c.traces.load(), c.cache_hits.load(),
-          c.cache_misses.load()};
+          c.cache_misses.load(),      c.interim_calls.load(),       c.fused_calls.load(), c.fused_arrivals.load(),
+          c.fused_arrival_ns.load()};
 }
 
 void reset_stats() {
@@ -311,6 +312,10 @@ void reset_stats() {
   c.traces = 0;
   c.cache_hits = 0;
   c.cache_misses = 0;
+  c.interim_calls = 0;
+  c.fused_calls = 0;
+  c.fused_arrivals = 0;
+  c.fused_arrival_ns = 0;
   c.host_to_device_copies = 0;
   c.device_to_host_copies = 0;
   c.layout_bytes_copied = 0;

@@ -6,12 +6,16 @@
 #include <sstream>
 
 #include "backend/cpu/jit.h"
+#include "fused_kernels.h"
 #include "reference.h"
 #include <kiln/kiln.h>
 
 using namespace kiln;
 
 namespace {
+
+// These tests compare generated kernels with eager ones: every call uses them.
+[[maybe_unused]] ::testing::Environment* const wait_env = ::testing::AddGlobalTestEnvironment(new kt::WaitForFusedKernels);
 
 Array rand_of(const Shape& s, Dtype d, uint64_t seed) { return kt::from_values(kt::random_values(kt::numel(s), d, seed), s, d); }
 

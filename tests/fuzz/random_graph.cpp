@@ -797,10 +797,14 @@ std::string number_text(double x) {
   return os.str();
 }
 
-// Restores the compile mode however the check ends.
+// Restores the compile mode and the fused-kernel policy however the check ends.
 struct ModeGuard {
   CompileMode saved = compile_mode();
-  ~ModeGuard() { set_compile_mode(saved); }
+  FusedKernels saved_kernels = fused_kernels();
+  ~ModeGuard() {
+    set_compile_mode(saved);
+    set_fused_kernels(saved_kernels);
+  }
 };
 
 const char* mode_name(CompileMode m) {
@@ -905,14 +909,17 @@ CheckResult check(const Program& p, const CheckOptions& opts) {
     try {
       set_compile_mode(mode);
       CompiledFunction f = compile(fn, {false, "fuzz"});
+      // Both tiers: the first call runs fused regions through the interpreter, as a call does
+      // while their kernels compile; the second replays the cached plan on generated kernels.
+      set_fused_kernels(FusedKernels::off);
       std::vector<Array> got = f(inputs);
       eval(got);
-      std::string d = compare_all(got, ctx);
+      std::string d = compare_all(got, ctx + ", interim tier");
       if (!d.empty()) return failed(d);
-      // A second call replays the cached plan.
+      set_fused_kernels(FusedKernels::wait);
       got = f(inputs);
       eval(got);
-      d = compare_all(got, ctx + ", second call");
+      d = compare_all(got, ctx + ", second call, fused tier");
       if (!d.empty()) return failed(d);
     } catch (const std::exception& e) {
       return failed(ctx + ": threw: " + e.what());

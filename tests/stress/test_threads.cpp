@@ -4,6 +4,8 @@
 // randomized mix of all of these. Seeds and iteration counts are fixed.
 #include <gtest/gtest.h>
 
+#include "fused_kernels.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -590,6 +592,7 @@ TEST(Threads, KernelCacheIsBounded) {
   struct Restore {
     ~Restore() { cpu::set_jit_cache_capacity(4096); }
   } restore;
+  kt::FusedKernelsScope wait(FusedKernels::wait);  // counts lookups of each call's kernel
   using Fn = std::vector<Array> (*)(const std::vector<Array>&);
   const Fn programs[3] = {
       [](const std::vector<Array>& in) { return std::vector<Array>{maximum(in[0], in[1]) + in[0]}; },

@@ -201,6 +201,7 @@ int cmd_bench(const LlmOptions& o) {
   // Warm-up: trace and compile the step shapes used below.
   s.append(random_tokens(std::max(1, o.prompt_tokens)));
   s.append(random_tokens(1));
+  wait_for_kernels();  // timed steps run the fused tier, not the interpreter meanwhile
   std::vector<double> pp, tg;
   reset_stats();
   for (int r = 0; r < o.repetitions; ++r) {

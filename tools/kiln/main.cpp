@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ int usage(int code) {
                "           [--bench N] [--extent N] [--seed N] [--size N] [--random-params]\n"
                "      runs FILE in each mode (all three unless --mode is given), prints a summary of each\n"
                "      output, the time per run in each mode and the largest difference between modes.\n"
+               "      In compiled mode it says how many fused kernels compile in the background and which\n"
+               "      tier each run used (interim: fused regions interpreted meanwhile; fused: their kernels).\n"
                "      --input takes a safetensors file (the tensor named NAME, or its only tensor);\n"
                "      inputs not given are deterministic samples, symbolic dimensions at --size (64)\n"
                "      or their bound when smaller; --extent N runs with an active extent of N rows.\n"
@@ -211,24 +214,47 @@ int cmd_run(const Options& o) {
   std::printf("%s: graph '%s', %zu nodes, device %s\n", o.file.c_str(), g.name.c_str(), g.nodes.size(),
               o.device.str().c_str());
   std::vector<std::pair<ExecMode, std::vector<Array>>> results;
+  std::vector<std::unique_ptr<Executable>> kept;  // alive to the end: freeing one cancels its compiles
   for (ExecMode m : modes) {
-    Executable exe(g, m, o.device);
+    Executable& exe = *kept.emplace_back(std::make_unique<Executable>(g, m, o.device));
     ensure_params(exe, g, o);
     if (results.empty() && o.extent >= 0) say_extent(exe, inputs, o.extent);
-    auto out = exe.run_typed(inputs, ro);  // warm-up: traces and compiles in compiled mode
-    std::vector<double> ms;
+    // A run is interim when a fused region ran through the interpreter, its kernel not yet compiled.
+    auto interim_calls = [] { return stats().interim_calls; };
+    uint64_t before = interim_calls();
+    auto t0 = std::chrono::steady_clock::now();
+    auto out = exe.run_typed(inputs, ro);  // the first run: traces in compiled mode
+    double first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const bool first_interim = interim_calls() > before;
+    if (m == ExecMode::compiled) {
+      if (size_t n = kernels_compiling()) {
+        std::printf("compiling %zu fused kernel%s in the background; runs use the interpreter until they are ready\n", n,
+                    n == 1 ? "" : "s");
+      }
+      std::printf("first compiled run: %.3f ms, %s tier\n", first_ms, first_interim ? "interim" : "fused");
+    }
+    std::vector<double> ms, interim_ms;
     for (int i = 0; i < o.bench; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
+      before = interim_calls();
+      t0 = std::chrono::steady_clock::now();
       exe.run_typed(inputs, ro);
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      (interim_calls() > before ? interim_ms : ms).push_back(t);
     }
     std::sort(ms.begin(), ms.end());
+    std::sort(interim_ms.begin(), interim_ms.end());
     if (results.empty()) {
       std::printf("outputs:\n");
       for (size_t i = 0; i < out.size(); ++i) summarize(g.outputs[i], out[i]);
       std::printf("time per run (median of %d, min):\n", o.bench);
     }
-    std::printf("  %-9s %9.3f ms  %9.3f ms\n", exec_mode_name(m), ms[ms.size() / 2], ms[0]);
+    if (!ms.empty()) std::printf("  %-9s %9.3f ms  %9.3f ms", exec_mode_name(m), ms[ms.size() / 2], ms[0]);
+    else std::printf("  %-9s %9s     %9s    ", exec_mode_name(m), "-", "-");
+    if (!interim_ms.empty()) {
+      std::printf("  (%zu of %d runs interim: %.3f ms median%s)", interim_ms.size(), o.bench,
+                  interim_ms[interim_ms.size() / 2], ms.empty() ? "" : "; the rest fused");
+    }
+    std::printf("\n");
     results.emplace_back(m, out);
   }
   if (results.size() > 1) {
@@ -240,6 +266,12 @@ int cmd_run(const Options& o) {
       worst = std::max(worst, d);
     }
     std::printf("largest difference between modes: %.3g\n", worst);
+  }
+  if (size_t n = kernels_compiling()) {
+    // Finished rather than cancelled at exit, so that the next run takes them from the disk cache.
+    std::printf("waiting for %zu fused kernel%s still compiling, for the kernel cache\n", n, n == 1 ? "" : "s");
+    std::fflush(stdout);
+    wait_for_kernels();
   }
   return 0;
 }

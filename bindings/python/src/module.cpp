@@ -70,9 +70,14 @@ void init_settings(nb::module_& m) {
         d["traces"] = s.traces;
         d["cache_hits"] = s.cache_hits;
         d["cache_misses"] = s.cache_misses;
+        d["interim_calls"] = s.interim_calls;
+        d["fused_calls"] = s.fused_calls;
+        d["fused_arrivals"] = s.fused_arrivals;
+        d["fused_arrival_ns"] = s.fused_arrival_ns;
         return d;
       },
-      "Process-wide counters: kernels launched, arrays materialized, compile traces, cache hits and misses.");
+      "Process-wide counters: kernels launched, arrays materialized, compile traces, cache hits and misses, "
+      "compiled calls per tier (interim, fused) and the time until plans reached the fused tier.");
   m.def("reset_stats", &kiln::reset_stats);
 }
 

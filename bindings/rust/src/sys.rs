@@ -32,6 +32,10 @@ pub struct kiln_stats {
     pub traces: u64,
     pub cache_hits: u64,
     pub cache_misses: u64,
+    pub interim_calls: u64,
+    pub fused_calls: u64,
+    pub fused_arrivals: u64,
+    pub fused_arrival_ns: u64,
 }
 
 pub type kiln_closure_fn =

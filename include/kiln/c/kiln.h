@@ -70,6 +70,10 @@ typedef struct kiln_stats {
   uint64_t traces;
   uint64_t cache_hits;
   uint64_t cache_misses;
+  uint64_t interim_calls;
+  uint64_t fused_calls;
+  uint64_t fused_arrivals;
+  uint64_t fused_arrival_ns;
 } kiln_stats;
 
 /* ---- errors ------------------------------------------------------------------- */

@@ -7,6 +7,7 @@
 #include "backend/cpu/strided.h"
 #include "compile/codegen_util.h"
 #include "compile/fused.h"
+#include "compile/tier.h"
 #include "ops/elementwise.h"
 
 namespace kiln::compiler {
@@ -64,12 +65,12 @@ std::vector<Shape> Fused::output_shapes(const std::vector<Shape>& in) const {
 void Fused::print(std::ostream& os) const { print_region(os, name(), program_->ops); }
 
 Fused::KernelFn Fused::kernel() {
-  std::call_once(compiled_, [&] {
-    std::string sig = program_->signature();
-    std::string symbol = "kiln_fused_" + std::to_string(std::hash<std::string>{}(sig));
-    jit_ = std::make_shared<const cpu::JitKernel>(cpu::jit_compile(program_->source(symbol), symbol));
+  void* fn = kernel_.get([&] {
+    std::string symbol = "kiln_fused_" + std::to_string(std::hash<std::string>{}(program_->signature()));
+    return cpu::TieredKernel::Source{program_->source(symbol), symbol};
   });
-  return reinterpret_cast<KernelFn>(jit_->fn);
+  note_region(fn != nullptr, kernel_.ready_ns());
+  return reinterpret_cast<KernelFn>(fn);
 }
 
 void Fused::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {

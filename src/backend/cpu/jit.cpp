@@ -164,7 +164,9 @@ class Workspace {
 class JitState {
  public:
   std::shared_ptr<const JitConfig> config();
-  JitKernel compile(const std::string& source, const std::string& symbol);
+  JitKernel compile(const std::string& source, const std::string& symbol, detail::ProcessCanceller* cancel,
+                    int niceness);
+  JitKernel lookup(const std::string& source, const std::string& symbol);
   // Applies `change` to the settings and forces a new config (and compiler probe).
   template <class F>
   void reconfigure(F change, bool clear_memory);
@@ -177,7 +179,7 @@ class JitState {
   std::shared_ptr<JitConfig> build_config(const Settings& s);
   Library load_cached(const JitConfig& c, const std::string& key);
   Library run_compiler(const JitConfig& c, const std::string& key, const std::string& source,
-                       const std::string& symbol, bool replacing);
+                       const std::string& symbol, bool replacing, detail::ProcessCanceller* cancel, int niceness);
   void dump_source(const JitConfig& c, const std::string& key, const std::string& source);
   bool warn_once(std::atomic<bool>& flag, const std::string& message);
 
@@ -323,7 +325,8 @@ Library JitState::load_cached(const JitConfig& c, const std::string& key) {
 // Compiles source in the workspace and stores the library. `replacing`: a library of this
 // key is loaded already and wrong, so the new one must not be loaded under the same name.
 Library JitState::run_compiler(const JitConfig& c, const std::string& key, const std::string& source,
-                               const std::string& symbol, bool replacing) {
+                               const std::string& symbol, bool replacing, detail::ProcessCanceller* cancel,
+                               int niceness) {
   auto [dir, include] = workspace_.get();
   if (include.empty()) fail("jit", "no private directory to compile kernels in (mkdtemp under $TMPDIR or /tmp failed)");
   std::string why;
@@ -334,11 +337,12 @@ Library JitState::run_compiler(const JitConfig& c, const std::string& key, const
   std::vector<std::string> argv = c.compiler;
   argv.insert(argv.end(), c.flags.begin(), c.flags.end());
   argv.insert(argv.end(), {"-I" + include, "-o", so, cpp});
-  detail::ProcessResult r = detail::run_process(argv);
+  detail::ProcessResult r = detail::run_process(argv, cancel, niceness);
   ::unlink(cpp.c_str());
   compiles_.fetch_add(1, std::memory_order_relaxed);
   if (!r.succeeded()) {
     ::unlink(so.c_str());
+    if (cancel && cancel->cancelled()) fail("jit", "the compile of kernel '", symbol, "' was cancelled");
     if (!r.started) fail("jit", "cannot run the C++ compiler '", c.compiler[0], "': ", r.error);
     std::string out = trim(r.output);
     if (out.size() > max_diagnostics)
@@ -365,7 +369,22 @@ Library JitState::run_compiler(const JitConfig& c, const std::string& key, const
   return lib;
 }
 
-JitKernel JitState::compile(const std::string& source, const std::string& symbol) {
+JitKernel JitState::lookup(const std::string& source, const std::string& symbol) {
+  std::shared_ptr<const JitConfig> c = config();
+  if (!c->available) return {};
+  const std::string key = cache_key(*c, source);
+  JitKernel k;
+  if (kernels_.find(key + "/" + symbol, &k)) return k;
+  Library lib = load_cached(*c, key);
+  void* fn = lib ? ::dlsym(lib.get(), symbol.c_str()) : nullptr;
+  if (!fn) return {};  // the compile, in the background, rebuilds a library without the symbol
+  dump_source(*c, key, source);
+  // Another thread may have loaded it meanwhile: both name one dlopen handle, one is kept.
+  return kernels_.get(key + "/" + symbol, [&] { return JitKernel{fn, lib}; });
+}
+
+JitKernel JitState::compile(const std::string& source, const std::string& symbol, detail::ProcessCanceller* cancel,
+                            int niceness) {
   std::shared_ptr<const JitConfig> c = config();
   if (!c->available) return {};
   const std::string key = cache_key(*c, source);
@@ -380,7 +399,7 @@ JitKernel JitState::compile(const std::string& source, const std::string& symbol
       c->store->remove(key + ".so");
       replacing = true;
     }
-    Library lib = run_compiler(*c, key, source, symbol, replacing);
+    Library lib = run_compiler(*c, key, source, symbol, replacing, cancel, niceness);
     void* fn = ::dlsym(lib.get(), symbol.c_str());
     if (!fn) fail("jit", "the compiled kernel has no symbol '", symbol, "' (declare it extern \"C\")");
     return JitKernel{fn, std::move(lib)};
@@ -400,9 +419,12 @@ void JitState::reconfigure(F change, bool clear) {
 
 }  // namespace
 
-JitKernel jit_compile(const std::string& source, const std::string& symbol) {
-  return state().compile(source, symbol);
+JitKernel jit_compile(const std::string& source, const std::string& symbol, detail::ProcessCanceller* cancel,
+                      int niceness) {
+  return state().compile(source, symbol, cancel, niceness);
 }
+
+JitKernel jit_lookup(const std::string& source, const std::string& symbol) { return state().lookup(source, symbol); }
 
 bool jit_available() { return state().config()->available; }
 

@@ -9,6 +9,10 @@
 
 namespace kiln::cpu {
 
+namespace detail {
+class ProcessCanceller;  // jit_support.h
+}
+
 struct JitKernel {
   void* fn = nullptr;             // address of the requested symbol
   std::shared_ptr<void> library;  // keeps the dlopen handle alive while anyone holds the kernel
@@ -20,8 +24,16 @@ struct JitKernel {
    Returns an empty JitKernel when no working C++ compiler is available (kiln says so
    once on stderr, naming the fallback). Throws kiln::Error ("[jit] ...", including the
    compiler's diagnostics) when the compiler rejects the source. Thread-safe: concurrent
-   callers asking for the same source compile it once. */
-JitKernel jit_compile(const std::string& source, const std::string& symbol);
+   callers asking for the same source compile it once. A compiler run that `cancel` stops
+   throws kiln::Error ("[jit] the compile of kernel ... was cancelled"); `niceness` above 0
+   runs the compiler at that lower priority (background compiles yield to the calls). */
+JitKernel jit_compile(const std::string& source, const std::string& symbol, detail::ProcessCanceller* cancel = nullptr,
+                      int niceness = 0);
+
+/* The kernel when it is in the in-memory cache or intact in the disk cache; empty otherwise
+   (and without a compiler). Never runs the compiler: a first call takes what a previous
+   process stored at once, and leaves compiling to the background (compile_pool.h). */
+JitKernel jit_lookup(const std::string& source, const std::string& symbol);
 
 /* Whether a working compiler was found (probed once). */
 bool jit_available();

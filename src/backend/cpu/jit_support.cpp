@@ -7,6 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <signal.h>
+#include <sys/resource.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -196,10 +199,42 @@ std::string ProcessResult::describe() const {
   return "ended with wait status " + std::to_string(wait_status);
 }
 
-ProcessResult run_process(const std::vector<std::string>& argv) {
+void ProcessCanceller::cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  if (pid_ > 0) ::kill(-pid_, SIGKILL);
+}
+
+bool ProcessCanceller::cancelled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_;
+}
+
+// Publishes the child to its canceller while it runs (and may be killed), and withdraws it
+// before it is reaped, so that a late cancel() never signals a reused process id.
+struct ProcessRun {
+  static bool start(ProcessCanceller* c, pid_t pid) {
+    if (!c) return true;
+    std::lock_guard<std::mutex> lock(c->mu_);
+    c->pid_ = pid;
+    if (c->cancelled_) ::kill(-pid, SIGKILL);
+    return true;
+  }
+  static void finish(ProcessCanceller* c) {
+    if (!c) return;
+    std::lock_guard<std::mutex> lock(c->mu_);
+    c->pid_ = -1;
+  }
+};
+
+ProcessResult run_process(const std::vector<std::string>& argv, ProcessCanceller* canceller, int niceness) {
   ProcessResult r;
   if (argv.empty()) {
     r.error = "no program given";
+    return r;
+  }
+  if (canceller && canceller->cancelled()) {
+    r.error = "cancelled";
     return r;
   }
   int out = make_output_file();
@@ -218,14 +253,31 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, out, 1);
   posix_spawn_file_actions_adddup2(&actions, out, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (canceller) {
+    // A group of its own, so that cancel() reaches the compiler proper behind the driver.
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+  }
   pid_t pid = -1;
-  int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  int rc = ::posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     ::close(out);
     r.error = errno_text(rc);
     return r;
   }
+  // posix_spawnp returns once the child has exec'd, long before a compiler driver starts
+  // the compiler proper, which inherits this priority.
+  if (niceness > 0) ::setpriority(PRIO_PROCESS, static_cast<id_t>(pid), niceness);
+  ProcessRun::start(canceller, pid);
+  // Wait for the exit without reaping, withdraw the id from the canceller, then reap.
+  siginfo_t info{};
+  while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+  }
+  ProcessRun::finish(canceller);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) {

@@ -2,8 +2,11 @@
 // the compiler as a child process with its output captured.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -49,8 +52,26 @@ struct ProcessResult {
   bool succeeded() const;
   std::string describe() const;  // "exited with 1", "killed by signal 9", ...
 };
+/* Lets another thread stop a child that run_process is waiting for: a background compile of
+   a function that was freed, or one still running when the process exits. */
+class ProcessCanceller {
+ public:
+  /* Kills the child's process group (the compiler driver and what it started), now or as
+     soon as it starts; every later run_process given this canceller fails at once. */
+  void cancel();
+  bool cancelled() const;
+
+ private:
+  friend struct ProcessRun;
+  mutable std::mutex mu_;  // guards pid_ and cancelled_
+  pid_t pid_ = -1;         // the running child, not yet reaped (so its id is not reused)
+  bool cancelled_ = false;
+};
+
 /* Runs argv (argv[0] looked up in PATH) through posix_spawnp, with stdin from /dev/null and
-   stdout+stderr captured into an anonymous file, and waits for it. Safe in threaded programs. */
-ProcessResult run_process(const std::vector<std::string>& argv);
+   stdout+stderr captured into an anonymous file, and waits for it. Safe in threaded programs.
+   With a canceller the child runs in a process group of its own, which cancel() kills.
+   `niceness` above 0 lowers the child's priority (set before it can start children). */
+ProcessResult run_process(const std::vector<std::string>& argv, ProcessCanceller* canceller = nullptr, int niceness = 0);
 
 }  // namespace kiln::cpu::detail

@@ -6,6 +6,7 @@
 #include "backend/cpu/strided.h"
 #include "compile/codegen_util.h"
 #include "compile/row_fused.h"
+#include "compile/tier.h"
 #include "ops/elementwise.h"
 
 namespace kiln::compiler {
@@ -30,11 +31,11 @@ std::vector<Shape> RowFused::output_shapes(const std::vector<Shape>& in) const {
 void RowFused::print(std::ostream& os) const { print_region(os, name(), program_->ops); }
 
 RowFused::KernelFn RowFused::kernel() {
-  std::call_once(compiled_, [&] {
+  void* fn = kernel_.get([&] {
     std::string symbol = "kiln_rows_" + std::to_string(std::hash<std::string>{}(program_->signature()));
-    jit_ = std::make_shared<const cpu::JitKernel>(cpu::jit_compile(program_->source(symbol), symbol));
+    return cpu::TieredKernel::Source{program_->source(symbol), symbol};
   });
-  return reinterpret_cast<KernelFn>(jit_->fn);
+  return reinterpret_cast<KernelFn>(fn);
 }
 
 bool row_col_strides(const Strides& s, const Shape& full, size_t lead, int64_t& rs, int64_t& cs) {
@@ -84,6 +85,7 @@ void RowFused::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out)
   for (size_t i = 0; i < full.size(); ++i) (i < lead ? rows : n) *= full[i];
   if (rows == 0) return;
   KernelFn fn = kernel();
+  note_region(fn != nullptr, kernel_.ready_ns());  // a layout the kernel does not take is no tier's doing
   if (!fn || n == 0 || !per_row_inputs_hold(in, full, lead)) return run_unfused(in, out);
   std::vector<Tensor> inputs = in;
   std::vector<int64_t> rs(in.size()), cs(in.size());

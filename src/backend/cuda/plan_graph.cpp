@@ -15,6 +15,7 @@
 #include "backend/cuda/recording.h"
 #include "backend/cuda/streams.h"
 #include "backend/cuda/tuning.h"
+#include "compile/tier.h"
 #include "core/stats.h"
 
 namespace kiln::cuda {
@@ -453,6 +454,7 @@ void run_compiled(int device, const compiler::CompiledCall& call, const std::vec
   if (l->ready) {
     replay(device, *l, in, out);
     finish_outputs(device, out);
+    compiler::count_call(call.plan(), compiler::TierRecord{});  // a GPU plan has no interim tier
     return;
   }
   if (l->failed) {
