@@ -1,5 +1,6 @@
 // kiln_fuzz: checks compiled against eager results on random programs.
 //   kiln_fuzz --seed S --count N [--verbose] [--interp] [--no-shapeless] [--minimize]
+//   kiln_fuzz --seeds S1,S2,... (those seeds in that order, in one process)
 // Exits 1 when any case fails; each failure prints its seed and program listing.
 #include <chrono>
 #include <cstdio>
@@ -19,6 +20,7 @@ void usage() {
                "                 [--max-failures K]\n"
                "  --seed S        first seed (default 1)\n"
                "  --count N       number of cases (default 1000)\n"
+               "  --seeds A,B,..  these seeds, in this order (one process: caches carry over)\n"
                "  --verbose       print every program and its result\n"
                "  --interp        run fused regions in the interpreter instead of compiled kernels\n"
                "  --no-shapeless  skip the shapeless compile\n"
@@ -30,6 +32,7 @@ void usage() {
 
 int main(int argc, char** argv) {
   uint64_t seed = 1, count = 1000;
+  std::vector<uint64_t> seeds;
   int max_failures = 20;
   bool verbose = false, interp = false, minimize = false;
   kiln::fuzz::CheckOptions opts;
@@ -44,6 +47,17 @@ int main(int argc, char** argv) {
     };
     if (a == "--seed") seed = std::strtoull(next(), nullptr, 10);
     else if (a == "--count") count = std::strtoull(next(), nullptr, 10);
+    else if (a == "--seeds") {
+      for (const char* p = next(); *p;) {
+        char* end = nullptr;
+        seeds.push_back(std::strtoull(p, &end, 10));
+        p = *end == ',' ? end + 1 : end;
+        if (end == p && *p) {
+          usage();
+          return 2;
+        }
+      }
+    }
     else if (a == "--max-failures") max_failures = std::atoi(next());
     else if (a == "--verbose" || a == "-v") verbose = true;
     else if (a == "--interp") interp = true;
@@ -59,7 +73,10 @@ int main(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   std::vector<uint64_t> failed;
   uint64_t steps = 0, reductions = 0, compared = 0, inexact = 0, unchecked = 0;
-  for (uint64_t s = seed; s < seed + count; ++s) {
+  if (seeds.empty()) {
+    for (uint64_t s = seed; s < seed + count; ++s) seeds.push_back(s);
+  }
+  for (uint64_t s : seeds) {
     kiln::fuzz::Program p = kiln::fuzz::generate(s);
     steps += p.steps.size();
     reductions += p.has_reduction;
@@ -88,9 +105,10 @@ int main(int argc, char** argv) {
     }
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("kiln_fuzz: seeds %llu..%llu, %zu failed, %llu steps, %llu with reductions, %llu output comparisons "
+  std::printf("kiln_fuzz: %zu seeds from %llu to %llu, %zu failed, %llu steps, %llu with reductions, %llu output comparisons "
               "(%llu within tolerance but not bit-equal, %llu shape/dtype only), %.1f s\n",
-              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed + count - 1), failed.size(),
+              seeds.size(), static_cast<unsigned long long>(seeds.front()), static_cast<unsigned long long>(seeds.back()),
+              failed.size(),
               static_cast<unsigned long long>(steps), static_cast<unsigned long long>(reductions),
               static_cast<unsigned long long>(compared), static_cast<unsigned long long>(inexact),
               static_cast<unsigned long long>(unchecked), secs);
