@@ -1073,6 +1073,19 @@ class Generator {
     int n = value_count();
     p_.outputs.push_back(n - 1);
     int extra = uniform(0, 2);
+    // Half the time one of them is a language-model, selection or random step (their operands
+    // are narrow, so they are often off the path to the last value, and unused values are
+    // neither run eagerly nor compiled).
+    std::vector<int> special;
+    int nin = static_cast<int>(p_.inputs.size());
+    for (int v = nin; v < n - 1; ++v) {
+      StepKind k = p_.steps[static_cast<size_t>(v - nin)].kind;
+      if (k == StepKind::nn || k == StepKind::selection || k == StepKind::random) special.push_back(v);
+    }
+    if (extra > 0 && !special.empty() && chance(0.5)) {
+      p_.outputs.push_back(pick(special));
+      --extra;
+    }
     for (int i = 0; i < extra; ++i) p_.outputs.push_back(uniform(0, n - 1));
     std::shuffle(p_.outputs.begin(), p_.outputs.end(), rng_);
   }
