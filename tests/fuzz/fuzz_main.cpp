@@ -1,6 +1,7 @@
 // kiln_fuzz: checks compiled against eager results on random programs.
 //   kiln_fuzz --seed S --count N [--verbose] [--interp] [--no-shapeless] [--minimize]
 //   kiln_fuzz --seeds S1,S2,... (those seeds in that order, in one process)
+//   kiln_fuzz --llm-fraction 1 (every program with inputs for the language-model ops)
 // Exits 1 when any case fails; each failure prints its seed and program listing.
 #include <chrono>
 #include <cstdio>
@@ -17,7 +18,7 @@ namespace {
 void usage() {
   std::fprintf(stderr,
                "usage: kiln_fuzz [--seed S] [--count N] [--verbose] [--interp] [--no-shapeless] [--minimize]\n"
-               "                 [--max-failures K]\n"
+               "                 [--max-failures K] [--seeds A,B,..] [--llm-fraction F]\n"
                "  --seed S        first seed (default 1)\n"
                "  --count N       number of cases (default 1000)\n"
                "  --seeds A,B,..  these seeds, in this order (one process: caches carry over)\n"
@@ -25,7 +26,9 @@ void usage() {
                "  --interp        run fused regions in the interpreter instead of compiled kernels\n"
                "  --no-shapeless  skip the shapeless compile\n"
                "  --minimize      shrink each failing program and print the smallest that fails alike\n"
-               "  --max-failures  stop after K failing seeds (default 20)\n");
+               "  --max-failures  stop after K failing seeds (default 20)\n"
+               "  --llm-fraction F  share of programs with inputs for the language-model ops (default 0.4;\n"
+               "                  1 to fuzz those ops alone; other values give other programs for a seed)\n");
 }
 
 }  // namespace
@@ -36,6 +39,7 @@ int main(int argc, char** argv) {
   int max_failures = 20;
   bool verbose = false, interp = false, minimize = false;
   kiln::fuzz::CheckOptions opts;
+  kiln::fuzz::GenOptions gen;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -59,6 +63,7 @@ int main(int argc, char** argv) {
       }
     }
     else if (a == "--max-failures") max_failures = std::atoi(next());
+    else if (a == "--llm-fraction") gen.llm_fraction = std::atof(next());
     else if (a == "--verbose" || a == "-v") verbose = true;
     else if (a == "--interp") interp = true;
     else if (a == "--minimize") minimize = true;
@@ -77,7 +82,7 @@ int main(int argc, char** argv) {
     for (uint64_t s = seed; s < seed + count; ++s) seeds.push_back(s);
   }
   for (uint64_t s : seeds) {
-    kiln::fuzz::Program p = kiln::fuzz::generate(s);
+    kiln::fuzz::Program p = kiln::fuzz::generate(s, gen);
     steps += p.steps.size();
     reductions += p.has_reduction;
     if (verbose) std::printf("%s", p.listing().c_str());
