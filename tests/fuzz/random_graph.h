@@ -116,7 +116,8 @@ struct Program {
      when given. */
   std::vector<Array> make_inputs(const std::vector<Shape>* shapes = nullptr, uint64_t stream = 0) const;
   /* Input shapes for a shapeless replay: every dimension above 1 grown by a seeded
-     amount, equal dimensions kept equal and distinct ones distinct. */
+     amount, equal dimensions kept equal and distinct ones distinct; fixed inputs, and
+     the sizes they have wherever they occur, kept (InputSpec::fixed). */
   std::vector<Shape> variant_shapes() const;
   /* A text listing: one line per input, step and output. */
   std::string listing() const;
