@@ -23,7 +23,7 @@ std::vector<Shape> Selection::output_shapes(const std::vector<Shape>& in) const 
       return {out, out};
     case OpKind::Partition:
     case OpKind::ArgPartition:
-      if (k_ >= n) fail(name(), "kth ", k_, " is out of range for an axis of size ", n);
+      if (k_ < -n || k_ >= n) fail(name(), "kth ", k_, " is out of range for an axis of size ", n);
       return {out};
     default: return {out};
   }
@@ -51,12 +51,16 @@ std::vector<Array> along_axis(const char* op, const Array& a, int axis, std::sha
   return outs;
 }
 
-/* kth in [0, n) for an axis of n elements; negative counts from the end. */
-int64_t normalize_kth(const char* op, const Array& a, int kth, int axis) {
+/* Checks kth against an axis of n elements (negative counts from the end) and returns it
+   as given: the primitive counts a negative kth from the end of the row it runs on, so a
+   shapeless replay at another length takes the same element eager code takes (resolved
+   here, a traced kth=-1 stayed at the traced length's last position: kiln_fuzz seeds 170,
+   455). */
+int64_t check_kth(const char* op, const Array& a, int kth, int axis) {
   if (!a.valid()) fail(op, "operation on an empty Array handle");
   const int64_t n = a.shape(normalize_axis(op, axis, a.ndim()));
   if (kth < -n || kth >= n) fail(op, "kth ", kth, " is out of range for an axis of size ", n);
-  return kth < 0 ? kth + n : kth;
+  return kth;
 }
 
 }  // namespace
@@ -76,12 +80,12 @@ Array sort(const Array& a, int axis) {
 Array argsort(const Array& a, int axis) { return along_axis("argsort", a, axis, std::make_shared<ArgSort>(), {int32})[0]; }
 
 Array argpartition(const Array& a, int kth, int axis) {
-  const int64_t k = normalize_kth("argpartition", a, kth, axis);
+  const int64_t k = check_kth("argpartition", a, kth, axis);
   return along_axis("argpartition", a, axis, std::make_shared<ArgPartition>(k), {int32})[0];
 }
 
 Array partition(const Array& a, int kth, int axis) {
-  const int64_t k = normalize_kth("partition", a, kth, axis);
+  const int64_t k = check_kth("partition", a, kth, axis);
   return along_axis("partition", a, axis, std::make_shared<Partition>(k), {a.dtype()})[0];
 }
 

@@ -8,7 +8,8 @@
 namespace kiln {
 
 /* The shared form: the kind says what is computed, `k` is the kth position of a
-   partition or the count of a topk (unused by sort and argsort). */
+   partition (negative: from the end of the row, resolved when it runs) or the count of
+   a topk (unused by sort and argsort). */
 class Selection : public Primitive {
  public:
   Selection(OpKind kind, int64_t k) : Primitive(kind), k_(k) {}

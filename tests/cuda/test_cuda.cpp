@@ -1173,7 +1173,10 @@ TEST_F(Cuda, RandomGraphsGpuAgainstCpu) {
     }
     for (size_t o = 0; o < p.outputs.size(); ++o) {
       auto e = p.exactness[static_cast<size_t>(p.outputs[o])];
-      if (e == fuzz::Exactness::unreliable) {
+      // Unreliable, or legitimately device-dependent (argpartition's order off kth, Gumbel
+      // draws through log, codes rounded from a scale): by shape only across devices; the
+      // compiled-against-eager check below still compares them on the GPU.
+      if (e == fuzz::Exactness::unreliable || p.same_device_only[static_cast<size_t>(p.outputs[o])]) {
         ++unchecked;
         EXPECT_EQ(got[o].shape(), want[o].shape());
         continue;

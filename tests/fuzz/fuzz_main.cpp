@@ -1,6 +1,9 @@
 // kiln_fuzz: checks compiled against eager results on random programs.
 //   kiln_fuzz --seed S --count N [--verbose] [--interp] [--no-shapeless] [--minimize]
+//   kiln_fuzz --seeds S1,S2,... (those seeds in that order, in one process)
+//   kiln_fuzz --llm-fraction 1 (every program with inputs for the language-model ops)
 // Exits 1 when any case fails; each failure prints its seed and program listing.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,23 +19,29 @@ namespace {
 void usage() {
   std::fprintf(stderr,
                "usage: kiln_fuzz [--seed S] [--count N] [--verbose] [--interp] [--no-shapeless] [--minimize]\n"
-               "                 [--max-failures K]\n"
+               "                 [--max-failures K] [--seeds A,B,..] [--llm-fraction F] [--max-steps M]\n"
                "  --seed S        first seed (default 1)\n"
                "  --count N       number of cases (default 1000)\n"
+               "  --seeds A,B,..  these seeds, in this order (one process: caches carry over)\n"
                "  --verbose       print every program and its result\n"
                "  --interp        run fused regions in the interpreter instead of compiled kernels\n"
                "  --no-shapeless  skip the shapeless compile\n"
                "  --minimize      shrink each failing program and print the smallest that fails alike\n"
-               "  --max-failures  stop after K failing seeds (default 20)\n");
+               "  --max-failures  stop after K failing seeds (default 20)\n"
+               "  --llm-fraction F  share of programs with inputs for the language-model ops (default 0.4;\n"
+               "                  1 to fuzz those ops alone; other values give other programs for a seed)\n"
+               "  --max-steps M   longest program (default 25; another value gives other programs)\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   uint64_t seed = 1, count = 1000;
+  std::vector<uint64_t> seeds;
   int max_failures = 20;
   bool verbose = false, interp = false, minimize = false;
   kiln::fuzz::CheckOptions opts;
+  kiln::fuzz::GenOptions gen;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -44,7 +53,20 @@ int main(int argc, char** argv) {
     };
     if (a == "--seed") seed = std::strtoull(next(), nullptr, 10);
     else if (a == "--count") count = std::strtoull(next(), nullptr, 10);
+    else if (a == "--seeds") {
+      for (const char* p = next(); *p;) {
+        char* end = nullptr;
+        seeds.push_back(std::strtoull(p, &end, 10));
+        p = *end == ',' ? end + 1 : end;
+        if (end == p && *p) {
+          usage();
+          return 2;
+        }
+      }
+    }
     else if (a == "--max-failures") max_failures = std::atoi(next());
+    else if (a == "--llm-fraction") gen.llm_fraction = std::atof(next());
+    else if (a == "--max-steps") gen.max_steps = std::max(gen.min_steps, std::atoi(next()));
     else if (a == "--verbose" || a == "-v") verbose = true;
     else if (a == "--interp") interp = true;
     else if (a == "--minimize") minimize = true;
@@ -58,9 +80,12 @@ int main(int argc, char** argv) {
   if (interp) kiln::cpu::reset_jit_for_tests("/nonexistent/kiln-fuzz-c++");
   auto t0 = std::chrono::steady_clock::now();
   std::vector<uint64_t> failed;
-  uint64_t steps = 0, reductions = 0, compared = 0, inexact = 0, unchecked = 0;
-  for (uint64_t s = seed; s < seed + count; ++s) {
-    kiln::fuzz::Program p = kiln::fuzz::generate(s);
+  uint64_t steps = 0, reductions = 0, compared = 0, inexact = 0, unchecked = 0, variants = 0, values = 0;
+  if (seeds.empty()) {
+    for (uint64_t s = seed; s < seed + count; ++s) seeds.push_back(s);
+  }
+  for (uint64_t s : seeds) {
+    kiln::fuzz::Program p = kiln::fuzz::generate(s, gen);
     steps += p.steps.size();
     reductions += p.has_reduction;
     if (verbose) std::printf("%s", p.listing().c_str());
@@ -68,6 +93,8 @@ int main(int argc, char** argv) {
     compared += static_cast<uint64_t>(r.outputs_compared);
     inexact += static_cast<uint64_t>(r.outputs_inexact);
     unchecked += static_cast<uint64_t>(r.outputs_unchecked);
+    variants += r.variant_checked;
+    values += r.values_checked;
     if (verbose) std::printf("=> %s\n\n", r.ok ? "ok" : "FAILED");
     if (!r.ok) {
       failed.push_back(s);
@@ -88,12 +115,15 @@ int main(int argc, char** argv) {
     }
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("kiln_fuzz: seeds %llu..%llu, %zu failed, %llu steps, %llu with reductions, %llu output comparisons "
-              "(%llu within tolerance but not bit-equal, %llu shape/dtype only), %.1f s\n",
-              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed + count - 1), failed.size(),
+  std::printf("kiln_fuzz: %zu seeds from %llu to %llu, %zu failed, %llu steps, %llu with reductions, %llu output comparisons "
+              "(%llu within tolerance but not bit-equal, %llu shape/dtype only), %llu programs replayed shapeless at other "
+              "shapes, %llu on other values, %.1f s\n",
+              seeds.size(), static_cast<unsigned long long>(seeds.front()), static_cast<unsigned long long>(seeds.back()),
+              failed.size(),
               static_cast<unsigned long long>(steps), static_cast<unsigned long long>(reductions),
               static_cast<unsigned long long>(compared), static_cast<unsigned long long>(inexact),
-              static_cast<unsigned long long>(unchecked), secs);
+              static_cast<unsigned long long>(unchecked), static_cast<unsigned long long>(variants),
+              static_cast<unsigned long long>(values), secs);
   if (!failed.empty()) {
     std::printf("failing seeds:");
     for (auto s : failed) std::printf(" %llu", static_cast<unsigned long long>(s));

@@ -102,6 +102,17 @@ enum ReduceFn { r_sum, r_prod, r_max, r_min, r_mean, r_var, r_logsumexp, r_softm
 const char* const kReduceNames[] = {"sum", "prod", "max", "min", "mean", "var", "logsumexp", "softmax",
                                     "any", "all", "argmax", "argmin", "cumsum", "sort", "argsort"};
 
+// The language-model ops (StepKind::nn), selection and random numbers.
+enum NnFn { nn_rms_norm, nn_layer_norm, nn_rope, nn_sdpa, nn_quantize, nn_dequantize, nn_qmm, nn_slice_update,
+            nn_slice_update_at, nn_count };
+const char* const kNnNames[] = {"rms_norm", "layer_norm", "rope", "scaled_dot_product_attention", "quantize",
+                                "dequantize", "quantized_matmul", "slice_update", "slice_update_at"};
+enum SelFn { sel_topk, sel_argpartition, sel_partition, sel_count };
+const char* const kSelNames[] = {"topk", "argpartition", "partition"};
+enum RandFn { rnd_bits, rnd_uniform, rnd_normal, rnd_bernoulli, rnd_categorical, rnd_split, rnd_subkey, rnd_count };
+const char* const kRandNames[] = {"random_bits", "random_uniform", "random_normal", "random_bernoulli",
+                                  "random_categorical", "random_split", "random_subkey"};
+
 std::string shape_text(const Shape& s) {
   std::ostringstream os;
   os << "(";
@@ -136,6 +147,99 @@ int64_t numel(const Shape& s) {
   int64_t n = 1;
   for (auto d : s) n *= d;
   return n;
+}
+
+Array int32_vector(const Shape& v) {
+  std::vector<int32_t> x(v.begin(), v.end());
+  return array(x, {static_cast<int64_t>(x.size())});
+}
+
+/* The optional operand `bit` of s (nn steps list them after `required` operands). */
+std::optional<Array> opt_arg(const Step& s, const std::vector<Array>& v, size_t required, unsigned bit) {
+  if (!(s.opt & bit)) return std::nullopt;
+  size_t i = required;
+  for (unsigned b = 1; b < bit; b <<= 1) i += (s.opt & b) ? 1 : 0;
+  return v[static_cast<size_t>(s.args[i])];
+}
+
+Array apply_nn(const Step& s, const std::vector<Array>& v) {
+  auto arg = [&](size_t i) -> const Array& { return v[static_cast<size_t>(s.args[i])]; };
+  switch (static_cast<NnFn>(s.fn)) {
+    case nn_rms_norm: return rms_norm(arg(0), opt_arg(s, v, 1, kOptWeight), s.eps);
+    case nn_layer_norm: return layer_norm(arg(0), opt_arg(s, v, 1, kOptWeight), opt_arg(s, v, 1, kOptBias), s.eps);
+    case nn_rope: {
+      auto offsets = opt_arg(s, v, 1, kOptOffsetArray), freqs = opt_arg(s, v, 1, kOptFreqs);
+      if (offsets) return rope(arg(0), s.k, s.traditional, s.base, s.fscale, *offsets, freqs);
+      return rope(arg(0), s.k, s.traditional, s.base, s.fscale, s.offset, freqs);
+    }
+    case nn_sdpa:
+      return scaled_dot_product_attention(arg(0), arg(1), arg(2), s.fscale, opt_arg(s, v, 3, kOptMask), s.causal,
+                                          opt_arg(s, v, 3, kOptKeyLengths));
+    case nn_quantize: {
+      auto q = quantize(arg(0), s.group_size, s.bits);
+      return s.which == 0 ? std::get<0>(q) : s.which == 1 ? std::get<1>(q) : std::get<2>(q);
+    }
+    case nn_dequantize: {
+      auto [w, sc, b] = quantize(arg(0), s.group_size, s.bits);
+      return dequantize(w, sc, b, s.group_size, s.bits);
+    }
+    case nn_qmm: {
+      // quantize -> quantized_matmul, with the fused pattern around it on request: a weighted
+      // rms_norm read only by the product, and an add of a same-shaped tensor behind it.
+      auto [w, sc, b] = quantize(arg(1), s.group_size, s.bits);
+      Array x = arg(0);
+      if (auto nw = opt_arg(s, v, 2, kOptNorm)) x = rms_norm(x, nw, s.eps);
+      Array y = quantized_matmul(x, w, sc, b, s.transpose, s.group_size, s.bits, s.activations);
+      if (auto r = opt_arg(s, v, 2, kOptResidual)) y = y + *r;
+      return y;
+    }
+    case nn_slice_update: {
+      Shape start, stop, step;
+      for (auto& a : s.slices) {
+        start.push_back(*a.start);
+        stop.push_back(*a.stop);
+        step.push_back(a.step);
+      }
+      return slice_update(arg(0), arg(1), start, stop, step);
+    }
+    case nn_slice_update_at: {
+      // The start vector clamped into [0, limit] (s.shape: the traced room left on each axis),
+      // so the program's data cannot put the update out of range at the traced shapes.
+      Array start = minimum(maximum(arg(2), int32_vector(Shape(s.shape.size(), 0))), int32_vector(s.shape));
+      return slice_update(arg(0), arg(1), start, s.axes);
+    }
+    case nn_count: break;
+  }
+  fail("fuzz", "bad nn step");
+}
+
+Array apply_selection(const Step& s, const Array& a) {
+  switch (static_cast<SelFn>(s.fn)) {
+    case sel_topk: {
+      auto [values, indices] = topk(a, s.k, s.axis);
+      return s.which == 0 ? values : indices;
+    }
+    case sel_argpartition: return argpartition(a, s.k, s.axis);
+    case sel_partition: return partition(a, s.k, s.axis);
+    case sel_count: break;
+  }
+  fail("fuzz", "bad selection step");
+}
+
+Array apply_random(const Step& s, const std::vector<Array>& v) {
+  const Array& key = v[static_cast<size_t>(s.args[0])];
+  switch (static_cast<RandFn>(s.fn)) {
+    case rnd_bits: return random::bits(s.shape, key);
+    case rnd_uniform: return random::uniform(s.shape, key, s.dtype, s.param0, s.param1);
+    case rnd_normal: return random::normal(s.shape, key, s.dtype, s.param0, s.param1);
+    case rnd_bernoulli: return random::bernoulli(v[static_cast<size_t>(s.args[1])], key);
+    case rnd_categorical: return random::categorical(v[static_cast<size_t>(s.args[1])], key, s.axis);
+    case rnd_split: return random::split(key, s.k);
+    case rnd_subkey:  // one row of a split, a key again
+      return reshape(slice(random::split(key, s.k), {SliceArg{s.which, s.which + 1, 1}}), {2});
+    case rnd_count: break;
+  }
+  fail("fuzz", "bad random step");
 }
 
 /* Applies one step to the values computed so far. */
@@ -188,6 +292,9 @@ Array apply_step(const Step& s, const std::vector<Array>& v) {
     }
     case StepKind::broadcast_to: return broadcast_to(arg(0), s.shape);
     case StepKind::copy: return copy(arg(0));
+    case StepKind::nn: return apply_nn(s, v);
+    case StepKind::selection: return apply_selection(s, arg(0));
+    case StepKind::random: return apply_random(s, v);
   }
   fail("fuzz", "bad step");
 }
@@ -222,7 +329,71 @@ Exactness exactness_of(const Step& s, const std::vector<Exactness>& ex, const st
       if (accumulates && (is_floating(out) || is_floating(src))) return Exactness::approximate;
       return in;
     }
+    case StepKind::nn: {
+      auto ex_of = [&](size_t i) { return ex[static_cast<size_t>(s.args[i])]; };
+      switch (static_cast<NnFn>(s.fn)) {
+        case nn_rms_norm:
+        case nn_layer_norm:
+          // Float32 sums over the row, whose order the row kernels and the fused product may
+          // change; and a division by the row's statistic, which amplifies differences in x up
+          // to rsqrt(eps) times on rows near zero (or, for layer_norm, near constant).
+          return approx ? Exactness::unreliable : Exactness::approximate;
+        case nn_rope:
+          // Elementwise per feature (one kernel, compiled or not): exact on exact operands,
+          // linear in x; but positions and frequencies go through cos and sin of their product.
+          for (size_t i = 1; i < s.args.size(); ++i) {
+            if (ex_of(i) != Exactness::exact) return Exactness::unreliable;
+          }
+          return in;
+        case nn_sdpa:
+          // Float32 dot products and an online softmax, accumulated in an order the kernel picks
+          // by layout; the softmax of scores as large as D * 70000^2 turns any difference in its
+          // operands into arbitrary weights.
+          return approx ? Exactness::unreliable : Exactness::approximate;
+        case nn_quantize:
+        case nn_dequantize:
+          // Codes are rounded: exact from exact weights, a different code from nearly equal ones.
+          return approx ? Exactness::unreliable : in;
+        case nn_qmm:
+          if (ex_of(1) != Exactness::exact) return Exactness::unreliable;  // the weights are rounded to codes
+          if (approx && ((s.opt & kOptNorm) || s.activations != QmmActivations::exact)) {
+            return Exactness::unreliable;  // a norm (above), or x rounded to integer codes per block
+          }
+          // Float32 sums of products (int8/int16: of exact integer dots times float scales) in
+          // an order that the path (GEMV/GEMM, fused norm and residual, threads) decides.
+          return Exactness::approximate;
+        case nn_slice_update:
+        case nn_slice_update_at:
+        case nn_count: return in;  // values moved unchanged (the start is an exact integer or unreliable)
+      }
+      return in;
+    }
+    case StepKind::selection:
+      // Values are moved: topk's largest-first values are order statistics (1-Lipschitz);
+      // indices, and partition's arrangement off kth, can change with any difference.
+      if (approx) return s.fn == sel_topk && s.which == 0 ? in : Exactness::unreliable;
+      return in;
+    case StepKind::random:
+      // Bits from the key; uniform and normal are elementwise math on them (fused as eager);
+      // bernoulli compares p with a uniform draw and categorical takes an argmax.
+      if (approx && (s.fn == rnd_bernoulli || s.fn == rnd_categorical)) return Exactness::unreliable;
+      return in;
     default: return in;  // layout ops move values unchanged
+  }
+}
+
+/* Whether another device may differ from this one on s's result beyond exactness (see
+   Program::same_device_only). */
+bool same_device_only(const Step& s, const std::vector<bool>& sd) {
+  for (int a : s.args) {
+    if (sd[static_cast<size_t>(a)]) return true;
+  }
+  switch (s.kind) {
+    case StepKind::selection: return s.fn != sel_topk;
+    case StepKind::random: return s.fn == rnd_categorical;
+    case StepKind::nn:
+      return s.fn == nn_quantize || s.fn == nn_dequantize || s.fn == nn_qmm;
+    default: return false;
   }
 }
 
@@ -253,6 +424,7 @@ class Generator {
   GenOptions opts_;
   Program p_;
   bool big_ = false;  // a program over large arrays (parallel chunks, many tiles)
+  bool llm_ = false;  // a program with inputs shaped for the language-model ops
   std::vector<Array> probes_;  // lazy stand-ins, never evaluated
 
   int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
@@ -303,12 +475,69 @@ class Generator {
       }
       in.dtype = random_dtype();
       if (!in.shape.empty() && chance(0.25)) in.layout = chance(0.5) ? InputLayout::transposed : InputLayout::strided;
-      p_.inputs.push_back(in);
-      probes_.push_back(zeros(in.shape, in.dtype));
-      p_.shapes.push_back(in.shape);
-      p_.dtypes.push_back(in.dtype);
-      p_.exactness.push_back(Exactness::exact);
+      add_input(in);
     }
+    llm_ = !big_ && chance(opts_.llm_fraction);
+    if (llm_) make_llm_inputs();
+  }
+
+  void add_input(const InputSpec& in) {
+    p_.inputs.push_back(in);
+    probes_.push_back(zeros(in.shape, in.dtype));
+    p_.shapes.push_back(in.shape);
+    p_.dtypes.push_back(in.dtype);
+    p_.exactness.push_back(Exactness::exact);
+    p_.same_device_only.push_back(false);
+  }
+  void add_input(Shape shape, Dtype dtype, bool fixed = false) {
+    InputSpec in;
+    in.shape = std::move(shape);
+    in.dtype = dtype;
+    in.fixed = fixed;
+    // Views with other strides where the ops allow them (keys and start vectors too).
+    if (!in.shape.empty() && chance(0.2)) in.layout = chance(0.5) ? InputLayout::transposed : InputLayout::strided;
+    add_input(in);
+  }
+
+  /* Inputs the language-model ops accept, beside the ordinary ones: attention's q, k and v
+     (grouped-query heads, key length apart from query length, masks, per-row key lengths and
+     positions), weights with a groups' axis of 32 to 256 and activations for them, norm weights,
+     random keys, slice_update start vectors. */
+  void make_llm_inputs() {
+    static const std::vector<Dtype> act = {float32, float32, float16, bfloat16};
+    if (chance(0.6)) {
+      Dtype d = pick(act);
+      static const std::vector<int64_t> reps = {1, 1, 2, 3}, lqs = {1, 1, 2, 3, 4}, lks = {1, 3, 4, 6}, ds = {2, 4, 8};
+      int64_t b = uniform(1, 2), hkv = uniform(1, 2), rep = pick(reps), lq = pick(lqs);
+      int64_t lk = chance(0.3) ? lq : pick(lks), hd = pick(ds), dv = chance(0.7) ? hd : 3;
+      add_input({b, hkv * rep, lq, hd}, d);
+      add_input({b, hkv, lk, hd}, d);
+      add_input({b, hkv, lk, dv}, d);
+      if (chance(0.4)) {
+        if (chance(0.5)) add_input({lq, lk}, bool_);
+        else add_input({b, 1, lq, lk}, chance(0.5) ? d : float32);
+      }
+      if (chance(0.5)) add_input({b}, int32);  // key lengths, or positions per batch row
+      if (chance(0.3)) add_input({}, int32);   // one position for all rows
+      if (chance(0.3)) add_input({hd / 2}, float32);  // rope frequencies
+      if (chance(0.3)) add_input({hd}, d);            // a norm weight for the rows of q
+    }
+    if (chance(0.5)) {
+      static const std::vector<int64_t> ks = {32, 64, 64, 128, 256}, ns = {1, 16, 24};  // N: sizes no other input has (fixed)
+      int64_t kd = pick(ks), n = pick(ns);
+      Dtype d = pick(act);
+      add_input({n, kd}, d, true);  // [out, in]: transposed products, and quantize along K
+      int64_t m = std::max<int64_t>(1, std::min<int64_t>(uniform(1, 5), 512 / kd));
+      if (chance(0.5)) add_input({m, kd}, chance(0.7) ? d : pick(act));
+      else add_input({1, m, kd}, chance(0.7) ? d : pick(act));
+      if (chance(0.5)) add_input({kd}, d, true);  // an rms_norm weight in front of the product
+      if (chance(0.4)) add_input({m, n}, d);           // a residual behind it
+    }
+    if (chance(0.6)) {
+      add_input({2}, uint32, true);
+      if (chance(0.3)) add_input({2}, uint32, true);
+    }
+    if (chance(0.6)) add_input({chance(0.6) ? 1 : 2}, int32, true);
   }
 
   int value_count() const { return static_cast<int>(probes_.size()); }
@@ -401,12 +630,14 @@ class Generator {
 
   /* Fills a candidate step; false when nothing suitable exists. */
   bool propose(Step& s) {
-    static const std::vector<std::pair<StepKind, int>> weights = {
+    // Not static: the weights of the language-model ops depend on the program (llm_).
+    const std::vector<std::pair<StepKind, int>> weights = {
         {StepKind::unary, 18},      {StepKind::binary, 20},      {StepKind::scalar, 12},
         {StepKind::where, 6},       {StepKind::astype, 6},       {StepKind::reduce, 14},
         {StepKind::reshape, 6},     {StepKind::transpose, 5},    {StepKind::slice, 7},
         {StepKind::expand_dims, 3}, {StepKind::squeeze, 2},      {StepKind::concatenate, 4},
-        {StepKind::broadcast_to, 2}, {StepKind::copy, 1},
+        {StepKind::broadcast_to, 2}, {StepKind::copy, 1},        {StepKind::nn, llm_ ? 16 : 3},
+        {StepKind::selection, 3},   {StepKind::random, llm_ ? 10 : 1},
     };
     int total = 0;
     for (auto& w : weights) total += w.second;
@@ -539,8 +770,285 @@ class Generator {
         break;
       }
       case StepKind::copy: break;
+      case StepKind::nn: return propose_nn(s, a);
+      case StepKind::selection: {
+        if (rank == 0) return false;
+        s.fn = uniform(0, sel_count - 1);
+        s.axis = chance(0.6) ? -1 : uniform(-rank, rank - 1);
+        int64_t n = sh[static_cast<size_t>(s.axis < 0 ? s.axis + rank : s.axis)];
+        if (s.fn == sel_topk) {
+          s.k = uniform(0, static_cast<int>(std::min<int64_t>(n, 9)));
+          s.which = uniform(0, 1);
+        } else {
+          if (n == 0) return false;
+          s.k = uniform(-static_cast<int>(n), static_cast<int>(n) - 1);
+        }
+        break;
+      }
+      case StepKind::random: return propose_random(s, a);
     }
     return true;
+  }
+
+  // Values satisfying pred.
+  template <class F>
+  std::vector<int> values_where(F pred) {
+    std::vector<int> out;
+    for (int v = 0; v < value_count(); ++v) {
+      if (pred(v)) out.push_back(v);
+    }
+    return out;
+  }
+  static bool is_activation(Dtype d) { return d == float32 || d == float16 || d == bfloat16; }
+  // A value satisfying pred, preferring recent ones as pick_value does; -1 when none.
+  template <class F>
+  int pick_where(F pred) {
+    auto c = values_where(pred);
+    if (c.empty()) return -1;
+    if (chance(0.4)) return c.back();
+    return pick(c);
+  }
+  int64_t last_dim(int v) const { return shape_of(v).empty() ? -1 : shape_of(v).back(); }
+  bool is_vector(int v, int64_t n) const { return shape_of(v) == Shape{n}; }
+
+  bool propose_nn(Step& s, int a) {
+    // Weighted toward the ops with the most paths (attention, quantized products, rope).
+    static const int weights[nn_count] = {2, 1, 2, 3, 2, 2, 4, 1, 2};
+    int r = uniform(0, std::accumulate(std::begin(weights), std::end(weights), 0) - 1);
+    for (s.fn = 0; r >= weights[s.fn]; ++s.fn) r -= weights[s.fn];
+    static const std::vector<float> epss = {1e-5f, 1e-6f, 1e-2f};
+    switch (static_cast<NnFn>(s.fn)) {
+      case nn_rms_norm:
+      case nn_layer_norm: {
+        // Any floating value of rank >= 1, sometimes a weight (and bias) vector as long as its rows.
+        if (shape_of(a).empty()) a = pick_where([&](int v) { return !shape_of(v).empty() && is_floating(dtype_of(v)); });
+        if (a < 0) return false;
+        s.args = {a};
+        s.eps = pick(epss);
+        for (unsigned bit : {kOptWeight, kOptBias}) {
+          if (bit == kOptBias && s.fn == nn_rms_norm) break;
+          int w = chance(0.6) ? pick_where([&](int v) { return is_vector(v, last_dim(a)); }) : -1;
+          if (w >= 0) {
+            s.opt |= bit;
+            s.args.push_back(w);
+          }
+        }
+        return true;
+      }
+      case nn_rope: {
+        int x = pick_where([&](int v) { return shape_of(v).size() >= 2 && last_dim(v) >= 2 && is_floating(dtype_of(v)); });
+        if (x < 0) return false;
+        s.args = {x};
+        const Shape& sh = shape_of(x);
+        s.k = 2 * uniform(1, static_cast<int>(sh.back() / 2));
+        s.traditional = chance(0.5);
+        static const std::vector<float> scales = {1.0f, 1.0f, 0.5f, 0.25f};
+        s.fscale = pick(scales);
+        static const std::vector<int64_t> offsets = {0, 0, 1, 3, 17, -2, 4096};
+        s.offset = pick(offsets);
+        if (chance(0.5)) {  // an int32 offset per batch row, or one for all
+          int o = pick_where([&](int v) {
+            return dtype_of(v) == int32 && (shape_of(v).empty() || shape_of(v) == Shape{sh[0]});
+          });
+          if (o >= 0) {
+            s.opt |= kOptOffsetArray;
+            s.args.push_back(o);
+          }
+        }
+        int f = chance(0.35) ? pick_where([&](int v) { return is_vector(v, s.k / 2) && is_floating(dtype_of(v)); }) : -1;
+        if (f >= 0) {
+          s.opt |= kOptFreqs;
+          s.args.push_back(f);
+        } else {
+          static const std::vector<float> bases = {10000.0f, 500000.0f, 10.0f};
+          s.base = pick(bases);
+        }
+        return true;
+      }
+      case nn_sdpa: {
+        auto rank4 = [&](int v) { return shape_of(v).size() == 4 && is_activation(dtype_of(v)); };
+        int q = pick_where(rank4);
+        if (q < 0) return false;
+        const Shape& qs = shape_of(q);
+        int k = pick_where([&](int v) {
+          const Shape& ks = shape_of(v);
+          return rank4(v) && dtype_of(v) == dtype_of(q) && ks[0] == qs[0] && ks[3] == qs[3] && ks[1] > 0 &&
+                 qs[1] % ks[1] == 0;
+        });
+        if (k < 0) return false;
+        const Shape& ks = shape_of(k);
+        int vv = pick_where([&](int v) {
+          const Shape& vs = shape_of(v);
+          return rank4(v) && dtype_of(v) == dtype_of(q) && vs[0] == qs[0] && vs[1] == ks[1] && vs[2] == ks[2];
+        });
+        if (vv < 0) return false;
+        s.args = {q, k, vv};
+        s.causal = chance(0.4);
+        s.fscale = chance(0.6) ? 1.0f / std::sqrt(static_cast<float>(std::max<int64_t>(qs[3], 1))) : 1.0f;
+        Shape scores{qs[0], qs[1], qs[2], ks[2]};
+        if (chance(0.4)) {
+          int m = pick_where([&](int v) {
+            Dtype d = dtype_of(v);
+            return (d == bool_ || is_floating(d)) && shape_of(v).size() <= 4 && broadcastable(shape_of(v), scores) &&
+                   v != q && v != k && v != vv;
+          });
+          if (m >= 0) {
+            s.opt |= kOptMask;
+            s.args.push_back(m);
+          }
+        }
+        if (chance(0.35)) {
+          int l = pick_where([&](int v) { return dtype_of(v) == int32 && is_vector(v, qs[0]); });
+          if (l >= 0) {
+            s.opt |= kOptKeyLengths;
+            s.args.push_back(l);
+          }
+        }
+        return true;
+      }
+      case nn_quantize:
+      case nn_dequantize:
+      case nn_qmm: {
+        static const std::vector<int> groups = {32, 64, 128}, bitss = {2, 3, 4, 5, 6, 8};
+        s.group_size = pick(groups);
+        s.bits = pick(bitss);
+        int need = s.fn == nn_qmm ? 2 : 1;
+        int w = pick_where([&](int v) {
+          const Shape& ws = shape_of(v);
+          return is_activation(dtype_of(v)) && static_cast<int>(ws.size()) >= need && (s.fn == nn_qmm ? ws.size() == 2 : true) &&
+                 ws.back() > 0 && ws.back() % s.group_size == 0;
+        });
+        if (w < 0) return false;
+        if (s.fn != nn_qmm) {
+          s.args = {w};
+          s.which = uniform(0, 2);
+          return true;
+        }
+        const Shape& ws = shape_of(w);
+        s.transpose = chance(0.75);
+        int64_t kdim = s.transpose ? ws[1] : ws[0];
+        int x = pick_where([&](int v) { return is_activation(dtype_of(v)) && last_dim(v) == kdim && v != w; });
+        if (x < 0) return false;
+        s.args = {x, w};
+        if (s.transpose) {
+          static const std::vector<QmmActivations> acts = {QmmActivations::exact, QmmActivations::exact,
+                                                           QmmActivations::int8, QmmActivations::int16};
+          s.activations = pick(acts);
+        }
+        if (s.transpose && chance(0.4)) {
+          int nw = pick_where([&](int v) { return is_vector(v, kdim) && is_floating(dtype_of(v)) && v != x; });
+          if (nw >= 0) {
+            s.opt |= kOptNorm;
+            s.args.push_back(nw);
+            s.eps = pick(epss);
+          }
+        }
+        if (chance(0.4)) {
+          Shape out = shape_of(x);
+          out.back() = s.transpose ? ws[0] : ws[1];
+          int r = pick_where([&](int v) { return shape_of(v) == out && dtype_of(v) == dtype_of(x); });
+          if (r >= 0) {
+            s.opt |= kOptResidual;
+            s.args.push_back(r);
+          }
+        }
+        return true;
+      }
+      case nn_slice_update: {
+        const Shape& sh = shape_of(a);
+        if (sh.empty()) return false;
+        static const std::vector<int64_t> steps = {1, 1, 1, 2, 3, -1, -2};
+        std::vector<SliceArg> args;
+        for (auto n : sh) {
+          int64_t lo = uniform(-static_cast<int>(n) - 1, static_cast<int>(n));
+          int64_t hi = uniform(-static_cast<int>(n) - 1, static_cast<int>(n) + 1);
+          args.push_back(SliceArg{lo, hi, pick(steps)});
+        }
+        Shape region;
+        try {
+          region = slice(probes_[static_cast<size_t>(a)], args).shape();
+        } catch (const Error&) {
+          return false;
+        }
+        int u = pick_where([&](int v) { return shape_of(v).size() <= region.size() && broadcastable(shape_of(v), region) && v != a; });
+        if (u < 0) return false;
+        s.args = {a, u};
+        s.slices = args;
+        return true;
+      }
+      case nn_slice_update_at: {
+        const Shape& sh = shape_of(a);
+        if (sh.empty()) return false;
+        int u = pick_where([&](int v) {
+          const Shape& us = shape_of(v);
+          if (us.size() != sh.size() || v == a) return false;
+          for (size_t i = 0; i < us.size(); ++i) {
+            if (us[i] > sh[i]) return false;
+          }
+          return true;
+        });
+        if (u < 0) return false;
+        int naxes = sh.size() >= 2 && chance(0.4) ? 2 : 1;
+        int st = pick_where([&](int v) { return dtype_of(v) == int32 && is_vector(v, naxes); });
+        if (st < 0) return false;
+        s.args = {a, u, st};
+        std::vector<int> all(sh.size());
+        std::iota(all.begin(), all.end(), 0);
+        std::shuffle(all.begin(), all.end(), rng_);
+        const Shape& us = shape_of(u);
+        for (int i = 0; i < naxes; ++i) {
+          int ax = all[static_cast<size_t>(i)];
+          s.shape.push_back(sh[static_cast<size_t>(ax)] - us[static_cast<size_t>(ax)]);
+          s.axes.push_back(chance(0.3) ? ax - static_cast<int>(sh.size()) : ax);
+        }
+        return true;
+      }
+      case nn_count: break;
+    }
+    return false;
+  }
+
+  bool propose_random(Step& s, int a) {
+    int key = pick_where([&](int v) { return dtype_of(v) == uint32 && is_vector(v, 2); });
+    if (key < 0) return false;
+    s.fn = uniform(0, rnd_count - 1);
+    s.args = {key};
+    static const std::vector<Dtype> dtypes = {float32, float32, float16, bfloat16, float64};
+    switch (static_cast<RandFn>(s.fn)) {
+      case rnd_bits:
+      case rnd_uniform:
+      case rnd_normal:
+        // The shape of a value in the program, so the draw meets it in elementwise steps.
+        s.shape = shape_of(a);
+        s.dtype = pick(dtypes);
+        if (s.fn == rnd_uniform && chance(0.5)) {
+          s.param0 = -2;
+          s.param1 = 3;
+        } else if (s.fn == rnd_normal && chance(0.5)) {
+          s.param0 = 1;
+          s.param1 = 0.5;
+        }
+        return true;
+      case rnd_bernoulli:
+      case rnd_categorical:
+        if (!is_floating(dtype_of(a)) || (s.fn == rnd_categorical && shape_of(a).empty())) {
+          a = pick_where([&](int v) { return is_floating(dtype_of(v)) && (s.fn == rnd_bernoulli || !shape_of(v).empty()); });
+          if (a < 0) return false;
+        }
+        s.args.push_back(a);
+        if (s.fn == rnd_categorical) {
+          int rank = static_cast<int>(shape_of(a).size());
+          s.axis = chance(0.6) ? -1 : uniform(-rank, rank - 1);
+        }
+        return true;
+      case rnd_split:
+      case rnd_subkey:
+        s.k = uniform(1, 4);
+        s.which = uniform(0, s.k - 1);
+        return true;
+      case rnd_count: break;
+    }
+    return false;
   }
 
   void try_add(const Step& s) {
@@ -550,9 +1058,11 @@ class Generator {
     } catch (const Error&) {
       return;  // the front end refuses this choice: draw another
     }
-    if (out.size() > opts_.max_elements || out.ndim() > 4) return;
+    // nn steps read inputs of up to 8 * 256 elements (quantized weights): allow their size.
+    if (out.size() > opts_.max_elements * (s.kind == StepKind::nn ? 8 : 1) || out.ndim() > 4) return;
     p_.steps.push_back(s);
     p_.exactness.push_back(exactness_of(s, p_.exactness, p_.dtypes, out.dtype()));
+    p_.same_device_only.push_back(same_device_only(s, p_.same_device_only));
     p_.shapes.push_back(out.shape());
     p_.dtypes.push_back(out.dtype());
     if (s.kind == StepKind::reduce) p_.has_reduction = true;
@@ -563,6 +1073,19 @@ class Generator {
     int n = value_count();
     p_.outputs.push_back(n - 1);
     int extra = uniform(0, 2);
+    // Half the time one of them is a language-model, selection or random step (their operands
+    // are narrow, so they are often off the path to the last value, and unused values are
+    // neither run eagerly nor compiled).
+    std::vector<int> special;
+    int nin = static_cast<int>(p_.inputs.size());
+    for (int v = nin; v < n - 1; ++v) {
+      StepKind k = p_.steps[static_cast<size_t>(v - nin)].kind;
+      if (k == StepKind::nn || k == StepKind::selection || k == StepKind::random) special.push_back(v);
+    }
+    if (extra > 0 && !special.empty() && chance(0.5)) {
+      p_.outputs.push_back(pick(special));
+      --extra;
+    }
     for (int i = 0; i < extra; ++i) p_.outputs.push_back(uniform(0, n - 1));
     std::shuffle(p_.outputs.begin(), p_.outputs.end(), rng_);
   }
@@ -620,13 +1143,31 @@ const std::vector<const char*>& reduce_names() {
   return n;
 }
 
+const std::vector<const char*>& nn_names() {
+  static const std::vector<const char*> n(std::begin(kNnNames), std::end(kNnNames));
+  return n;
+}
+const std::vector<const char*>& selection_names() {
+  static const std::vector<const char*> n(std::begin(kSelNames), std::end(kSelNames));
+  return n;
+}
+const std::vector<const char*>& random_names() {
+  static const std::vector<const char*> n(std::begin(kRandNames), std::end(kRandNames));
+  return n;
+}
+
 Program generate(uint64_t seed, const GenOptions& opts) { return Generator(seed, opts).run(); }
 
-std::vector<Array> Program::run(const std::vector<Array>& in) const {
+std::vector<Array> Program::run_all(const std::vector<Array>& in) const {
   if (in.size() != inputs.size()) fail("fuzz", "program takes ", inputs.size(), " inputs, got ", in.size());
   std::vector<Array> v(in);
   v.reserve(in.size() + steps.size());
   for (auto& s : steps) v.push_back(apply_step(s, v));
+  return v;
+}
+
+std::vector<Array> Program::run(const std::vector<Array>& in) const {
+  std::vector<Array> v = run_all(in);
   std::vector<Array> out;
   for (int o : outputs) out.push_back(v[static_cast<size_t>(o)]);
   return out;
@@ -634,10 +1175,15 @@ std::vector<Array> Program::run(const std::vector<Array>& in) const {
 
 std::vector<Shape> Program::variant_shapes() const {
   std::mt19937_64 rng(seed ^ 0x8CB92BA72F3D8DD7ull);
-  std::vector<int64_t> dims;
+  std::vector<int64_t> dims, pinned;
   for (auto& in : inputs) {
+    if (in.fixed) pinned.insert(pinned.end(), in.shape.begin(), in.shape.end());
+  }
+  auto is_pinned = [&](int64_t d) { return std::find(pinned.begin(), pinned.end(), d) != pinned.end(); };
+  for (auto& in : inputs) {
+    if (in.fixed) continue;
     for (auto d : in.shape) {
-      if (d > 1) dims.push_back(d);
+      if (d > 1 && !is_pinned(d)) dims.push_back(d);
     }
   }
   std::sort(dims.begin(), dims.end());
@@ -651,16 +1197,20 @@ std::vector<Shape> Program::variant_shapes() const {
   std::vector<Shape> out;
   for (auto& in : inputs) {
     Shape s = in.shape;
+    if (in.fixed) {
+      out.push_back(s);
+      continue;
+    }
     for (auto& d : s) {
-      if (d > 1) d = grown[static_cast<size_t>(std::lower_bound(dims.begin(), dims.end(), d) - dims.begin())];
+      if (d > 1 && !is_pinned(d)) d = grown[static_cast<size_t>(std::lower_bound(dims.begin(), dims.end(), d) - dims.begin())];
     }
     out.push_back(s);
   }
   return out;
 }
 
-std::vector<Array> Program::make_inputs(const std::vector<Shape>* shapes) const {
-  std::mt19937_64 rng(seed ^ 0xD1B54A32D192ED03ull);
+std::vector<Array> Program::make_inputs(const std::vector<Shape>* shapes, uint64_t stream) const {
+  std::mt19937_64 rng(seed ^ 0xD1B54A32D192ED03ull ^ (stream * 0x9E3779B97F4A7C15ull));
   std::vector<Array> out;
   for (size_t k = 0; k < inputs.size(); ++k) {
     InputSpec in = inputs[k];
@@ -695,6 +1245,73 @@ std::vector<Array> Program::make_inputs(const std::vector<Shape>* shapes) const 
   }
   return out;
 }
+
+namespace {
+
+void nn_text(std::ostream& os, const Step& s) {
+  auto v = [&](size_t i) { return "%" + std::to_string(s.args[i]); };
+  // The optional operands, named, after `required` ones.
+  auto opts = [&](size_t required, std::initializer_list<std::pair<unsigned, const char*>> names) {
+    size_t i = required;
+    for (auto& [bit, name] : names) {
+      if (s.opt & bit) os << ", " << name << "=" << v(i++);
+    }
+  };
+  auto quant = [&] { os << "g" << s.group_size << ", b" << s.bits; };
+  switch (static_cast<NnFn>(s.fn)) {
+    case nn_rms_norm:
+    case nn_layer_norm:
+      os << kNnNames[s.fn] << "(" << v(0);
+      opts(1, {{kOptWeight, "weight"}, {kOptBias, "bias"}});
+      os << ", eps=" << s.eps << ")";
+      break;
+    case nn_rope:
+      os << "rope(" << v(0) << ", dims=" << s.k << (s.traditional ? ", traditional" : "") << ", scale=" << s.fscale;
+      if (s.base) os << ", base=" << *s.base;
+      if (!(s.opt & kOptOffsetArray)) os << ", offset=" << s.offset;
+      opts(1, {{kOptOffsetArray, "offset"}, {kOptFreqs, "freqs"}});
+      os << ")";
+      break;
+    case nn_sdpa:
+      os << "sdpa(" << v(0) << ", " << v(1) << ", " << v(2) << ", scale=" << s.fscale << (s.causal ? ", causal" : "");
+      opts(3, {{kOptMask, "mask"}, {kOptKeyLengths, "key_lengths"}});
+      os << ")";
+      break;
+    case nn_quantize:
+      os << "quantize(" << v(0) << ", ";
+      quant();
+      os << ")[" << s.which << "]";
+      break;
+    case nn_dequantize:
+      os << "dequantize(quantize(" << v(0) << ", ";
+      quant();
+      os << "))";
+      break;
+    case nn_qmm:
+      os << "qmm(";
+      if (s.opt & kOptNorm) os << "rms_norm(" << v(0) << ", " << v(2) << ", eps=" << s.eps << ")";
+      else os << v(0);
+      os << ", quantize(" << v(1) << "), ";
+      quant();
+      os << (s.transpose ? ", T" : "") << ", " << kQmmActivationNames[static_cast<int>(s.activations)] << ")";
+      if (s.opt & kOptResidual) os << " + " << v(s.opt & kOptNorm ? 3 : 2);
+      break;
+    case nn_slice_update:
+      os << "slice_update(" << v(0) << ", " << v(1) << ", [";
+      for (size_t i = 0; i < s.slices.size(); ++i) {
+        os << (i ? ", " : "") << *s.slices[i].start << ":" << *s.slices[i].stop << ":" << s.slices[i].step;
+      }
+      os << "])";
+      break;
+    case nn_slice_update_at:
+      os << "slice_update(" << v(0) << ", " << v(1) << ", clip(" << v(2) << ", 0, " << shape_text(s.shape)
+         << "), axes=" << list_text(s.axes) << ")";
+      break;
+    case nn_count: break;
+  }
+}
+
+}  // namespace
 
 std::string Program::step_text(const Step& s) const {
   std::ostringstream os;
@@ -752,9 +1369,32 @@ std::string Program::step_text(const Step& s) const {
     }
     case StepKind::broadcast_to: os << "broadcast_to(" << v(0) << ", " << shape_text(s.shape) << ")"; break;
     case StepKind::copy: os << "copy(" << v(0) << ")"; break;
+    case StepKind::nn: nn_text(os, s); break;
+    case StepKind::selection:
+      os << kSelNames[s.fn] << "(" << v(0) << ", " << s.k << ", axis=" << s.axis << ")";
+      if (s.fn == sel_topk) os << (s.which == 0 ? ".values" : ".indices");
+      break;
+    case StepKind::random: {
+      os << kRandNames[s.fn] << "(key=" << v(0);
+      switch (static_cast<RandFn>(s.fn)) {
+        case rnd_bits: os << ", " << shape_text(s.shape); break;
+        case rnd_uniform:
+        case rnd_normal:
+          os << ", " << shape_text(s.shape) << ", " << dtype_name(s.dtype) << ", " << s.param0 << ", " << s.param1;
+          break;
+        case rnd_bernoulli: os << ", p=" << v(1); break;
+        case rnd_categorical: os << ", logits=" << v(1) << ", axis=" << s.axis; break;
+        case rnd_split: os << ", num=" << s.k; break;
+        case rnd_subkey: os << ", num=" << s.k << ")[" << s.which << "]"; break;
+        case rnd_count: break;
+      }
+      if (s.fn != rnd_subkey) os << ")";
+      break;
+    }
   }
   return os.str();
 }
+
 
 std::string Program::listing() const {
   static const char* const ex_names[] = {"", "  ~", "  ?"};
@@ -764,7 +1404,7 @@ std::string Program::listing() const {
      << "  (~ compared with tolerance, ? by shape and dtype only)\n";
   for (size_t i = 0; i < inputs.size(); ++i) {
     os << "%" << i << " = input " << dtype_name(inputs[i].dtype) << shape_text(inputs[i].shape)
-       << layouts[static_cast<int>(inputs[i].layout)] << "\n";
+       << layouts[static_cast<int>(inputs[i].layout)] << (inputs[i].fixed ? " fixed" : "") << "\n";
   }
   for (size_t k = 0; k < steps.size(); ++k) {
     size_t i = inputs.size() + k;
@@ -921,6 +1561,27 @@ CheckResult check(const Program& p, const CheckOptions& opts) {
       eval(got);
       d = compare_all(got, ctx + ", second call, fused tier");
       if (!d.empty()) return failed(d);
+      if (mode == CompileMode::enabled) {
+        // Other values of the same shapes: the replay reads its inputs, never traced values
+        // (a random key captured as a constant would repeat the first call's draws).
+        std::vector<Array> other = p.make_inputs(nullptr, 1), other_want;
+        bool runs = true;
+        try {
+          other_want = p.run(other);
+          eval(other_want);
+        } catch (const Error&) {
+          runs = false;  // refused eagerly on these values (a start out of range...)
+        }
+        if (runs) {
+          res.values_checked = true;
+          got = f(other);
+          eval(got);
+          std::swap(want, other_want);
+          d = compare_all(got, ctx + ", other input values");
+          std::swap(want, other_want);
+          if (!d.empty()) return failed(d);
+        }
+      }
     } catch (const std::exception& e) {
       return failed(ctx + ": threw: " + e.what());
     }
@@ -961,8 +1622,13 @@ CheckResult check(const Program& p, const CheckOptions& opts) {
         bool runs = true;
         try {
           vin = p.make_inputs(&shapes);
-          vwant = p.run(vin);
-          eval(vwant);
+          std::vector<Array> all = p.run_all(vin);
+          // A shapeless function is traced once per rank: a program whose ranks change with
+          // the sizes (squeeze() without axes drops the axes of size 1 it meets) has no replay
+          // that can match (seeds 5189, 5575 before the generator's op pool grew).
+          for (size_t i = 0; i < all.size() && runs; ++i) runs = all[i].ndim() == p.shapes[i].size();
+          for (int o : p.outputs) vwant.push_back(all[static_cast<size_t>(o)]);
+          if (runs) eval(vwant);
         } catch (const Error&) {
           runs = false;  // the program fixes a shape (reshape, slice of a fixed length...)
         }
@@ -996,12 +1662,14 @@ bool revalidate(Program& p) {
   p.shapes.clear();
   p.dtypes.clear();
   p.exactness.clear();
+  p.same_device_only.clear();
   p.has_reduction = false;
   for (auto& in : p.inputs) {
     probes.push_back(zeros(in.shape, in.dtype));
     p.shapes.push_back(in.shape);
     p.dtypes.push_back(in.dtype);
     p.exactness.push_back(Exactness::exact);
+    p.same_device_only.push_back(false);
   }
   for (auto& s : p.steps) {
     for (int a : s.args) {
@@ -1014,6 +1682,7 @@ bool revalidate(Program& p) {
       return false;
     }
     p.exactness.push_back(exactness_of(s, p.exactness, p.dtypes, out.dtype()));
+    p.same_device_only.push_back(same_device_only(s, p.same_device_only));
     p.shapes.push_back(out.shape());
     p.dtypes.push_back(out.dtype());
     p.has_reduction = p.has_reduction || s.kind == StepKind::reduce;

@@ -33,7 +33,11 @@ enum class StepKind : uint8_t {
   concatenate,
   broadcast_to,
   copy,
+  nn,         // fn indexes nn_names(): the language-model ops (norms, rope, attention, quantization, slice_update)
+  selection,  // fn indexes selection_names(): topk, argpartition, partition
+  random,     // fn indexes random_names(); args[0] is a key (uint32 (2,))
 };
+inline constexpr int kStepKinds = static_cast<int>(StepKind::random) + 1;
 
 enum class ScalarType : uint8_t { f64, f32, i32, boolean };
 
@@ -52,7 +56,27 @@ struct Step {
   double scalar = 0;
   ScalarType scalar_type = ScalarType::f64;
   bool scalar_left = false;
+  // nn, selection and random steps
+  unsigned opt = 0;       // kOpt* bits: which optional operands args holds (in the order of the bits)
+  int k = 0;              // rope dims, topk k, argpartition/partition kth, split num
+  int which = 0;          // the output of quantize / topk, the row of a split key
+  int group_size = 64, bits = 4;
+  QmmActivations activations = QmmActivations::exact;
+  bool transpose = true;    // quantized_matmul
+  bool traditional = false; // rope
+  bool causal = false;      // scaled_dot_product_attention
+  float eps = 1e-5f;        // norms
+  float fscale = 1;         // rope's position scale, attention's score scale
+  std::optional<float> base;  // rope (none: freqs given)
+  int64_t offset = 0;       // rope's integer offset
+  double param0 = 0, param1 = 1;  // uniform low/high, normal loc/scale
 };
+
+// Optional operands of nn steps, in args after the required ones in this order.
+inline constexpr unsigned kOptWeight = 1, kOptBias = 2,  // norms
+    kOptOffsetArray = 4, kOptFreqs = 8,                  // rope
+    kOptMask = 16, kOptKeyLengths = 32,                  // attention
+    kOptNorm = 64, kOptResidual = 128;                   // quantized_matmul: rms_norm(x, w) in front, + r behind
 
 /* How an input is laid out in memory (same logical values). */
 enum class InputLayout : uint8_t { contiguous, transposed, strided };
@@ -61,6 +85,11 @@ struct InputSpec {
   Shape shape;
   Dtype dtype = float32;
   InputLayout layout = InputLayout::contiguous;
+  /* variant_shapes keeps this input's shape (a key, a start vector: the op fixes it; weights
+     quantized along K, which x shares), and so every dimension of the same size in the other
+     inputs: fusion still relies on sizes equal at trace time staying equal (see
+     FuzzRegression.ShapelessFusionOfShapesEqualOnlyAtTraceTime). */
+  bool fixed = false;
 };
 
 struct Program {
@@ -73,14 +102,22 @@ struct Program {
   std::vector<Shape> shapes;
   std::vector<Dtype> dtypes;
   bool has_reduction = false;  // any reduce step at all
+  /* Per value: computed compiled and eager on one device it is as exactness says, but another
+     device may legitimately differ beyond tolerance (argpartition's order off kth, Gumbel draws
+     through libm's log, codes rounded from a scale whose last bit may differ). */
+  std::vector<bool> same_device_only;
 
   /* Runs the program on `in` (one array per input spec); pure, any thread. */
   std::vector<Array> run(const std::vector<Array>& in) const;
-  /* The program's input data, a pure function of the seed, evaluated; `shapes`
-     replaces the input shapes when given. */
-  std::vector<Array> make_inputs(const std::vector<Shape>* shapes = nullptr) const;
+  /* Every value (inputs, then one per step), lazy. */
+  std::vector<Array> run_all(const std::vector<Array>& in) const;
+  /* The program's input data, a pure function of the seed (and of `stream`: another stream
+     gives other values of the same shapes), evaluated; `shapes` replaces the input shapes
+     when given. */
+  std::vector<Array> make_inputs(const std::vector<Shape>* shapes = nullptr, uint64_t stream = 0) const;
   /* Input shapes for a shapeless replay: every dimension above 1 grown by a seeded
-     amount, equal dimensions kept equal and distinct ones distinct. */
+     amount, equal dimensions kept equal and distinct ones distinct; fixed inputs, and
+     the sizes they have wherever they occur, kept (InputSpec::fixed). */
   std::vector<Shape> variant_shapes() const;
   /* A text listing: one line per input, step and output. */
   std::string listing() const;
@@ -94,6 +131,7 @@ struct GenOptions {
   int64_t max_elements = 512;  // per value
   double big_fraction = 0.04;  // programs over large arrays instead (parallel paths)
   int64_t max_big_elements = 1 << 16;
+  double llm_fraction = 0.4;  // programs with inputs for the language-model ops (not big ones)
 };
 
 /* Builds the random program for `seed`: the same seed gives the same program. */
@@ -103,6 +141,9 @@ const std::vector<const char*>& unary_names();
 const std::vector<const char*>& binary_names();
 const std::vector<const char*>& scalar_names();
 const std::vector<const char*>& reduce_names();
+const std::vector<const char*>& nn_names();
+const std::vector<const char*>& selection_names();
+const std::vector<const char*>& random_names();
 
 struct CheckOptions {
   bool shapeless = true;  // also compile with shapeless=true and call twice
@@ -119,6 +160,7 @@ struct CheckResult {
   int outputs_inexact = 0;      // approximate outputs that differed in some bit but within tolerance
   int outputs_unchecked = 0;    // unreliable outputs: compared by shape and dtype only
   bool variant_checked = false; // the shapeless function also ran on other shapes
+  bool values_checked = false;  // the compiled function also ran on other input values
 };
 
 /* Runs p eagerly and compiled (every CompileMode, then shapeless), compares the

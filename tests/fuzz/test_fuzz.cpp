@@ -51,8 +51,10 @@ TEST(Fuzz, ProgramIsAPureFunctionOfTheSeed) {
 
 TEST(Fuzz, GeneratorCoversTheOps) {
   // Over a few hundred seeds every step kind shows up, and programs are not trivial.
-  std::vector<int> kinds(16, 0);
-  int reductions = 0, steps = 0;
+  std::vector<int> kinds(fuzz::kStepKinds, 0);
+  std::vector<int> nn(fuzz::nn_names().size(), 0), sel(fuzz::selection_names().size(), 0),
+      rnd(fuzz::random_names().size(), 0);
+  int reductions = 0, steps = 0, checked_nn = 0;
   for (uint64_t seed = 1; seed <= 300; ++seed) {
     fuzz::Program p = fuzz::generate(seed);
     EXPECT_GE(p.steps.size(), 1u) << p.listing();
@@ -60,9 +62,26 @@ TEST(Fuzz, GeneratorCoversTheOps) {
     EXPECT_LE(p.outputs.size(), 3u);
     steps += static_cast<int>(p.steps.size());
     reductions += p.has_reduction;
-    for (auto& s : p.steps) ++kinds[static_cast<size_t>(s.kind)];
+    for (size_t i = 0; i < p.steps.size(); ++i) {
+      auto& s = p.steps[i];
+      ++kinds[static_cast<size_t>(s.kind)];
+      auto fn = static_cast<size_t>(s.fn);
+      if (s.kind == fuzz::StepKind::nn) {
+        ++nn[fn];
+        checked_nn += p.exactness[p.inputs.size() + i] != fuzz::Exactness::unreliable;
+      }
+      if (s.kind == fuzz::StepKind::selection) ++sel[fn];
+      if (s.kind == fuzz::StepKind::random) ++rnd[fn];
+    }
   }
-  for (int k = 0; k <= static_cast<int>(fuzz::StepKind::copy); ++k) EXPECT_GT(kinds[static_cast<size_t>(k)], 0) << "step kind " << k;
+  for (int k = 0; k < fuzz::kStepKinds; ++k) EXPECT_GT(kinds[static_cast<size_t>(k)], 0) << "step kind " << k;
+  // Each language-model op, selection op and random op a few times: their operands' shapes
+  // are narrow (4-D attention operands, weights with 32 to 256 columns, keys), so this is
+  // what shows that the generator still finds them.
+  for (size_t i = 0; i < nn.size(); ++i) EXPECT_GE(nn[i], 5) << fuzz::nn_names()[i];
+  for (size_t i = 0; i < sel.size(); ++i) EXPECT_GE(sel[i], 5) << fuzz::selection_names()[i];
+  for (size_t i = 0; i < rnd.size(); ++i) EXPECT_GE(rnd[i], 5) << fuzz::random_names()[i];
+  EXPECT_GT(checked_nn, 100);  // and most are compared by value, not only by shape
   EXPECT_GT(reductions, 50);
   EXPECT_GT(steps, 300 * 8);
 }

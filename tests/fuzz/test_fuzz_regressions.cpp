@@ -147,3 +147,25 @@ TEST(FuzzRegression, ShapelessSoftmaxAndLogsumexpAtEmptySizes) {
   eval(f({iota_f32({2, 3})}));
   EXPECT_THROW(eval(f({iota_f32({2, 0})})), Error);
 }
+
+// Seeds 170 and 455 (kiln_fuzz --interp, with selection in the op pool): partition and
+// argpartition resolved a negative kth against the traced axis, so a shapeless replay at
+// another length kept the traced position (kth=-1 traced at 5 took the 5th smallest of 7).
+// Fixed in src/ops/ops_sort.cpp and src/backend/cpu/sort.cpp: the primitive keeps kth as
+// given and counts it from the end of the row it runs on.
+TEST(FuzzRegression, ShapelessPartitionCountsNegativeKthFromTheEnd) {
+  auto fn = [](const std::vector<Array>& in) {
+    return std::vector<Array>{partition(in[0], -1), argpartition(in[0], -3, 0), partition(in[0], 1, -1)};
+  };
+  // Descending rows, so every kth picks a different element and the arrangement is fixed.
+  auto desc = [](const Shape& s) { return iota_f32(s) * -1.0f; };
+  expect_shapeless_replay(fn, {desc({5})}, {desc({7})});
+  // The element at kth is the kth smallest, whatever else the arrangement holds.
+  auto kth_value = [](const std::vector<Array>& in) {
+    return std::vector<Array>{take(partition(in[0], -2), array(std::vector<int32_t>{-2}, {1}), 0)};
+  };
+  CompiledFunction f = compile(kth_value, {true, "regression"});
+  eval(f({desc({5})}));
+  // Rows of 9 from 1 down to -1: the second largest, 0.75 (the bug gave the 4th smallest, -0.25).
+  EXPECT_EQ(f({desc({9})})[0].to_vector<float>(), std::vector<float>{0.75f});
+}

@@ -167,7 +167,9 @@ void Selection::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out
   }
   detail::dispatch_dtype(x.dtype, [&](auto t) {
     using T = decltype(t);
-    select_rows<T>(kind(), k_, rows.data<T>(), x.size() / n, n, out);
+    // A partition's kth may count from the end of the row (ops_sort.cpp, check_kth).
+    const int64_t k = k_ < 0 && kind() != OpKind::TopK ? k_ + n : k_;
+    select_rows<T>(kind(), k, rows.data<T>(), x.size() / n, n, out);
   });
 }
 
