@@ -365,14 +365,23 @@ __attribute__((target("avx2"), always_inline)) inline __m256i block_dot(__m256i 
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))), ones);
 }
 
-/* int16 activations, 4-bit weights, one row of x (decode): tile_avx2<4>'s steps for both digits of
-   x's row i (kernel rows 2i and 2i + 1, stored in pairs) at once, so the weights are unpacked once;
-   the high digit's integer dot is shifted by 7 (times 128) onto the low one's, whose scale d both
-   then share. Writes y's row i. */
-template <int NR>
+/* One block of 8-bit codes as magnitudes wq and signs ws against x's 32 codes, in 8 int32 sums. */
+__attribute__((target("avx2"), always_inline)) inline __m256i signed_block_dot(__m256i wq, __m256i ws, const int8_t* x,
+                                                                                __m256i ones) {
+  const __m256i xs = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)), ws);
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xs), ones);
+}
+
+/* int16 activations, one row of x (decode): tile_avx2's steps for both digits of x's row i
+   (kernel rows 2i and 2i + 1) at once, so the weights are unpacked once; the high digit's integer
+   dot is shifted by 7 (times 128) onto the low one's, whose scale d both then share. 4 bits: two
+   blocks a step (x stored in pairs); 8 bits: a block a step, the code's sign moved onto each
+   digit (x in natural order). Writes y's row i. */
+template <int B, int NR>
 __attribute__((target("avx2,fma"))) void tile_avx2_digits(const Problem& p, const float* sw, const float* bw, int64_t i,
                                                           int64_t n0, float* y) {
   const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const uint8_t* wr = p.w + n0 * p.row_bytes;
   const int8_t* xh = p.x->q.data() + 2 * i * p.k;
   const int8_t* xl = xh + p.k;
@@ -381,7 +390,7 @@ __attribute__((target("avx2,fma"))) void tile_avx2_digits(const Problem& p, cons
 #pragma GCC unroll 8
   for (int c = 0; c < NR; ++c) acc[c] = _mm256_setzero_ps();
   int64_t j = 0;
-  for (; j + 1 < p.blocks; j += 2) {
+  for (; B == 4 && j + 1 < p.blocks; j += 2) {
     const __m256 dx = _mm256_set_m128(_mm_broadcast_ss(xd + j + 1), _mm_broadcast_ss(xd + j));
     const uint8_t* src = wr + j * 16;
     const float* s0 = sw + (j >> p.group_shift);
@@ -398,14 +407,24 @@ __attribute__((target("avx2,fma"))) void tile_avx2_digits(const Problem& p, cons
       acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(dx, ws), acc[c]);
     }
   }
-  for (; j < p.blocks; ++j) {  // a last unpaired block: evens, then odds
+  for (; j < p.blocks; ++j) {  // 8 bits, or 4 bits' last unpaired block (evens, then odds)
     const __m256 dx = _mm256_broadcast_ss(xd + j);
     const int64_t at = j * kQ8Block;
 #pragma GCC unroll 8
     for (int c = 0; c < NR; ++c) {
-      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + c * p.row_bytes + j * 16));
-      const __m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4);
-      const __m256i d = _mm256_add_epi32(_mm256_slli_epi32(block_dot(wq, xh + at, ones), 7), block_dot(wq, xl + at, ones));
+      const uint8_t* src = wr + c * p.row_bytes + j * kQ8Block * B / 8;
+      __m256i d;
+      if constexpr (B == 4) {
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+        const __m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4);
+        d = _mm256_add_epi32(_mm256_slli_epi32(block_dot(wq, xh + at, ones), 7), block_dot(wq, xl + at, ones));
+      } else {  // code - 128 (the offset is in bw), its magnitude against each digit with its sign
+        _mm_prefetch(reinterpret_cast<const char*>(src + NR * p.row_bytes), _MM_HINT_T0);
+        const __m256i ws = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)), flip);
+        const __m256i wq = _mm256_sign_epi8(ws, ws);
+        d = _mm256_add_epi32(_mm256_slli_epi32(signed_block_dot(wq, ws, xh + at, ones), 7),
+                             signed_block_dot(wq, ws, xl + at, ones));
+      }
       const __m256 scale = _mm256_mul_ps(dx, _mm256_broadcast_ss(sw + c * p.groups + (j >> p.group_shift)));
       acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), scale, acc[c]);
     }
@@ -454,13 +473,14 @@ void panel_avx2(const Problem& p, const float* sw, const float* bw, int64_t n0, 
 }
 
 /* The same for int16 activations, writing the sum of both digits to y. */
+template <int B>
 void panel_avx2_digits(const Problem& p, const float* sw, const float* bw, int64_t n0, int64_t rows, float* y) {
   constexpr int kCols = 8;
   for (int64_t i = 0; i < p.m / 2; ++i) {
     int64_t c = 0;
     for (; c + kCols <= rows; c += kCols)
-      tile_avx2_digits<kCols>(p, sw + c * p.groups, bw + c * p.groups, i, n0 + c, y);
-    for (; c < rows; ++c) tile_avx2_digits<1>(p, sw + c * p.groups, bw + c * p.groups, i, n0 + c, y);
+      tile_avx2_digits<B, kCols>(p, sw + c * p.groups, bw + c * p.groups, i, n0 + c, y);
+    for (; c < rows; ++c) tile_avx2_digits<B, 1>(p, sw + c * p.groups, bw + c * p.groups, i, n0 + c, y);
   }
 }
 
@@ -605,10 +625,10 @@ void quantized_matmul_integer(const float* x, int64_t m, int64_t k, const uint32
   const bool simd = cpu_has_avx2() && (q.bits == 4 || q.bits == 8);
   const bool gemm = simd && q.bits == 4 && m * (int16 ? 2 : 1) >= kGemmRows;
   // int16: whole codes for the prefill tiles (madd takes them as they are); as two int8 digits
-  // for decode, where both meet each unpacked block in one pass (4 bits), and for the rest,
-  // where each digit is a row and the two rows' products are added.
+  // elsewhere: with AVX2 both meet each weight block in one pass, else each digit is a row and
+  // the two rows' products are added.
   const Codes codes = !int16 ? Codes::int8 : gemm ? Codes::wide : Codes::digits;
-  const bool fused_digits = codes == Codes::digits && simd && q.bits == 4;
+  const bool fused_digits = codes == Codes::digits && simd;
   const Order order = !(simd && q.bits == 4) ? Order::natural : gemm ? Order::evens_odds : Order::pairs;
   const Int8Rows xq = quantize_rows(x, m, k, q.group_size, codes, cpu_has_avx2(), order);
   const int64_t x_rows = codes == Codes::digits ? 2 * m : m;  // the kernels' rows of x
@@ -631,7 +651,8 @@ void quantized_matmul_integer(const float* x, int64_t m, int64_t k, const uint32
       // 8 bits: the kernels use code - 128, so each group's bias gains 128 scales.
       if (simd && q.bits == 8)
         for (int64_t i = 0; i < rows * p.groups; ++i) bw[static_cast<size_t>(i)] += 128.0f * sw[static_cast<size_t>(i)];
-      if (fused_digits) panel_avx2_digits(p, sw.data(), bw.data(), n0, rows, y);
+      if (fused_digits && q.bits == 4) panel_avx2_digits<4>(p, sw.data(), bw.data(), n0, rows, y);
+      else if (fused_digits) panel_avx2_digits<8>(p, sw.data(), bw.data(), n0, rows, y);
       else if (gemm && int16) panel_gemm4<Int16Codes>(p, sw.data(), bw.data(), n0, rows, wu16.data(), st.data());
       else if (gemm) panel_gemm4<Int8Codes>(p, sw.data(), bw.data(), n0, rows, wu.data(), st.data());
       else if (simd && q.bits == 4) panel_avx2<4>(p, sw.data(), bw.data(), n0, rows);
