@@ -4,8 +4,10 @@
 // AVX2 (checked at run time) 4- and 8-bit weights take maddubs/madd, 32 multiply-adds an
 // instruction, reading the packed weights and their float16 scales in place; other bit widths
 // and CPUs take plain loops over the same integers. int16 activations (QmmActivations::int16)
-// round each block to codes of 15 bits and split them into two int8 digits, code = 128 * high +
-// low: each digit is a row for the same kernels, and the two rows' outputs are added.
+// round each block to codes up to 16256 = 127 * 128: in decode as two int8 digits, code =
+// 128 * high + low, that meet each weight block in one pass; in prefill as whole int16 codes
+// against weights unpacked to int16 (madd); without AVX2 each digit is a row of x, and the two
+// rows' products are added.
 #include "backend/cpu/quantized_int8.h"
 
 #include <immintrin.h>
@@ -39,9 +41,9 @@ bool cpu_has_avx2() {
    the evens of both, then the odds of both (a last unpaired block as evens, odds). */
 enum class Order { natural, evens_odds, pairs };
 
-/* x's rows as int8 blocks: codes q [M, K] in the kernel's order, per block the scale d [M, K/32],
-   and per weight group the sum over its blocks of d * sum(q) [M, K/group] (what the group's bias
-   multiplies). */
+/* x's rows as integer blocks: codes q [M, K] in the kernel's order (int8, or int16 in `wide`), per
+   block the scale d [M, K/32], and per weight group the sum over its blocks of d * sum(q)
+   [M, K/group] (what the group's bias multiplies). */
 struct Int8Rows {
   std::vector<int8_t> q;
   std::vector<int16_t> wide;  // int16 codes whole, for many rows of x (each block's evens, then odds)
