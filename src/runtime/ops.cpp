@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <unordered_map>
 
 #include "kiln/nn.h"
@@ -200,7 +201,7 @@ const std::unordered_map<std::string, Entry>& table() {
                                                            c.attr.int32_or("group_size", 64),
                                                            c.attr.int32_or("bits", 4),
                                                            static_cast<QmmActivations>(c.attr.choice_or(
-                                                               "activations", {"exact", "int8", "int16"}, 0))));
+                                                               "activations", {std::begin(kQmmActivationNames), std::end(kQmmActivationNames)}, 0))));
                              }};
     m["rms_norm"] = {1, 2, [](Call& c) {
                        auto w = c.in.size() > 1 ? std::optional<Array>(c.in[1]) : std::nullopt;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "backend/cpu/jit.h"
+#include "../../bench/workloads.h"
 #include "fused_kernels.h"
 #include "reference.h"
 #include <kiln/kiln.h>
@@ -29,18 +30,7 @@ void expect_bits_equal(const Array& a, const Array& b, const std::string& ctx) {
   }
 }
 
-Array chain10(const Array& x) {
-  Array y = sin(x);
-  y = y * 1.5f;
-  y = y + x;
-  y = sin(y);
-  y = y * x;
-  y = y + 0.25f;
-  y = sin(y);
-  y = y * 2.0f;
-  y = y + x;
-  return sin(y);
-}
+using bench::chain10;  // the benchmarks' ten-op chain
 
 uint64_t kernels_for(const std::function<void()>& f) {
   reset_stats();

@@ -21,6 +21,7 @@
 #include "backend/cpu/compile_pool.h"
 #include "backend/cpu/jit.h"
 #include "core/config.h"
+#include "../../bench/workloads.h"
 #include "fused_kernels.h"
 #include "spawn_self.h"
 
@@ -32,18 +33,7 @@ namespace {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-Array chain10(const Array& x) {
-  Array y = sin(x);
-  y = y * 1.5f;
-  y = y + x;
-  y = sin(y);
-  y = y * x;
-  y = y + 0.25f;
-  y = sin(y);
-  y = y * 2.0f;
-  y = y + x;
-  return sin(y);
-}
+using bench::chain10;  // the benchmarks' ten-op chain
 
 std::vector<Array> softmax_and_chain(const std::vector<Array>& in) {
   return {softmax(in[0] * 2.0f, {-1}), chain10(in[0])};

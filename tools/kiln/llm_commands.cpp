@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -74,7 +75,7 @@ std::vector<int> to_counts(const std::string& flag, const std::string& v) {
 }
 
 QmmActivations parse_activations(const std::string& a) {
-  for (int i = 0; i < 3; ++i)
+  for (size_t i = 0; i < std::size(kQmmActivationNames); ++i)
     if (a == kQmmActivationNames[i]) return static_cast<QmmActivations>(i);
   fail("kiln", "unknown --activations '", a, "' (exact, int8 or int16)");
 }
