@@ -57,6 +57,8 @@ class SlowCompiler : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!cpu::jit_available()) GTEST_SKIP() << "no C++ compiler: fused regions are always interpreted";
+    if (default_device().type != Device::Type::cpu)
+      GTEST_SKIP() << "the tiers are the CPU's (a GPU compiles its kernels with NVRTC before the first call)";
     dir_ = fs::temp_directory_path() / ("kiln-tiers-" + std::to_string(::getpid()) + "-" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);

@@ -6,6 +6,10 @@
 #   cuda      test_cuda
 #   suite     every test executable that means something on a GPU, with KILN_TEST_DEVICE=cuda
 #             (the GPU as default device), then `kiln run --device cuda` on each example graph
+#   llm       the language-model tests' GPU cases (test_llm_model, test_llm_tiny_models; the
+#             default model from KILN_MODELS_DIR) and test_tiers on the GPU
+#   python    the Python module (needs nanobind for python3) and its pytest suite, DLPack
+#             with PyTorch's CUDA tensors included
 #   sanitize  compute-sanitizer: memcheck over test_cuda and the per-op suites (with
 #             KILN_TEST_DEVICE=cuda), racecheck over test_cuda; SAN_JOBS at once, all
 #             within SAN_BUDGET seconds (a job still running then is stopped and reported)
@@ -39,7 +43,7 @@ for phase in $PHASES; do
   case $phase in
     build)
       cmake -S . -B "$B" -G Ninja -DKILN_BUILD_BENCH=${KILN_BUILD_BENCH:-OFF} -DKILN_BUILD_EXAMPLES=OFF >"$L/cmake.log" 2>&1 || { tail -20 "$L/cmake.log"; exit 1; }
-      ninja -C "$B" -j16 test_cuda kiln_cli $(targets) >"$L/build.log" 2>&1 || { grep -E "error" -A5 "$L/build.log" | head -60; exit 1; }
+      ninja -C "$B" -j16 test_cuda kiln_cli test_llm_model test_llm_tiny_models test_tiers $(targets) >"$L/build.log" 2>&1 || { grep -E "error" -A5 "$L/build.log" | head -60; exit 1; }
       echo "build ok";;
     cuda)
       nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -68,6 +72,21 @@ for phase in $PHASES; do
         [[ $rc != 0 ]] && tail -3 "$log" | cut -c1-300
       done
       echo "suite: $((SECONDS - phase_start))s";;
+    llm)
+      for t in test_llm_model:*Cuda* test_llm_tiny_models:*Cuda* test_tiers; do
+        log="$L/llm_${t%%:*}.log"; filter=()
+        [[ $t == *:* ]] && filter=("--gtest_filter=${t#*:}")
+        KILN_TEST_DEVICE=cuda timeout -k 10 "${SUITE_TIMEOUT:-240}" "$B/tests/${t%%:*}" "${filter[@]}" >"$log" 2>&1
+        echo "${t%%:*} rc=$? $(verdict "$log")"
+        grep -E "^\[  (FAILED|SKIPPED) *\] [A-Z]|Failure|Skipped|skip" "$log" | head -10 | cut -c1-300
+      done;;
+    python)
+      cmake -S . -B "$B" -DKILN_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)" >"$L/cmake_python.log" 2>&1 &&
+        ninja -C "$B" -j16 _kiln >"$L/build_python.log" 2>&1 || { tail -20 "$L/cmake_python.log" "$L/build_python.log"; exit 1; }
+      PYTHONPATH="$B/python:${PYTHONPATH:-}" timeout -k 10 "${SUITE_TIMEOUT:-240}" python3 -m pytest -q -p no:cacheprovider \
+        bindings/python/tests >"$L/pytest.log" 2>&1
+      echo "pytest rc=$? $(tail -1 "$L/pytest.log")"
+      grep -E "^FAILED|^ERROR|SKIPPED.*dlpack_cuda" "$L/pytest.log" | head -20 | cut -c1-300;;
     sanitize)
       [[ -x $SAN ]] || { echo "compute-sanitizer not found (set COMPUTE_SANITIZER)"; exit 1; }
       # tool|executable|gtest filter|environment; racecheck first, the slowest.

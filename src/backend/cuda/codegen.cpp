@@ -27,6 +27,19 @@ template <int N> struct KilnMeta { long v[N]; };
 // V elements of T read or written as one aligned access (16 bytes at most).
 template <class T, int V> struct alignas(sizeof(T) * V) kiln_vec { T v[V]; };
 
+// Programmatic dependent launch (sm_90+, no-ops before): in a CUDA graph, a kernel that lets the
+// next one start (kiln_start_next_kernel) overlaps that kernel's launch and the reads it makes
+// before kiln_wait_for_inputs(), which returns once every earlier kernel has finished.
+__device__ inline void kiln_start_next_kernel() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ inline void kiln_wait_for_inputs() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 __device__ inline long kiln_gid() { return static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ inline long kiln_gstride() { return static_cast<long>(gridDim.x) * blockDim.x; }
 __device__ inline double kiln_f64(long bits) { return __longlong_as_double(bits); }

@@ -46,6 +46,13 @@ State* load() {
   }
 #include "backend/cuda/driver_fns.def"
 #undef KILN_CU_FN
+  // Optional: edges with data (programmatic launches in graphs) came with CUDA 12.3.
+  {
+    void* p = nullptr;
+    CUdriverProcAddressQueryResult q{};
+    if (get("cuGraphAddDependencies", &p, 12030, CU_GET_PROC_ADDRESS_DEFAULT, &q) == CUDA_SUCCESS && p)
+      s->driver.cuGraphAddDependencies = reinterpret_cast<decltype(s->driver.cuGraphAddDependencies)>(p);
+  }
   if (!all) {
     s->why = "the CUDA driver lacks functions kiln needs";
     return s;

@@ -16,6 +16,7 @@ struct Driver {
 #define KILN_CU_FN(name) decltype(&::name) name = nullptr;
 #include "backend/cuda/driver_fns.def"
 #undef KILN_CU_FN
+  decltype(&::cuGraphAddDependencies) cuGraphAddDependencies = nullptr;  // CUDA 12.3+; null before
 };
 
 /* The loaded driver, or null when there is none (no libcuda, no device, init failed). */

@@ -17,6 +17,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels/args.h"
 #include "backend/cuda/nvrtc.h"
+#include "backend/cuda/recording.h"
 #include "backend/cuda/streams.h"
 #include "backend/cuda/struct_launch.h"
 #include "compile/codegen_util.h"
@@ -41,11 +42,11 @@ constexpr int kLaneDims = 8;            // llm.cuh: head dims a lane holds (at m
 
 constexpr const char* kHeader = "backend/cuda/kernels/llm.cuh";
 
-/* Launches llm::<call>(args). */
+/* Launches llm::<call>(args). Every kernel of llm.cuh waits for its inputs itself. */
 template <class Args>
 void run(int dev, const char* args_name, const std::string& call, const Args& a, unsigned grid, unsigned block,
          unsigned shared = 0) {
-  launch_struct(dev, kHeader, args_name, "llm::" + call, a, grid, block, shared);
+  launch_struct(dev, kHeader, args_name, "llm::" + call, a, grid, block, shared, true);
 }
 
 std::string type(Dtype d) { return compiler::cpp_type(d); }
@@ -125,7 +126,7 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
                           reinterpret_cast<const void*>(ptr_bits(px)), reinterpret_cast<const void*>(ptr_bits(pw)),
                           reinterpret_cast<const void*>(ptr_bits(ps)), reinterpret_cast<const void*>(ptr_bits(pb)),
                           addend ? reinterpret_cast<const void*>(ptr_bits(r)) : nullptr,
-                          reinterpret_cast<void*>(ptr_bits(y))};
+                          reinterpret_cast<void*>(ptr_bits(y)), fixed_during_recording(pw) ? 1L : 0L};
     const unsigned warps = kThreads / 32;
     run(dev, "QuantizedGemv",
         "quantized_gemv<" + type(x.dtype) + ", " + type(ps.dtype) + ", " + std::to_string(q.bits) + ", " +

@@ -20,6 +20,9 @@ struct Module;  // a loaded module and what was learned about launching its kern
 struct Kernel {
   CUfunction fn = nullptr;
   std::shared_ptr<Module> module;
+  // The kernel runs griddepcontrol.wait before it reads what earlier kernels wrote, so a CUDA
+  // graph may start it while the kernel ahead of it still runs (plan_graph.cpp).
+  bool waits_for_inputs = false;
 };
 
 /* The kernel `name` (extern "C" __global__ in the source) for the device. `key` names

@@ -330,6 +330,8 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
   l.captured.assign(n, 0);
   l.kept.assign(n, {});
   std::vector<CUgraph> children(n, nullptr);
+  // Programmatic dependent launch: compute capability 9.0 and a driver with edge data.
+  const bool overlap = tuning().graph_overlap && d.cuGraphAddDependencies && device_info(device).major >= 9;
   for (size_t i = 0; i < n; ++i) {
     if (!l.launches[i].host) continue;
     bool writes_output = false;  // an output is new each call: it would be captured again every call
@@ -352,6 +354,16 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
       d.cuGraphDestroy(children[i]);
       children[i] = nullptr;
       check(r, "cuGraphAddChildGraphNode");
+    } else if (previous && overlap && !l.launches[i - 1].host && l.launches[i].kernel.waits_for_inputs) {
+      // Starts once every block of the kernel ahead has let it (or ended), and waits for
+      // that kernel's results itself: its launch and first reads overlap the kernel ahead.
+      void* args[] = {l.launches[i].meta.data()};
+      const CUDA_KERNEL_NODE_PARAMS p = node_params(l.launches[i], args);
+      check(d.cuGraphAddKernelNode(&l.nodes[i], g.graph, nullptr, 0, &p), "cuGraphAddKernelNode");
+      CUgraphEdgeData edge{};
+      edge.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+      edge.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+      check(d.cuGraphAddDependencies(g.graph, &previous, &l.nodes[i], &edge, 1), "cuGraphAddDependencies");
     } else {
       void* args[] = {l.launches[i].meta.data()};
       const CUDA_KERNEL_NODE_PARAMS p = node_params(l.launches[i], args);

@@ -10,6 +10,7 @@
 
 #include "backend/cuda/nvrtc.h"
 #include "core/buffer.h"
+#include "core/tensor.h"
 
 namespace kiln::cuda {
 
@@ -43,6 +44,16 @@ struct Recording {
 inline Recording*& recording() {
   thread_local Recording* r = nullptr;
   return r;
+}
+/* Whether t's memory is fixed for the whole of the recorded run, so a kernel of its graph may read
+   it before the kernels ahead of it finish: not allocated by the run, not a donated input that
+   the run updates in place. False when nothing is recorded (nothing runs ahead then). */
+inline bool fixed_during_recording(const detail::Tensor& t) {
+  const Recording* r = recording();
+  if (!r || t.donated || !t.buffer) return false;
+  for (const auto& b : r->buffers)
+    if (b == t.buffer) return false;
+  return true;
 }
 /* Marks the recording (if any) as not replayable: copies and host round trips. */
 inline void not_replayable() {

@@ -40,6 +40,7 @@ struct Tuning {
   int flat_blocks_per_sm = tuning_detail::number(Knob::cuda_flat_blocks);
   int graph_min_kernels = tuning_detail::number(Knob::cuda_graph_min_kernels);
   bool graphs = config::flag(Knob::cuda_graphs);
+  bool graph_overlap = config::flag(Knob::cuda_graph_overlap);
 };
 
 inline const Tuning& tuning() {

@@ -29,6 +29,7 @@ struct QuantizedGemv {
   const void* biases;
   const void* addend;  // null, or [m, n] of the output's dtype, added to the product
   void* out;           // [m, n]
+  long weights_ready;  // 1: no earlier kernel writes packed, so it is read before x is ready
 };
 
 /* out += addend, n elements of one dtype, both row-major. */

@@ -100,6 +100,7 @@ __device__ inline void load_floats(const T* p, float* out) {
 /* A thread per 32 values: unpack, scale and shift (no fused multiply-add), store as O. */
 template <class S, class O, int Bits>
 __device__ void dequantize(const Dequantize& a) {
+  kiln_wait_for_inputs();
   const long per_row = a.k / 32, total = a.rows * per_row, groups = a.k / a.group_size;
   const uint32_t* packed = static_cast<const uint32_t*>(a.packed);
   const S* scales = static_cast<const S*>(a.scales);
@@ -129,7 +130,6 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
   constexpr int kVals = (Bits == 3 || Bits == 5 || Bits == 6) ? 32 : 16, kWords = kVals * Bits / 32;
   const int lane = threadIdx.x & 31;
   const long row = static_cast<long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (row >= a.n) return;
   const long k = a.k, steps = k / kVals, groups = k / a.group_size;
   const uint32_t* w = static_cast<const uint32_t*>(a.packed) + row * (k * Bits / 32);
   const S* scales = static_cast<const S*>(a.scales) + row * groups;
@@ -142,8 +142,13 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = squares[m] = 0.0f;
   // Each step's weights are loaded a step ahead, so the next read is in flight during the sums.
+  // Weights that no earlier kernel of the graph writes are read before waiting for x.
   uint32_t next[kWords];
-  if (lane < steps) load_words<Bits, kVals>(w + lane * kWords, next);
+  const bool live = row < a.n;
+  if (a.weights_ready && live && lane < steps) load_words<Bits, kVals>(w + lane * kWords, next);
+  kiln_wait_for_inputs();
+  if (!live) return;
+  if (!a.weights_ready && lane < steps) load_words<Bits, kVals>(w + lane * kWords, next);
   for (long c = lane; c < steps; c += 32) {
     uint32_t words[kWords];
 #pragma unroll
@@ -190,6 +195,7 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
 /* out += addend, a thread an element (the product's residual outside the decode product). */
 template <class T>
 __device__ void add_into(const AddInto& a) {
+  kiln_wait_for_inputs();
   const T* r = static_cast<const T*>(a.addend);
   T* y = static_cast<T*>(a.out);
   for (long i = kiln_gid(); i < a.n; i += kiln_gstride()) y[i] = static_cast<T>(static_cast<float>(y[i]) + static_cast<float>(r[i]));
@@ -199,6 +205,7 @@ __device__ void add_into(const AddInto& a) {
 /* A block a row: the mean (layer_norm), the mean square about it, then one pass to write. */
 template <class T, class W, bool Layer>
 __device__ void norm(const Norm& a) {
+  kiln_wait_for_inputs();
   using A = kiln::math::compute_t<T>;
   __shared__ A red[32];
   const T* xs = static_cast<const T*>(a.x);
@@ -235,6 +242,7 @@ __device__ void norm(const Norm& a) {
 constexpr int kNormLaneValues = 32;
 template <class T, class W, bool Layer>
 __device__ void norm_warp(const Norm& a) {
+  kiln_wait_for_inputs();
   using A = kiln::math::compute_t<T>;
   const int lane = threadIdx.x & 31;
   const long r = static_cast<long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -276,6 +284,7 @@ __device__ void norm_warp(const Norm& a) {
 /* A thread a rotated pair (angles in float64, as the CPU's table), then the unrotated tail. */
 template <class T>
 __device__ void rope(const Rope& a) {
+  kiln_wait_for_inputs();
   using A = kiln::math::compute_t<T>;
   const T* xs = static_cast<const T*>(a.x);
   T* ys = static_cast<T*>(a.out);
@@ -338,6 +347,7 @@ constexpr int kKeysAtOnce = 4;  // keys a warp scores per step
    (`partial`), or into the result when there is one split. */
 template <class T, class MaskT>
 __device__ void attention_split(const Attention& a) {
+  kiln_wait_for_inputs();
   __shared__ float warp_state[32][2];  // max, total
   extern __shared__ float warp_sums[];  // [warps][dv]
   const AttentionTile t = attention_tile(a, blockIdx.x);
@@ -428,6 +438,7 @@ __device__ void attention_split(const Attention& a) {
    (a query that saw no key gives zeros, as on the CPU). */
 template <class T>
 __device__ void attention_combine(const Attention& a) {
+  kiln_wait_for_inputs();
   T* out = static_cast<T*>(a.out);
   const long stride = a.dv + 2, total = a.batch * a.hq * a.lq * a.dv;
   for (long idx = kiln_gid(); idx < total; idx += kiln_gstride()) {
@@ -454,6 +465,7 @@ __device__ void attention_combine(const Attention& a) {
    start writes outside it); W: a word of the element's size. */
 template <class W>
 __device__ void slice_update(const SliceUpdate& a) {
+  kiln_wait_for_inputs();
   const int32_t* start = static_cast<const int32_t*>(a.start);
   long base = 0;
   for (int t = 0; t < kMaxAxes && a.axes[t] >= 0; ++t) {
