@@ -12,9 +12,9 @@ ncu="${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}"
 kiln="$build/tools/kiln/kiln"
 steps="${STEPS:-4}"
 "$kiln" bench-llm "$model" --device cuda --pp 512 --tg 128 -r 3 >"$out/decode_plain.log" 2>&1
-grep -iE "decode|prefill" "$out/decode_plain.log" | head -6
+grep -E "^\| .*(pp|tg)[0-9]" "$out/decode_plain.log"
 # One repetition of a short prompt and `steps` tokens; ncu times every kernel node of the graphs.
-timeout -k 10 "${NCU_TIMEOUT:-240}" "$ncu" --graph-profiling node --metrics gpu__time_duration.sum --csv \
+timeout -k 10 "${NCU_TIMEOUT:-240}" "$ncu" --graph-profiling node --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
   --print-units base "$kiln" bench-llm "$model" --device cuda --pp 8 --tg "$steps" -r 1 \
   >"$out/decode_kernels.csv" 2>"$out/decode_ncu.log"
 echo "ncu rc=$?"

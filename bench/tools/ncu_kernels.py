@@ -12,12 +12,13 @@ for r in csv.reader(open(sys.argv[1], errors="replace")):
     elif header and len(r) == len(header):
         d = dict(zip(header, r))
         if d.get("Metric Name") == "gpu__time_duration.sum":
-            rows.append((d["Kernel Name"], float(d["Metric Value"].replace(",", "")) / 1000.0))
+            # Generated kernels share one name: the launch shape tells them apart.
+            name = f'{d["Kernel Name"]} grid {d["Grid Size"].replace(" ", "")} block {d["Block Size"].replace(" ", "")}'
+            rows.append((name, float(d["Metric Value"].replace(",", "")) / 1000.0))
 
 
 def short(name):
-    name = re.sub(r"\(.*", "", name)  # drop the argument list
-    return name[:90]
+    return re.sub(r"\(.*?\) grid", " grid", name)[:90]  # without a mangled argument list
 
 
 print(f"kernels {len(rows)}, total {sum(t for _, t in rows):.1f} us")
@@ -30,7 +31,7 @@ for name, t in total.most_common(30):
     print(f"{name:90} {count[name]:6d} {t:10.1f} {t / count[name]:8.2f}")
 # A decode step replays the same kernels: the shortest period at the end of the list is one step.
 names = [short(n) for n, _ in rows]
-for p in range(1, len(rows) // 2 + 1):
+for p in range(8, len(rows) // 2 + 1):
     if names[-p:] == names[-2 * p:-p]:
         step = rows[-p:]
         print(f"one decode step: {p} kernels, {sum(t for _, t in step):.1f} us of kernel time")
