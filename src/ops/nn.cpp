@@ -101,17 +101,24 @@ void QuantizedMatmul::print(std::ostream& os) const {
 
 std::vector<Shape> FusedQuantizedMatmul::output_shapes(const std::vector<Shape>& in) const {
   const size_t w = packed_at();
-  return QuantizedMatmul(q_, transpose_).output_shapes({in[0], in[w], in[w + 1], in[w + 2]});
+  std::vector<Shape> out = QuantizedMatmul(q_, transpose_).output_shapes({in[0], in[w], in[w + 1], in[w + 2]});
+  if (glu_) {
+    if (out[0].back() % 2 != 0) fail(name(), "a gated product needs an even number of columns, not ", out[0].back());
+    out[0].back() /= 2;
+  }
+  return out;
 }
 bool FusedQuantizedMatmul::is_equivalent(const Primitive& o) const {
   if (!QuantizedPrimitive::is_equivalent(o)) return false;
   auto& f = static_cast<const FusedQuantizedMatmul&>(o);
-  return f.transpose_ == transpose_ && f.norm_eps_ == norm_eps_ && f.addend_ == addend_;
+  return f.transpose_ == transpose_ && f.norm_eps_ == norm_eps_ && f.addend_ == addend_ && f.glu_ == glu_;
 }
 void FusedQuantizedMatmul::print(std::ostream& os) const {
   os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits << ",transpose=" << (transpose_ ? "true" : "false");
   if (norm_eps_) os << ",norm_eps=" << *norm_eps_;
-  os << ",addend=" << (addend_ ? "true" : "false") << ")";
+  os << ",addend=" << (addend_ ? "true" : "false");
+  if (glu_) os << ",glu=true";
+  os << ")";
 }
 
 // ---- norms ------------------------------------------------------------------------------

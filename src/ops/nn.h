@@ -71,11 +71,16 @@ class QuantizedMatmul : public QuantizedPrimitive {
    rms_norm(x, weight, norm_eps) (or of x), plus the addend (of the product's shape and dtype)
    when there is one, as one node (the fuse_quantized_matmul pass): a GPU decode product
    normalizes its activation rows as it reads them and adds the residual as it writes; elsewhere
-   the ops run one after the other. */
+   the ops run one after the other. With `glu` (no addend) the product's columns are two halves,
+   gate and up, and the node gives silu(gate) * up, rounded as those ops round. */
 class FusedQuantizedMatmul : public QuantizedPrimitive {
  public:
-  FusedQuantizedMatmul(QuantParams q, bool transpose, std::optional<float> norm_eps, bool addend)
-      : QuantizedPrimitive(OpKind::FusedQuantizedMatmul, q), transpose_(transpose), norm_eps_(norm_eps), addend_(addend) {}
+  FusedQuantizedMatmul(QuantParams q, bool transpose, std::optional<float> norm_eps, bool addend, bool glu = false)
+      : QuantizedPrimitive(OpKind::FusedQuantizedMatmul, q),
+        transpose_(transpose),
+        norm_eps_(norm_eps),
+        addend_(addend),
+        glu_(glu) {}
   void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
   bool is_equivalent(const Primitive& o) const override;
@@ -83,13 +88,14 @@ class FusedQuantizedMatmul : public QuantizedPrimitive {
   bool transpose() const { return transpose_; }
   std::optional<float> norm_eps() const { return norm_eps_; }
   bool addend() const { return addend_; }
+  bool glu() const { return glu_; }
   /* Where the packed weights are among the inputs (after x and the norm weight). */
   size_t packed_at() const { return norm_eps_ ? 2 : 1; }
 
  private:
   bool transpose_;
   std::optional<float> norm_eps_;
-  bool addend_;
+  bool addend_, glu_;
 };
 
 /* Inputs (x, [weight]): RMS normalization over the last axis. */

@@ -195,7 +195,9 @@ std::map<OpKind, std::vector<std::pair<PrimPtr, PrimPtr>>> attribute_pairs() {
         {std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, false),
          std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, std::nullopt, false)},
         {std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, false),
-         std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, true)}}},
+         std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, true)},
+        {std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, false),
+         std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, false, true)}}},
       {OpKind::RmsNorm,
        {{std::make_shared<RmsNorm>(1e-5f, true), std::make_shared<RmsNorm>(1e-6f, true)},
         {std::make_shared<RmsNorm>(1e-5f, true), std::make_shared<RmsNorm>(1e-5f, false)}}},
@@ -504,6 +506,48 @@ TEST(Passes, NormAndResidualIntoQuantizedMatmul) {
     ASSERT_EQ(e.size(), c.size());
     for (size_t j = 0; j < e.size(); ++j) EXPECT_NEAR(c[j], e[j], 1e-4f * (1.0f + std::fabs(e[j]))) << i << ", " << j;
   }
+}
+
+// silu(gate) * up over the two halves of a stacked product (a gated feed-forward) joins the
+// product too, with its norm; a gate read elsewhere, halves that are not halves, and a gate
+// without its sigmoid are left alone. Compiled equals eager, and so do the GPU's kernels
+// (CudaLlm tests).
+TEST(Passes, GatedUnitIntoQuantizedMatmul) {
+  Array w = rnd({128, 64}, float32, 15), nw = rnd({64}, float32, 16), x = rnd({2, 64}, float32, 17);
+  auto [packed, scales, biases] = quantize(w, 32, 4);
+  auto product = [&](const Array& h) { return quantized_matmul(h, packed, scales, biases, true, 32, 4); };
+  auto half = [](const Array& y, int64_t from, int64_t to) { return slice(y, {0, from}, {y.shape(0), to}); };
+  auto f = [&](const std::vector<Array>& in) {
+    const Array y1 = product(rms_norm(in[0], nw, 1e-5f));
+    const Array g1 = half(y1, 0, 64), u1 = half(y1, 64, 128);
+    const Array fused = u1 * (g1 * sigmoid(g1));  // either order of each multiply
+    const Array y2 = product(in[0] * 2.0f);
+    const Array g2 = half(y2, 0, 64);
+    const Array read_twice = g2 * sigmoid(g2) * half(y2, 64, 128) + sum(g2);
+    const Array y3 = product(in[0] * 3.0f);
+    const Array g3 = half(y3, 0, 63);
+    const Array not_halves = g3 * sigmoid(g3) * half(y3, 64, 127);
+    const Array y4 = product(in[0] * 4.0f);
+    const Array no_sigmoid = half(y4, 0, 64) * tanh(half(y4, 0, 64)) * half(y4, 64, 128);
+    return std::vector<Array>{fused, read_twice, not_halves, no_sigmoid};
+  };
+  compiler::Graph g = traced(f, {x});
+  EXPECT_TRUE(run_pass(g, make_fuse_quantized_matmul()));
+  EXPECT_EQ(count_kind(g, OpKind::FusedQuantizedMatmul), 1u);
+  EXPECT_EQ(count_kind(g, OpKind::QuantizedMatmul), 3u);
+  EXPECT_EQ(count_kind(g, OpKind::Sigmoid), 2u);
+  EXPECT_EQ(count_kind(g, OpKind::RmsNorm), 0u);
+  const std::vector<Array> eager = f({x}), compiled = compile(f)({x});
+  for (size_t i = 0; i < eager.size(); ++i) {
+    const auto e = eager[i].to_vector<float>(), c = compiled[i].to_vector<float>();
+    ASSERT_EQ(e.size(), c.size());
+    for (size_t j = 0; j < e.size(); ++j) EXPECT_NEAR(c[j], e[j], 1e-5f * (1.0f + std::fabs(e[j]))) << i << ", " << j;
+  }
+  // bfloat16 rounds after every op, fused or not.
+  const Array xb = astype(x, bfloat16);
+  const auto fb = [&](const std::vector<Array>& in) { return std::vector<Array>{f(in)[0]}; };
+  const auto e = astype(fb({xb})[0], float32).to_vector<float>(), c = astype(compile(fb)({xb})[0], float32).to_vector<float>();
+  for (size_t j = 0; j < e.size(); ++j) EXPECT_NEAR(c[j], e[j], 1e-2f * (1.0f + std::fabs(e[j]))) << j;
 }
 
 TEST(Passes, FusedRegionsAreCapped) {

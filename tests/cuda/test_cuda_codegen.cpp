@@ -319,7 +319,10 @@ TEST_F(CudaCodegen, LanguageModelKernelsCompile) {
     check("QuantizedGemv", "quantized_gemv<" + t + ", " + f32 + ", 8, 3>");
     check("QuantizedGemv", "quantized_gemv<" + t + ", " + f32 + ", 4, 2, " + t + ">");  // with a norm
   }
-  for (const std::string& t : {f32, f16, bf16}) check("AddInto", "add_into<" + t + ">");
+  for (const std::string& t : {f32, f16, bf16}) {
+    check("AddInto", "add_into<" + t + ">");
+    check("Gated", "gated<" + t + ">");
+  }
   for (const std::string& t : {f32, f16, bf16, f64}) {
     check("Norm", "norm<" + t + ", " + t + ", false>");
     check("Norm", "norm<" + t + ", " + f32 + ", true>");

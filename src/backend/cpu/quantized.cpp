@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/common/math.h"
 #include "backend/cpu/nn_util.h"
 #include "backend/cpu/quantized_int8.h"
 #include "core/thread_pool.h"
@@ -356,6 +357,30 @@ void FusedQuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<T
     RmsNorm(*norm_eps_, true).eval_cpu({in[0], in[1]}, x);
   }
   const size_t w = packed_at();
+  if (glu_) {  // the whole product, then silu(gate) * up with each op's rounding
+    Shape full_shape = out[0].shape;
+    full_shape.back() *= 2;
+    std::vector<Tensor> full{Tensor(full_shape, out[0].dtype)};
+    QuantizedMatmul(q_, transpose_).eval_cpu({x[0], in[w], in[w + 1], in[w + 2]}, full);
+    Tensor& y = out[0];
+    y.allocate();
+    const int64_t f = y.shape.back(), rows = f ? y.size() / f : 0;
+    detail::dispatch_float(y.dtype, [&](auto z) {
+      using T = decltype(z);
+      using A = math::compute_t<T>;
+      const T* p = full[0].data<T>();
+      T* yp = y.data<T>();
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t i = 0; i < f; ++i) {
+          const T g = p[r * 2 * f + i], u = p[r * 2 * f + f + i];
+          const T s = static_cast<T>(math::Sigmoid{}(static_cast<A>(g)));
+          const T a = static_cast<T>(static_cast<A>(g) * static_cast<A>(s));
+          yp[r * f + i] = static_cast<T>(static_cast<A>(a) * static_cast<A>(u));
+        }
+      }
+    });
+    return;
+  }
   QuantizedMatmul(q_, transpose_).eval_cpu({x[0], in[w], in[w + 1], in[w + 2]}, out);
   if (addend_) {  // rounded after the product and after the sum, as the separate ops round
     Tensor& y = out[0];

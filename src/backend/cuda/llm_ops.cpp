@@ -105,11 +105,28 @@ void add_into(int dev, const Tensor& addend, Tensor& y) {
   run(dev, "AddInto", "add_into<" + type(y.dtype) + ">", a, grid_for(dev, y.size(), kThreads), kThreads);
 }
 
+/* y = silu(full[..., :f]) * full[..., f:] for y of f columns. */
+void gated_into(int dev, const Tensor& full, Tensor& y) {
+  const int64_t f = y.shape.back(), rows = f ? y.size() / f : 0;
+  if (rows == 0) return;
+  args::Gated a{rows, f, reinterpret_cast<const void*>(ptr_bits(full)), reinterpret_cast<void*>(ptr_bits(y))};
+  run(dev, "Gated", "gated<" + type(y.dtype) + ">", a, grid_for(dev, rows * f, kThreads), kThreads);
+}
+
+/* With `glu`, y holds silu(gate) * up of a product whose columns are the gate and up halves. */
 void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tensor& x, const Tensor& w, const Tensor& s,
                       const Tensor& b, Tensor& y, const std::optional<InputNorm>& with_norm = std::nullopt,
-                      const Tensor* addend = nullptr) {
-  const int64_t k = x.shape.back(), n = y.shape.back(), m = n ? y.size() / n : 0;
+                      const Tensor* addend = nullptr, bool glu = false) {
+  const int64_t k = x.shape.back(), n = y.shape.back() * (glu ? 2 : 1), m = n ? y.size() * (glu ? 2 : 1) / n : 0;
   if (m == 0 || n == 0) return;
+  if (glu && (k == 0 || !transpose || m > kGemvRows)) {  // the whole product, then its gate
+    Shape full_shape = y.shape;
+    full_shape.back() = n;
+    Tensor full(full_shape, y.dtype);
+    allocate_output(dev, full);
+    quantized_matmul(dev, q, transpose, x, w, s, b, full, with_norm);
+    return gated_into(dev, full, y);
+  }
   if (k == 0) {
     fill_zero(dev, y);
     if (addend) add_into(dev, *addend, y);
@@ -126,12 +143,12 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
                           reinterpret_cast<const void*>(ptr_bits(px)), reinterpret_cast<const void*>(ptr_bits(pw)),
                           reinterpret_cast<const void*>(ptr_bits(ps)), reinterpret_cast<const void*>(ptr_bits(pb)),
                           addend ? reinterpret_cast<const void*>(ptr_bits(r)) : nullptr,
-                          reinterpret_cast<void*>(ptr_bits(y)), fixed_during_recording(pw) ? 1L : 0L};
+                          reinterpret_cast<void*>(ptr_bits(y)), fixed_during_recording(pw) ? 1L : 0L, glu ? 1L : 0L};
     const unsigned warps = kThreads / 32;
     run(dev, "QuantizedGemv",
         "quantized_gemv<" + type(x.dtype) + ", " + type(ps.dtype) + ", " + std::to_string(q.bits) + ", " +
             std::to_string(m) + ", " + type(with_norm ? nw.dtype : x.dtype) + ">",
-        a, static_cast<unsigned>((n + warps - 1) / warps), kThreads);
+        a, static_cast<unsigned>((y.shape.back() + warps - 1) / warps), kThreads);
     return;
   }
   if (with_norm) {  // the norm first, then the product
@@ -309,7 +326,7 @@ void eval_llm(int dev, Primitive& prim, std::vector<Tensor>& in, std::vector<Ten
       std::optional<InputNorm> with_norm;
       if (p.norm_eps()) with_norm = InputNorm{in[1], *p.norm_eps()};
       return quantized_matmul(dev, p.params(), p.transpose(), in[0], in[w], in[w + 1], in[w + 2], y, with_norm,
-                              p.addend() ? &in[w + 3] : nullptr);
+                              p.addend() ? &in[w + 3] : nullptr, p.glu());
     }
     case OpKind::RmsNorm: {
       auto& p = static_cast<const RmsNorm&>(prim);

@@ -30,6 +30,14 @@ struct QuantizedGemv {
   const void* addend;  // null, or [m, n] of the output's dtype, added to the product
   void* out;           // [m, n]
   long weights_ready;  // 1: no earlier kernel writes packed, so it is read before x is ready
+  long glu;            // 1: out [m, n / 2] = silu(product[:, :n/2]) * product[:, n/2:]
+};
+
+/* out [rows, f] = silu(in[:, :f]) * in[:, f:] for in [rows, 2f], both row-major. */
+struct Gated {
+  long rows, f;
+  const void* in;
+  void* out;
 };
 
 /* out += addend, n elements of one dtype, both row-major. */

@@ -121,34 +121,39 @@ __device__ void dequantize(const Dequantize& a) {
   }
 }
 
-/* The decode product: a warp a weight row, each lane Vals values of it per step (one 32-value
-   group spans whole lanes), the M activation rows held in registers' worth of sums, then a
-   warp sum. Each weight is dequantized before its product, as on the CPU, so an infinite
-   activation meets the weight's value, not its parts. */
-template <class T, class S, int Bits, int M, class W = T>
-__device__ void quantized_gemv(const QuantizedGemv& a) {
-  constexpr int kVals = (Bits == 3 || Bits == 5 || Bits == 6) ? 32 : 16, kWords = kVals * Bits / 32;
+/* silu(gate) * up, rounded after each op as the separate ops round. */
+template <class T>
+__device__ inline T silu_times(T g, T u) {
+  const T s = static_cast<T>(kiln::math::Sigmoid{}(static_cast<float>(g)));
+  const T gs = static_cast<T>(static_cast<float>(g) * static_cast<float>(s));
+  return static_cast<T>(static_cast<float>(gs) * static_cast<float>(u));
+}
+/* Values a lane takes of a weight row per step of the decode product (one 32-value group spans
+   whole lanes), and the packed words they fill. */
+template <int Bits>
+struct GemvStep {
+  static constexpr int vals = (Bits == 3 || Bits == 5 || Bits == 6) ? 32 : 16, words = vals * Bits / 32;
+};
+
+/* One weight row of the decode product in a warp: each lane's share of the dot products with
+   the M activation rows (`acc`) and, with a norm, of their sums of squares. `next` holds the
+   lane's first words when `loaded`. Each weight is dequantized before its product, as on the
+   CPU, so an infinite activation meets the weight's value, not its parts. */
+template <class T, class S, int Bits, int M, class W>
+__device__ inline void gemv_row(const QuantizedGemv& a, long row, uint32_t (&next)[GemvStep<Bits>::words], bool loaded,
+                                float (&acc)[M], float (&squares)[M]) {
+  constexpr int kVals = GemvStep<Bits>::vals, kWords = GemvStep<Bits>::words;
   const int lane = threadIdx.x & 31;
-  const long row = static_cast<long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const long k = a.k, steps = k / kVals, groups = k / a.group_size;
   const uint32_t* w = static_cast<const uint32_t*>(a.packed) + row * (k * Bits / 32);
   const S* scales = static_cast<const S*>(a.scales) + row * groups;
   const S* biases = static_cast<const S*>(a.biases) + row * groups;
   const T* x = static_cast<const T*>(a.x);
   const W* norm_weight = static_cast<const W*>(a.norm_weight);
-  // With a norm, each row's sum of squares builds up beside its product, which takes the
-  // weighted activations; the row's 1/rms scales the result at the end.
-  float acc[M], squares[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = squares[m] = 0.0f;
   // Each step's weights are loaded a step ahead, so the next read is in flight during the sums.
-  // Weights that no earlier kernel of the graph writes are read before waiting for x.
-  uint32_t next[kWords];
-  const bool live = row < a.n;
-  if (a.weights_ready && live && lane < steps) load_words<Bits, kVals>(w + lane * kWords, next);
-  kiln_wait_for_inputs();
-  if (!live) return;
-  if (!a.weights_ready && lane < steps) load_words<Bits, kVals>(w + lane * kWords, next);
+  if (!loaded && lane < steps) load_words<Bits, kVals>(w + lane * kWords, next);
   for (long c = lane; c < steps; c += 32) {
     uint32_t words[kWords];
 #pragma unroll
@@ -179,16 +184,59 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
       acc[m] += dot;
     }
   }
+}
+
+/* The decode product: a warp a weight row (with `glu`, a gate row and its up row, n / 2
+   apart), the M activation rows held in registers' worth of sums, then warp sums. With a norm,
+   each row's sum of squares builds up beside its product, which takes the weighted activations,
+   and the row's 1/rms scales the result at the end. */
+template <class T, class S, int Bits, int M, class W = T>
+__device__ void quantized_gemv(const QuantizedGemv& a) {
+  constexpr int kVals = GemvStep<Bits>::vals, kWords = GemvStep<Bits>::words;
+  const int lane = threadIdx.x & 31;
+  const long row = static_cast<long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const long rows = a.glu ? a.n / 2 : a.n;  // output columns
+  const bool live = row < rows;
+  // Weights that no earlier kernel of the graph writes are read before waiting for x.
+  uint32_t next[kWords];
+  const bool early = a.weights_ready && live && lane < a.k / kVals;
+  if (early) load_words<Bits, kVals>(static_cast<const uint32_t*>(a.packed) + row * (a.k * Bits / 32) + lane * kWords, next);
+  kiln_wait_for_inputs();
+  if (!live) return;
+  float acc[M], squares[M], up[M], up_squares[M];
+  gemv_row<T, S, Bits, M, W>(a, row, next, early, acc, squares);
+  if (a.glu) gemv_row<T, S, Bits, M, W>(a, row + rows, next, false, up, up_squares);
   T* out = static_cast<T*>(a.out);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    float v = warp_sum(acc[m]);
-    if (norm_weight) v *= 1.0f / sqrtf(warp_sum(squares[m]) / static_cast<float>(k) + static_cast<float>(a.eps));
+    float v = warp_sum(acc[m]), u = a.glu ? warp_sum(up[m]) : 0.0f;
+    if (a.norm_weight) {
+      const float r = 1.0f / sqrtf(warp_sum(squares[m]) / static_cast<float>(a.k) + static_cast<float>(a.eps));
+      v *= r;
+      u *= r;
+    }
     if (lane != 0) continue;
+    if (a.glu) {
+      out[m * rows + row] = silu_times(static_cast<T>(v), static_cast<T>(u));
+      continue;
+    }
     if (a.addend) {  // rounded after the product and after the sum, as the separate ops round
       v = static_cast<float>(static_cast<T>(v)) + static_cast<float>(static_cast<const T*>(a.addend)[m * a.n + row]);
     }
     out[m * a.n + row] = static_cast<T>(v);
+  }
+}
+
+/* The gate of a gated product (prefill, where the decode product did not take it), a thread an
+   output. */
+template <class T>
+__device__ void gated(const Gated& a) {
+  kiln_wait_for_inputs();
+  const T* in = static_cast<const T*>(a.in);
+  T* out = static_cast<T*>(a.out);
+  for (long i = kiln_gid(); i < a.rows * a.f; i += kiln_gstride()) {
+    const long r = i / a.f, c = i - r * a.f;
+    out[i] = silu_times(in[r * 2 * a.f + c], in[r * 2 * a.f + a.f + c]);
   }
 }
 
