@@ -318,6 +318,8 @@ TEST_F(CudaCodegen, LanguageModelKernelsCompile) {
     check("QuantizedGemv", "quantized_gemv<" + t + ", " + t + ", 4, 8>");
     check("QuantizedGemv", "quantized_gemv<" + t + ", " + f32 + ", 8, 3>");
     check("QuantizedGemv", "quantized_gemv<" + t + ", " + f32 + ", 4, 2, " + t + ">");  // with a norm
+    check("QuantizedGemv", "quantized_gemv<" + t + ", " + f32 + ", 4, 1, " + t + ", 2>");  // gated
+    check("QuantizedGemv", "quantized_gemv<" + t + ", " + f32 + ", 8, 1, " + t + ", 4>");  // four rows a warp
   }
   for (const std::string& t : {f32, f16, bf16}) {
     check("AddInto", "add_into<" + t + ">");

@@ -135,36 +135,43 @@ struct GemvStep {
   static constexpr int vals = (Bits == 3 || Bits == 5 || Bits == 6) ? 32 : 16, words = vals * Bits / 32;
 };
 
-/* One weight row of the decode product in a warp: each lane's share of the dot products with
-   the M activation rows (`acc`) and, with a norm, of their sums of squares. `next` holds the
-   lane's first words when `loaded`. Each weight is dequantized before its product, as on the
-   CPU, so an infinite activation meets the weight's value, not its parts. */
-template <class T, class S, int Bits, int M, class W>
-__device__ inline void gemv_row(const QuantizedGemv& a, long row, uint32_t (&next)[GemvStep<Bits>::words], bool loaded,
-                                float (&acc)[M], float (&squares)[M]) {
+/* R weight rows of the decode product in a warp, their loads in flight together: each lane's
+   share of the dot products with the M activation rows (`acc`) and, with a norm, of the
+   activations' sums of squares. `next` holds the lane's first words when `loaded`. Each weight is
+   dequantized before its product, as on the CPU, so an infinite activation meets the weight's
+   value, not its parts. */
+template <class T, class S, int Bits, int M, class W, int R>
+__device__ inline void gemv_rows(const QuantizedGemv& a, const long (&row)[R], uint32_t (&next)[R][GemvStep<Bits>::words],
+                                 bool loaded, float (&acc)[R][M], float (&squares)[M]) {
   constexpr int kVals = GemvStep<Bits>::vals, kWords = GemvStep<Bits>::words;
   const int lane = threadIdx.x & 31;
   const long k = a.k, steps = k / kVals, groups = k / a.group_size;
-  const uint32_t* w = static_cast<const uint32_t*>(a.packed) + row * (k * Bits / 32);
-  const S* scales = static_cast<const S*>(a.scales) + row * groups;
-  const S* biases = static_cast<const S*>(a.biases) + row * groups;
   const T* x = static_cast<const T*>(a.x);
   const W* norm_weight = static_cast<const W*>(a.norm_weight);
 #pragma unroll
-  for (int m = 0; m < M; ++m) acc[m] = squares[m] = 0.0f;
+  for (int m = 0; m < M; ++m) {
+    squares[m] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r][m] = 0.0f;
+  }
+  auto words_of = [&](int r) { return static_cast<const uint32_t*>(a.packed) + row[r] * (k * Bits / 32); };
   // Each step's weights are loaded a step ahead, so the next read is in flight during the sums.
-  if (!loaded && lane < steps) load_words<Bits, kVals>(w + lane * kWords, next);
+  if (!loaded && lane < steps) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) load_words<Bits, kVals>(words_of(r) + lane * kWords, next[r]);
+  }
   for (long c = lane; c < steps; c += 32) {
-    uint32_t words[kWords];
-#pragma unroll
-    for (int i = 0; i < kWords; ++i) words[i] = next[i];
-    if (c + 32 < steps) load_words<Bits, kVals>(w + (c + 32) * kWords, next);
-    float q[kVals];
-    unpack_words<Bits, kVals>(words, q);
+    uint32_t words[R][kWords];
+    float s[R], b[R];
     const long g = c * kVals / a.group_size;
-    const float s = static_cast<float>(scales[g]), b = static_cast<float>(biases[g]);
 #pragma unroll
-    for (int i = 0; i < kVals; ++i) q[i] = s * q[i] + b;
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) words[r][i] = next[r][i];
+      if (c + 32 < steps) load_words<Bits, kVals>(words_of(r) + (c + 32) * kWords, next[r]);
+      s[r] = static_cast<float>(static_cast<const S*>(a.scales)[row[r] * groups + g]);
+      b[r] = static_cast<float>(static_cast<const S*>(a.biases)[row[r] * groups + g]);
+    }
     float nw[kVals];
     if (norm_weight) load_floats<W, kVals>(norm_weight + c * kVals, nw);
 #pragma unroll
@@ -178,52 +185,66 @@ __device__ inline void gemv_row(const QuantizedGemv& a, long row, uint32_t (&nex
           xv[i] *= nw[i];
         }
       }
-      float dot = 0.0f;
 #pragma unroll
-      for (int i = 0; i < kVals; ++i) dot += q[i] * xv[i];
-      acc[m] += dot;
+      for (int r = 0; r < R; ++r) {
+        float q[kVals];
+        unpack_words<Bits, kVals>(words[r], q);
+        float dot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kVals; ++i) dot += (s[r] * q[i] + b[r]) * xv[i];
+        acc[r][m] += dot;
+      }
     }
   }
 }
 
-/* The decode product: a warp a weight row (with `glu`, a gate row and its up row, n / 2
-   apart), the M activation rows held in registers' worth of sums, then warp sums. With a norm,
-   each row's sum of squares builds up beside its product, which takes the weighted activations,
-   and the row's 1/rms scales the result at the end. */
-template <class T, class S, int Bits, int M, class W = T>
+/* The decode product: a warp R weight rows (with `glu`, R = 2: a gate row and its up row, n / 2
+   apart; else R consecutive rows), the M activation rows held in registers' worth of sums, then
+   warp sums. With a norm, the activations' sums of squares build up beside the products, which
+   take the weighted activations, and each row's 1/rms scales the result at the end. */
+template <class T, class S, int Bits, int M, class W = T, int R = 1>
 __device__ void quantized_gemv(const QuantizedGemv& a) {
   constexpr int kVals = GemvStep<Bits>::vals, kWords = GemvStep<Bits>::words;
   const int lane = threadIdx.x & 31;
-  const long row = static_cast<long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  const long rows = a.glu ? a.n / 2 : a.n;  // output columns
-  const bool live = row < rows;
+  const long warp = static_cast<long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const long outs = a.glu ? a.n / 2 : a.n;  // output columns
+  long row[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) row[r] = a.glu ? warp + r * outs : warp * R + r;  // the host makes n a multiple of R
+  const bool live = row[0] < (a.glu ? outs : a.n);
   // Weights that no earlier kernel of the graph writes are read before waiting for x.
-  uint32_t next[kWords];
+  uint32_t next[R][kWords];
   const bool early = a.weights_ready && live && lane < a.k / kVals;
-  if (early) load_words<Bits, kVals>(static_cast<const uint32_t*>(a.packed) + row * (a.k * Bits / 32) + lane * kWords, next);
+  if (early) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      load_words<Bits, kVals>(static_cast<const uint32_t*>(a.packed) + row[r] * (a.k * Bits / 32) + lane * kWords, next[r]);
+  }
   kiln_wait_for_inputs();
   if (!live) return;
-  float acc[M], squares[M], up[M], up_squares[M];
-  gemv_row<T, S, Bits, M, W>(a, row, next, early, acc, squares);
-  if (a.glu) gemv_row<T, S, Bits, M, W>(a, row + rows, next, false, up, up_squares);
+  float acc[R][M], squares[M];
+  gemv_rows<T, S, Bits, M, W, R>(a, row, next, early, acc, squares);
   T* out = static_cast<T*>(a.out);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    float v = warp_sum(acc[m]), u = a.glu ? warp_sum(up[m]) : 0.0f;
-    if (a.norm_weight) {
-      const float r = 1.0f / sqrtf(warp_sum(squares[m]) / static_cast<float>(a.k) + static_cast<float>(a.eps));
-      v *= r;
-      u *= r;
-    }
+    const float rms = a.norm_weight ? 1.0f / sqrtf(warp_sum(squares[m]) / static_cast<float>(a.k) + static_cast<float>(a.eps))
+                                    : 1.0f;
+    float v[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) v[r] = warp_sum(acc[r][m]) * rms;
     if (lane != 0) continue;
     if (a.glu) {
-      out[m * rows + row] = silu_times(static_cast<T>(v), static_cast<T>(u));
+      out[m * outs + row[0]] = silu_times(static_cast<T>(v[0]), static_cast<T>(v[R - 1]));
       continue;
     }
-    if (a.addend) {  // rounded after the product and after the sum, as the separate ops round
-      v = static_cast<float>(static_cast<T>(v)) + static_cast<float>(static_cast<const T*>(a.addend)[m * a.n + row]);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float y = v[r];
+      if (a.addend) {  // rounded after the product and after the sum, as the separate ops round
+        y = static_cast<float>(static_cast<T>(y)) + static_cast<float>(static_cast<const T*>(a.addend)[m * a.n + row[r]]);
+      }
+      out[m * a.n + row[r]] = static_cast<T>(y);
     }
-    out[m * a.n + row] = static_cast<T>(v);
   }
 }
 
