@@ -306,7 +306,7 @@ TEST_F(CudaCodegen, LanguageModelKernelsCompile) {
                     bf16 = compiler::cpp_type(bfloat16), f64 = compiler::cpp_type(float64);
   auto check = [&](const std::string& args, const std::string& call) {
     SCOPED_TRACE(call);
-    compiles(cuda::struct_kernel_source("backend/cuda/kernels/llm.cuh", args, "llm::" + call, true));
+    compiles(cuda::struct_kernel_source("backend/cuda/kernels/llm.cuh", args, "llm::" + call));
   };
   for (int bits : {2, 3, 4, 5, 6, 8}) {
     const std::string b = std::to_string(bits);

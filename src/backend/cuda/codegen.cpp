@@ -27,17 +27,13 @@ template <int N> struct KilnMeta { long v[N]; };
 // V elements of T read or written as one aligned access (16 bytes at most).
 template <class T, int V> struct alignas(sizeof(T) * V) kiln_vec { T v[V]; };
 
-// Programmatic dependent launch (sm_90+, no-ops before): in a CUDA graph, a kernel that lets the
-// next one start (kiln_start_next_kernel) overlaps that kernel's launch and the reads it makes
-// before kiln_wait_for_inputs(), which returns once every earlier kernel has finished.
-__device__ inline void kiln_start_next_kernel() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
+// Programmatic dependent launch (sm_90+, a no-op before): in a CUDA graph, kiln_wait_for_inputs()
+// returns once every earlier kernel has finished, then lets the next kernel start, whose launch
+// and reads before its own wait then overlap this kernel's work (one kernel ahead, no further).
 __device__ inline void kiln_wait_for_inputs() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 __device__ inline long kiln_gid() { return static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x; }
