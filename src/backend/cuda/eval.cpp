@@ -885,7 +885,7 @@ void random_bits(int dev, const Tensor& key, Tensor& y) {
                 256);
 }
 
-// topk of up to kiln_topk's 1024 picks a row on the device; false for more.
+// topk of up to 1024 picks a row on the device (topk::largest); false for more.
 bool topk_on_device(int dev, const Selection& prim, const Tensor& x, std::vector<Tensor>& out) {
   const int64_t k = prim.k(), n = x.shape.back();
   if (k > 1024) return false;
