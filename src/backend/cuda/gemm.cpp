@@ -18,6 +18,7 @@
 #include "backend/cuda/streams.h"
 #include "backend/cuda/struct_launch.h"
 #include "compile/codegen_util.h"
+#include "core/hash_fields.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
 
@@ -208,11 +209,13 @@ struct ProductSpec {
   uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   std::array<long, 4> align{};  // bytes, of the words B, A, Y and bias (cuBLASLt's A, B, D and bias)
 
-  std::string key() const {
-    const long fields[] = {device, static_cast<long>(dtype), static_cast<long>(compute), a_col, b_col, m, n, k, batches,
-                           lda, ldb, batch_a, batch_b, static_cast<long>(epilogue), align[0], align[1], align[2], align[3]};
-    return std::string(reinterpret_cast<const char*>(fields), sizeof fields);
-  }
+  bool operator==(const ProductSpec&) const = default;
+  struct Hash {
+    size_t operator()(const ProductSpec& s) const {
+      return detail::hash_fields(s.device, s.dtype, s.compute, s.a_col, s.b_col, s.m, s.n, s.k, s.batches, s.lda, s.ldb,
+                                 s.batch_a, s.batch_b, s.epilogue, s.align[0], s.align[1], s.align[2], s.align[3]);
+    }
+  };
 };
 
 long alignment(long word) { return word == 0 ? 256 : std::min<long>(256, word & -word); }
@@ -395,12 +398,11 @@ class PlannedProduct final : public HostStep {
 // if it ever holds many).
 std::shared_ptr<PlannedProduct> planned(const ProductSpec& s, const std::vector<long>& words) {
   constexpr size_t kMostPlans = 256;
-  thread_local std::unordered_map<std::string, std::shared_ptr<PlannedProduct>> plans;
-  const std::string key = s.key();
-  if (auto it = plans.find(key); it != plans.end()) return it->second;
+  thread_local std::unordered_map<ProductSpec, std::shared_ptr<PlannedProduct>, ProductSpec::Hash> plans;
+  if (auto it = plans.find(s); it != plans.end()) return it->second;
   auto p = std::make_shared<PlannedProduct>(s, words);
   if (plans.size() >= kMostPlans) plans.clear();
-  plans.emplace(key, p);
+  plans.emplace(s, p);
   return p;
 }
 
