@@ -22,7 +22,7 @@ namespace {
 // every operand of p.
 void open_kernel(std::ostringstream& s, const compiler::FusedProgram& p, const char* args, bool bounded) {
   const size_t operands = p.outputs.size() + static_cast<size_t>(p.num_inputs());
-  s << "#include \"backend/cuda/kernels/support.cuh\"\n\n";
+  s << "#include \"" << kSupportHeader << "\"\n\n";
   s << "extern \"C\" __global__ void " << (bounded ? "__launch_bounds__(256) " : "") << "kiln_kernel(const kiln::cuda::args::"
     << args << "<" << operands << "> a) {\n";
 }

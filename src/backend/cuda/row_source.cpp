@@ -161,7 +161,7 @@ class RowSource {
 
   void header() {
     const int nout = static_cast<int>(p_.outputs.size());
-    s_ << "#include \"backend/cuda/kernels/support.cuh\"\n\n";
+    s_ << "#include \"" << kSupportHeader << "\"\n\n";
     const int nred = var_.split ? static_cast<int>(partial_.size()) : 0;
     s_ << "extern \"C\" __global__ void __launch_bounds__(" << var_.threads
        << (registers() && var_.min_blocks > 0 ? ", " + std::to_string(var_.min_blocks) : "") << ")"

@@ -10,13 +10,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cuda/codegen.h"
 #include "backend/cuda/kernels/args.h"
 #include "backend/cuda/nvrtc.h"
 
 namespace kiln::cuda {
-
-/* The include name of the device helpers every kernel module includes first. */
-inline constexpr const char* kSupportHeader = "backend/cuda/kernels/support.cuh";
 
 /* The module source whose kiln_kernel includes `header` and calls `call`(a) for an
    args::<args_name> a (e.g. "llm::rope<float>"). */
