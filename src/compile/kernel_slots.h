@@ -1,10 +1,10 @@
-// Kernels a backend compiled for one immutable fused program, found by a small key
-// (device and variant) so a replayed call skips generating and hashing source.
+// Kernels a backend compiled for one immutable fused program, found by a small structured
+// key (device and variant) so a replayed call skips generating and hashing source.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <typeindex>
 #include <utility>
 #include <vector>
 
@@ -16,23 +16,34 @@ class KernelSlots {
   KernelSlots(const KernelSlots&) {}  // a copied program starts with no kernels
   KernelSlots& operator=(const KernelSlots&) { return *this; }
 
-  /* The backend's kernel object stored under `key`, or null; valid while this object lives. */
-  const void* find(uint64_t key) const {
+  /* The backend's kernel object stored under `key`, or null; valid while this object lives.
+     Key: a struct with operator== and a hash() member. */
+  template <class Key>
+  const void* find(const Key& key) const {
+    const size_t hash = key.hash();
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [k, kernel] : entries_) {
-      if (k == key) return kernel.get();
+    for (auto& e : entries_) {
+      if (e.hash == hash && e.type == typeid(Key) && *static_cast<const Key*>(e.key.get()) == key) return e.kernel.get();
     }
     return nullptr;
   }
   /* Keeps `kernel` (which keeps its code loaded) for the life of the program. */
-  void put(uint64_t key, std::shared_ptr<const void> kernel) const {
+  template <class Key>
+  void put(const Key& key, std::shared_ptr<const void> kernel) const {
+    Entry e{key.hash(), typeid(Key), std::make_shared<const Key>(key), std::move(kernel)};
     std::lock_guard<std::mutex> lock(mu_);
-    entries_.emplace_back(key, std::move(kernel));  // a racing duplicate is harmless: both name one kernel
+    entries_.push_back(std::move(e));  // a racing duplicate is harmless: both name one kernel
   }
 
  private:
+  struct Entry {
+    size_t hash;
+    std::type_index type;
+    std::shared_ptr<const void> key;
+    std::shared_ptr<const void> kernel;
+  };
   mutable std::mutex mu_;  // guards entries_
-  mutable std::vector<std::pair<uint64_t, std::shared_ptr<const void>>> entries_;
+  mutable std::vector<Entry> entries_;
 };
 
 }  // namespace kiln::compiler

@@ -1,11 +1,16 @@
-// Every variant of the generated CUDA kernels compiles with NVRTC for sm_90, checked
-// without a GPU (NVRTC needs none), so a code generator error shows on every machine.
+// Every embedded device file and every variant of the generated and library CUDA kernels
+// compiles with NVRTC for sm_90, checked without a GPU (NVRTC needs none), so an error in
+// device code or in a code generator shows on every machine.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "backend/common/math.h"
+#include "backend/cpu/jit_headers.h"
 #include "backend/cuda/codegen.h"
 #include "backend/cuda/struct_launch.h"
 #include "compile/codegen_util.h"
+#include "compile/kernel_slots.h"
 #include "backend/cuda/nvrtc.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
@@ -30,7 +35,19 @@ class CudaCodegen : public ::testing::Test {
       ADD_FAILURE() << e.what();
     }
   }
+  // A kernel of kernels/<file> taking args::<args_name>, e.g. ("scan.cuh", "Cumsum", "scan::cumsum<float>").
+  static void library_compiles(const std::string& file, const std::string& args_name, const std::string& call) {
+    SCOPED_TRACE(call);
+    compiles(cuda::struct_kernel_source("backend/cuda/kernels/" + file, args_name, call));
+  }
 };
+
+// The C++ type of every dtype, as kernel source spells it.
+std::vector<std::string> every_type() {
+  std::vector<std::string> types;
+  for (int d = 0; d < kNumDtypes; ++d) types.push_back(compiler::cpp_type(static_cast<Dtype>(d)));
+  return types;
+}
 
 FusedOp input(int k, Dtype d) {
   FusedOp op;
@@ -225,28 +242,65 @@ TEST_F(CudaCodegen, SplitRowVariantsCompile) {
   }
 }
 
-TEST_F(CudaCodegen, ArgReductionsInPartsCompile) {
-  for (const char* type : {"float", "double", "kiln::bfloat16_t", "kiln::float16_t", "int32_t", "uint8_t", "int64_t",
-                           "uint64_t", "bool"}) {
-    for (const char* kernel : {"kiln_argreduce_parts", "kiln_argreduce_fold"}) {
-      for (const char* is_max : {"true", "false"}) {
-        compiles(cuda::instantiate(std::string(kernel) + "<" + type + ", " + is_max + ">", 26));
-      }
+// Every standard-header stand-in compiles on its own, and every file of
+// src/backend/cuda/kernels/ after the support header, as kernel modules include them
+// (templates are instantiated by the tests below); a failure names the file and carries
+// NVRTC's log.
+TEST_F(CudaCodegen, EveryEmbeddedDeviceFileCompiles) {
+  std::vector<std::string> files;  // as an #include names them
+  for (size_t i = 0; i < cpu::detail::nvrtc_std_header_count; ++i) {
+    files.push_back("<" + std::string(cpu::detail::nvrtc_std_headers[i].path) + ">");
+  }
+  for (size_t i = 0; i < cpu::detail::embedded_header_count; ++i) {
+    const std::string name = cpu::detail::embedded_headers[i].path;
+    if (name.rfind("backend/cuda/kernels/", 0) == 0) files.push_back("\"" + name + "\"");
+  }
+  EXPECT_GE(files.size(), 17u) << "the kernel files and standard headers were not all embedded";
+  for (const std::string& file : files) {
+    const std::string first = file[0] == '<' ? "" : std::string("#include \"") + cuda::kSupportHeader + "\"\n";
+    const std::string source = first + "#include " + file + "\n\nextern \"C\" __global__ void kiln_kernel() {}\n";
+    try {
+      cuda::cubin_for_arch(source, 9, 0);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "embedded device file " << file << " does not compile:\n" << e.what();
     }
   }
 }
 
-TEST_F(CudaCodegen, RandomBitsCompile) { compiles(cuda::instantiate("kiln_random_bits", 4)); }
-
-TEST_F(CudaCodegen, TopkCompiles) {
-  for (const char* type : {"float", "double", "kiln::bfloat16_t", "kiln::float16_t", "int32_t", "uint8_t", "int64_t",
-                           "uint64_t", "bool"}) {
-    compiles(cuda::instantiate(std::string("kiln_topk<") + type + ">", 6));
+TEST_F(CudaCodegen, ArgReductionsCompile) {
+  for (const std::string& type : every_type()) {
+    for (const char* is_max : {"true", "false"}) {
+      const std::string args = "<" + type + ", " + is_max + ">";
+      library_compiles("argreduce.cuh", "ArgReduce", "argreduce::first_extreme" + args);
+      library_compiles("argreduce.cuh", "ArgReduceParts", "argreduce::reduce_parts" + args);
+      library_compiles("argreduce.cuh", "ArgReduceParts", "argreduce::fold_parts" + args);
+    }
   }
 }
 
-TEST_F(CudaCodegen, TransposeTilesCompile) {
-  for (size_t itemsize : {1, 2, 4, 8}) compiles(cuda::transpose_source(itemsize));
+TEST_F(CudaCodegen, RandomBitsCompile) { library_compiles("random.cuh", "RandomBits", "random::bits"); }
+
+TEST_F(CudaCodegen, TopkCompiles) {
+  for (const std::string& type : every_type()) library_compiles("topk.cuh", "TopK", "topk::largest<" + type + ">");
+}
+
+TEST_F(CudaCodegen, CumsumCompiles) {
+  for (const std::string& type : every_type()) library_compiles("scan.cuh", "Cumsum", "scan::cumsum<" + type + ">");
+}
+
+// The integer and bool products (cuBLASLt takes the floats).
+TEST_F(CudaCodegen, NaiveMatmulCompiles) {
+  for (const std::string& type : every_type()) library_compiles("matmul.cuh", "Matmul", "matmul::naive<" + type + ">");
+}
+
+// The copies move words of an element's size: gathers, transposes; and the graph's byte copies.
+TEST_F(CudaCodegen, CopiesAndGathersCompile) {
+  for (size_t itemsize : {1, 2, 4, 8}) {
+    const std::string word = cuda::word_type(itemsize);
+    library_compiles("copy.cuh", "Transpose", (itemsize < 4 ? "copy::transpose_packed<" : "copy::transpose_tiles<") + word + ">");
+    library_compiles("gather.cuh", "Gather", "gather::take<" + word + ">");
+  }
+  library_compiles("copy.cuh", "CopyBytes", "copy::bytes");
 }
 
 TEST_F(CudaCodegen, BadSourceIsAClearError) {
@@ -345,4 +399,112 @@ TEST_F(CudaCodegen, LanguageModelKernelsCompile) {
     compiles(cuda::struct_kernel_source("backend/cuda/kernels/gather.cuh", "Indices",
                                         std::string("gather::normalize_indices<") + i + ">"));
   }
+}
+
+// Many operands: the widest argument blocks the backend builds (eval.cpp: flat programs of up
+// to 48 inputs, rows and tiles of up to 24 operands) fit a kernel's parameters.
+TEST_F(CudaCodegen, WidestArgumentBlocksCompile) {
+  FusedProgram p;
+  for (int k = 0; k < 48; ++k) p.ops.push_back(input(k, float32));
+  int sum = 0;
+  for (int k = 1; k < 48; ++k) {
+    p.ops.push_back(op(std::make_shared<Binary<math::Add>>(), {sum, k}, float32));
+    sum = static_cast<int>(p.ops.size()) - 1;
+  }
+  p.outputs = {sum};
+  compiles(cuda::elementwise_flat_source(p, 0b101, 4));
+  compiles(cuda::elementwise_source(p));
+  FusedProgram q;  // 23 inputs and one output
+  for (int k = 0; k < 23; ++k) q.ops.push_back(input(k, float32));
+  sum = 0;
+  for (int k = 1; k < 23; ++k) {
+    q.ops.push_back(op(std::make_shared<Binary<math::Add>>(), {sum, k}, float32));
+    sum = static_cast<int>(q.ops.size()) - 1;
+  }
+  q.outputs = {sum};
+  compiles(cuda::elementwise_rows_source(q, 0b10, 0b100, 4, false));
+  compiles(cuda::elementwise_tiled_source(q, 0b10, 0b1));
+}
+
+// The host's packing of a generated kernel's arguments (OperandArgs) is the layout of the
+// struct the kernel reads (args::WithOperands): filled by name on the host, the same words.
+TEST(CudaArgs, OperandArgsMatchTheKernelsStruct) {
+  void* const p0 = reinterpret_cast<void*>(0x1000);
+  void* const p1 = reinterpret_cast<void*>(0x2008);
+  void* const p2 = reinterpret_cast<void*>(0x3010);
+  cuda::OperandArgs<cuda::args::RowHead, cuda::args::RowOperand> host(3);
+  host.head = {7, 129, 4, 33};
+  host.operand[0] = {129, 1, p0};
+  host.operand[1] = {0, 5, p1};
+  host.operand[2].data = p2;
+  cuda::args::Row<3> kernel{};
+  kernel.head.rows = 7;
+  kernel.head.n = 129;
+  kernel.head.splits = 4;
+  kernel.head.part_len = 33;
+  kernel.operand[0].row_stride = 129;
+  kernel.operand[0].col_stride = 1;
+  kernel.operand[0].data = p0;
+  kernel.operand[1].col_stride = 5;
+  kernel.operand[1].data = p1;
+  kernel.operand[2].data = p2;
+  const std::vector<long> words = host.words();
+  ASSERT_EQ(words.size() * sizeof(long), sizeof(kernel));
+  EXPECT_EQ(std::memcmp(words.data(), &kernel, sizeof(kernel)), 0);
+
+  cuda::OperandArgs<cuda::args::ElementwiseHead, cuda::args::StridedOperand> strided(2);
+  strided.head.n = 12;
+  strided.head.nd = 2;
+  strided.head.shape[1] = 3;
+  strided.operand[1].strides[0] = 9;
+  strided.operand[1].data = p1;
+  cuda::args::Elementwise<2> e{};
+  e.head.n = 12;
+  e.head.nd = 2;
+  e.head.shape[1] = 3;
+  e.operand[1].strides[0] = 9;
+  e.operand[1].data = p1;
+  ASSERT_EQ(strided.words().size() * sizeof(long), sizeof(e));
+  EXPECT_EQ(std::memcmp(strided.words().data(), &e, sizeof(e)), 0);
+}
+
+// Kernel variants are keys of named fields: variants that differ in any one field are told
+// apart (by the program's kernel slots too), and equal ones hash alike.
+TEST(CudaArgs, VariantKeysTellEveryFieldApart) {
+  std::vector<cuda::RowVariant> rows(13);
+  rows[1].threads = 512;
+  rows[2].cached_inputs = uint64_t{1} << 40;
+  rows[3].vector_in = true;
+  rows[4].async_stage = true;
+  rows[5].cluster = 8;
+  rows[6].vector_out = 2;
+  rows[7].vector_passes = true;
+  rows[8].chunks = 2;
+  rows[9].vec = 8;
+  rows[10].min_blocks = 2;
+  rows[11].exact = true;
+  rows[12].split = 3;
+  compiler::KernelSlots slots;
+  std::vector<std::shared_ptr<const int>> kernels;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (size_t j = 0; j < rows.size(); ++j) EXPECT_EQ(rows[i] == rows[j], i == j) << i << " " << j;
+    kernels.push_back(std::make_shared<const int>(static_cast<int>(i)));
+    slots.put(rows[i], kernels.back());
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const void* k = slots.find(rows[i]);
+    ASSERT_NE(k, nullptr);
+    EXPECT_EQ(*static_cast<const int*>(k), static_cast<int>(i));
+    cuda::RowVariant copy = rows[i];
+    EXPECT_EQ(copy.hash(), rows[i].hash());
+  }
+  cuda::ElementwiseVariant flat, tiled;
+  flat.form = cuda::ElementwiseVariant::Form::flat;
+  tiled.form = cuda::ElementwiseVariant::Form::tiled;
+  EXPECT_EQ(slots.find(flat), nullptr) << "a key of another type never matches";
+  slots.put(flat, kernels[0]);
+  EXPECT_EQ(slots.find(flat), kernels[0].get());
+  EXPECT_EQ(slots.find(tiled), nullptr);
+  flat.scalar_inputs = uint64_t{1} << 63;  // every input of 64 has its bit
+  EXPECT_EQ(slots.find(flat), nullptr);
 }

@@ -14,4 +14,9 @@ struct EmbeddedHeader {
 extern const EmbeddedHeader embedded_headers[];
 extern const size_t embedded_header_count;
 
+/* NVRTC's stand-ins for the standard headers the embedded ones include (it has no C++
+   library), by the name they replace, e.g. "cmath": for NVRTC alone, never the CPU JIT. */
+extern const EmbeddedHeader nvrtc_std_headers[];
+extern const size_t nvrtc_std_header_count;
+
 }  // namespace kiln::cpu::detail

@@ -43,10 +43,10 @@ inline Block* block_of(const detail::Tensor& t) {
 /* Whether t's data lives on a CUDA device. */
 inline bool on_device(const detail::Tensor& t) { return t.buffer && !t.buffer->on_host(); }
 
-/* The tensor's data address as a kernel parameter word (0 without a buffer). */
-inline long ptr_bits(const detail::Tensor& t) {
-  return static_cast<long>(reinterpret_cast<uintptr_t>(t.buffer ? t.raw() : nullptr));
-}
+/* The tensor's data address, for a pointer of a kernel's argument struct (null without a buffer). */
+inline void* data_ptr(const detail::Tensor& t) { return t.buffer ? t.raw() : nullptr; }
+/* The same as a kernel parameter word. */
+inline long ptr_bits(const detail::Tensor& t) { return static_cast<long>(reinterpret_cast<uintptr_t>(data_ptr(t))); }
 
 /* Whether the tensor's data starts on a vector of `elements` of its elements. */
 inline bool aligned_to(const detail::Tensor& t, long elements) {

@@ -24,6 +24,7 @@
 #include "backend/cuda/tuning.h"
 #include "compile/codegen_util.h"
 #include "compile/plan.h"
+#include "core/hash_fields.h"
 #include "core/stats.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
@@ -45,6 +46,10 @@ using compiler::row_col_strides;
 
 namespace {
 
+constexpr const char* kCopyHeader = "backend/cuda/kernels/copy.cuh";
+constexpr const char* kArgReduceHeader = "backend/cuda/kernels/argreduce.cuh";
+constexpr const char* kGatherHeader = "backend/cuda/kernels/gather.cuh";
+
 std::shared_ptr<Primitive> borrow(const Primitive& p) {
   return std::shared_ptr<Primitive>(std::shared_ptr<Primitive>(), const_cast<Primitive*>(&p));
 }
@@ -60,26 +65,35 @@ std::optional<detail::ColumnRuns> copy_column_runs(const Tensor& src, const Shap
 // src into dst of the same dtype through square tiles in shared memory, where the strided
 // kernel read one word of each row a warp (1/6 to 1/12 of a copy's bandwidth on an H100).
 // Elements move a word at a time where every word is aligned: 8 bytes of 4-byte elements,
-// 4 bytes of smaller ones (transposed in registers, kiln_transpose_packed).
+// 4 bytes of smaller ones (transposed in registers, copy::transpose_packed).
 void copy_tiles(int dev, const detail::ColumnRuns& t, const Tensor& src, const Tensor& dst) {
   const int64_t item = static_cast<int64_t>(dst.itemsize());
-  const std::string source = transpose_source(dst.itemsize());
-  Kernel f = kernel(dev, source, "kiln_kernel", [&] { return source; });
   const int64_t w = item == 4 ? 2 : item < 4 ? 4 / item : 1, side = 32 * w, word = w * item;
   const bool words = w > 1 && ptr_bits(src) % word == 0 && ptr_bits(dst) % word == 0 && t.src_batch % w == 0 &&
                      t.src_col % w == 0 && t.dst_batch % w == 0 && t.dst_row % w == 0;
   const int64_t tiles = t.batch * ((t.rows + side - 1) / side) * ((t.cols + side - 1) / side);
-  launch(dev, f, static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{device_info(dev).sms} * 32)), 256,
-         {t.batch, t.rows, t.cols, t.src_batch, t.src_col, t.dst_batch, t.dst_row, ptr_bits(src), ptr_bits(dst),
-          words ? 1 : 0});
+  const args::Transpose a{t.batch,     t.rows,        t.cols,        t.src_batch, t.src_col,
+                          t.dst_batch, t.dst_row,     data_ptr(src), data_ptr(dst), words ? 1 : 0};
+  const std::string call = std::string(item < 4 ? "copy::transpose_packed<" : "copy::transpose_tiles<") + word_type(dst.itemsize()) + ">";
+  launch_struct(dev, kCopyHeader, "Transpose", call, a,
+                static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{device_info(dev).sms} * 32)), 256);
 }
+
+// A program's kernel for one device and variant (a key of its kernel slots).
+template <class Variant>
+struct DeviceVariant {
+  int device;
+  Variant variant;
+  bool operator==(const DeviceVariant&) const = default;
+  size_t hash() const { return detail::hash_fields(device, variant.hash()); }
+};
 
 // The kernel for a program variant: from the program's own slots when it has them (a
 // replayed compiled call), else from the source-keyed cache (eager ops). A template, so a
 // replay's call passes its source maker without allocating.
-template <class MakeSource>
-Kernel program_kernel(int dev, const compiler::KernelSlots* slots, uint64_t variant, const MakeSource& make_source) {
-  const uint64_t key = variant * 16 + static_cast<uint64_t>(dev);
+template <class Variant, class MakeSource>
+Kernel program_kernel(int dev, const compiler::KernelSlots* slots, const Variant& variant, const MakeSource& make_source) {
+  const DeviceVariant<Variant> key{dev, variant};
   if (slots) {
     if (const void* k = slots->find(key)) return *static_cast<const Kernel*>(k);
   }
@@ -109,12 +123,15 @@ void run_flat(int dev, const FusedProgram& p, int64_t n, const std::vector<Tenso
   for (size_t i = 0; i < nops && vec > 1; ++i) {
     if (dense(i) && !aligned_to(operand(outs, ins, i), vec)) vec = 1;
   }
-  std::vector<long> meta(static_cast<size_t>(flat_meta_len(static_cast<int>(nops))));
-  meta[0] = n;
-  for (size_t i = 0; i < nops; ++i) meta[1 + i] = ptr_bits(operand(outs, ins, i));
-  Kernel f = program_kernel(dev, slots, (scalars * 32 + static_cast<uint64_t>(vec)) * 2 + 1,
-                                [&] { return elementwise_flat_source(p, scalars, vec); });
-  launch(dev, f, grid_for(dev, (n + vec - 1) / vec, 256, tuning().flat_blocks_per_sm), 256, meta);
+  OperandArgs<args::FlatHead, args::FlatOperand> a(nops);
+  a.head.n = n;
+  for (size_t i = 0; i < nops; ++i) a.operand[i].data = data_ptr(operand(outs, ins, i));
+  ElementwiseVariant v;
+  v.form = ElementwiseVariant::Form::flat;
+  v.scalar_inputs = scalars;
+  v.vec = vec;
+  Kernel f = program_kernel(dev, slots, v, [&] { return elementwise_source(p, v); });
+  launch(dev, f, grid_for(dev, (n + vec - 1) / vec, 256, tuning().flat_blocks_per_sm), 256, a.words());
 }
 
 // Whether the flat kernel applies without merging axes, the common case of a compiled
@@ -147,7 +164,7 @@ bool run_tiled(int dev, const FusedProgram& p, const Shape& ms, const std::vecto
   uint64_t per_row = 0, tiled = 0;
   size_t tile_bytes = 0;
   bool pairs = C % 2 == 0;  // every pair of neighbours aligned
-  std::vector<long> meta(static_cast<size_t>(tiled_meta_len(static_cast<int>(nops))), 0);
+  OperandArgs<args::TiledHead, args::TiledOperand> a(nops);
   for (size_t k = 0; k < nops; ++k) {
     const Strides& st = strides[k];
     const int64_t sb = nd == 3 ? st[0] : 0, sr = st[nd - 2], sc = st[nd - 1];
@@ -162,19 +179,17 @@ bool run_tiled(int dev, const FusedProgram& p, const Shape& ms, const std::vecto
       second = sc;
     }
     if (sc != 0) pairs = pairs && sb % 2 == 0 && second % 2 == 0 && aligned_to(operand(outs, ins, k), 2);
-    meta[4 + 2 * k] = sb;
-    meta[5 + 2 * k] = second;
-    meta[4 + 2 * nops + k] = ptr_bits(operand(outs, ins, k));
+    a.operand[k] = {sb, second, data_ptr(operand(outs, ins, k))};
   }
   if (!tiled) return false;
-  meta[0] = nd == 3 ? ms[0] : 1;
-  meta[1] = R;
-  meta[2] = C;
-  meta[3] = pairs ? 1 : 0;
-  Kernel f = program_kernel(dev, slots, ((tiled << 24 | per_row) << 2) | 2,
-                                [&] { return elementwise_tiled_source(p, per_row, tiled); });
-  const int64_t tiles = meta[0] * ((R + 63) / 64) * ((C + 63) / 64);
-  launch(dev, f, static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{device_info(dev).sms} * 32)), 256, meta);
+  a.head = {nd == 3 ? ms[0] : 1, R, C, pairs ? 1 : 0};
+  ElementwiseVariant v;
+  v.form = ElementwiseVariant::Form::tiled;
+  v.row_inputs = per_row;
+  v.tiled_inputs = tiled;
+  Kernel f = program_kernel(dev, slots, v, [&] { return elementwise_source(p, v); });
+  const int64_t tiles = a.head.batch * ((R + 63) / 64) * ((C + 63) / 64);
+  launch(dev, f, static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{device_info(dev).sms} * 32)), 256, a.words());
   return true;
 }
 
@@ -216,24 +231,27 @@ bool run_rows(int dev, const FusedProgram& p, const Shape& ms, const std::vector
   for (size_t k = 0; k < nops && vec > 1; ++k) {
     if (ms[last] % vec != 0 || !aligned(k)) vec = 1;
   }
-  std::vector<long> meta(static_cast<size_t>(rows_meta_len(static_cast<int>(nops))), 0);
+  OperandArgs<args::RowsHead, args::RowsOperand> a(nops);
   const int64_t rows = n / ms[last];
-  const size_t strides0 = 3 + kMaxDims, steps0 = strides0 + nops * kMaxDims;
-  meta[0] = rows;
-  meta[1] = ms[last];
-  meta[2] = static_cast<long>(last);
-  for (size_t d = 0; d < last; ++d) meta[3 + d] = ms[d];
+  a.head.rows = rows;
+  a.head.row_length = ms[last];
+  a.head.outer = static_cast<long>(last);
+  for (size_t d = 0; d < last; ++d) a.head.shape[d] = ms[d];
   for (size_t k = 0; k < nops; ++k) {
-    for (size_t d = 0; d < last; ++d) meta[strides0 + k * kMaxDims + d] = strides[k][d];
-    meta[steps0 + k] = strides[k][last];
-    meta[steps0 + nops + k] = ptr_bits(operand(outs, ins, k));
+    for (size_t d = 0; d < last; ++d) a.operand[k].strides[d] = strides[k][d];
+    a.operand[k].step = strides[k][last];
+    a.operand[k].data = data_ptr(operand(outs, ins, k));
   }
   const int64_t vectors = rows * (ms[last] / vec);
   const unsigned grid = grid_for(dev, vectors, 256, tuning().flat_blocks_per_sm);
-  const bool narrow = vectors + int64_t{grid} * 256 < (int64_t{1} << 32);  // the 32-bit index never wraps
-  const uint64_t variant = ((((strided << 24 | row_inputs) << 5 | static_cast<uint64_t>(vec)) << 1 | (narrow ? 1 : 0)) << 3) | 4;
-  Kernel f = program_kernel(dev, slots, variant, [&] { return elementwise_rows_source(p, row_inputs, strided, vec, narrow); });
-  launch(dev, f, grid, 256, meta);
+  ElementwiseVariant v;
+  v.form = ElementwiseVariant::Form::rows;
+  v.row_inputs = row_inputs;
+  v.strided = strided;
+  v.vec = vec;
+  v.narrow = vectors + int64_t{grid} * 256 < (int64_t{1} << 32);  // the 32-bit index never wraps
+  Kernel f = program_kernel(dev, slots, v, [&] { return elementwise_source(p, v); });
+  launch(dev, f, grid, 256, a.words());
   return true;
 }
 
@@ -282,18 +300,16 @@ void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::
   if (static_cast<int>(ms.size()) > kMaxDims) {
     fail("cuda", "elementwise kernel over ", ms.size(), " axes that do not merge (at most ", kMaxDims, ")");
   }
-  std::vector<long> meta(static_cast<size_t>(elementwise_meta_len(nops)), 0);
-  meta[0] = n;
-  meta[1] = static_cast<long>(ms.size());
-  for (size_t d = 0; d < ms.size(); ++d) meta[2 + d] = ms[d];
-  for (int k = 0; k < nops; ++k) {
-    for (size_t d = 0; d < ms.size(); ++d) meta[static_cast<size_t>(2 + kMaxDims + k * kMaxDims) + d] = strides[static_cast<size_t>(k)][d];
+  OperandArgs<args::ElementwiseHead, args::StridedOperand> a(static_cast<size_t>(nops));
+  a.head.n = n;
+  a.head.nd = static_cast<long>(ms.size());
+  for (size_t d = 0; d < ms.size(); ++d) a.head.shape[d] = ms[d];
+  for (size_t k = 0; k < a.operand.size(); ++k) {
+    for (size_t d = 0; d < ms.size(); ++d) a.operand[k].strides[d] = strides[k][d];
+    a.operand[k].data = data_ptr(operand(outs, ins, k));
   }
-  size_t ptr0 = static_cast<size_t>(2 + kMaxDims + nops * kMaxDims);
-  for (size_t o = 0; o < outs.size(); ++o) meta[ptr0 + o] = ptr_bits(outs[o]);
-  for (size_t i = 0; i < ins.size(); ++i) meta[ptr0 + outs.size() + i] = ptr_bits(ins[i]);
-  Kernel f = program_kernel(dev, slots, 0, [&] { return elementwise_source(p); });
-  launch(dev, f, grid_for(dev, n, 256), 256, meta);
+  Kernel f = program_kernel(dev, slots, ElementwiseVariant{}, [&] { return elementwise_source(p); });
+  launch(dev, f, grid_for(dev, n, 256), 256, a.words());
 }
 
 // One op over all of `in`, giving out[0].
@@ -375,13 +391,16 @@ bool has_element_outputs(const RowProgram& p) {
   return std::any_of(p.outputs.begin(), p.outputs.end(), [&](int o) { return !p.ops[static_cast<size_t>(o)].per_row; });
 }
 
+// A row kernel's arguments (args::Row): rows, row length and each input's strides, read here
+// to choose the variant too.
+using RowArgs = OperandArgs<args::RowHead, args::RowOperand>;
+
 // Register rows: each thread keeps its share of the row from load to store, so the row is
 // read once and every element op computed once. False when a row does not fit.
 bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
-                       const std::vector<long>& meta, int64_t n, RowVariant& var) {
+                       const RowArgs& a, int64_t n, RowVariant& var) {
   if (tuning().row_registers == 0) return false;
   constexpr int kMostElements = 32;  // per thread; more would spill
-  const size_t nin = ins.size();
   const int widest = widest_element_item(p, ins, outs, true);
   // Measured (docs/benchmarks.md): float32 rows run as fast staged, and so do 16-bit rows
   // with per-element outputs past 4096 elements or after one reduction pass (RMSNorm).
@@ -392,7 +411,7 @@ bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, cons
   for (auto& op : p.ops) {
     if (op.prim || op.per_row || op.uniform) continue;
     const size_t k = static_cast<size_t>(op.input);
-    aligned = aligned && meta[2 + nin + k] == 1 && meta[2 + k] % vec == 0 && aligned_to(ins[k], vec);
+    aligned = aligned && a.operand[k].col_stride == 1 && a.operand[k].row_stride % vec == 0 && aligned_to(ins[k], vec);
   }
   for (size_t o = 0; o < outs.size(); ++o) {
     if (p.ops[static_cast<size_t>(p.outputs[o])].per_row) continue;
@@ -417,8 +436,10 @@ bool registers_variant(const RowProgram& p, const std::vector<Tensor>& ins, cons
 
 // An input read per element whose rows are its own and contiguous (cs == 1, rs != 0): one a
 // staged row may hold in shared memory.
-bool contiguous_rows(const RowOp& op, const std::vector<long>& meta, size_t nin) {
-  return !op.prim && !op.per_row && !op.uniform && meta[2 + nin + op.input] == 1 && meta[2 + op.input] != 0;
+bool contiguous_rows(const RowOp& op, const RowArgs& a) {
+  if (op.prim || op.per_row || op.uniform) return false;
+  const args::RowOperand& in = a.operand[static_cast<size_t>(op.input)];
+  return in.col_stride == 1 && in.row_stride != 0;
 }
 
 // The shared memory a staged row may take: the device's opt-in limit (227 KB on an H100),
@@ -458,11 +479,10 @@ int row_cluster(int dev, size_t row_bytes, size_t shared_cap) {
 // Staged rows: inputs read in more than one pass are staged in shared memory when they fit
 // in `shared_cap` bytes, so global memory is read once. Returns the shared memory bytes.
 size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
-                      const std::vector<long>& meta, int64_t n, RowVariant& var, int dev, size_t shared_cap) {
-  const size_t nin = ins.size();
+                      const RowArgs& a, int64_t n, RowVariant& var, int dev, size_t shared_cap) {
   var.threads = 32;
   while (var.threads < tuning().row_threads && var.threads * 8 < n) var.threads *= 2;
-  auto stageable = [&](const RowOp& op) { return op.input < 32 && contiguous_rows(op, meta, nin); };  // a bit in the key
+  auto stageable = [&](const RowOp& op) { return op.input < 32 && contiguous_rows(op, a); };  // a bit of cached_inputs
   size_t row_bytes = 0;
   for (auto& op : p.ops) {
     if (stageable(op)) row_bytes += static_cast<size_t>(n) * ins[static_cast<size_t>(op.input)].itemsize();
@@ -479,7 +499,7 @@ size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const
     if (smem + bytes > shared_cap) continue;
     smem += bytes;
     var.cached_inputs |= uint64_t{1} << k;
-    aligned_in = aligned_in && ptr_bits(ins[k]) % 16 == 0 && (meta[2 + k] * item) % 16 == 0 && (n * item) % 16 == 0;
+    aligned_in = aligned_in && ptr_bits(ins[k]) % 16 == 0 && (a.operand[k].row_stride * item) % 16 == 0 && (n * item) % 16 == 0;
   }
   var.vector_in = var.cached_inputs != 0 && aligned_in;
   var.async_stage = var.vector_in && tuning().row_async_stage;
@@ -498,7 +518,7 @@ size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const
   for (auto& op : p.ops) {
     if (op.prim || op.per_row || op.uniform || (op.input < 32 && ((var.cached_inputs >> op.input) & 1))) continue;
     const size_t k = static_cast<size_t>(op.input);
-    passes = passes && meta[2 + nin + k] == 1 && meta[2 + k] % v == 0 && aligned_to(ins[k], v);
+    passes = passes && a.operand[k].col_stride == 1 && a.operand[k].row_stride % v == 0 && aligned_to(ins[k], v);
   }
   var.vector_passes = passes;
   var.vector_out = passes ? v : std::max(tuning().vector_bytes / widest_element_item(p, ins, outs, false), 1);
@@ -510,12 +530,12 @@ size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const
 // as few blocks an SM as keep the rows in flight within the L2 cache, so the passes after
 // the first read them there (KILN_CUDA_ROWS_IN_L2=0: as many blocks as fit). Returns the
 // blocks an SM; 0 where every long row was staged, or where not even a row an SM fits.
-int64_t rows_in_l2(int dev, const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<long>& meta,
-                   int64_t n, const RowVariant& var) {
+int64_t rows_in_l2(int dev, const RowProgram& p, const std::vector<Tensor>& ins, const RowArgs& a, int64_t n,
+                   const RowVariant& var) {
   if (!tuning().rows_in_l2 || reduction_passes(p) == 0) return 0;
   int64_t row_bytes = 0;  // of the contiguous rows left unstaged
   for (auto& op : p.ops) {
-    if (!contiguous_rows(op, meta, ins.size())) continue;
+    if (!contiguous_rows(op, a)) continue;
     if (op.input < 64 && ((var.cached_inputs >> op.input) & 1)) continue;
     row_bytes += n * static_cast<int64_t>(ins[static_cast<size_t>(op.input)].itemsize());
   }
@@ -542,7 +562,7 @@ std::pair<int64_t, int64_t> cut(int64_t n, int64_t parts, int64_t multiple = 1) 
 // The vector of neighbouring rows a lane reads in a column reduction (1: none): 16 bytes
 // of the widest input, at most 8 rows, where every input's rows are aligned to it, the rows
 // a multiple of it, and no per-row value is computed before the reduction.
-int64_t column_vector(const RowProgram& p, const std::vector<long>& meta, size_t nin, int64_t rows) {
+int64_t column_vector(const RowProgram& p, const RowArgs& a, int64_t rows) {
   const std::vector<int> levels = compiler::row_pass_levels(p);
   int64_t widest = 1;
   for (size_t i = 0; i < p.ops.size(); ++i) {
@@ -555,20 +575,20 @@ int64_t column_vector(const RowProgram& p, const std::vector<long>& meta, size_t
   for (auto& op : p.ops) {
     if (op.prim || op.uniform) continue;
     const size_t k = static_cast<size_t>(op.input);
-    if (meta[2 + nin + k] % v != 0 || meta[2 + 2 * nin + k] % (v * size_of(op.dtype)) != 0) return 1;
+    const auto address = static_cast<int64_t>(reinterpret_cast<uintptr_t>(a.operand[k].data));
+    if (a.operand[k].col_stride % v != 0 || address % (v * size_of(op.dtype)) != 0) return 1;
   }
   return v;
 }
 
 // Rows next to each other in memory: a lane reduces a part of a vector of rows (8 warps a
 // block down each part, about kColumnBlocksPerSm blocks an SM), else a thread a part of one row.
-Parts column_parts(const RowProgram& p, const std::vector<long>& meta, size_t nin, int64_t rows, int64_t n,
-                   int64_t sms) {
+Parts column_parts(const RowProgram& p, const RowArgs& a, int64_t rows, int64_t n, int64_t sms) {
   constexpr int64_t kMinPart = 64;  // elements: a thread's share
   constexpr int64_t kColumnBlocksPerSm = 4;  // 2 measured 6-9% slower, 8 and 16 within 1%
   Parts parts;
   parts.var.split = 3;
-  if (const int64_t v = column_vector(p, meta, nin, rows); v > 1) {
+  if (const int64_t v = column_vector(p, a, rows); v > 1) {
     parts.var.threads = 256;
     parts.var.vector_passes = true;
     parts.var.vector_out = static_cast<int>(v);
@@ -588,10 +608,10 @@ Parts column_parts(const RowProgram& p, const std::vector<long>& meta, size_t ni
 
 // Few long rows: a block reduces a part of a row, parts starting on a vector.
 Parts row_parts(const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
-                const std::vector<long>& meta, int64_t rows, int64_t n, int64_t target) {
+                const RowArgs& a, int64_t rows, int64_t n, int64_t target) {
   constexpr int64_t kMinPart = 4096;  // elements: a block's share, worth its partial and fold
   Parts parts;
-  staged_variant(p, ins, outs, meta, n, parts.var, 0, 0);
+  staged_variant(p, ins, outs, a, n, parts.var, 0, 0);
   parts.var.split = 1;
   const int64_t v = parts.var.vector_passes ? parts.var.vector_out : 1;
   parts.splits = std::min((target * tuning().part_waves + rows - 1) / rows, n / kMinPart);
@@ -607,43 +627,43 @@ Parts row_parts(const RowProgram& p, const std::vector<Tensor>& ins, const std::
 // first kernel reduces parts of rows into partials and a second folds each row's partials
 // in order. Deterministic: the parts depend only on the shape, layout and device. False
 // when not taken.
-bool split_rows(int dev, const RowProgram& p, int64_t rows, int64_t n, std::vector<long> meta,
+bool split_rows(int dev, const RowProgram& p, int64_t rows, int64_t n, RowArgs a,
                 const std::vector<Tensor>& ins, const std::vector<Tensor>& outs, const compiler::KernelSlots* slots) {
   if (!tuning().row_split || n < 2) return false;
   for (int o : p.outputs) {
     if (!p.ops[static_cast<size_t>(o)].per_row) return false;
   }
   int next_rows = 0, element_inputs = 0;  // inputs whose row stride is 1 and element stride not
-  const size_t nin = ins.size();
   for (auto& op : p.ops) {
     if (op.prim || op.per_row || op.uniform) continue;
-    const size_t k = static_cast<size_t>(op.input);
-    next_rows += meta[2 + k] == 1 && meta[2 + nin + k] != 1 ? 1 : 0;
+    const args::RowOperand& in = a.operand[static_cast<size_t>(op.input)];
+    next_rows += in.row_stride == 1 && in.col_stride != 1 ? 1 : 0;
     ++element_inputs;
   }
   if (next_rows > 0 && next_rows < element_inputs) return false;  // mixed layouts: one block a row
   const int64_t sms = device_info(dev).sms, target = sms * 8;  // 256-thread blocks that fill every SM
   if (next_rows == 0 && rows >= target) return false;  // the common case, before the passes are walked
   if (reduction_passes(p) != 1) return false;
-  const Parts parts = next_rows > 0 ? column_parts(p, meta, nin, rows, n, sms) : row_parts(p, ins, outs, meta, rows, n, target);
+  const Parts parts = next_rows > 0 ? column_parts(p, a, rows, n, sms) : row_parts(p, ins, outs, a, rows, n, target);
   if (parts.splits < 2 && next_rows == 0) return false;
   std::vector<Tensor> partials;  // 8 bytes a partial: room for any accumulator type
   for (auto& op : p.ops) {
     if (!compiler::is_row_reduce(op)) continue;
     partials.emplace_back(Shape{rows * parts.splits}, float64);
     allocate_output(dev, partials.back());
-    meta.push_back(ptr_bits(partials.back()));
+    a.operand.push_back({0, 0, data_ptr(partials.back())});
   }
-  meta.push_back(parts.splits);
-  meta.push_back(parts.len);
+  a.head.splits = parts.splits;
+  a.head.part_len = parts.len;
+  const std::vector<long> words = a.words();
   const int64_t most = sms * 32;
-  Kernel first = program_kernel(dev, slots, parts.var.key(), [&] { return row_source(p, parts.var); });
-  launch(dev, first, static_cast<unsigned>(std::min(parts.blocks, most)), static_cast<unsigned>(parts.var.threads), meta, 0);
+  Kernel first = program_kernel(dev, slots, parts.var, [&] { return row_source(p, parts.var); });
+  launch(dev, first, static_cast<unsigned>(std::min(parts.blocks, most)), static_cast<unsigned>(parts.var.threads), words, 0);
   RowVariant fold;
   fold.threads = 128;
   fold.split = 2;
-  Kernel second = program_kernel(dev, slots, fold.key(), [&] { return row_source(p, fold); });
-  launch(dev, second, static_cast<unsigned>(std::min(rows, most)), static_cast<unsigned>(fold.threads), meta, 0);
+  Kernel second = program_kernel(dev, slots, fold, [&] { return row_source(p, fold); });
+  launch(dev, second, static_cast<unsigned>(std::min(rows, most)), static_cast<unsigned>(fold.threads), words, 0);
   return true;
 }
 
@@ -655,9 +675,9 @@ void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tenso
   for (size_t i = 0; i < full.size(); ++i) (i < lead ? rows : n) *= full[i];
   if (rows == 0) return;
   size_t nin = ins.size();
-  std::vector<long> meta(static_cast<size_t>(row_meta_len(static_cast<int>(nin), static_cast<int>(outs.size()))), 0);
-  meta[0] = rows;
-  meta[1] = n;
+  RowArgs a(nin + outs.size());
+  a.head.rows = rows;
+  a.head.n = n;
   for (size_t k = 0; k < nin; ++k) {
     int64_t rs = 0, cs = 0;
     if (!row_col_strides(detail::broadcast_strides(ins[k], full), full, lead, rs, cs)) {
@@ -671,30 +691,28 @@ void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tenso
         fail("cuda", "row kernel input layout does not collapse");
       }
     }
-    meta[2 + k] = rs;
-    meta[2 + nin + k] = cs;
-    meta[2 + 2 * nin + k] = ptr_bits(ins[k]);
+    a.operand[k] = {rs, cs, data_ptr(ins[k])};
   }
-  for (size_t o = 0; o < outs.size(); ++o) meta[2 + 3 * nin + o] = ptr_bits(outs[o]);
-  if (split_rows(dev, p, rows, n, meta, ins, outs, slots)) return;
+  for (size_t o = 0; o < outs.size(); ++o) a.operand[nin + o].data = data_ptr(outs[o]);
+  if (split_rows(dev, p, rows, n, a, ins, outs, slots)) return;
   RowVariant var;
   size_t smem = 0;
   int64_t per_sm = tuning().row_blocks_per_sm;
-  if (!registers_variant(p, ins, outs, meta, n, var)) {
-    smem = staged_variant(p, ins, outs, meta, n, var, dev, staged_cap(dev));
-    if (const int64_t l2 = rows_in_l2(dev, p, ins, meta, n, var); l2 > 0) {
+  if (!registers_variant(p, ins, outs, a, n, var)) {
+    smem = staged_variant(p, ins, outs, a, n, var, dev, staged_cap(dev));
+    if (const int64_t l2 = rows_in_l2(dev, p, ins, a, n, var); l2 > 0) {
       var.threads = 1024;
       per_sm = l2;
     }
   }
-  Kernel f = program_kernel(dev, slots, var.key(), [&] { return row_source(p, var); });
+  Kernel f = program_kernel(dev, slots, var, [&] { return row_source(p, var); });
   // Register-row blocks loop over the rows: one wave of resident blocks. Staged blocks: up
   // to 128 an SM, nearly a block a row, which ends more evenly (both as measured).
   if (var.chunks > 0) per_sm = resident_blocks(f, static_cast<unsigned>(var.threads), 0);
   const int64_t most = per_sm == 0 ? INT32_MAX : int64_t{device_info(dev).sms} * per_sm;
   const int64_t clusters = std::min(rows, std::max<int64_t>(most / var.cluster, 1));  // a cluster a row (var.cluster blocks)
   const unsigned grid = static_cast<unsigned>(clusters * var.cluster);
-  launch(dev, f, grid, static_cast<unsigned>(var.threads), meta, static_cast<unsigned>(smem));
+  launch(dev, f, grid, static_cast<unsigned>(var.threads), a.words(), static_cast<unsigned>(smem));
 }
 
 void reduce(int dev, const Primitive& prim, const Tensor& x, Tensor& y) {
@@ -747,21 +765,21 @@ void arg_reduce(int dev, const ArgReduce& prim, const Tensor& x, Tensor& y) {
   kept_axes(x, axis, x.strides, shape, st);
   int64_t rows = y.size();
   if (rows == 0) return;
-  std::vector<long> meta(22, 0);
-  meta[0] = rows;
-  meta[1] = static_cast<long>(shape.size());
+  args::ArgReduce a{};
+  a.rows = rows;
+  a.nd = static_cast<long>(shape.size());
   for (size_t d = 0; d < shape.size(); ++d) {
-    meta[2 + d] = shape[d];
-    meta[10 + d] = st[d];
+    a.shape[d] = shape[d];
+    a.strides[d] = st[d];
   }
   const int64_t len = x.shape[static_cast<size_t>(axis)], as = x.strides[static_cast<size_t>(axis)];
-  meta[18] = len;
-  meta[19] = as;
-  meta[20] = ptr_bits(x);
-  meta[21] = ptr_bits(y);
-  std::string args = "<";  // appended: GCC 12 warns falsely (-Wrestrict) on "<" + std::string
-  args += type_name(x.dtype);
-  args += prim.kind() == OpKind::ArgMax ? ", true>" : ", false>";
+  a.length = len;
+  a.axis_stride = as;
+  a.in = data_ptr(x);
+  a.out = data_ptr(y);
+  std::string types = "<";  // appended: GCC 12 warns falsely (-Wrestrict) on "<" + std::string
+  types += type_name(x.dtype);
+  types += prim.kind() == OpKind::ArgMax ? ", true>" : ", false>";
   const int64_t sms = device_info(dev).sms;
   // A thread a row reads across a row held contiguously, and leaves SMs idle for few rows:
   // long rows then go in parts, a block a part, and a warp a row folds the parts' picks.
@@ -773,22 +791,14 @@ void arg_reduce(int dev, const ArgReduce& prim, const Tensor& x, Tensor& y) {
     Tensor values(Shape{rows * parts}, float64), indices(Shape{rows * parts}, int64);  // 8 bytes a value: any type
     allocate_output(dev, values);
     allocate_output(dev, indices);
-    meta.resize(26);
-    meta[22] = ptr_bits(values);
-    meta[23] = ptr_bits(indices);
-    meta[24] = parts;
-    meta[25] = part_len;
-    const std::string first = instantiate("kiln_argreduce_parts" + args, 26);
-    Kernel f = kernel(dev, first, "kiln_kernel", [&] { return first; });
-    launch(dev, f, static_cast<unsigned>(std::min(rows * parts, sms * 32)), 256, meta);
-    const std::string second = instantiate("kiln_argreduce_fold" + args, 26);
-    Kernel g = kernel(dev, second, "kiln_kernel", [&] { return second; });
-    launch(dev, g, grid_for(dev, rows * 32, 128), 128, meta);  // a warp a row
+    const args::ArgReduceParts ap{a, data_ptr(values), data_ptr(indices), parts, part_len};
+    launch_struct(dev, kArgReduceHeader, "ArgReduceParts", "argreduce::reduce_parts" + types, ap,
+                  static_cast<unsigned>(std::min(rows * parts, sms * 32)), 256);
+    launch_struct(dev, kArgReduceHeader, "ArgReduceParts", "argreduce::fold_parts" + types, ap,
+                  grid_for(dev, rows * 32, 128), 128);  // a warp a row
     return;
   }
-  const std::string src = instantiate("kiln_argreduce" + args, 22);
-  Kernel f = kernel(dev, src, "kiln_kernel", [&] { return src; });
-  launch(dev, f, grid_for(dev, rows, 128), 128, meta);
+  launch_struct(dev, kArgReduceHeader, "ArgReduce", "argreduce::first_extreme" + types, a, grid_for(dev, rows, 128), 128);
 }
 
 void cumsum(int dev, const CumSum& prim, const Tensor& x, Tensor& y) {
@@ -800,24 +810,23 @@ void cumsum(int dev, const CumSum& prim, const Tensor& x, Tensor& y) {
   int64_t len = x.shape[static_cast<size_t>(axis)];
   int64_t lines = len == 0 ? 0 : y.size() / len;
   if (lines == 0) return;
-  std::vector<long> meta(33, 0);
-  meta[0] = lines;
-  meta[1] = static_cast<long>(shape.size());
+  args::Cumsum a{};
+  a.lines = lines;
+  a.nd = static_cast<long>(shape.size());
   for (size_t d = 0; d < shape.size(); ++d) {
-    meta[2 + d] = shape[d];
-    meta[10 + d] = ist[d];
-    meta[18 + d] = ost[d];
+    a.shape[d] = shape[d];
+    a.in_strides[d] = ist[d];
+    a.out_strides[d] = ost[d];
   }
-  meta[26] = len;
-  meta[27] = x.strides[static_cast<size_t>(axis)];
-  meta[28] = y.strides[static_cast<size_t>(axis)];
-  meta[29] = prim.reverse();
-  meta[30] = prim.inclusive();
-  meta[31] = ptr_bits(x);
-  meta[32] = ptr_bits(y);
-  std::string src = instantiate("kiln_cumsum<" + type_name(x.dtype) + ">", 33);
-  Kernel f = kernel(dev, src, "kiln_kernel", [&] { return src; });
-  launch(dev, f, grid_for(dev, lines, 128), 128, meta);
+  a.length = len;
+  a.in_axis_stride = x.strides[static_cast<size_t>(axis)];
+  a.out_axis_stride = y.strides[static_cast<size_t>(axis)];
+  a.reverse = prim.reverse();
+  a.inclusive = prim.inclusive();
+  a.in = data_ptr(x);
+  a.out = data_ptr(y);
+  launch_struct(dev, "backend/cuda/kernels/scan.cuh", "Cumsum", "scan::cumsum<" + type_name(x.dtype) + ">", a,
+                grid_for(dev, lines, 128), 128);
 }
 
 // A 0-d device tensor holding `value` converted to dtype d.
@@ -840,8 +849,8 @@ Tensor normalized_indices(int dev, const char* op, const Tensor& idx, int64_t si
   allocate_output(dev, out);
   if (idx.size() == 0) return out;
   const Tensor in = idx.row_contiguous() ? idx : contiguous_on_device(idx, dev);
-  args::Indices a{idx.size(), size, reinterpret_cast<const void*>(ptr_bits(in)), reinterpret_cast<void*>(ptr_bits(out))};
-  launch_struct(dev, "backend/cuda/kernels/gather.cuh", "Indices",
+  args::Indices a{idx.size(), size, data_ptr(in), data_ptr(out)};
+  launch_struct(dev, kGatherHeader, "Indices",
                 "gather::normalize_indices<" + type_name(idx.dtype) + ">", a, grid_for(dev, idx.size(), 256), 256);
   return out;
 }
@@ -850,34 +859,33 @@ void gather(int dev, const Tensor& a, const Strides& as, int64_t axis_stride, co
             const Tensor& y) {
   if (y.size() == 0) return;
   if (static_cast<int>(y.shape.size()) > kMaxDims) fail("cuda", "gather over more than ", kMaxDims, " axes");
-  std::vector<long> meta(38, 0);
-  meta[0] = y.size();
-  meta[1] = static_cast<long>(y.shape.size());
+  args::Gather g{};
+  g.n = y.size();
+  g.nd = static_cast<long>(y.shape.size());
   for (size_t d = 0; d < y.shape.size(); ++d) {
-    meta[2 + d] = y.shape[d];
-    meta[10 + d] = y.strides[d];
-    meta[18 + d] = as[d];
-    meta[26 + d] = is[d];
+    g.shape[d] = y.shape[d];
+    g.y_strides[d] = y.strides[d];
+    g.a_strides[d] = as[d];
+    g.idx_strides[d] = is[d];
   }
-  meta[34] = axis_stride;
-  meta[35] = ptr_bits(y);
-  meta[36] = ptr_bits(a);
-  meta[37] = ptr_bits(idx);
-  std::string src = instantiate(std::string("kiln_gather<") + word_type(y.itemsize()) + ">", 38);
-  Kernel f = kernel(dev, src, "kiln_kernel", [&] { return src; });
-  launch(dev, f, grid_for(dev, y.size(), 256), 256, meta);
+  g.axis_stride = axis_stride;
+  g.y = data_ptr(y);
+  g.a = data_ptr(a);
+  g.idx = data_ptr(idx);
+  launch_struct(dev, kGatherHeader, "Gather", std::string("gather::take<") + word_type(y.itemsize()) + ">", g,
+                grid_for(dev, y.size(), 256), 256);
 }
 
 // Random words: a thread a Threefry pair (backend/common/threefry.h), the key read on the
 // device, so a key computed there (a split) needs no copy to the host.
 void random_bits(int dev, const Tensor& key, Tensor& y) {
   if (y.size() == 0) return;
-  static const std::string source = instantiate("kiln_random_bits", 4);
-  Kernel f = kernel(dev, source, "kiln_kernel", [&] { return source; });
-  launch(dev, f, grid_for(dev, (y.size() + 1) / 2, 256), 256, {y.size(), ptr_bits(key), key.strides[0], ptr_bits(y)});
+  const args::RandomBits a{y.size(), data_ptr(key), key.strides[0], data_ptr(y)};
+  launch_struct(dev, "backend/cuda/kernels/random.cuh", "RandomBits", "random::bits", a, grid_for(dev, (y.size() + 1) / 2, 256),
+                256);
 }
 
-// topk of up to kiln_topk's 1024 picks a row on the device; false for more.
+// topk of up to 1024 picks a row on the device (topk::largest); false for more.
 bool topk_on_device(int dev, const Selection& prim, const Tensor& x, std::vector<Tensor>& out) {
   const int64_t k = prim.k(), n = x.shape.back();
   if (k > 1024) return false;
@@ -890,10 +898,9 @@ bool topk_on_device(int dev, const Selection& prim, const Tensor& x, std::vector
     allocate_output(dev, dense);
     copy_into(dev, x, dense);
   }
-  const std::string src = instantiate("kiln_topk<" + type_name(x.dtype) + ">", 6);
-  Kernel f = kernel(dev, src, "kiln_kernel", [&] { return src; });
-  launch(dev, f, static_cast<unsigned>(std::min<int64_t>(rows, int64_t{device_info(dev).sms} * 8)), 256,
-         {rows, n, k, ptr_bits(dense), ptr_bits(out[0]), ptr_bits(out[1])});
+  const args::TopK a{rows, n, k, data_ptr(dense), data_ptr(out[0]), data_ptr(out[1])};
+  launch_struct(dev, "backend/cuda/kernels/topk.cuh", "TopK", "topk::largest<" + type_name(x.dtype) + ">", a,
+                static_cast<unsigned>(std::min<int64_t>(rows, int64_t{device_info(dev).sms} * 8)), 256);
   return true;
 }
 

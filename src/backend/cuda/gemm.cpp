@@ -10,12 +10,15 @@
 #include <utility>
 
 #include "backend/cuda/codegen.h"
+#include "backend/cuda/kernels/args.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/allocator.h"
 #include "backend/cuda/driver.h"
 #include "backend/cuda/recording.h"
 #include "backend/cuda/streams.h"
+#include "backend/cuda/struct_launch.h"
 #include "compile/codegen_util.h"
+#include "core/hash_fields.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
 
@@ -171,27 +174,26 @@ void naive_matmul(int device, const Tensor& a, const Tensor& b, Tensor& y, const
     bsb.push_back(sb[i]);
   }
   if (static_cast<int>(bs.size()) > kMaxDims) fail("matmul", "more than ", kMaxDims, " batch axes");
-  std::vector<long> meta(36, 0);
-  meta[0] = y.size();
-  meta[1] = M;
-  meta[2] = N;
-  meta[3] = K;
-  meta[4] = static_cast<long>(bs.size());
+  args::Matmul g{};
+  g.total = y.size();
+  g.m = M;
+  g.n = N;
+  g.k = K;
+  g.batch_axes = static_cast<long>(bs.size());
   for (size_t d = 0; d < bs.size(); ++d) {
-    meta[5 + d] = bs[d];
-    meta[13 + d] = bsa[d];
-    meta[21 + d] = bsb[d];
+    g.batch_shape[d] = bs[d];
+    g.a_batch_strides[d] = bsa[d];
+    g.b_batch_strides[d] = bsb[d];
   }
-  meta[29] = a.strides[ra - 2];
-  meta[30] = a.strides[ra - 1];
-  meta[31] = b.strides[rb - 2];
-  meta[32] = b.strides[rb - 1];
-  meta[33] = ptr_bits(a);
-  meta[34] = ptr_bits(b);
-  meta[35] = ptr_bits(y);
-  std::string src = instantiate(std::string("kiln_matmul<") + compiler::cpp_type(y.dtype) + ">", 36);
-  Kernel f = kernel(device, src, "kiln_kernel", [&] { return src; });
-  launch(device, f, grid_for(device, y.size(), 128), 128, meta);
+  g.a_row_stride = a.strides[ra - 2];
+  g.a_col_stride = a.strides[ra - 1];
+  g.b_row_stride = b.strides[rb - 2];
+  g.b_col_stride = b.strides[rb - 1];
+  g.a = data_ptr(a);
+  g.b = data_ptr(b);
+  g.y = data_ptr(y);
+  launch_struct(device, "backend/cuda/kernels/matmul.cuh", "Matmul", std::string("matmul::naive<") + compiler::cpp_type(y.dtype) + ">",
+                g, grid_for(device, y.size(), 128), 128);
 }
 
 std::atomic<uint64_t> g_in_cublaslt{0}, g_declined{0};  // atomic: counted from any thread
@@ -207,11 +209,13 @@ struct ProductSpec {
   uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   std::array<long, 4> align{};  // bytes, of the words B, A, Y and bias (cuBLASLt's A, B, D and bias)
 
-  std::string key() const {
-    const long fields[] = {device, static_cast<long>(dtype), static_cast<long>(compute), a_col, b_col, m, n, k, batches,
-                           lda, ldb, batch_a, batch_b, static_cast<long>(epilogue), align[0], align[1], align[2], align[3]};
-    return std::string(reinterpret_cast<const char*>(fields), sizeof fields);
-  }
+  bool operator==(const ProductSpec&) const = default;
+  struct Hash {
+    size_t operator()(const ProductSpec& s) const {
+      return detail::hash_fields(s.device, s.dtype, s.compute, s.a_col, s.b_col, s.m, s.n, s.k, s.batches, s.lda, s.ldb,
+                                 s.batch_a, s.batch_b, s.epilogue, s.align[0], s.align[1], s.align[2], s.align[3]);
+    }
+  };
 };
 
 long alignment(long word) { return word == 0 ? 256 : std::min<long>(256, word & -word); }
@@ -394,12 +398,11 @@ class PlannedProduct final : public HostStep {
 // if it ever holds many).
 std::shared_ptr<PlannedProduct> planned(const ProductSpec& s, const std::vector<long>& words) {
   constexpr size_t kMostPlans = 256;
-  thread_local std::unordered_map<std::string, std::shared_ptr<PlannedProduct>> plans;
-  const std::string key = s.key();
-  if (auto it = plans.find(key); it != plans.end()) return it->second;
+  thread_local std::unordered_map<ProductSpec, std::shared_ptr<PlannedProduct>, ProductSpec::Hash> plans;
+  if (auto it = plans.find(s); it != plans.end()) return it->second;
   auto p = std::make_shared<PlannedProduct>(s, words);
   if (plans.size() >= kMostPlans) plans.clear();
-  plans.emplace(key, p);
+  plans.emplace(s, p);
   return p;
 }
 

@@ -17,8 +17,6 @@
 #include "backend/cpu/jit.h"
 #include "backend/cpu/jit_headers.h"
 #include "backend/cpu/jit_support.h"
-#include "backend/cuda/codegen.h"
-#include "backend/cuda/prelude.h"
 #include "backend/cuda/driver.h"
 #include "backend/cuda/recording.h"
 #include "backend/cuda/streams.h"
@@ -92,7 +90,8 @@ const Nvrtc& nvrtc() {
   return *n;
 }
 
-// Every header generated source may include, by include name.
+// Every header generated source may include, by include name: NVRTC's standard headers and
+// the embedded files (the shared headers and kernels/*), all embedded at build time.
 struct Headers {
   std::vector<std::string> names, texts;
   std::string hash;
@@ -101,16 +100,14 @@ struct Headers {
 const Headers& headers() {
   static const Headers h = [] {
     Headers r;
-    for (auto& [name, text] : prelude_headers()) {
-      r.names.push_back(name);
-      r.texts.push_back(text);
-    }
-    for (size_t i = 0; i < cpu::detail::embedded_header_count; ++i) {
-      r.names.push_back(cpu::detail::embedded_headers[i].path);
-      r.texts.push_back(cpu::detail::embedded_headers[i].text);
-    }
-    r.names.push_back("kiln/cuda_support.h");
-    r.texts.push_back(support_header());
+    auto add = [&](const cpu::detail::EmbeddedHeader* files, size_t count) {
+      for (size_t i = 0; i < count; ++i) {
+        r.names.push_back(files[i].path);
+        r.texts.push_back(files[i].text);
+      }
+    };
+    add(cpu::detail::nvrtc_std_headers, cpu::detail::nvrtc_std_header_count);
+    add(cpu::detail::embedded_headers, cpu::detail::embedded_header_count);
     cpu::detail::Hash128 hash;
     for (size_t i = 0; i < r.names.size(); ++i) hash.field(r.names[i]).field(r.texts[i]);
     r.hash = hash.hex();
@@ -268,12 +265,12 @@ void allow_shared(const Kernel& k, unsigned bytes) {
 
 }  // namespace
 
-void launch(int device, const Kernel& k, unsigned grid, unsigned block, const std::vector<long>& meta,
+void launch(int device, const Kernel& k, unsigned grid, unsigned block, const std::vector<long>& words,
             unsigned shared_bytes) {
   if (grid == 0) return;
   allow_shared(k, shared_bytes);
-  if (Recording* r = recording()) r->launches.push_back({k, grid, block, shared_bytes, meta, nullptr});
-  void* args[] = {const_cast<long*>(meta.data())};
+  if (Recording* r = recording()) r->launches.push_back({k, grid, block, shared_bytes, words, nullptr});
+  void* args[] = {const_cast<long*>(words.data())};
   check(drv().cuLaunchKernel(k.fn, grid, 1, 1, block, 1, 1, shared_bytes, stream(device), args, nullptr),
         "cuLaunchKernel");
 }

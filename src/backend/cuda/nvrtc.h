@@ -32,9 +32,10 @@ struct Kernel {
 Kernel kernel(int device, const std::string& key, const std::string& name,
               const std::function<std::string()>& make_source);
 
-/* Launches on this thread's stream with a 1-D grid; the kernel's parameter is `meta`
-   by value (a KilnMeta). Recorded when a recording is under way (recording.h). */
-void launch(int device, const Kernel& k, unsigned grid, unsigned block, const std::vector<long>& meta,
+/* Launches on this thread's stream with a 1-D grid; the kernel's one parameter, an argument
+   struct (kernels/args.h), is `words` by value. Recorded when a recording is under way
+   (recording.h). */
+void launch(int device, const Kernel& k, unsigned grid, unsigned block, const std::vector<long>& words,
             unsigned shared_bytes = 0);
 /* A launch with any parameters; a recording under way cannot hold it. */
 void launch(int device, const Kernel& k, unsigned grid, unsigned block, void** args, unsigned shared_bytes = 0);

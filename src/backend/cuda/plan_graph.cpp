@@ -1,6 +1,7 @@
 #include "backend/cuda/plan_graph.h"
 
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -8,12 +9,12 @@
 #include <shared_mutex>
 #include <string>
 
-#include "backend/cuda/codegen.h"
 #include "backend/cuda/nvrtc.h"
 #include "backend/cuda/allocator.h"
 #include "backend/cuda/driver.h"
 #include "backend/cuda/recording.h"
 #include "backend/cuda/streams.h"
+#include "backend/cuda/struct_launch.h"
 #include "backend/cuda/tuning.h"
 #include "compile/tier.h"
 #include "core/stats.h"
@@ -177,16 +178,16 @@ std::vector<Patch> find_patches(const std::vector<LaunchRecord>& launches, const
                                 const std::vector<std::shared_ptr<Buffer>>& per_call) {
   std::vector<Patch> patches;
   for (size_t li = 0; li < launches.size(); ++li) {
-    const auto& meta = launches[li].meta;
-    for (size_t w = 0; w < meta.size(); ++w) {
+    const auto& words = launches[li].words;
+    for (size_t w = 0; w < words.size(); ++w) {
       for (size_t i = 0; i < in.size(); ++i) {
-        if (in[i].buffer && within(meta[w], *in[i].buffer)) {
-          patches.push_back({li, w, static_cast<int>(i), meta[w] - address(*in[i].buffer)});
+        if (in[i].buffer && within(words[w], *in[i].buffer)) {
+          patches.push_back({li, w, static_cast<int>(i), words[w] - address(*in[i].buffer)});
           break;
         }
       }
       for (size_t j = 0; j < per_call.size(); ++j) {
-        if (within(meta[w], *per_call[j])) patches.push_back({li, w, -static_cast<int>(j) - 1, meta[w] - address(*per_call[j])});
+        if (within(words[w], *per_call[j])) patches.push_back({li, w, -static_cast<int>(j) - 1, words[w] - address(*per_call[j])});
       }
     }
   }
@@ -195,16 +196,18 @@ std::vector<Patch> find_patches(const std::vector<LaunchRecord>& launches, const
 
 bool in_graph(const Layout& l, size_t i) { return !l.launches[i].host || l.captured[i]; }
 
-// A kernel launch copying `bytes` from src to dst.
+// A kernel launch copying `bytes` from src to dst, and the words of its source and destination.
 LaunchRecord copy_launch(int device, long bytes, long src, long dst) {
-  static const std::string source = instantiate("kiln_copy_bytes", 3);
+  static const std::string source = struct_kernel_source("backend/cuda/kernels/copy.cuh", "CopyBytes", "copy::bytes");
   LaunchRecord r;
   r.kernel = kernel(device, source, "kiln_kernel", [] { return source; });
   r.block = 256;
   r.grid = grid_for(device, (bytes + 15) / 16, r.block);
-  r.meta = {bytes, src, dst};
+  r.words = struct_words(args::CopyBytes{bytes, reinterpret_cast<const void*>(src), reinterpret_cast<void*>(dst)});
   return r;
 }
+constexpr size_t kCopySource = offsetof(args::CopyBytes, from) / sizeof(long);
+constexpr size_t kCopyDestination = offsetof(args::CopyBytes, to) / sizeof(long);
 
 // A captured product keeps the pointers it was captured with. Where it reads an input or
 // writes an output of at most kStageBytes, it is pointed at a buffer of the graph's own
@@ -249,15 +252,15 @@ void stage_products(int device, Layout& l, const std::vector<Tensor>& in,
         const Buffer& b = buffer(p.operand);
         l.owned.push_back(allocate(device, bytes));
         at->second = address(*l.owned.back());
-        if (p.operand >= 0) {  // word 1, the source, is the call's input
-          first_patches.push_back({first.size(), 1, p.operand, 0});
+        if (p.operand >= 0) {  // the copy's source is the call's input
+          first_patches.push_back({first.size(), kCopySource, p.operand, 0});
           first.push_back(copy_launch(device, static_cast<long>(bytes), address(b), at->second));
-        } else {  // word 2, the destination, is the call's output
-          after_patches[li].push_back({after[li].size(), 2, p.operand, 0});
+        } else {  // its destination is the call's output
+          after_patches[li].push_back({after[li].size(), kCopyDestination, p.operand, 0});
           after[li].push_back(copy_launch(device, static_cast<long>(bytes), at->second, address(b)));
         }
       }
-      launches[li].meta[p.word] = at->second + p.offset;
+      launches[li].words[p.word] = at->second + p.offset;
       staged[k] = 1;
     }
   }
@@ -337,7 +340,7 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
     bool writes_output = false;  // an output is new each call: it would be captured again every call
     for (auto& p : l.patches) writes_output = writes_output || (p.launch == i && p.operand < 0);
     if (writes_output) continue;
-    children[i] = l.launches[i].host->capture(device, l.launches[i].meta, l.kept[i]);
+    children[i] = l.launches[i].host->capture(device, l.launches[i].words, l.kept[i]);
     l.captured[i] = children[i] != nullptr;
   }
   for (size_t i = 0; i < n; ++i) {
@@ -365,7 +368,7 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
       edge.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
       check(d.cuGraphAddDependencies(g.graph, &previous, &l.nodes[i], &edge, 1), "cuGraphAddDependencies");
     } else {
-      void* args[] = {l.launches[i].meta.data()};
+      void* args[] = {l.launches[i].words.data()};
       const CUDA_KERNEL_NODE_PARAMS p = node_params(l.launches[i], args);
       check(d.cuGraphAddKernelNode(&l.nodes[i], g.graph, previous ? &previous : nullptr, previous ? 1 : 0, &p),
             "cuGraphAddKernelNode");
@@ -380,7 +383,7 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
 // Captures product i again with its new pointers into its node of the instantiated graph.
 void recapture(int device, Layout& l, size_t i) {
   std::vector<std::shared_ptr<Buffer>> keep;
-  CUgraph g = l.launches[i].host->capture(device, l.launches[i].meta, keep);
+  CUgraph g = l.launches[i].host->capture(device, l.launches[i].words, keep);
   if (!g) fail("cuda", "a compiled call's matrix product could not be captured again with its new operands");
   const CUresult r = drv().cuGraphExecChildGraphNodeSetParams(l.segments[l.segment_of[i]].exec, l.nodes[i], g);
   drv().cuGraphDestroy(g);
@@ -401,7 +404,7 @@ void replay(int device, Layout& l, const std::vector<Tensor>& in, std::vector<Te
   changed.assign(l.launches.size(), 0);
   for (const Patch& p : l.patches) {
     const Buffer& b = p.operand >= 0 ? *in[static_cast<size_t>(p.operand)].buffer : *per_call[static_cast<size_t>(-p.operand - 1)];
-    long& word = l.launches[p.launch].meta[p.word];
+    long& word = l.launches[p.launch].words[p.word];
     const long value = address(b) + p.offset;
     if (word != value) changed[p.launch] = 1;
     word = value;
@@ -413,7 +416,7 @@ void replay(int device, Layout& l, const std::vector<Tensor>& in, std::vector<Te
       recapture(device, l, i);
       continue;
     }
-    void* args[] = {l.launches[i].meta.data()};
+    void* args[] = {l.launches[i].words.data()};
     const CUDA_KERNEL_NODE_PARAMS p = node_params(l.launches[i], args);
     check(d.cuGraphExecKernelNodeSetParams(l.segments[l.segment_of[i]].exec, l.nodes[i], &p),
           "cuGraphExecKernelNodeSetParams");
@@ -421,7 +424,7 @@ void replay(int device, Layout& l, const std::vector<Tensor>& in, std::vector<Te
   // In the recorded order on this stream: each segment as one graph launch, each host step itself.
   for (size_t i = 0; i < l.launches.size();) {
     if (!in_graph(l, i)) {
-      l.launches[i].host->run(device, l.launches[i].meta);
+      l.launches[i].host->run(device, l.launches[i].words);
       g_host_steps.fetch_add(1, std::memory_order_relaxed);
       ++i;
     } else {

@@ -30,7 +30,7 @@ struct HostStep {
 struct LaunchRecord {
   Kernel kernel;
   unsigned grid = 0, block = 0, shared = 0;
-  std::vector<long> meta;  // the kernel's one by-value parameter, or the host step's pointers
+  std::vector<long> words;  // the kernel's one by-value parameter (an argument struct), or the host step's pointers
   std::shared_ptr<HostStep> host;
 };
 /* The launches and allocations of one run of a compiled plan on this thread, kept so the

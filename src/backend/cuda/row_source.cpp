@@ -4,7 +4,6 @@
 // memory) and register (each thread holds its elements from load to store and computes
 // every element op once).
 #include <algorithm>
-#include <bit>
 #include <functional>
 #include <map>
 #include <set>
@@ -12,6 +11,7 @@
 
 #include "backend/cuda/codegen.h"
 #include "compile/codegen_util.h"
+#include "core/hash_fields.h"
 
 namespace kiln::cuda {
 
@@ -21,16 +21,9 @@ using compiler::functor;
 using compiler::RowOp;
 using compiler::wide_type;
 
-uint64_t RowVariant::key() const {
-  if (chunks > 0) {  // bit 55 set: apart from every staged key (those stay below 2^54)
-    uint64_t k = static_cast<uint64_t>(min_blocks) * 2 + (exact ? 1 : 0);
-    k = ((k * 32 + static_cast<uint64_t>(vec)) * 64 + static_cast<uint64_t>(chunks)) * 2048 + static_cast<uint64_t>(threads);
-    return (uint64_t{1} << 55) | k;
-  }
-  const uint64_t flags = ((cached_inputs * 2 + (vector_in ? 1 : 0)) * 2 + (vector_passes ? 1 : 0)) * 2 + (async_stage ? 1 : 0);
-  const uint64_t k = (flags * 32 + static_cast<uint64_t>(vector_out)) * 2048 + static_cast<uint64_t>(threads);
-  const uint64_t cluster_bits = static_cast<uint64_t>(std::countr_zero(static_cast<unsigned>(cluster)));
-  return k | (static_cast<uint64_t>(split) << 52) | (cluster_bits << 57);  // k < 2^51: 32 input bits, 4 flags, 5 + 11 bits
+size_t RowVariant::hash() const {
+  return detail::hash_fields(threads, cached_inputs, vector_in, async_stage, cluster, vector_out, vector_passes, chunks,
+                             vec, min_blocks, exact, split);
 }
 
 namespace {
@@ -163,16 +156,18 @@ class RowSource {
     if (divisors_.count(i)) s_ << indent << "const KilnDivisor d" << i << " = kiln_divisor(t" << i << ");\n";
   }
 
+  // Operand k of the kernel's args::Row: inputs first, then outputs, then partials.
+  static std::string operand(int k) { return "a.operand[" + std::to_string(k) + "]"; }
+
   void header() {
     const int nout = static_cast<int>(p_.outputs.size());
-    const int rs0 = 2, cs0 = 2 + nin_, in0 = 2 + 2 * nin_, out0 = 2 + 3 * nin_;
-    s_ << "#include \"kiln/cuda_support.h\"\n\n";
+    s_ << "#include \"" << kSupportHeader << "\"\n\n";
     const int nred = var_.split ? static_cast<int>(partial_.size()) : 0;
     s_ << "extern \"C\" __global__ void __launch_bounds__(" << var_.threads
        << (registers() && var_.min_blocks > 0 ? ", " + std::to_string(var_.min_blocks) : "") << ")"
-       << (clustered() ? " __cluster_dims__(" + std::to_string(var_.cluster) + ", 1, 1)" : "") << " kiln_kernel(const KilnMeta<"
-       << row_meta_len(nin_, nout, nred) << "> m) {\n";
-    s_ << "  const long rows = m.v[0], " << (parted() ? "n_all" : "n") << " = m.v[1];\n  const int tid = threadIdx.x;\n";
+       << (clustered() ? " __cluster_dims__(" + std::to_string(var_.cluster) + ", 1, 1)" : "")
+       << " kiln_kernel(const kiln::cuda::args::Row<" << nin_ + nout + nred << "> a) {\n";
+    s_ << "  const long rows = a.head.rows, " << (parted() ? "n_all" : "n") << " = a.head.n;\n  const int tid = threadIdx.x;\n";
     if (clustered()) {  // block `rank` of each cluster holds elements j0 ... of its row (n of them)
       s_ << "  const unsigned rank = blockIdx.x % " << var_.cluster << ";\n";
       s_ << "  const long n_part = ((n_all + " << var_.cluster - 1 << ") / " << var_.cluster << " + 15) / 16 * 16;\n";
@@ -186,10 +181,10 @@ class RowSource {
       const char* t = cpp_type(op.dtype);
       std::string k = std::to_string(op.input);
       const bool offset = parted() && element_input(op);  // each part points in<k> at its start
-      s_ << "  const " << t << "* __restrict__ in" << k << (offset ? "_all" : "") << " = reinterpret_cast<const " << t
-         << "*>(m.v[" << in0 + op.input << "]);\n";
-      s_ << "  const long rs" << k << " = m.v[" << rs0 + op.input << "], cs" << k << " = m.v[" << cs0 + op.input
-         << "];\n";
+      s_ << "  const " << t << "* __restrict__ in" << k << (offset ? "_all" : "") << " = static_cast<const " << t << "*>("
+         << operand(op.input) << ".data);\n";
+      s_ << "  const long rs" << k << " = " << operand(op.input) << ".row_stride, cs" << k << " = " << operand(op.input)
+         << ".col_stride;\n";
       if (clustered() && element_input(op)) {
         s_ << "  const " << t << "* __restrict__ in" << k << " = in" << k << "_all + j0 * cs" << k << ";\n";
       }
@@ -200,7 +195,7 @@ class RowSource {
     }
     for (int o = 0; o < nout; ++o) {
       const char* t = cpp_type(output_op(static_cast<size_t>(o)).dtype);
-      s_ << "  " << t << "* __restrict__ out" << o << " = reinterpret_cast<" << t << "*>(m.v[" << out0 + o << "]);\n";
+      s_ << "  " << t << "* __restrict__ out" << o << " = static_cast<" << t << "*>(" << operand(nin_ + o) << ".data);\n";
     }
     for (size_t i = 0; i < ops_.size(); ++i) {
       if (!compiler::is_row_reduce(ops_[i])) continue;
@@ -209,10 +204,10 @@ class RowSource {
     }
     if (var_.split) {
       for (auto [i, slot] : partial_) {
-        s_ << "  " << wide(i) << "* __restrict__ part" << i << " = reinterpret_cast<" << wide(i) << "*>(m.v["
-           << out0 + nout + slot << "]);\n";
+        s_ << "  " << wide(i) << "* __restrict__ part" << i << " = static_cast<" << wide(i) << "*>("
+           << operand(nin_ + nout + slot) << ".data);\n";
       }
-      s_ << "  const long splits = m.v[" << out0 + nout + nred << "], part_len = m.v[" << out0 + nout + nred + 1 << "];\n";
+      s_ << "  const long splits = a.head.splits, part_len = a.head.part_len;\n";
     }
     if (registers()) {
       // Chunk c of a thread holds elements (c * threads + tid) * vec ...; only the last chunk
@@ -570,7 +565,7 @@ class RowSource {
   int nin_ = 0;
   int passes_ = 0;
   std::set<size_t> divisors_;  // per-row values that elements are divided by
-  std::map<size_t, int> partial_;  // split rows: reduction op -> its partials' slot in the meta
+  std::map<size_t, int> partial_;  // split rows: reduction op -> its partials among the operands after the outputs
   std::set<size_t> done_;  // register mode: element ops already computed this row
   // How an element is divided by a row value: kiln_div_by, kiln_div_by_fast, or a / b.
   enum class Division { checked, fast, plain } division_ = Division::checked;

@@ -1,7 +1,8 @@
-// What each kernel of kernels/*.cuh reads from its one by-value parameter: a named struct,
-// included by the host code that fills it (backend/cuda/struct_launch.h) and by the kernel
-// source, so neither side numbers slots. Every field is 8 bytes wide, so the host hands the
-// struct over as the launch's words (recorded and replayed like any launch).
+// What each kernel reads from its one by-value parameter (the kernels of kernels/*.cuh and
+// the generated ones alike): a named struct, included by the host code that fills it
+// (backend/cuda/struct_launch.h) and by the kernel source, so neither side numbers slots.
+// Every field is 8 bytes wide, so the host hands the struct over as the launch's words
+// (recorded and replayed like any launch).
 #pragma once
 
 namespace kiln::cuda::args {
@@ -103,5 +104,164 @@ struct Indices {
   const void* in;  // row-major, of the kernel's index type
   void* out;       // int64 [n]
 };
+
+// --- The kernels of support.cuh's neighbours: copies, reductions, scans, gathers, products.
+
+/* copy::bytes: `bytes` bytes from `from` to `to`. */
+struct CopyBytes {
+  long bytes;
+  const void* from;
+  void* to;
+};
+
+/* copy::transpose_*: dst element (b, r, c) at b * dst_batch + r * dst_row + c from src
+   element b * src_batch + r + c * src_col (the source runs down the destination's columns). */
+struct Transpose {
+  long batch, rows, cols, src_batch, src_col, dst_batch, dst_row;
+  const void* src;
+  void* dst;
+  long words;  // 1: every word of the copy is aligned, so it moves a word at a time
+};
+
+/* argreduce::first_extreme: the index (int32) of the first extreme along an axis of `length`
+   positions `axis_stride` apart, for each of `rows` rows indexed by the other nd axes. */
+struct ArgReduce {
+  long rows, nd;
+  long shape[kMaxAxes], strides[kMaxAxes];
+  long length, axis_stride;
+  const void* in;
+  void* out;
+};
+/* argreduce::reduce_parts and fold_parts: long rows in `parts` parts of part_len positions;
+   each part's pick goes to values and indices (8 bytes each, rows * parts). */
+struct ArgReduceParts {
+  ArgReduce arg;
+  void* values;
+  void* indices;
+  long parts, part_len;
+};
+
+/* scan::cumsum along an axis, a line for each element of the other nd axes. */
+struct Cumsum {
+  long lines, nd;
+  long shape[kMaxAxes], in_strides[kMaxAxes], out_strides[kMaxAxes];
+  long length, in_axis_stride, out_axis_stride;
+  long reverse, inclusive;  // 0 or 1
+  const void* in;
+  void* out;
+};
+
+/* gather::take: y[i] = a[a_off(i) + idx[idx_off(i)] * axis_stride] over y's nd axes. */
+struct Gather {
+  long n, nd;
+  long shape[kMaxAxes], y_strides[kMaxAxes], a_strides[kMaxAxes], idx_strides[kMaxAxes];
+  long axis_stride;
+  void* y;
+  const void* a;
+  const void* idx;  // int64, normalized
+};
+
+/* random::bits: n random words from the key's two words, key_stride apart. */
+struct RandomBits {
+  long n;
+  const void* key;
+  long key_stride;
+  void* out;
+};
+
+/* topk::largest: the k largest of each contiguous row of n, values and int32 positions [rows, k]. */
+struct TopK {
+  long rows, n, k;
+  const void* in;
+  void* values;
+  void* positions;
+};
+
+/* matmul::naive: y [batch..., m, n] row-major = a [.., m, k] @ b [.., k, n], any strides. */
+struct Matmul {
+  long total, m, n, k, batch_axes;
+  long batch_shape[kMaxAxes], a_batch_strides[kMaxAxes], b_batch_strides[kMaxAxes];
+  long a_row_stride, a_col_stride, b_row_stride, b_col_stride;
+  const void* a;
+  const void* b;
+  void* y;
+};
+
+// --- Generated kernels (backend/cuda/codegen.cpp, row_source.cpp): a part every launch has,
+// then one record per operand, their count known only when the program is, so the host
+// fills a Head and a vector of Operands (struct_launch.h: OperandArgs) and the generated
+// kernel reads WithOperands<Head, Operand, N>.
+
+template <class Head, class Operand, int N>
+struct WithOperands {
+  Head head;
+  Operand operand[N];
+};
+
+/* elementwise_source: n elements of a merged shape of nd axes, each operand (outputs first,
+   then inputs) at its own strides. */
+struct ElementwiseHead {
+  long n, nd;
+  long shape[kMaxAxes];
+};
+struct StridedOperand {
+  long strides[kMaxAxes];
+  void* data;
+};
+template <int N>
+using Elementwise = WithOperands<ElementwiseHead, StridedOperand, N>;
+
+/* elementwise_flat_source: n contiguous elements (or, for inputs marked scalar, one). */
+struct FlatHead {
+  long n;
+};
+struct FlatOperand {
+  void* data;
+};
+template <int N>
+using ElementwiseFlat = WithOperands<FlatHead, FlatOperand, N>;
+
+/* elementwise_rows_source: `rows` rows of row_length elements; the `outer` axes before the
+   last (of the given shape) index the rows, at each operand's strides, and each operand
+   steps along its rows by `step` (0: an input with one value a row). */
+struct RowsHead {
+  long rows, row_length, outer;
+  long shape[kMaxAxes];
+};
+struct RowsOperand {
+  long strides[kMaxAxes];
+  long step;
+  void* data;
+};
+template <int N>
+using ElementwiseRows = WithOperands<RowsHead, RowsOperand, N>;
+
+/* elementwise_tiled_source: (batch, rows, cols) in 64 x 64 tiles; `words`: pairs of
+   neighbours are aligned. Each operand: its batch stride and its row stride (a tiled input's
+   column stride). */
+struct TiledHead {
+  long batch, rows, cols, words;
+};
+struct TiledOperand {
+  long batch_stride, line_stride;
+  void* data;
+};
+template <int N>
+using ElementwiseTiled = WithOperands<TiledHead, TiledOperand, N>;
+
+/* row_source: `rows` rows of n elements, a block (or a cluster) a row. Operands: the inputs
+   (element (r, j) at r * row_stride + j * col_stride), then the outputs (row-major: per-element
+   ones [rows, n], per-row ones [rows]), then, for split rows, each reduction's partials
+   (rows * splits of 8 bytes) in the program's order; the outputs' and partials' strides are 0.
+   Split rows cut each row into `splits` parts of part_len elements. */
+struct RowHead {
+  long rows, n, splits, part_len;
+};
+struct RowOperand {
+  long row_stride, col_stride;
+  void* data;
+};
+template <int N>
+using Row = WithOperands<RowHead, RowOperand, N>;
 
 }  // namespace kiln::cuda::args

@@ -1,7 +1,7 @@
 // Device kernels of the language-model ops: affine dequantization and the decode product,
 // rms_norm and layer_norm, rope, attention and the in-place cache update. Each reads one
 // argument struct (args.h); backend/cuda/llm_ops.cpp instantiates and launches them.
-// Generated source includes "kiln/cuda_support.h" (kiln_vec, kiln_gid) before this file.
+// Generated source includes kernels/support.cuh (kiln_vec, kiln_gid, kiln_wait_for_inputs) first.
 #pragma once
 
 #include "backend/common/math.h"
