@@ -360,7 +360,7 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
     } else if (previous && overlap && !l.launches[i - 1].host && l.launches[i].kernel.waits_for_inputs) {
       // Starts once every block of the kernel ahead has let it (or ended), and waits for
       // that kernel's results itself: its launch and first reads overlap the kernel ahead.
-      void* args[] = {l.launches[i].meta.data()};
+      void* args[] = {l.launches[i].words.data()};
       const CUDA_KERNEL_NODE_PARAMS p = node_params(l.launches[i], args);
       check(d.cuGraphAddKernelNode(&l.nodes[i], g.graph, nullptr, 0, &p), "cuGraphAddKernelNode");
       CUgraphEdgeData edge{};
