@@ -3,10 +3,10 @@
 // spelling, sharded linear layers and bad input. With two GPUs or more (else skipped, saying so):
 // NCCL groups of one thread per GPU, eager and captured in compiled calls' CUDA graphs, and of one
 // process per GPU meeting through a file.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <thread>
@@ -383,29 +383,36 @@ TEST_F(DistributedGpu, InputOnAnotherDeviceIsAnError) {
                    "[all_sum] x is on cuda:1, but rank 0 of the group is on cuda:0");
 }
 
-// One process per GPU: this binary again, once per rank, the ranks meeting through a file.
+// One process per GPU: this binary again, once per rank, the ranks meeting through a file. A child
+// finds the folder by its parent's pid and takes the lowest rank no other child has claimed.
+std::filesystem::path rendezvous_dir(pid_t parent) {
+  return std::filesystem::temp_directory_path() / ("kiln-rendezvous-" + std::to_string(parent));
+}
+
 TEST_F(DistributedGpu, OneProcessPerGpuThroughARendezvousFile) {
   const int n = cuda_device_count();
-  const std::string file = (std::filesystem::temp_directory_path() / ("kiln-rendezvous-" + std::to_string(::getpid()))).string();
-  std::filesystem::remove(file);
+  const std::filesystem::path dir = rendezvous_dir(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
   std::vector<pid_t> children;
   for (int r = 0; r < n; ++r) {
-    children.push_back(kt::spawn_self("DistributedGpu.DISABLED_RankProcess",
-                                      {"DISTRIBUTED_TEST_RANK=" + std::to_string(r), "DISTRIBUTED_TEST_SIZE=" + std::to_string(n),
-                                       "DISTRIBUTED_TEST_FILE=" + file}));
+    children.push_back(kt::spawn_self("DistributedGpu.DISABLED_RankProcess", {}));
     ASSERT_GT(children.back(), 0);
   }
-  for (int r = 0; r < n; ++r) EXPECT_EQ(kt::wait_exit_code(children[static_cast<size_t>(r)]), 0) << "rank " << r;
-  std::filesystem::remove(file);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(kt::wait_exit_code(children[static_cast<size_t>(r)]), 0) << "child " << r;
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(DistributedGpu, DISABLED_RankProcess) {
-  const char* rank_s = std::getenv("DISTRIBUTED_TEST_RANK");
-  const char* size_s = std::getenv("DISTRIBUTED_TEST_SIZE");
-  const char* file = std::getenv("DISTRIBUTED_TEST_FILE");
-  ASSERT_TRUE(rank_s && size_s && file) << "run by OneProcessPerGpuThroughARendezvousFile";
-  const int rank = std::atoi(rank_s), n = std::atoi(size_s);
-  const Group g = Group::join(distributed::rendezvous(file, rank), rank, n, Device::cuda(rank));
+  const std::filesystem::path dir = rendezvous_dir(::getppid());
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << "run by OneProcessPerGpuThroughARendezvousFile";
+  const int n = cuda_device_count();
+  int rank = 0, claim = -1;
+  while (rank < n && (claim = ::open((dir / ("rank-" + std::to_string(rank))).c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600)) < 0)
+    ++rank;
+  ASSERT_LT(rank, n) << "every rank was claimed";
+  ::close(claim);
+  const Group g = Group::join(distributed::rendezvous((dir / "id").string(), rank), rank, n, Device::cuda(rank));
   EXPECT_EQ(g.rank(), rank);
   EXPECT_EQ(g.size(), n);
   const Shape shape{static_cast<int64_t>(2 * n), 5};
