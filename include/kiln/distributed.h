@@ -66,6 +66,10 @@ class Group {
   int rank_ = 0;
 };
 
+/* Why groups of several GPUs cannot be made in this process ("" when NCCL is found), for
+   messages and for tests that skip without it. Opens NCCL the first time. */
+std::string nccl_unavailable_reason();
+
 /* join's id through a file: rank 0 makes one and writes `path` (atomically, by renaming); the
    other ranks wait up to timeout_s for it and read it. For processes sharing a file system. */
 UniqueId rendezvous(const std::string& path, int rank, double timeout_s = 60);

@@ -16,6 +16,7 @@
 #include "backend/cpu/copy.h"
 #ifdef KILN_WITH_CUDA
 #include "backend/cuda/collectives.h"
+#include "backend/cuda/nccl.h"
 #endif
 
 namespace kiln::distributed {
@@ -157,6 +158,14 @@ Group Group::find(uint64_t id) {
   std::shared_ptr<detail::Comm> comm = it == reg.ranks.end() ? nullptr : it->second.first.lock();
   if (!comm) fail("distributed", "no group has id ", id, " in this process (0 is the group of one rank)");
   return Group(std::move(comm), it->second.second);
+}
+
+std::string nccl_unavailable_reason() {
+#ifdef KILN_WITH_CUDA
+  return cuda::nccl_unavailable_reason();
+#else
+  return "kiln was built without the CUDA backend";
+#endif
 }
 
 UniqueId rendezvous(const std::string& path, int rank, double timeout_s) {

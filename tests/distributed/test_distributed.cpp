@@ -326,6 +326,8 @@ class DistributedGpu : public ::testing::Test {
   void SetUp() override {
     if (cuda_device_count() < 2)
       GTEST_SKIP() << "NCCL groups need 2 GPUs or more; " << cuda_device_count() << " visible: multi-GPU tests skipped";
+    if (const std::string why = distributed::nccl_unavailable_reason(); !why.empty())
+      GTEST_SKIP() << "NCCL is not available (" << why << "): multi-GPU tests skipped";
   }
   static std::vector<Device> gpus() {
     std::vector<Device> d;

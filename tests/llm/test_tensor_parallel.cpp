@@ -171,6 +171,8 @@ TEST(TensorParallel, WhatDoesNotDivideIsNamed) {
 TEST(TensorParallelGpu, LogitsEqualOneGpu) {
   if (cuda_device_count() < 2)
     GTEST_SKIP() << "tensor parallelism on GPUs needs 2 or more; " << cuda_device_count() << " visible: skipped";
+  if (const std::string why = distributed::nccl_unavailable_reason(); !why.empty())
+    GTEST_SKIP() << "NCCL is not available (" << why << "): tensor parallelism on GPUs skipped";
   LoadOptions o;
   o.device = Device::cuda(0);
   o.dtype = float32;
