@@ -42,13 +42,7 @@ failed=()
 rm -f "$out/kiln.json" "$out/python_jax.json" "$out/python_torch.json"  # never merge a previous run's
 t_start=$SECONDS
 deadline=$((t_start + ${DEADLINE:-560}))
-step() { echo; echo "=== $* ($((SECONDS - t_start)) s)"; }
-# limit <wanted> <seconds to keep for the later steps>: the time this step may take.
-limit() {
-  local left=$((deadline - SECONDS - $2))
-  ((left < 1)) && left=1
-  ((left < $1)) && echo "$left" || echo "$1"
-}
+source "$root/bench/step_limits.sh"
 
 # ---- build ---------------------------------------------------------------------------
 exe="$build/bench/gpu_peers"

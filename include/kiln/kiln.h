@@ -16,3 +16,4 @@
 #include "kiln/graph.h"
 #include "kiln/executable.h"
 #include "kiln/llm.h"
+#include "kiln/distributed.h"

@@ -54,6 +54,12 @@ struct LoadOptions {
      by default int16 on the CPU (integer products that answer as exact ones) and exact elsewhere;
      int8 (llama.cpp's rounding, fastest on the CPU) on request. */
   std::optional<QmmActivations> activations;
+  /* Tensor parallelism over this many ranks, a thread each (docs/distributed.md): q/k/v and
+     gate/up split by heads and columns, o and down by rows with an all_sum after, the output layer
+     by vocabulary rows (when they divide) with an all_gather after. On CUDA, rank r is on
+     cuda:(device.index + r), over NCCL; on the CPU the ranks are threads. The model's head count,
+     key/value head count and feed-forward size must divide; steps then run one at a time. */
+  int tensor_parallel = 1;
 };
 
 /* Raw logits of one step: [rows, vocab] float32, one row per session in the step (the last
@@ -65,7 +71,8 @@ struct StepResult {
 class Session;
 
 /* A loaded model: weights mapped from the file and shared read-only by every session on every
-   thread. Thread-safe: sessions on many threads run steps at once without a lock. */
+   thread. Thread-safe: sessions on many threads run steps at once without a lock (a
+   tensor-parallel model runs one step at a time, its ranks' threads at once). */
 class Model : public std::enable_shared_from_this<Model> {
  public:
   static std::shared_ptr<Model> load(const std::string& path, const LoadOptions& options = {});
@@ -80,6 +87,8 @@ class Model : public std::enable_shared_from_this<Model> {
   size_t weight_bytes() const;
   /* What the quantized products multiply (LoadOptions::activations, resolved). */
   QmmActivations activations() const;
+  /* Ranks the model is split over (LoadOptions::tensor_parallel). */
+  int tensor_parallel() const;
 
   /* Appends `tokens` to each session (tokens[i] to sessions[i], all of one length) and returns
      the logits after the last token of each: [sessions, vocab] float32, evaluated. With one session
@@ -119,7 +128,8 @@ class Session {
   /* Appends tokens (prefill in chunks) and returns the logits after the last one: [vocab] float32. */
   Array append(const std::vector<int32_t>& tokens);
 
-  // Internal: the cache of each layer, [1, kv_heads, capacity, head_dim] each, used by Model::step.
+  // Internal: the cache of each layer, [1, kv_heads, capacity, head_dim] each, used by Model::step
+  // (of a tensor-parallel model: rank 0's layers, then rank 1's, ..., each its kv_heads / ranks).
   std::vector<Array>& cache_keys() { return keys_; }
   std::vector<Array>& cache_values() { return values_; }
   int64_t capacity() const { return capacity_; }

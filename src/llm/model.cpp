@@ -117,10 +117,22 @@ std::shared_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
 std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOptions& options) {
   if (options.dtype != float32 && options.dtype != float16 && options.dtype != bfloat16)
     fail("llm", "the compute dtype must be float32, float16 or bfloat16, not ", dtype_name(options.dtype));
+  std::unique_ptr<Impl> impl = options.tensor_parallel == 1 ? Impl::load(std::move(file), options, {})
+                                                            : load_tensor_parallel(std::move(file), options);
+  return std::shared_ptr<Model>(new Model(std::move(impl)));
+}
+
+std::unique_ptr<Model::Impl> Model::Impl::load(std::shared_ptr<ModelFile> file, const LoadOptions& options,
+                                               const distributed::Group& group) {
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.file = file;
   m.config = read_config(*file);
+  m.group = group;
+  m.local = m.config;  // this rank's heads and feed-forward columns (load_tensor_parallel checked that they divide)
+  m.local.n_heads /= group.size();
+  m.local.n_kv_heads /= group.size();
+  m.local.ffn_dim /= group.size();
   m.device = options.device;
   m.dtype = options.dtype;
   if (options.activations) {
@@ -137,34 +149,39 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
   const ModelConfig& c = m.config;
 
   std::vector<Array> to_eval;
-  auto weight = [&](const std::string& name, int64_t rows, int64_t cols) {
+  // split: this rank's output rows (0) or input columns (1) of the whole tensor, or all of it (-1).
+  auto weight = [&](const std::string& name, int64_t rows, int64_t cols, int split = -1) {
     Weight w = file->weight(name);
     int64_t stored_cols = w.quantized() ? w.scales->shape(-1) * w.group_size : w.w.shape(-1);
     if (w.w.ndim() != 2 || w.w.shape(0) != rows || stored_cols != cols)
       throw Error(file->path() + ": tensor '" + name + "': expected shape (" + std::to_string(rows) + ", " +
                   std::to_string(cols) + ")");
+    if (split >= 0) w = shard_weight(std::move(w), group, split, name);
     w = place(std::move(w), m.device, m.dtype, options.dequantize, m.activations);
     to_eval.push_back(w.w);
     if (w.quantized()) to_eval.insert(to_eval.end(), {*w.scales, *w.biases});
     m.weight_bytes += bytes_of(w);
     return w;
   };
-  auto vec = [&](const std::string& name, int64_t n) {
+  auto vec = [&](const std::string& name, int64_t n, bool split = false) {
     Weight w = file->weight(name);
     if (w.quantized() || w.w.ndim() != 1 || w.w.shape(0) != n)
       throw Error(file->path() + ": tensor '" + name + "': expected a vector of " + std::to_string(n));
-    Array a = on(astype(w.w, m.dtype), m.device);
+    Array a = on(astype(split ? copy(distributed::shard(w.w, group, 0)) : w.w, m.dtype), m.device);
     to_eval.push_back(a);
     m.weight_bytes += a.nbytes();
     return a;
   };
-  auto linear = [&](const std::string& name, int64_t rows, int64_t cols) {
-    Linear l{weight(name + ".weight", rows, cols), std::nullopt, m.activations};
-    if (file->has_tensor(name + ".bias")) l.bias = vec(name + ".bias", rows);
+  // A row-parallel layer's bias is on rank 0 alone: the all_sum after it adds it once.
+  auto linear = [&](const std::string& name, int64_t rows, int64_t cols, int split = -1) {
+    Linear l{weight(name + ".weight", rows, cols, split), std::nullopt, m.activations};
+    if (file->has_tensor(name + ".bias") && (split != 1 || group.rank() == 0))
+      l.bias = vec(name + ".bias", rows, split == 0);
     return l;
   };
 
   const int64_t q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
+  const int64_t ranks = group.size(), ffn_part = c.ffn_dim / ranks;  // this rank's columns of each
   const bool stacked = options.stack_projections.value_or(true);
   // The file keeps what it converted for later weight() calls; a stacked product is a copy, so
   // the file drops the parts (another model loading them converts them again).
@@ -184,15 +201,15 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
       l.q_norm = vec(p + "attn_q_norm.weight", c.head_dim);
       l.k_norm = vec(p + "attn_k_norm.weight", c.head_dim);
     }
-    l.qkv = stack({linear(p + "attn_q", q_dim, c.d_model), linear(p + "attn_k", kv_dim, c.d_model),
-                   linear(p + "attn_v", kv_dim, c.d_model)},
-                  {q_dim, kv_dim, kv_dim}, stacked);
+    l.qkv = stack({linear(p + "attn_q", q_dim, c.d_model, 0), linear(p + "attn_k", kv_dim, c.d_model, 0),
+                   linear(p + "attn_v", kv_dim, c.d_model, 0)},
+                  {q_dim / ranks, kv_dim / ranks, kv_dim / ranks}, stacked);
     forget_parts(l.qkv, {p + "attn_q", p + "attn_k", p + "attn_v"});
-    l.o = linear(p + "attn_output", c.d_model, q_dim);
-    l.gate_up = stack({linear(p + "ffn_gate", c.ffn_dim, c.d_model), linear(p + "ffn_up", c.ffn_dim, c.d_model)},
-                      {c.ffn_dim, c.ffn_dim}, stacked);
+    l.o = linear(p + "attn_output", c.d_model, q_dim, 1);
+    l.gate_up = stack({linear(p + "ffn_gate", c.ffn_dim, c.d_model, 0), linear(p + "ffn_up", c.ffn_dim, c.d_model, 0)},
+                      {ffn_part, ffn_part}, stacked);
     forget_parts(l.gate_up, {p + "ffn_gate", p + "ffn_up"});
-    l.down = linear(p + "ffn_down", c.d_model, c.ffn_dim);
+    l.down = linear(p + "ffn_down", c.d_model, c.ffn_dim, 1);
     for (Stacked* st : {&l.qkv, &l.gate_up}) {  // the stacked copies, not the parts, are what a step reads
       for (const Linear& part : st->parts) {
         to_eval.push_back(part.w.w);
@@ -209,11 +226,14 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
     m.rope_freqs = power(array(c.rope_base), exponents) * factors;
     to_eval.push_back(*m.rope_freqs);
   }
-  if (c.tied_embeddings) {
+  m.vocab_parallel = ranks > 1 && c.vocab_size % ranks == 0;  // else each rank holds the whole output layer
+  if (c.tied_embeddings && m.vocab_parallel) {
+    m.output = Linear{weight("token_embd.weight", c.vocab_size, c.d_model, 0), std::nullopt, m.activations};
+  } else if (c.tied_embeddings) {
     m.output = Linear{m.embedding, std::nullopt, m.activations};
     m.weight_bytes += bytes_of(m.embedding);
   } else {
-    m.output = linear("output", c.vocab_size, c.d_model);
+    m.output = linear("output", c.vocab_size, c.d_model, m.vocab_parallel ? 0 : -1);
   }
   eval(to_eval);
 
@@ -222,7 +242,7 @@ std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOp
                           {.shapeless = false, .name = "llm_step"});
   m.all_logits = compile([self](const std::vector<Array>& in) { return self->forward(in, true); },
                          {.shapeless = false, .name = "llm_step_all"});
-  return std::shared_ptr<Model>(new Model(std::move(impl)));
+  return impl;
 }
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -233,9 +253,12 @@ Device Model::device() const { return impl_->device; }
 Dtype Model::dtype() const { return impl_->dtype; }
 size_t Model::weight_bytes() const { return impl_->weight_bytes; }
 QmmActivations Model::activations() const { return impl_->activations; }
+int Model::tensor_parallel() const { return impl_->group.size(); }
 
 std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_positions) const {
-  const ModelConfig& c = config;
+  const ModelConfig& c = local;
+  // A row-parallel product holds this rank's part of the sum: the ranks add theirs.
+  auto reduce = [&](const Array& y) { return group.size() > 1 ? all_sum(y, group) : y; };
   const Array& tokens = in[0];     // [B, L]
   const Array& positions = in[1];  // [B]
   const int64_t B = tokens.shape(0), L = tokens.shape(1);
@@ -300,14 +323,16 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
     }
     Array o = B == 1 ? attended[0] : concatenate(attended, 0);
     o = reshape(transpose(o, {0, 2, 1, 3}), {B, L, int64_t{c.n_heads} * c.head_dim});
-    x = x + l.o(o);
+    x = x + reduce(l.o(o));
     h = rms_norm(x, l.ffn_norm, c.norm_eps);
     const std::vector<Array> gate_up = l.gate_up(h);
-    x = x + l.down(silu(gate_up[0]) * gate_up[1]);
+    x = x + reduce(l.down(silu(gate_up[0]) * gate_up[1]));
   }
   if (!all_positions) x = slice(x, {{}, {L - 1, L}});
   x = rms_norm(x, output_norm, c.norm_eps);
-  out[0] = astype(reshape(output(x), {-1, c.vocab_size}), float32);
+  Array logits = output(x);
+  if (vocab_parallel) logits = all_gather(logits, group, -1);  // each rank computed its vocabulary rows
+  out[0] = astype(reshape(logits, {-1, c.vocab_size}), float32);
   return out;
 }
 
@@ -334,33 +359,46 @@ Array Model::step(const std::vector<Session*>& sessions, const std::vector<std::
     flat.insert(flat.end(), tokens[b].begin(), tokens[b].end());
     positions.push_back(static_cast<int32_t>(sessions[b]->position()));
   }
-  const int64_t B = static_cast<int64_t>(sessions.size());
-  // On the model's device before the call: a step with no uploads inside replays as one CUDA graph.
-  std::vector<Array> in{on(array(flat, {B, static_cast<int64_t>(L)}), m.device), on(array(positions, {B}), m.device)};
-  for (Session* s : sessions) {
-    // Moved, not copied: the step's cache is then the only holder and is updated in place.
-    for (Array& k : s->cache_keys()) in.push_back(std::move(k));
-    for (Array& v : s->cache_values()) in.push_back(std::move(v));
-  }
-  std::vector<Array> out;
+  Array logits;
   try {
-    out = (all_positions ? m.all_logits : m.last_logits)(in);
-    in.clear();
-    eval(out);
+    logits = m.tp ? tensor_parallel_step(m, sessions, flat, positions, all_positions)
+                  : m.run_step(sessions, flat, positions, all_positions);
   } catch (...) {
     // The caches were handed to the step and may be half written: the sessions start over.
     for (Session* s : sessions) s->clear();
     throw;
   }
-  const size_t n = m.layers.size();
+  for (size_t b = 0; b < sessions.size(); ++b) sessions[b]->advance(tokens[b]);
+  return logits;
+}
+
+Array Model::Impl::run_step(const std::vector<Session*>& sessions, const std::vector<int32_t>& flat,
+                            const std::vector<int32_t>& positions, bool all_positions) const {
+  const int64_t B = static_cast<int64_t>(sessions.size()), L = static_cast<int64_t>(flat.size()) / B;
+  const size_t n = layers.size(), first = static_cast<size_t>(group.rank()) * n;  // this rank's cache slots
+  // On the model's device before the call: a step with no uploads inside replays as one CUDA graph.
+  std::vector<Array> in{on(array(flat, {B, L}), device), on(array(positions, {B}), device)};
+  for (Session* s : sessions) {
+    // Moved, not copied: the step's cache is then the only holder and is updated in place.
+    for (size_t i = 0; i < n; ++i) in.push_back(std::move(s->cache_keys()[first + i]));
+    for (size_t i = 0; i < n; ++i) in.push_back(std::move(s->cache_values()[first + i]));
+  }
+  std::vector<Array> out = (all_positions ? all_logits : last_logits)(in);
+  in.clear();
+  eval(out);
   for (size_t b = 0; b < sessions.size(); ++b) {
     for (size_t i = 0; i < n; ++i) {
-      sessions[b]->cache_keys()[i] = out[1 + b * 2 * n + i];
-      sessions[b]->cache_values()[i] = out[1 + b * 2 * n + n + i];
+      sessions[b]->cache_keys()[first + i] = out[1 + b * 2 * n + i];
+      sessions[b]->cache_values()[first + i] = out[1 + b * 2 * n + n + i];
     }
-    sessions[b]->advance(tokens[b]);
   }
   return out[0];
+}
+
+std::vector<const Model::Impl*> Model::Impl::ranks() const {
+  std::vector<const Impl*> all{this};
+  if (tp) tensor_parallel_ranks(*tp, all);
+  return all;
 }
 
 Session::Session(std::shared_ptr<const Model> model) : model_(std::move(model)) {
@@ -391,17 +429,21 @@ void Session::reserve(int64_t tokens) {
   while (cap < tokens) cap *= 2;
   cap = std::min(cap, c.context_length);
   const size_t n = static_cast<size_t>(c.n_layers);
-  const Shape shape{1, c.n_kv_heads, cap, c.head_dim};
-  auto grow = [&](Array& a) {
-    Array fresh = copy(zeros(shape, model_->dtype()));
-    if (a.valid()) fresh = slice_update(fresh, a, {0, 0, 0, 0}, {1, c.n_kv_heads, capacity_, c.head_dim});
-    a = to(fresh, model_->device());
-  };
-  keys_.resize(n);
-  values_.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    grow(keys_[i]);
-    grow(values_[i]);
+  const std::vector<const Model::Impl*> ranks = model_->impl().ranks();  // each its heads, on its device
+  keys_.resize(n * ranks.size());
+  values_.resize(n * ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const int heads = ranks[r]->local.n_kv_heads;
+    const Shape shape{1, heads, cap, c.head_dim};
+    auto grow = [&](Array& a) {
+      Array fresh = copy(zeros(shape, model_->dtype()));
+      if (a.valid()) fresh = slice_update(fresh, a, {0, 0, 0, 0}, {1, heads, capacity_, c.head_dim});
+      a = to(fresh, ranks[r]->device);
+    };
+    for (size_t i = r * n; i < (r + 1) * n; ++i) {
+      grow(keys_[i]);
+      grow(values_[i]);
+    }
   }
   std::vector<Array> all(keys_);
   all.insert(all.end(), values_.begin(), values_.end());

@@ -69,8 +69,9 @@ ModelConfig read_config(const ModelFile& f) {
   c.tied_embeddings = !f.has_tensor("output.weight");
 
   if (!f.has_tensor("token_embd.weight")) bad(f, "tensor 'token_embd.weight'", "missing");
-  Weight embd = f.weight("token_embd.weight");
-  c.vocab_size = positive_int(f, "tensor 'token_embd.weight' rows", embd.w.shape(0));
+  // Its logical shape: the table itself is made (or converted) only when the model loads it.
+  const Shape& embd = f.tensor_info("token_embd.weight").shape;
+  c.vocab_size = positive_int(f, "tensor 'token_embd.weight' rows", embd.empty() ? 0 : embd[0]);
   return c;
 }
 

@@ -31,6 +31,30 @@ struct MetaValue {
   std::vector<MetaValue> nested;     // array elements
 };
 
+/* Metadata values made by a reader rather than read from a file (a config.json translated, a
+   model made in memory). */
+inline MetaValue real_meta(double d) {
+  MetaValue v;
+  v.kind = MetaValue::Kind::real;
+  v.type = "number";
+  v.real = d;
+  return v;
+}
+inline MetaValue int_meta(int64_t i) {
+  MetaValue v;
+  v.kind = MetaValue::Kind::integer;
+  v.type = "integer";
+  v.integer = i;
+  return v;
+}
+inline MetaValue string_meta(const std::string& s) {
+  MetaValue v;
+  v.kind = MetaValue::Kind::string;
+  v.type = "string";
+  v.str = s;
+  return v;
+}
+
 struct TensorEntry {
   TensorInfo info;
   std::function<Weight()> load;  // reads the file; throws kiln::Error naming file and tensor

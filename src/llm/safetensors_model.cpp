@@ -101,22 +101,6 @@ MetaValue meta_of(const Json& j) {
   return v;
 }
 
-MetaValue real_meta(double d) {
-  MetaValue v;
-  v.kind = MetaValue::Kind::real;
-  v.type = "number";
-  v.real = d;
-  return v;
-}
-
-MetaValue string_meta(const std::string& s) {
-  MetaValue v;
-  v.kind = MetaValue::Kind::string;
-  v.type = "string";
-  v.str = s;
-  return v;
-}
-
 // RoPE's settings: transformers 5 writes them as "rope_parameters" (rope_theta included, and
 // rope_type "default" when unscaled); earlier versions, and most hub checkpoints, as a top-level
 // "rope_theta" and "rope_scaling" (null when unscaled). Either object, or null.

@@ -8,7 +8,7 @@ namespace kiln {
 
 enum class OpCategory {
   unary, binary, reduce, elementwise, creation, reduction, scan, matmul, view, layout, gather, nn, random,
-  selection, fused, compiled
+  selection, collective, fused, compiled
 };
 
 /* The dtypes column: what an elementwise op takes and returns (docs/dtypes.md). */

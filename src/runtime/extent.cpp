@@ -196,6 +196,7 @@ const std::unordered_map<std::string, Rule>& own_rules() {
       {"rope", always_mixes},           {"scaled_dot_product_attention", always_mixes},
       {"slice_update", always_mixes},   {"sort", selection_rule},       {"argsort", selection_rule},
       {"partition", selection_rule},    {"argpartition", selection_rule}, {"topk", selection_rule},
+      {"all_sum", elementwise_rule},    {"all_gather", always_mixes},   {"reduce_scatter", always_mixes},
   };
   return rules;
 }

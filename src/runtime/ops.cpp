@@ -7,6 +7,7 @@
 #include <iterator>
 #include <unordered_map>
 
+#include "kiln/distributed.h"
 #include "kiln/nn.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
@@ -130,6 +131,15 @@ const std::unordered_map<std::string, Entry>& table() {
                           }};
     m["random_bernoulli"] = {2, 2, [](Call& c) { return one(random::bernoulli(c.in[0], c.in[1])); }};
     m["random_categorical"] = {2, 2, [=](Call& c) { return one(random::categorical(c.in[0], c.in[1], axis_of(c))); }};
+    // collectives: `group` is a live group's id in this process (Group::id); 0, the default, the group of one rank
+    auto group_of = [](Call& c) {
+      const int64_t id = c.attr.int_or("group", 0);
+      if (id < 0) fail("distributed", "attribute 'group' is a group's id, not ", id);
+      return distributed::Group::find(static_cast<uint64_t>(id));
+    };
+    m["all_sum"] = {1, 1, [=](Call& c) { return one(all_sum(c.in[0], group_of(c))); }};
+    m["all_gather"] = {1, 1, [=](Call& c) { return one(all_gather(c.in[0], group_of(c), c.attr.int32_or("axis", 0))); }};
+    m["reduce_scatter"] = {1, 1, [=](Call& c) { return one(reduce_scatter(c.in[0], group_of(c))); }};
     m["where"] = {3, 3, [](Call& c) { return one(where(c.in[0], c.in[1], c.in[2])); }};
     m["clip"] = {3, 3, [](Call& c) { return one(clip(c.in[0], c.in[1], c.in[2])); }};
     m["astype"] = {1, 1, [](Call& c) {

@@ -10,6 +10,7 @@
 #include "compile/trace.h"
 #include "core/node.h"
 #include "ops/creation.h"
+#include "ops/distributed.h"
 #include "ops/layout.h"
 #include "ops/linalg.h"
 #include "ops/nn.h"
@@ -120,6 +121,9 @@ std::map<OpKind, std::vector<std::pair<PrimPtr, PrimPtr>>> attribute_pairs() {
   auto row_fused = [] { return std::make_shared<RowFused>(std::make_shared<RowProgram>()); };
   auto call = [] { return std::make_shared<CompiledCall>(std::make_shared<Plan>()); };
   auto args = [](int64_t start, int64_t stop, int64_t step) { return std::vector<SliceArg>{{start, stop, step}}; };
+  const std::vector<distributed::Group> cpu_ranks = {distributed::Group::local({Device::cpu()})[0],
+                                                     distributed::Group::local({Device::cpu()})[0]};
+  const std::vector<distributed::Group> pair = distributed::Group::local({Device::cpu(), Device::cpu()});
   std::map<OpKind, std::vector<std::pair<PrimPtr, PrimPtr>>> m = {
 #define KILN_UNARY(F, n, ...) {OpKind::F, {}},
 #define KILN_BINARY(F, n, ...) {OpKind::F, {}},
@@ -230,6 +234,12 @@ std::map<OpKind, std::vector<std::pair<PrimPtr, PrimPtr>>> attribute_pairs() {
       {OpKind::Partition, {{std::make_shared<Partition>(0), std::make_shared<Partition>(1)}}},
       {OpKind::ArgPartition, {{std::make_shared<ArgPartition>(0), std::make_shared<ArgPartition>(1)}}},
       {OpKind::TopK, {{std::make_shared<TopK>(1), std::make_shared<TopK>(2)}}},
+      // A collective's attribute is its group: two groups of one rank each, and two ranks of one group.
+      {OpKind::AllSum, {{std::make_shared<AllSum>(cpu_ranks[0]), std::make_shared<AllSum>(cpu_ranks[1])},
+                        {std::make_shared<AllSum>(pair[0]), std::make_shared<AllSum>(pair[1])}}},
+      {OpKind::AllGather, {{std::make_shared<AllGather>(cpu_ranks[0]), std::make_shared<AllGather>(cpu_ranks[1])}}},
+      {OpKind::ReduceScatter,
+       {{std::make_shared<ReduceScatter>(cpu_ranks[0]), std::make_shared<ReduceScatter>(cpu_ranks[1])}}},
       // The fused kinds' one attribute is the program they run.
       {OpKind::Fused, {{fused(), fused()}}},
       {OpKind::RowFused, {{row_fused(), row_fused()}}},
@@ -264,6 +274,18 @@ TEST(Passes, CseKeepsEveryPrimitiveWithDifferentAttributes) {
       EXPECT_TRUE(cse_merges(a, a)) << t.name << ": " << Printed{*a} << " not merged with itself";
     }
   }
+}
+
+TEST(Passes, CseMergesCollectivesOfOneGroupOnly) {
+  const distributed::Group g1 = distributed::Group::local({Device::cpu()})[0], g2 = distributed::Group::local({Device::cpu()})[0];
+  auto sums = [&](const distributed::Group& a, const distributed::Group& b) {
+    compiler::Graph g = traced(
+        [&](const std::vector<Array>& in) { return std::vector<Array>{all_sum(in[0], a) + all_sum(in[0], b)}; }, {x4()});
+    run_pass(g, make_cse());
+    return count_kind(g, OpKind::AllSum);
+  };
+  EXPECT_EQ(sums(g1, g2), 2u);  // two groups: two collectives, even on the same input
+  EXPECT_EQ(sums(g1, g1), 1u);
 }
 
 TEST(Passes, CseMergesPrimitivesWithoutAttributes) {

@@ -83,6 +83,7 @@ QmmActivations parse_activations(const std::string& a) {
 LlmOptions parse(int argc, char** argv) {
   LlmOptions o;
   SamplerOptions& s = o.gen.sampling;
+  bool device_given = false;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -99,9 +100,10 @@ LlmOptions parse(int argc, char** argv) {
     else if (a == "--min-p") s.min_p = static_cast<float>(to_double(a, value()));
     else if (a == "--repeat-penalty") s.repetition_penalty = static_cast<float>(to_double(a, value()));
     else if (a == "--seed") s.seed = static_cast<uint64_t>(to_count(a, value()));
-    else if (a == "--device") o.load.device = parse_device(value());
+    else if (a == "--device") o.load.device = parse_device(value()), device_given = true;
     else if (a == "--dtype") o.load.dtype = dtype_from_name(value());
     else if (a == "--activations") o.load.activations = parse_activations(value());
+    else if (a == "--tp") o.load.tensor_parallel = std::max(1, to_count(a, value()));
     else if (a == "--pp") o.prompt_tokens = to_count(a, value());
     else if (a == "--tg") o.gen_tokens = to_count(a, value());
     else if (a == "-r" || a == "--repetitions") o.repetitions = std::max(1, to_count(a, value()));
@@ -112,6 +114,7 @@ LlmOptions parse(int argc, char** argv) {
     else if (o.model.empty()) o.model = a;
     else fail("kiln", "more than one model given ('", o.model, "' and '", a, "')");
   }
+  if (o.load.tensor_parallel > 1 && !device_given) o.load.device = Device::cuda(0);  // --tp is for GPUs; --device cpu to try it on threads
   if (o.model.empty() || o.model == "default") {
     o.model = default_model_path();
     if (!fs::exists(o.model))
@@ -258,9 +261,10 @@ int cmd_bench(const LlmOptions& o) {
 const char* llm_usage() {
   return "  kiln generate [MODEL] [--prompt TEXT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
          "               [--repeat-penalty R] [--seed S] [--system TEXT] [--raw] [--device cpu|cuda[:N]]\n"
-         "               [--activations exact|int8|int16]\n"
+         "               [--activations exact|int8|int16] [--tp N]\n"
          "      streams the model's answer to TEXT (through the file's chat template unless --raw), then\n"
-         "      prompt and generation tokens/s; MODEL defaults to the model scripts/setup fetches\n"
+         "      prompt and generation tokens/s; MODEL defaults to the model scripts/setup fetches;\n"
+         "      --tp N splits the model over N GPUs from --device (default cuda:0) on (tensor parallelism)\n"
          "  kiln chat [MODEL] [same options]   one turn per line of standard input\n"
          "  kiln bench-llm [MODEL] [--pp N] [--tg N] [-r N] [--device ...] [--activations ...] [--json]\n"
          "               [--batch B,B,...] [--threads T,T,...]\n"

@@ -8,10 +8,11 @@ import sys as _sys
 
 from . import _kiln
 from ._kiln import *  # noqa: F401,F403  (the arrays, ops, dtypes, devices and settings)
-from ._kiln import CompiledFunction, Error, llm, random
+from ._kiln import CompiledFunction, Error, distributed, llm, random
 
-# `import kiln.random` and `import kiln.llm` find the extension's submodules.
+# `import kiln.random`, `import kiln.llm` and `import kiln.distributed` find the extension's submodules.
 _sys.modules[__name__ + ".random"] = random
+_sys.modules[__name__ + ".distributed"] = distributed
 _sys.modules[__name__ + ".llm"] = llm
 
 __version__ = "0.1.0"

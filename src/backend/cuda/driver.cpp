@@ -137,6 +137,8 @@ void bind(int device) {
   t_bound = device;
 }
 
+void forget_bound() noexcept { t_bound = -1; }
+
 bool try_bind(int device) noexcept {
   if (t_bound == device) return true;
   State& s = state();

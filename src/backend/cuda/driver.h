@@ -47,5 +47,8 @@ constexpr unsigned kDefaultSharedBytes = 48 * 1024;
 void bind(int device);
 /* The same without throwing, for destructors: false when the context cannot be made current. */
 bool try_bind(int device) noexcept;
+/* Forgets which context this thread has current, so the next bind sets it again: after a library
+   call (NCCL) that may have made another device's context current. */
+void forget_bound() noexcept;
 
 }  // namespace kiln::cuda

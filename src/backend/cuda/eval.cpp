@@ -10,6 +10,7 @@
 #include "backend/cpu/indices.h"
 #include "backend/cpu/strided.h"
 #include "backend/cuda/codegen.h"
+#include "backend/cuda/collectives.h"
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels/args.h"
@@ -1082,6 +1083,9 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
       break;
     case OpCategory::selection:
       select(dev, prim, in, out);
+      break;
+    case OpCategory::collective:
+      run_collective(dev, prim, in, out);
       break;
     case OpCategory::fused:
       if (k == OpKind::Fused) {

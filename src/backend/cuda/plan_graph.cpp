@@ -338,8 +338,12 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
   for (size_t i = 0; i < n; ++i) {
     if (!l.launches[i].host) continue;
     bool writes_output = false;  // an output is new each call: it would be captured again every call
-    for (auto& p : l.patches) writes_output = writes_output || (p.launch == i && p.operand < 0);
-    if (writes_output) continue;
+    bool patched = false;        // reads or writes a buffer that may move between calls
+    for (auto& p : l.patches) {
+      writes_output = writes_output || (p.launch == i && p.operand < 0);
+      patched = patched || p.launch == i;
+    }
+    if (writes_output || (patched && !l.launches[i].host->recapturable())) continue;
     children[i] = l.launches[i].host->capture(device, l.launches[i].words, l.kept[i]);
     l.captured[i] = children[i] != nullptr;
   }

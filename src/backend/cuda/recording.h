@@ -24,6 +24,9 @@ struct HostStep {
      caller destroys it), whose other buffers `keep` then holds; null where it cannot be. */
   virtual CUgraph capture(int device, const std::vector<long>& words,
                           std::vector<std::shared_ptr<detail::Buffer>>& keep) = 0;
+  /* Whether a replay may capture it again with new pointers into the same graph node (a
+     collective is not: it runs from the host between graph launches wherever a pointer moves). */
+  virtual bool recapturable() const { return true; }
 };
 /* One kernel launch as a CUDA graph node holds it: function, shape and the parameter; or,
    with `host` set, a host step and the pointers it was given. */

@@ -1,0 +1,194 @@
+// kiln's side of the multi-GPU benchmark (bench/run_distributed.sh; docs/benchmarks.md, "Several
+// GPUs"). Two parts, each writing one JSON object a line on stdout:
+//
+//   bench_distributed all_sum [--min-mib 1] [--max-mib 1024]
+//     kiln::all_sum of float32 over every visible GPU (one thread a GPU, Group::local), at sizes
+//     doubling from --min-mib to --max-mib. A timed run is a chain of `iters` all_sums built lazily
+//     and evaluated once (each NCCL call queued behind the last, as torch.distributed's loop of
+//     all_reduce calls is), after two warm-up calls; time = wall time / iters on rank 0 (the ranks
+//     finish together). Bus bandwidth is NCCL's: bytes / time * 2 (n - 1) / n, as
+//     bench/nccl_allreduce.py reports PyTorch's.
+//
+//   bench_distributed decode [--tp 1,2] [--types BF16,Q4] [--tokens 64] [--layers 32]
+//     Decode tokens/s of a Llama-3-8B-shaped model of random weights (d_model 4096, 32 heads, 8
+//     key/value heads, ffn 14336, 32 layers, vocabulary 128256; src/llm/synthetic_model.h),
+//     bfloat16 activations, its matrices BF16 or 4-bit (kiln's affine format, groups of 32), at
+//     each tensor-parallel size on cuda:0.. (LoadOptions::tensor_parallel): a 32-token prompt,
+//     8 decode steps of warm-up (the first traces, records and builds the step's CUDA graphs),
+//     then --tokens steps timed one session, greedy-free (a fixed token each step).
+//
+//   --cpu (either part): a dry run of the plumbing on CPU threads, 2 ranks, at a small shape (measures nothing).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kiln/kiln.h"
+#include "llm/synthetic_model.h"
+
+using namespace kiln;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    out.push_back(s.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Runs fn(r) on a thread per rank; rethrows the first rank's error.
+void on_ranks(int n, const std::function<void(int)>& fn) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+int bench_all_sum(int64_t min_mib, int64_t max_mib, bool cpu) {
+  const int n = cpu ? 2 : cuda_device_count();
+  if (n < 2) {
+    std::fprintf(stderr, "bench_distributed all_sum: needs 2 GPUs or more, %d visible\n", n);
+    return 1;
+  }
+  std::vector<Device> devices;
+  for (int r = 0; r < n; ++r) devices.push_back(cpu ? Device::cpu() : Device::cuda(r));
+  const std::vector<distributed::Group> groups = distributed::Group::local(devices);
+  for (int64_t mib = min_mib; mib <= max_mib; mib *= 2) {
+    const int64_t bytes = mib << 20, count = bytes / 4;
+    const int iters = static_cast<int>(std::max<int64_t>(10, std::min<int64_t>(200, (int64_t{4} << 30) / bytes)));
+    double elapsed = 0;
+    on_ranks(n, [&](int r) {
+      const distributed::Group& g = groups[static_cast<size_t>(r)];
+      const Array x = to(ones({count}), devices[static_cast<size_t>(r)]);
+      auto chain = [&](int k) {
+        Array y = x;
+        for (int i = 0; i < k; ++i) y = all_sum(y, g);
+        return y;
+      };
+      chain(2).eval();  // warm-up: NCCL's connections and buffers; the ranks leave it together
+      const auto start = Clock::now();
+      chain(iters).eval();
+      if (r == 0) elapsed = seconds_since(start);
+    });
+    const double t = elapsed / iters, algbw = static_cast<double>(bytes) / t / 1e9;
+    std::printf("{\"bench\":\"all_sum\",\"engine\":\"kiln\",\"ranks\":%d,\"dtype\":\"float32\",\"bytes\":%lld,\"iters\":%d,"
+                "\"time_us\":%.3f,\"algbw_gbs\":%.3f,\"busbw_gbs\":%.3f}\n",
+                n, static_cast<long long>(bytes), iters, t * 1e6, algbw, algbw * 2.0 * (n - 1) / n);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int bench_decode(const std::vector<std::string>& tps, const std::vector<std::string>& types, int tokens, int layers,
+                 bool cpu) {
+  for (const std::string& type : types) {
+    for (const std::string& tp_s : tps) {
+      const int tp = std::atoi(tp_s.c_str());
+      if (!cpu && tp > cuda_device_count()) {
+        std::fprintf(stderr, "bench_distributed decode: skipping TP=%d (%d GPUs visible)\n", tp, cuda_device_count());
+        continue;
+      }
+      const llm::SyntheticModel s =
+          cpu ? llm::SyntheticModel{.n_layers = 2, .d_model = 256, .n_heads = 8, .n_kv_heads = 4, .ffn_dim = 512,
+                                    .vocab_size = 1024, .type = type}
+              : llm::SyntheticModel{.n_layers = layers, .d_model = 4096, .n_heads = 32, .n_kv_heads = 8, .ffn_dim = 14336,
+                                    .vocab_size = 128256, .context_length = 8192, .type = type};  // Llama-3-8B's shape
+      llm::LoadOptions o;
+      o.device = cpu ? Device::cpu() : Device::cuda(0);
+      o.dtype = bfloat16;
+      o.tensor_parallel = tp;
+      auto t0 = Clock::now();
+      double load_s = 0, warm_s = 0, decode_s = 0;
+      size_t weight_bytes = 0;
+      {
+        auto model = llm::Model::load(llm::synthetic_model(s), o);
+        load_s = seconds_since(t0);
+        weight_bytes = model->weight_bytes();
+        llm::Session session(model);
+        std::vector<int32_t> prompt;
+        for (int i = 0; i < 32; ++i) prompt.push_back((i * 7919 + 11) % s.vocab_size);
+        t0 = Clock::now();
+        session.append(prompt);
+        for (int i = 0; i < 8; ++i) model->step({&session}, {{(i * 31 + 7) % s.vocab_size}});
+        warm_s = seconds_since(t0);
+        t0 = Clock::now();
+        for (int i = 0; i < tokens; ++i) model->step({&session}, {{(i * 131 + 5) % s.vocab_size}});
+        decode_s = seconds_since(t0);
+      }
+      clear_memory_cache();  // the next configuration starts with the GPUs' memory free
+      std::printf("{\"bench\":\"decode\",\"engine\":\"kiln\",\"model\":\"%s\",\"layers\":%d,\"type\":\"%s\","
+                  "\"activations\":\"bfloat16\",\"tp\":%d,\"tokens\":%d,\"tokens_per_s\":%.3f,\"ms_per_token\":%.4f,"
+                  "\"weight_gb\":%.3f,\"load_s\":%.2f,\"warmup_s\":%.2f}\n",
+                  cpu ? "small-cpu-dry-run" : "llama3-8b-shape", s.n_layers, type.c_str(), tp, tokens, tokens / decode_s, decode_s * 1e3 / tokens, weight_bytes / 1e9, load_s,
+                  warm_s);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string usage =
+      "usage: bench_distributed all_sum [--min-mib M] [--max-mib M] [--cpu]\n"
+      "       bench_distributed decode [--tp 1,2] [--types BF16,Q4] [--tokens N] [--layers N] [--cpu]\n";
+  if (argc < 2) {
+    std::fputs(usage.c_str(), stderr);
+    return 2;
+  }
+  const std::string mode = argv[1];
+  int64_t min_mib = 1, max_mib = 1024;
+  std::vector<std::string> tps = {"1", "2"}, types = {"BF16", "Q4"};
+  int tokens = 64, layers = 32;
+  bool cpu = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--cpu") {
+      cpu = true;
+      continue;
+    }
+    const std::string v = i + 1 < argc ? argv[++i] : "";
+    if (a == "--min-mib") min_mib = std::atoll(v.c_str());
+    else if (a == "--max-mib") max_mib = std::atoll(v.c_str());
+    else if (a == "--tp") tps = split(v);
+    else if (a == "--types") types = split(v);
+    else if (a == "--tokens") tokens = std::atoi(v.c_str());
+    else if (a == "--layers") layers = std::atoi(v.c_str());
+    else {
+      std::fprintf(stderr, "bench_distributed: unknown option %s\n%s", a.c_str(), usage.c_str());
+      return 2;
+    }
+  }
+  try {
+    if (mode == "all_sum") return bench_all_sum(std::max<int64_t>(1, min_mib), max_mib, cpu);
+    if (mode == "decode") return bench_decode(tps, types, std::max(1, tokens), std::max(1, layers), cpu);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_distributed %s: %s\n", mode.c_str(), e.what());
+    return 1;
+  }
+  std::fputs(usage.c_str(), stderr);
+  return 2;
+}

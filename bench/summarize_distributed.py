@@ -1,0 +1,37 @@
+"""Tables for docs/benchmarks.md from bench/run_distributed.sh's JSON lines (one object a line)."""
+
+import json
+import sys
+
+
+def main(path):
+    rows = [json.loads(line) for line in open(path) if line.startswith("{")]
+    sums = {}
+    for r in rows:
+        if r["bench"] == "all_sum":
+            sums.setdefault(r["bytes"], {})[r["engine"]] = r
+    if sums:
+        ranks = next(iter(next(iter(sums.values())).values()))["ranks"]
+        print(f"All-reduce of float32 over {ranks} GPUs, bus bandwidth (GB/s):\n")
+        print("| size | kiln all_sum | PyTorch all_reduce | kiln / PyTorch |")
+        print("|---|---|---|---|")
+        for nbytes in sorted(sums):
+            k, t = sums[nbytes].get("kiln"), sums[nbytes].get("torch")
+            ratio = f"{k['busbw_gbs'] / t['busbw_gbs']:.2f}" if k and t else "-"
+            size = f"{nbytes >> 20} MiB" if nbytes < (1 << 30) else f"{nbytes >> 30} GiB"
+            print(f"| {size} | {k['busbw_gbs'] if k else '-'} | {t['busbw_gbs'] if t else '-'} | {ratio} |")
+        print()
+    decode = [r for r in rows if r["bench"] == "decode"]
+    if decode:
+        print("Decode of a Llama-3-8B-shaped model (random weights), bfloat16 activations, one session:\n")
+        print("| weights | TP | tokens/s | ms/token | speed-up over TP=1 | weights read a step (GB) |")
+        print("|---|---|---|---|---|---|")
+        one = {r["type"]: r["tokens_per_s"] for r in decode if r["tp"] == 1}
+        for r in sorted(decode, key=lambda r: (r["type"], r["tp"])):
+            speedup = f"{r['tokens_per_s'] / one[r['type']]:.2f}x" if r["type"] in one else "-"
+            print(f"| {r['type']} | {r['tp']} | {r['tokens_per_s']:.1f} | {r['ms_per_token']:.2f} | {speedup} | "
+                  f"{r['weight_gb']:.2f} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

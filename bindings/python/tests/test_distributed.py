@@ -1,0 +1,60 @@
+"""kiln.distributed.Group and the collectives over it against NumPy: the group of one rank, and
+ranks that are threads of this process (the GIL is released while kiln evaluates)."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import kiln
+from conftest import random_array
+
+
+def test_group_of_one_rank_copies(rng):
+    g = kiln.distributed.Group()
+    assert (g.rank, g.size, g.id, g.device) == (0, 1, 0, None)
+    a = random_array(rng, (4, 3), np.float32)
+    for x in (kiln.all_sum(a), kiln.all_gather(a, axis=1), kiln.reduce_scatter(a, g)):
+        np.testing.assert_array_equal(np.asarray(x), a)
+
+
+def on_ranks(n, fn):
+    """fn(rank) on a thread per rank; their results in rank order."""
+    out, errors = [None] * n, []
+
+    def run(r):
+        try:
+            out[r] = fn(r)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_thread_ranks_against_numpy(n, rng):
+    groups = kiln.distributed.Group.local([kiln.cpu] * n)
+    assert [g.rank for g in groups] == list(range(n)) and groups[0] == kiln.distributed.Group.find(groups[0].id)
+    xs = [random_array(rng, (2 * n, 3), np.float32) for _ in range(n)]
+    total = sum(x.astype(np.float64) for x in xs)
+    sums = on_ranks(n, lambda r: np.asarray(kiln.all_sum(xs[r], groups[r])))
+    gathered = on_ranks(n, lambda r: np.asarray(kiln.all_gather(xs[r], groups[r], axis=1)))
+    scattered = on_ranks(n, lambda r: np.asarray(kiln.reduce_scatter(xs[r], groups[r])))
+    for r in range(n):
+        np.testing.assert_allclose(sums[r], total, rtol=1e-6, atol=1e-5)
+        np.testing.assert_array_equal(gathered[r], np.concatenate(xs, axis=1))
+        np.testing.assert_allclose(scattered[r], total[2 * r:2 * r + 2], rtol=1e-6, atol=1e-5)
+
+
+def test_errors_name_the_op():
+    with pytest.raises(kiln.Error, match=r"\[all_sum\] dtype bool is not supported"):
+        kiln.all_sum(np.array([True]))
+    with pytest.raises(kiln.Error, match=r"\[reduce_scatter\] axis 0 of length 3 does not divide over 2 ranks"):
+        kiln.reduce_scatter(np.zeros(3, np.float32), kiln.distributed.Group.local([kiln.cpu, kiln.cpu])[0])
