@@ -49,11 +49,11 @@ struct LoadOptions {
   bool dequantize = false;
   /* Stack q/k/v and gate/up weights into one product each (fewer, larger launches). Unset: on.
      The file then drops its own conversions of the parts, so memory does not grow. */
-  std::optional<bool> stack_projections;
+  std::optional<bool> stack_projections{};  // {}: designated initializers may leave it out
   /* What quantized products multiply the weights by (kiln/nn.h). Unset: KILN_LLM_ACTIVATIONS,
      by default int16 on the CPU (integer products that answer as exact ones) and exact elsewhere;
      int8 (llama.cpp's rounding, fastest on the CPU) on request. */
-  std::optional<QmmActivations> activations;
+  std::optional<QmmActivations> activations{};
 };
 
 /* Raw logits of one step: [rows, vocab] float32, one row per session in the step (the last
