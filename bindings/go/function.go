@@ -119,6 +119,45 @@ func (f *Function) Compile(name string, opts ...CompileOption) (*Function, error
 	return wrapFunction(c, name), nil
 }
 
+// FusedKernels is how compiled calls get the generated kernels of their fused CPU
+// regions (docs/codegen.md, "Tiers"); the default comes from KILN_FUSED_KERNELS.
+type FusedKernels int
+
+const (
+	// FusedBackground runs a region whose kernel is not ready through the interpreter
+	// while a small pool compiles it; later calls use the kernel.
+	FusedBackground FusedKernels = C.KILN_FUSED_KERNELS_BACKGROUND
+	// FusedWait makes a call compile (or wait for) its kernels first.
+	FusedWait FusedKernels = C.KILN_FUSED_KERNELS_WAIT
+	// FusedOff never generates kernels: the interpreter runs every fused region.
+	FusedOff FusedKernels = C.KILN_FUSED_KERNELS_OFF
+)
+
+// String is the policy's name, as KILN_FUSED_KERNELS spells it.
+func (p FusedKernels) String() string {
+	switch p {
+	case FusedBackground:
+		return "background"
+	case FusedWait:
+		return "wait"
+	case FusedOff:
+		return "off"
+	}
+	return fmt.Sprintf("FusedKernels(%d)", int(p))
+}
+
+// SetFusedKernels sets the policy for the whole process, from the next compiled call on.
+func SetFusedKernels(p FusedKernels) error {
+	return call(func() C.int { return C.kiln_set_fused_kernels(C.kiln_fused_kernels(p)) })
+}
+
+// GetFusedKernels reads the policy.
+func GetFusedKernels() FusedKernels {
+	var p C.kiln_fused_kernels
+	call(func() C.int { return C.kiln_get_fused_kernels(&p) })
+	return FusedKernels(p)
+}
+
 // Call applies the function; the outputs are lazy arrays.
 func (f *Function) Call(inputs ...*Array) ([]*Array, error) {
 	in, err := vector(inputs)

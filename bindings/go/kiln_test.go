@@ -493,6 +493,45 @@ func TestConcurrentCompileAndCall(t *testing.T) {
 	}
 }
 
+// The fused-kernel policy: off interprets the fused region on every call, wait runs its
+// generated kernel from the first call; both give exp(x)*3+1.
+func TestFusedKernelsPolicy(t *testing.T) {
+	saved := kiln.GetFusedKernels()
+	defer kiln.SetFusedKernels(saved)
+	x := must(kiln.FromSlice([]float32{0, 1, 2}, 3))
+	want := []float32{4, float32(math.Exp(1))*3 + 1, float32(math.Exp(2))*3 + 1}
+	for _, p := range []kiln.FusedKernels{kiln.FusedOff, kiln.FusedWait} {
+		if err := kiln.SetFusedKernels(p); err != nil {
+			t.Fatal(err)
+		}
+		if got := kiln.GetFusedKernels(); got != p {
+			t.Fatalf("GetFusedKernels() = %v after SetFusedKernels(%v)", got, p)
+		}
+		f := must(kiln.Compile1("affine_"+p.String(), func(x *kiln.Array) (*kiln.Array, error) {
+			y := must(kiln.Multiply(must(kiln.Exp(x)), must(kiln.ScalarLike(3, x))))
+			return kiln.Add(y, must(kiln.ScalarLike(1, x)))
+		}))
+		kiln.ResetStats()
+		for i := 0; i < 3; i++ {
+			if v := must(must(f.Call(x)).Float32s()); !close32(v, want) {
+				t.Fatalf("%v: got %v, want %v", p, v, want)
+			}
+		}
+		s := kiln.GetStats()
+		if p == kiln.FusedOff && (s.InterimCalls != 3 || s.FusedCalls != 0) {
+			t.Fatalf("off: %+v, want 3 interim calls and no fused one", s)
+		}
+		if p == kiln.FusedWait && (s.InterimCalls != 0 || s.FusedCalls != 3) {
+			t.Fatalf("wait: %+v, want 3 fused calls and no interim one", s)
+		}
+		f.Free()
+	}
+	err := kiln.SetFusedKernels(kiln.FusedKernels(7))
+	if err == nil || !strings.Contains(err.Error(), "[kiln_set_fused_kernels] invalid policy 7") {
+		t.Fatalf("SetFusedKernels(7): %v", err)
+	}
+}
+
 // Arrays and functions left to the garbage collector are released by finalizers.
 func TestFinalizers(t *testing.T) {
 	for i := 0; i < 200; i++ {

@@ -130,8 +130,10 @@ type ModelInfo struct {
 	QKVBias         bool    // biases on q, k and v (Qwen2)
 	QKNorm          bool    // RMSNorm over each head of q and k (Qwen3)
 	TiedEmbeddings  bool    // the token embedding is also the output projection
+	SlidingWindow   int     // each query attends to the last this many keys (Mistral); 0: all
 
-	BOS, EOS, EOT int32 // EOT: end of turn ("<|im_end|>"); -1 when the vocabulary has none
+	// EOT: end of turn ("<|im_end|>"); -1 when the vocabulary has none (or the file has no tokenizer)
+	BOS, EOS, EOT int32
 }
 
 // Info is the model's configuration.
@@ -160,6 +162,7 @@ func (m *Model) Info() (ModelInfo, error) {
 		QKVBias:         bool(i.qkv_bias),
 		QKNorm:          bool(i.qk_norm),
 		TiedEmbeddings:  bool(i.tied_embeddings),
+		SlidingWindow:   int(i.sliding_window),
 		BOS:             int32(i.bos_token),
 		EOS:             int32(i.eos_token),
 		EOT:             int32(i.eot_token),

@@ -78,6 +78,25 @@ func decodeGreedy(t *testing.T, m *kiln.Model, prompt []int32, n int) []int32 {
 	return out
 }
 
+// A tiny Mistral checkpoint without a tokenizer (tests/llm/golden/tiny, make_tiny_models.py):
+// its sliding window comes through, steps take token ids, and tokenizing fails saying why.
+func TestTinyModelWithoutTokenizer(t *testing.T) {
+	m := must(kiln.LoadModel("../../tests/llm/golden/tiny/mistral-f16"))
+	defer m.Free()
+	info := must(m.Info())
+	if info.SlidingWindow != 5 || info.Layers != 2 || info.VocabSize != 128 || info.BOS != -1 {
+		t.Fatalf("info %+v", info)
+	}
+	s := must(m.NewSession())
+	defer s.Free()
+	if shape := must(s.Append([]int32{16, 32, 97, 56, 52, 14, 82})).Shape(); !reflect.DeepEqual(shape, []int{128}) {
+		t.Fatalf("logits of shape %v", shape)
+	}
+	if _, err := m.Tokenize("hi", false, false); err == nil || !strings.Contains(err.Error(), "has no tokenizer") {
+		t.Fatalf("Tokenize without a tokenizer: %v", err)
+	}
+}
+
 func TestModelInfoAndTokens(t *testing.T) {
 	m := defaultModel(t)
 	info := must(m.Info())

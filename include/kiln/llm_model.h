@@ -49,11 +49,11 @@ struct LoadOptions {
   bool dequantize = false;
   /* Stack q/k/v and gate/up weights into one product each (fewer, larger launches). Unset: on.
      The file then drops its own conversions of the parts, so memory does not grow. */
-  std::optional<bool> stack_projections;
+  std::optional<bool> stack_projections{};  // {}: designated initializers may leave it out
   /* What quantized products multiply the weights by (kiln/nn.h). Unset: KILN_LLM_ACTIVATIONS,
      by default int16 on the CPU (integer products that answer as exact ones) and exact elsewhere;
      int8 (llama.cpp's rounding, fastest on the CPU) on request. */
-  std::optional<QmmActivations> activations;
+  std::optional<QmmActivations> activations{};
   /* Tensor parallelism over this many ranks, a thread each (docs/distributed.md): q/k/v and
      gate/up split by heads and columns, o and down by rows with an all_sum after, the output layer
      by vocabulary rows (when they divide) with an all_gather after. On CUDA, rank r is on

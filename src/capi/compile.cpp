@@ -1,4 +1,4 @@
-// C API: compiled closures and the compile mode.
+// C API: compiled closures, the compile mode and the fused-kernel policy.
 #include <cstring>
 #include <sstream>
 
@@ -22,6 +22,11 @@ class CompiledClosure final : public Closure {
 };
 
 }  // namespace
+
+static_assert(KILN_FUSED_KERNELS_BACKGROUND == static_cast<int>(FusedKernels::background) &&
+                  KILN_FUSED_KERNELS_WAIT == static_cast<int>(FusedKernels::wait) &&
+                  KILN_FUSED_KERNELS_OFF == static_cast<int>(FusedKernels::off),
+              "kiln_fused_kernels and kiln::FusedKernels disagree");
 
 extern "C" {
 
@@ -65,6 +70,23 @@ int kiln_get_compile_mode(kiln_compile_mode* out) {
   return guard([&] {
     check_out("kiln_get_compile_mode", out);
     *out = static_cast<kiln_compile_mode>(compile_mode());
+  });
+}
+
+int kiln_set_fused_kernels(kiln_fused_kernels policy) {
+  return guard([&] {
+    int p = enum_value(policy);
+    if (p < KILN_FUSED_KERNELS_BACKGROUND || p > KILN_FUSED_KERNELS_OFF) {
+      fail("kiln_set_fused_kernels", "invalid policy ", p, " (0 background, 1 wait, 2 off)");
+    }
+    set_fused_kernels(static_cast<FusedKernels>(p));
+  });
+}
+
+int kiln_get_fused_kernels(kiln_fused_kernels* out) {
+  return guard([&] {
+    check_out("kiln_get_fused_kernels", out);
+    *out = static_cast<kiln_fused_kernels>(fused_kernels());
   });
 }
 

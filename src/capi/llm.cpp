@@ -1,4 +1,5 @@
 // C API: language models, sessions, tokens and generation (include/kiln/c/kiln_llm.h).
+#include <algorithm>
 #include <cstring>
 
 #include "capi/capi.h"
@@ -11,7 +12,7 @@ using namespace kiln::llm;
 
 struct kiln_llm_model_s {
   std::shared_ptr<Model> model;
-  Tokenizer tokenizer;
+  std::optional<Tokenizer> tokenizer;  // none when the file has no tokenizer (a safetensors checkpoint)
 };
 struct kiln_llm_session_s {
   std::shared_ptr<const kiln_llm_model_s> owner;  // keeps the tokenizer alive with the model
@@ -23,6 +24,11 @@ namespace {
 const kiln_llm_model_s& get_model(const char* fn, const kiln_llm_model m) {
   if (!m || !m->model) fail(fn, "null model handle");
   return *m;
+}
+// The model's tokenizer; a model file without one (token ids only) fails here, naming the call.
+const Tokenizer& get_tokenizer(const char* fn, const kiln_llm_model_s& m) {
+  if (!m.tokenizer) fail(fn, m.model->file().path(), " has no tokenizer (no tokenizer.ggml.tokens): only token ids work");
+  return *m.tokenizer;
 }
 kiln_llm_session_s& get_session(const char* fn, kiln_llm_session s) {
   if (!s) fail(fn, "null session handle");
@@ -85,7 +91,9 @@ int kiln_llm_model_load(kiln_llm_model* out, const char* path, kiln_device devic
     else fail(fn, "unknown device type ", type);
     o.dtype = to_dtype(fn, dtype);
     auto model = Model::load(path, o);
-    Tokenizer tok(model->file());
+    std::optional<Tokenizer> tok;
+    const std::vector<std::string> keys = model->file().metadata_keys();  // sorted
+    if (std::binary_search(keys.begin(), keys.end(), "tokenizer.ggml.tokens")) tok.emplace(model->file());
     *out = new kiln_llm_model_s{std::move(model), std::move(tok)};
   });
 }
@@ -99,7 +107,7 @@ int kiln_llm_model_get_info(kiln_llm_model_info* out, const kiln_llm_model m) {
     check_out("kiln_llm_model_get_info", out);
     const kiln_llm_model_s& handle = get_model("kiln_llm_model_get_info", m);
     const ModelConfig& c = handle.model->config();
-    const Tokenizer& t = handle.tokenizer;
+    const Tokenizer* t = handle.tokenizer ? &*handle.tokenizer : nullptr;
     *out = {.vocab_size = c.vocab_size,
             .n_layers = c.n_layers,
             .d_model = c.d_model,
@@ -117,9 +125,10 @@ int kiln_llm_model_get_info(kiln_llm_model_info* out, const kiln_llm_model m) {
             .qkv_bias = c.qkv_bias,
             .qk_norm = c.qk_norm,
             .tied_embeddings = c.tied_embeddings,
-            .bos_token = id_or_none(t.bos()),
-            .eos_token = id_or_none(t.eos()),
-            .eot_token = id_or_none(t.eot())};
+            .sliding_window = c.sliding_window,
+            .bos_token = t ? id_or_none(t->bos()) : -1,
+            .eos_token = t ? id_or_none(t->eos()) : -1,
+            .eot_token = t ? id_or_none(t->eot()) : -1};
   });
 }
 
@@ -160,7 +169,7 @@ int kiln_llm_tokenize(int32_t** ids, size_t* n, const kiln_llm_model m, const ch
     check_out(fn, ids);
     check_out(fn, n);
     if (!text) fail(fn, "null text");
-    std::vector<TokenId> v = get_model(fn, m).tokenizer.encode(text, add_special, parse_special);
+    std::vector<TokenId> v = get_tokenizer(fn, get_model(fn, m)).encode(text, add_special, parse_special);
     int32_t* buf = new int32_t[v.size() + 1];  // never a zero-length allocation
     std::copy(v.begin(), v.end(), buf);
     *ids = buf;
@@ -177,7 +186,7 @@ int kiln_llm_detokenize(char** out, const kiln_llm_model m, const int32_t* ids, 
     const char* fn = "kiln_llm_detokenize";
     check_out(fn, out);
     std::vector<int32_t> v = to_ids(fn, ids, n);
-    *out = c_string(get_model(fn, m).tokenizer.decode(v));
+    *out = c_string(get_tokenizer(fn, get_model(fn, m)).decode(v));
   });
 }
 
@@ -192,15 +201,16 @@ int kiln_llm_chat_prompt(char** out, const kiln_llm_model m, const char* const* 
       if (!roles[i] || !contents[i]) fail(fn, "message ", i, " has a null role or content");
       messages.push_back({roles[i], contents[i]});
     }
-    ChatTemplate t = ChatTemplate::recognize(get_model(fn, m).tokenizer.chat_template());
+    ChatTemplate t = ChatTemplate::recognize(get_tokenizer(fn, get_model(fn, m)).chat_template());
     *out = c_string(t.render(messages));
   });
 }
 
 int kiln_llm_is_end_of_generation(bool* out, const kiln_llm_model m, int32_t token) {
   return guard([&] {
-    check_out("kiln_llm_is_end_of_generation", out);
-    *out = get_model("kiln_llm_is_end_of_generation", m).tokenizer.is_end_of_generation(token);
+    const char* fn = "kiln_llm_is_end_of_generation";
+    check_out(fn, out);
+    *out = get_tokenizer(fn, get_model(fn, m)).is_end_of_generation(token);
   });
 }
 
@@ -281,7 +291,7 @@ int kiln_llm_generate(kiln_llm_session s, const int32_t* prompt, size_t n, const
     TokenCallback cb;
     if (fn)
       cb = [fn, payload](TokenId t, const std::string& text) { return fn(t, text.data(), text.size(), payload) == 0; };
-    GenerateResult r = generate(session.session, session.owner->tokenizer, to_ids(name, prompt, n), o, cb);
+    GenerateResult r = generate(session.session, get_tokenizer(name, *session.owner), to_ids(name, prompt, n), o, cb);
     if (stats)
       *stats = {r.prompt_tokens, static_cast<int64_t>(r.tokens.size()), r.prompt_seconds, r.generate_seconds,
                 stop_reason(r.stop_reason)};

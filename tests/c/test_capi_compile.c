@@ -278,6 +278,46 @@ static void test_compile_nesting_and_mode(void) {
   kiln_array_free(a);
 }
 
+/* The fused-kernel policy: off runs the fused region (exp, multiply, add) through the
+   interpreter on every call, wait runs its generated kernel from the first call. */
+static void test_fused_kernels_policy(void) {
+  const float x[3] = {0, 1, 2};
+  float w[3];
+  affine_expect(x, w, 3, 3);
+  kiln_array a = vec_f32(x, 3), r = NULL;
+  kiln_fused_kernels saved = KILN_FUSED_KERNELS_BACKGROUND, got = KILN_FUSED_KERNELS_BACKGROUND;
+  OK(kiln_get_fused_kernels(&saved));
+  const kiln_fused_kernels policies[2] = {KILN_FUSED_KERNELS_OFF, KILN_FUSED_KERNELS_WAIT};
+  for (int k = 0; k < 2; ++k) {
+    OK(kiln_set_fused_kernels(policies[k]));
+    OK(kiln_get_fused_kernels(&got));
+    CHECK(got == policies[k]);
+    payload_t q = {0, 0, 0, 3.0f};
+    kiln_closure f = NULL, c = NULL;
+    OK(kiln_closure_new_func_payload(&f, affine_fn, &q, payload_dtor));
+    OK(kiln_compile(&c, f, false));
+    OK(kiln_reset_stats());
+    for (int i = 0; i < 3; ++i) {
+      r = apply1(c, a);
+      CHECK(r && equals_f32(r, w, 3));
+      kiln_array_free(r);
+    }
+    kiln_stats s;
+    OK(kiln_get_stats(&s));
+    const int off = policies[k] == KILN_FUSED_KERNELS_OFF;
+    CHECK(s.interim_calls == (off ? 3u : 0u));
+    CHECK(s.fused_calls == (off ? 0u : 3u));
+    kiln_closure_free(f);
+    kiln_closure_free(c);
+  }
+  FAILS_WITH(kiln_set_fused_kernels((kiln_fused_kernels)3), "[kiln_set_fused_kernels] invalid policy 3");
+  FAILS_WITH(kiln_get_fused_kernels(NULL), "kiln_get_fused_kernels");
+  OK(kiln_set_fused_kernels(saved));
+  OK(kiln_get_fused_kernels(&got));
+  CHECK(got == saved);
+  kiln_array_free(a);
+}
+
 /* ---- 8 threads compiling and applying at once ------------------------------------- */
 
 enum { kThreads = 8, kIters = 100 };
@@ -353,6 +393,7 @@ int main(void) {
   RUN(test_compile_basic);
   RUN(test_compile_failures);
   RUN(test_compile_nesting_and_mode);
+  RUN(test_fused_kernels_policy);
   RUN(test_threads);
   return harness_finish();
 }

@@ -25,8 +25,11 @@ void expect_bits_equal(const Array& a, const Array& b, const std::string& ctx) {
   ASSERT_EQ(a.dtype(), b.dtype()) << ctx;
   auto x = a.to_vector<double>(), y = b.to_vector<double>();
   for (size_t i = 0; i < x.size(); ++i) {
-    if (std::isnan(y[i])) EXPECT_TRUE(std::isnan(x[i])) << ctx << " at " << i;
-    else EXPECT_EQ(x[i], y[i]) << ctx << " at " << i;
+    if (std::isnan(y[i])) {
+      EXPECT_TRUE(std::isnan(x[i])) << ctx << " at " << i;
+    } else {
+      EXPECT_EQ(x[i], y[i]) << ctx << " at " << i;
+    }
   }
 }
 
@@ -306,7 +309,9 @@ TEST(MatmulEpilogue, CompiledEqualsEagerBitForBit) {
                           std::to_string(c.x.size()) + "-d act " + std::to_string(act);
         EXPECT_NE(dot_of(f, {x, w, b}).find("matmul_epilogue"), std::string::npos) << ctx;
         expect_epilogue_equal(f({x, w, b})[0], linear(x, w, b, act), act, ctx);
-        if (c.x[0] > 0) EXPECT_EQ(kernels_for([&] { f({x, w, b})[0].eval(); }), 1u) << ctx;
+        if (c.x[0] > 0) {
+          EXPECT_EQ(kernels_for([&] { f({x, w, b})[0].eval(); }), 1u) << ctx;
+        }
       }
     }
   }

@@ -408,7 +408,9 @@ TEST(Passes, MatmulEpilogueTakesBiasAndGelu) {
   std::sort(acts.begin(), acts.end());
   EXPECT_EQ(acts, (std::vector<Act>{Act::none, Act::gelu, Act::gelu_tanh}));
   for (auto& n : g.nodes) {
-    if (n.prim->kind() == OpKind::MatmulEpilogue) EXPECT_EQ(n.inputs.size(), 3u);
+    if (n.prim->kind() == OpKind::MatmulEpilogue) {
+      EXPECT_EQ(n.inputs.size(), 3u);
+    }
   }
 }
 
@@ -470,6 +472,26 @@ TEST(Passes, VerifierNamesThePass) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("after pass 'broken_pass'"), std::string::npos) << e.what();
   }
+}
+
+// Builds with assertions (no NDEBUG: scripts/test's debug step) verify the graph after every
+// pass of run_pipeline: an output no node writes, which no pass mends, fails after the first.
+TEST(Passes, BuildsWithAssertionsVerifyAfterEveryPass) {
+#ifdef NDEBUG
+  GTEST_SKIP() << "NDEBUG: run_pipeline verifies only in builds with assertions (scripts/test's debug step)";
+#else
+  compiler::Graph g = traced([](const std::vector<Array>& in) { return std::vector<Array>{exp(in[0])}; }, {x4()});
+  g.values.push_back(g.values[static_cast<size_t>(g.outputs[0])]);  // written by no node
+  g.outputs.push_back(static_cast<int>(g.values.size()) - 1);
+  try {
+    run_pipeline(g, CompileMode::enabled, {});
+    FAIL() << "run_pipeline did not verify the graph";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("after pass 'remove_noops'"), std::string::npos) << what;
+    EXPECT_NE(what.find("is never written"), std::string::npos) << what;
+  }
+#endif
 }
 
 // A fused plan keeps registers only for what its steps touch (every call allocates and

@@ -27,7 +27,9 @@ namespace {
 using Cache = detail::BoundedCache<std::shared_ptr<int>>;
 
 std::shared_ptr<int> get(Cache& c, int k, std::atomic<int>* makes = nullptr) {
-  return c.get("k" + std::to_string(k), [&] {
+  std::string key = "k";  // appended, not "k" + ...: GCC 12 warns falsely (-Wrestrict) on that
+  key += std::to_string(k);
+  return c.get(key, [&] {
     if (makes) makes->fetch_add(1);
     return std::make_shared<int>(k);
   });

@@ -225,8 +225,11 @@ TEST(BFloat16, DecodesEveryBitPatternAndRoundTrips) {
     float f = h;
     ASSERT_EQ(bits_of_float(f), b << 16);
     bfloat16_t back(f);
-    if (std::isnan(f)) ASSERT_TRUE(std::isnan(static_cast<float>(back)));
-    else ASSERT_EQ(back.bits, b);
+    if (std::isnan(f)) {
+      ASSERT_TRUE(std::isnan(static_cast<float>(back)));
+    } else {
+      ASSERT_EQ(back.bits, b);
+    }
   }
 }
 

@@ -157,7 +157,9 @@ TEST(Sizes, ThreadPoolPartitionsRangesNearInt64Max) {
     EXPECT_EQ(ranges.back().second, INT64_MAX);
     for (size_t i = 0; i < ranges.size(); ++i) {
       EXPECT_LT(ranges[i].first, ranges[i].second);
-      if (i) EXPECT_EQ(ranges[i - 1].second, ranges[i].first);
+      if (i) {
+        EXPECT_EQ(ranges[i - 1].second, ranges[i].first);
+      }
     }
   }
 }

@@ -661,12 +661,16 @@ TEST_F(Cuda, ReductionsSplitIntoParts) {
     EXPECT_TRUE(both({cube}, [&](auto& v) { return sum(v[0], {0}); }, 10.0)) << "first of three " << name;
     Array narrow = input({300000, 3}, d, 59, -4, 4);
     EXPECT_TRUE(both({narrow}, [&](auto& v) { return sum(v[0], {0}); }, 10.0)) << "three long columns " << name;
-    if (is_floating(d)) EXPECT_TRUE(both({tall}, [&](auto& v) { return mean(v[0], {0}); }, 1.0)) << "column means " << name;
+    if (is_floating(d)) {
+      EXPECT_TRUE(both({tall}, [&](auto& v) { return mean(v[0], {0}); }, 1.0)) << "column means " << name;
+    }
     for (int64_t len : {0, 1}) {  // empty and single-element columns
       Array flat = input({len, 300}, d, 60, -4, 4);
       EXPECT_TRUE(both({flat}, [&](auto& v) { return sum(v[0], {0}); })) << "columns of " << len << " " << name;
       EXPECT_TRUE(both({flat}, [&](auto& v) { return any(v[0], {0}); })) << "columns of " << len << " " << name;
-      if (len > 0) EXPECT_TRUE(both({flat}, [&](auto& v) { return max(v[0], {0}); })) << "columns of 1 " << name;
+      if (len > 0) {
+        EXPECT_TRUE(both({flat}, [&](auto& v) { return max(v[0], {0}); })) << "columns of 1 " << name;
+      }
     }
   }
   // Columns whose rows are aligned to vectors: a lane a vector of columns, 8 warps down each
@@ -930,7 +934,9 @@ TEST_F(Cuda, RowKernelsLoopingOverManyRowsMatchEager) {
       for (size_t i = 0; i < eager.size(); ++i) {
         const std::string what = std::string(dtype_name(dt)) + " n=" + std::to_string(n) + " output " + std::to_string(i);
         EXPECT_TRUE(close(compiled[i], eager[i], 1.0)) << what;
-        if (i == 0) EXPECT_TRUE(same_bits(compiled[i], eager[i])) << what;  // no sum: no order to differ
+        if (i == 0) {
+          EXPECT_TRUE(same_bits(compiled[i], eager[i])) << what;  // no sum: no order to differ
+        }
       }
     }
   }
@@ -1149,6 +1155,10 @@ TEST_F(Cuda, SplitReductionsFromManyThreads) {
   for (int t = 0; t < n_threads; ++t) EXPECT_EQ(bad[static_cast<size_t>(t)], 0) << "thread " << t;
 }
 
+// The share of outputs RandomGraphsGpuAgainstCpu compares by shape only (seeds 1 to 200 give
+// a fixed share; see fuzz::kMaxUncheckedShare).
+constexpr double kMaxUncheckedAcrossDevices = 0.25;
+
 TEST_F(Cuda, RandomGraphsGpuAgainstCpu) {
   int compared = 0, unchecked = 0;
   const uint64_t count = static_cast<uint64_t>(config::integer(config::Knob::test_cuda_fuzz_count));
@@ -1193,7 +1203,12 @@ TEST_F(Cuda, RandomGraphsGpuAgainstCpu) {
     set_default_device(Device::cpu());
     EXPECT_TRUE(r.ok) << "seed " << seed << " (compiled on the GPU): " << r.failure;
   }
-  std::printf("compared %d outputs, %d unreliable ones by shape only\n", compared, unchecked);
+  // Across devices the unchecked share is larger (device-dependent outputs too): bounded apart.
+  const std::string report = fuzz::unchecked_report(static_cast<uint64_t>(unchecked),
+                                                    static_cast<uint64_t>(compared + unchecked));
+  std::printf("GPU against CPU: %s\n", report.c_str());
+  EXPECT_LE(unchecked, kMaxUncheckedAcrossDevices * (compared + unchecked))
+      << report << ": more than " << 100 * kMaxUncheckedAcrossDevices << "% went unchecked";
 }
 
 TEST_F(Cuda, CachingAllocatorReusesBlocks) {
@@ -1219,23 +1234,63 @@ TEST_F(Cuda, OutOfMemoryIsAnErrorAndTheProcessGoesOn) {
   EXPECT_EQ(sum(small).item<float>(), float(1 << 20));
 }
 
+// async_eval queues the work and returns: a kernel queued first on this thread's stream holds
+// the stream until the test opens a gate in device memory (from another thread's stream), so
+// an async_eval that waited for its products would wait for the gate, which opens only after
+// it returned; the gate kernel then gives up after 5 s and says so. The products' values
+// equal those of an eval of the same chain.
 TEST_F(Cuda, AsyncEvalReturnsWithoutWaiting) {
   set_default_device(gpu);
   const int64_t n = config::integer(config::Knob::test_async_n);  // smaller products under a sanitizer
   Array a = input({n, n}, float32, 91);
   Array b = to(a, gpu);
-  Array y = b;
-  for (int i = 0; i < 20; ++i) y = matmul(y, b) * 1e-3f;
+  auto chain = [&] {
+    Array y = b;
+    for (int i = 0; i < 20; ++i) y = matmul(y, b) * 1e-3f;
+    return y;
+  };
+  Array want = chain();
+  want.eval();  // also compiles and loads every kernel the chain uses, and sizes the memory pool
+
+  const std::string src =
+      "extern \"C\" __global__ void kiln_gate(const volatile int* open, int* timed_out, unsigned long long limit_ns) {\n"
+      "  unsigned long long t0, t;\n"
+      "  asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t0));\n"
+      "  do {\n"
+      "    if (*open) return;\n"
+      "    asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t));\n"
+      "  } while (t - t0 < limit_ns);\n"
+      "  *timed_out = 1;\n"
+      "}\n";
+  cuda::Kernel gate = cuda::kernel(0, src, "kiln_gate", [&] { return src; });
+  auto flags = cuda::allocate(0, 2 * sizeof(int));  // [0]: the gate is open; [1]: the gate timed out
+  const auto open_at = reinterpret_cast<CUdeviceptr>(flags->data());
+  const CUdeviceptr timed_out_at = open_at + sizeof(int);
+  cuda::check(cuda::drv().cuMemsetD8Async(open_at, 0, 2 * sizeof(int), cuda::stream(0)), "cuMemsetD8Async");
+  void* open_ptr = flags->data();
+  void* timed_out_ptr = reinterpret_cast<void*>(timed_out_at);
+  unsigned long long limit_ns = 5'000'000'000ull;
+  void* args[] = {&open_ptr, &timed_out_ptr, &limit_ns};
+  cuda::launch(0, gate, 1, 1, args);
+
+  Array y = chain();
   auto t0 = std::chrono::steady_clock::now();
   async_eval({y});
-  auto t1 = std::chrono::steady_clock::now();
-  float v = y.to_vector<float>()[0];
-  auto t2 = std::chrono::steady_clock::now();
-  (void)v;
-  std::printf("async_eval returned after %.3f ms; the result came %.3f ms later\n",
-              std::chrono::duration<double, std::milli>(t1 - t0).count(),
-              std::chrono::duration<double, std::milli>(t2 - t1).count());
-  EXPECT_TRUE(y.is_evaluated());
+  const double returned_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::thread opener([&] {  // another thread's stream: it does not queue behind the gate
+    const int one = 1;
+    cuda::check(cuda::drv().cuMemcpyHtoDAsync(open_at, &one, sizeof one, cuda::stream(0)), "cuMemcpyHtoDAsync");
+    cuda::synchronize(0);
+  });
+  opener.join();
+  int timed_out = -1;
+  cuda::check(cuda::drv().cuMemcpyDtoHAsync(&timed_out, timed_out_at, sizeof timed_out, cuda::stream(0)),
+              "cuMemcpyDtoHAsync");
+  cuda::synchronize(0);
+  std::printf("async_eval returned after %.3f ms, its products queued behind the closed gate\n", returned_ms);
+  EXPECT_EQ(timed_out, 0) << "async_eval returned only after " << returned_ms
+                          << " ms: it waited for work queued behind the gate";
+  EXPECT_TRUE(close(y, want)) << "the products differ from those of eval";
 }
 
 // Work that is all on the GPU is launched by the calling thread (its nodes are evaluated

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <iomanip>
 #include <limits>
@@ -1249,7 +1250,10 @@ std::vector<Array> Program::make_inputs(const std::vector<Shape>* shapes, uint64
 namespace {
 
 void nn_text(std::ostream& os, const Step& s) {
-  auto v = [&](size_t i) { return "%" + std::to_string(s.args[i]); };
+  auto v = [&](size_t i) {
+    std::string t = "%";  // appended, not "%" + ...: GCC 12 warns falsely (-Wrestrict) on that
+    return t += std::to_string(s.args[i]);
+  };
   // The optional operands, named, after `required` ones.
   auto opts = [&](size_t required, std::initializer_list<std::pair<unsigned, const char*>> names) {
     size_t i = required;
@@ -1408,7 +1412,10 @@ std::string Program::listing() const {
   }
   for (size_t k = 0; k < steps.size(); ++k) {
     size_t i = inputs.size() + k;
-    std::string line = "%" + std::to_string(i) + " = " + step_text(steps[k]);
+    std::string line = "%";  // appended apart, as in nn_text
+    line += std::to_string(i);
+    line += " = ";
+    line += step_text(steps[k]);
     os << std::left << std::setw(52) << line << " -> " << dtype_name(dtypes[i]) << shape_text(shapes[i])
        << ex_names[static_cast<int>(exactness[i])] << "\n";
   }
@@ -1509,6 +1516,14 @@ std::string compare_arrays(const Array& got, const Array& want, Exactness e, boo
   head << bad << " of " << want.size() << " elements differ"
        << (e == Exactness::exact ? " (bit-exact expected)" : " (beyond tolerance)") << ": " << os.str();
   return head.str();
+}
+
+std::string unchecked_report(uint64_t unchecked, uint64_t compared) {
+  char text[128];
+  std::snprintf(text, sizeof text, "%llu of %llu output comparisons by shape and dtype only (%.1f%%)",
+                static_cast<unsigned long long>(unchecked), static_cast<unsigned long long>(compared),
+                compared ? 100.0 * static_cast<double>(unchecked) / static_cast<double>(compared) : 0.0);
+  return text;
 }
 
 CheckResult check(const Program& p, const CheckOptions& opts) {
@@ -1626,7 +1641,7 @@ CheckResult check(const Program& p, const CheckOptions& opts) {
           // A shapeless function is traced once per rank: a program whose ranks change with
           // the sizes (squeeze() without axes drops the axes of size 1 it meets) has no replay
           // that can match (seeds 5189, 5575 before the generator's op pool grew).
-          for (size_t i = 0; i < all.size() && runs; ++i) runs = all[i].ndim() == p.shapes[i].size();
+          for (size_t i = 0; i < all.size() && runs; ++i) runs = static_cast<size_t>(all[i].ndim()) == p.shapes[i].size();
           for (int o : p.outputs) vwant.push_back(all[static_cast<size_t>(o)]);
           if (runs) eval(vwant);
         } catch (const Error&) {

@@ -163,6 +163,15 @@ struct CheckResult {
   bool values_checked = false;  // the compiled function also ran on other input values
 };
 
+/* Unreliable outputs are compared by shape and dtype only: a run of seeds counts them, and its
+   test fails when they pass this share of its comparisons, so that a generator drifting
+   towards programs whose values go unchecked is noticed. Programs are a pure function of the
+   seed, so a fixed run's share is a fixed number. */
+inline constexpr double kMaxUncheckedShare = 0.15;
+
+/* "U of N output comparisons by shape and dtype only (P%)", for a run's report. */
+std::string unchecked_report(uint64_t unchecked, uint64_t compared);
+
 /* Runs p eagerly and compiled (every CompileMode, then shapeless), compares the
    outputs, and restores the compile mode. Never throws: errors become failures. */
 CheckResult check(const Program& p, const CheckOptions& opts = {});

@@ -3,6 +3,7 @@
 // the seed and the program; `kiln_fuzz --seed S --count 1 --verbose` replays it.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 
 #include "backend/cpu/jit.h"
@@ -15,10 +16,15 @@ namespace {
 
 uint64_t knob(config::Knob k) { return static_cast<uint64_t>(config::integer(k)); }
 
+// Checks the seeds, then says how many outputs were compared by shape and dtype only, and
+// fails when they pass fuzz::kMaxUncheckedShare of the comparisons.
 void run_cases(uint64_t first, uint64_t count) {
   int failures = 0;
+  uint64_t compared = 0, unchecked = 0;
   for (uint64_t seed = first; seed < first + count; ++seed) {
     fuzz::CheckResult r = fuzz::check(fuzz::generate(seed));
+    compared += static_cast<uint64_t>(r.outputs_compared);
+    unchecked += static_cast<uint64_t>(r.outputs_unchecked);
     if (!r.ok) {
       ADD_FAILURE() << "seed " << seed << ": " << r.failure;
       if (++failures >= 5) {
@@ -27,6 +33,13 @@ void run_cases(uint64_t first, uint64_t count) {
       }
     }
   }
+  const std::string report = fuzz::unchecked_report(unchecked, compared);
+  std::printf("seeds %llu to %llu: %s\n", static_cast<unsigned long long>(first),
+              static_cast<unsigned long long>(first + count - 1), report.c_str());
+  ::testing::Test::RecordProperty("outputs_unchecked", std::to_string(unchecked));
+  ::testing::Test::RecordProperty("outputs_compared", std::to_string(compared));
+  EXPECT_LE(static_cast<double>(unchecked), fuzz::kMaxUncheckedShare * static_cast<double>(compared))
+      << report << ": more than " << 100 * fuzz::kMaxUncheckedShare << "% went unchecked";
 }
 
 // The fused kernels' interpreter (no compiler): fast, so it gets the many cases.

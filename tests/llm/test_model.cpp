@@ -169,7 +169,9 @@ Top1 top1_agreement(const std::shared_ptr<Model>& m) {
       t.flash_with_llama += flash[p] == llama[p];
     }
   }
-  if (kParts > 1) EXPECT_GE(t.total, 2000u);
+  if (kParts > 1) {
+    EXPECT_GE(t.total, 2000u);
+  }
   std::printf("top-1 over %zu positions: kiln = float32 reference %zu, kiln = llama.cpp %zu; llama.cpp = float32 "
               "reference %zu, llama.cpp with flash attention = llama.cpp %zu\n",
               t.total, t.with_float, t.with_llama, t.llama_with_float, t.flash_with_llama);

@@ -257,7 +257,7 @@ TEST(ModelFileFuzzCorpus, SeedsAndRegressionsOnlyEverGiveErrors) {
   const std::string root = std::string(KILN_SOURCE_DIR) + "/tests/llm/";
   int files = 0;
   for (const char* kind : {"gguf", "safetensors"}) {
-    for (const std::string dir : {root + "corpus/" + kind, root + "regressions/" + kind}) {
+    for (const std::string& dir : {root + "corpus/" + kind, root + "regressions/" + kind}) {
       if (!fs::exists(dir)) continue;
       for (const auto& entry : fs::directory_iterator(dir)) {
         SCOPED_TRACE(entry.path().string());

@@ -21,7 +21,9 @@ void expect_cases_match_registry(const Cases& cases, kiln::OpCategory category, 
     EXPECT_TRUE(known(c.name)) << file << " has a case for '" << c.name << "', which has no row of this kind";
   }
   for (const kiln::OpTraits& t : kiln::op_registry())
-    if (t.category == category) EXPECT_TRUE(cased.count(t.name)) << "op '" << t.name << "' has no reference in " << file;
+    if (t.category == category) {
+      EXPECT_TRUE(cased.count(t.name)) << "op '" << t.name << "' has no reference in " << file;
+    }
 }
 
 }  // namespace kt

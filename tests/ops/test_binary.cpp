@@ -243,7 +243,10 @@ std::vector<double> values_for(const BinaryCase& c, bool is_b, int64_t n, Dtype 
 
 std::string shape_text(const Shape& s) {
   std::string t = "(";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? "," : "") + std::to_string(s[i]);
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) t += ',';  // appended apart: GCC 12 warns falsely (-Wrestrict) on "," + std::to_string
+    t += std::to_string(s[i]);
+  }
   return t + ")";
 }
 

@@ -149,8 +149,11 @@ void check_trig(F f, Ref ref) {
   EXPECT_LE(w.err, 1.0) << "at x = " << w.at;
   for (float x : sweep()) {
     float y = f(x);
-    if (std::isinf(x) || std::isnan(x)) EXPECT_TRUE(std::isnan(y)) << x;
-    else EXPECT_LE(std::fabs(y), 1.0f) << x;
+    if (std::isinf(x) || std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(y)) << x;
+    } else {
+      EXPECT_LE(std::fabs(y), 1.0f) << x;
+    }
   }
 }
 
@@ -187,7 +190,9 @@ void check_narrow_trig(const char* type, unsigned quadrant) {
     ASSERT_FALSE(std::isnan(float(got))) << type << " x = " << x;
     const int d = std::abs(order(got) - order(want));
     if (d > worst) worst = d, worst_at = x;
-    if (float(got) == 0 && float(accurate) == 0) EXPECT_EQ(got.bits, accurate.bits) << type << " x = " << x;
+    if (float(got) == 0 && float(accurate) == 0) {
+      EXPECT_EQ(got.bits, accurate.bits) << type << " x = " << x;
+    }
     differ += got.bits != accurate.bits;
   }
   std::printf("%s %s: at most %d ulp from the rounded double result; %d of 65536 differ from the rounded sinf/cosf\n",

@@ -322,7 +322,9 @@ TEST(Matmul, Errors) {
   Array g = Array::from_tensor(t, Device::cuda(0));
   Array m = matmul(b, g);
   EXPECT_EQ(m.device(), Device::cuda(0));
-  if (!cuda_available()) EXPECT_THROW(m.eval(), Error);
+  if (!cuda_available()) {
+    EXPECT_THROW(m.eval(), Error);
+  }
 }
 
 TEST(Matmul, PrimitiveRechecksShapesOnReplay) {

@@ -376,8 +376,11 @@ TEST(Attention, KeysPastTheLengthAreNeverReadAndNaNStaysInItsRow) {
   auto got = out.to_vector<double>();
   for (size_t i = 0; i < got.size(); ++i) {
     const bool nan_row = i / static_cast<size_t>(c.dv) == static_cast<size_t>((1 * c.hq + 1) * c.lq);
-    if (nan_row) EXPECT_TRUE(std::isnan(got[i])) << i;
-    else EXPECT_NEAR(got[i], clean[i], 1e-5 * (std::fabs(clean[i]) + 4)) << i;
+    if (nan_row) {
+      EXPECT_TRUE(std::isnan(got[i])) << i;
+    } else {
+      EXPECT_NEAR(got[i], clean[i], 1e-5 * (std::fabs(clean[i]) + 4)) << i;
+    }
   }
 }
 

@@ -193,7 +193,9 @@ TEST(QuantizedMatmul, BatchAxesNonContiguousXEmptyAndNaN) {
     auto y = quantized_matmul(kt::from_values(rows, {m, 128}, float32), packed, scales, biases).to_vector<double>();
     for (int j = 0; j < 16; ++j) EXPECT_TRUE(std::isnan(y[static_cast<size_t>(j)])) << m;
     for (int j = 0; j < 16; ++j) EXPECT_TRUE(std::isinf(y[static_cast<size_t>(16 + j)]) || std::isnan(y[static_cast<size_t>(16 + j)])) << m;
-    if (m > 2) EXPECT_TRUE(std::isfinite(y[static_cast<size_t>(2 * 16)])) << m;
+    if (m > 2) {
+      EXPECT_TRUE(std::isfinite(y[static_cast<size_t>(2 * 16)])) << m;
+    }
   }
 }
 

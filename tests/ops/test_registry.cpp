@@ -51,15 +51,18 @@ TEST(Registry, NamesAreUniqueAndTraitsConsistent) {
       EXPECT_EQ(t.arity, t.category == OpCategory::unary ? 1 : 2) << t.name;
       EXPECT_NE(t.dtypes, DtypeRule::own) << t.name;
     }
-    if (t.c_api) EXPECT_NE(t.kgraph, nullptr) << "op '" << t.name << "' is in the C API but not in kgraph";
+    if (t.c_api) {
+      EXPECT_NE(t.kgraph, nullptr) << "op '" << t.name << "' is in the C API but not in kgraph";
+    }
   }
 }
 
 TEST(Registry, KgraphSpellsEveryPublicOp) {
   const std::set<std::string> kgraph = kgraph_ops();
   for (const OpTraits& t : op_registry()) {
-    if (t.kgraph)
+    if (t.kgraph) {
       EXPECT_TRUE(kgraph.count(t.kgraph)) << "op '" << t.name << "' has no entry in the kgraph op table (src/runtime/ops.cpp)";
+    }
   }
   for (const std::string& n : kgraph)
     EXPECT_NE(find_op(n.c_str()), nullptr) << "kgraph op '" << n << "' is not a row of the op registry";
@@ -103,7 +106,9 @@ TEST(Registry, ExtentAnalysisHasARuleForEveryKgraphOp) {
 TEST(Registry, DocsListEveryPublicOp) {
   const std::set<std::string> docs = documented_ops();
   for (const OpTraits& t : op_registry()) {
-    if (t.kgraph) EXPECT_TRUE(docs.count(t.name)) << "op '" << t.name << "' is missing from docs/ops.md";
+    if (t.kgraph) {
+      EXPECT_TRUE(docs.count(t.name)) << "op '" << t.name << "' is missing from docs/ops.md";
+    }
   }
   for (const std::string& n : docs) {
     const OpTraits* t = find_op(n.c_str());

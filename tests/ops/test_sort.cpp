@@ -184,9 +184,15 @@ TEST(Sort, PartitionAndArgpartitionEveryDtype) {
           // Both results: the pivot at kth, nothing larger before it, nothing smaller after it.
           for (double got : {line[static_cast<size_t>(i)], pvv[at[j]]}) {
             const int64_t pos = static_cast<int64_t>(j);
-            if (pos == kth) ASSERT_TRUE(same(got, pivot)) << ctx;
-            if (pos < kth) ASSERT_FALSE(before(pivot, got)) << ctx << " position " << j;
-            if (pos > kth) ASSERT_FALSE(before(got, pivot)) << ctx << " position " << j;
+            if (pos == kth) {
+              ASSERT_TRUE(same(got, pivot)) << ctx;
+            }
+            if (pos < kth) {
+              ASSERT_FALSE(before(pivot, got)) << ctx << " position " << j;
+            }
+            if (pos > kth) {
+              ASSERT_FALSE(before(got, pivot)) << ctx << " position " << j;
+            }
           }
         }
         // partition's values are the line's values.

@@ -95,7 +95,9 @@ TEST(Reshape, AllDtypesLayoutsAndInference) {
         Array r = reshape(a, target);
         kt::expect_array(r, want, d, v, kt::ctx_of(d, l, detail::shape_str(target)));
         // Contiguous inputs are viewed; the others are copied into row-major order.
-        if (want != s) EXPECT_EQ(shares_buffer(r, a), l == Layout::contiguous) << kt::ctx_of(d, l);
+        if (want != s) {
+          EXPECT_EQ(shares_buffer(r, a), l == Layout::contiguous) << kt::ctx_of(d, l);
+        }
         // A chain of reshapes (of a copy or a view) still reads row-major order.
         kt::expect_array(reshape(reshape(r, {6, 2}), {-1}), {12}, d, v, kt::ctx_of(d, l, "chain"));
       }
@@ -225,7 +227,9 @@ TEST(BroadcastTo, AllDtypesAndLayouts) {
         Array b = broadcast_to(a, to);
         kt::expect_array(b, to, d, want, kt::ctx_of(d, l, detail::shape_str(s)));
         kt::expect_array(copy(b), to, d, want, kt::ctx_of(d, l, "copy"));
-        if (s == to) EXPECT_EQ(b.id(), a.id());
+        if (s == to) {
+          EXPECT_EQ(b.id(), a.id());
+        }
       }
     }
   }

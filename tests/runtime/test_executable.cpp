@@ -430,8 +430,11 @@ TEST(Executable, MessagesNameWhatIsWrong) {
   EXPECT_EQ(exe->param("b1").shape(), Shape({16}));
   kt::expect_error([&] { exe->param("nope"); }, "[param] the graph has no parameter 'nope'");
   // No GPU: why.
-  if (cuda_device_count() == 0) EXPECT_FALSE(cuda_unavailable_reason().empty());
-  else EXPECT_EQ(cuda_unavailable_reason(), "");
+  if (cuda_device_count() == 0) {
+    EXPECT_FALSE(cuda_unavailable_reason().empty());
+  } else {
+    EXPECT_EQ(cuda_unavailable_reason(), "");
+  }
 }
 
 TEST(Executable, WarmCompileTracesBeforeTheFirstRun) {

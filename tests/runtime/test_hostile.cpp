@@ -165,7 +165,8 @@ std::string nested(int depth, bool loops) {
   t += "graph g0 {\n  input x : float32[4]\n  y = negative(x)\n  output y\n}\n";
   t += "graph c {\n  input x : float32[4]\n  s = sum(x)\n  z = less(s, s)\n  output z\n}\n";
   for (int l = 1; l <= depth; ++l) {
-    const std::string in = "g" + std::to_string(l - 1);
+    std::string in = "g";  // appended, not "g" + ...: GCC 12 warns falsely (-Wrestrict) on that
+    in += std::to_string(l - 1);
     t += "graph g" + std::to_string(l) + " {\n  input x : float32[4]\n";
     t += loops ? "  w = while(x) {cond=@c, body=@" + in + "}\n  y = while(w) {cond=@c, body=@" + in + "}\n"
                : "  p = sum(x)\n  y = if(p, x) {then=@" + in + ", else=@" + in + "}\n";

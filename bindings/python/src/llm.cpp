@@ -120,7 +120,9 @@ void init_llm(nb::module_& top) {
       .def_ro("context_length", &ModelConfig::context_length)
       .def_ro("qkv_bias", &ModelConfig::qkv_bias)
       .def_ro("qk_norm", &ModelConfig::qk_norm)
-      .def_ro("tied_embeddings", &ModelConfig::tied_embeddings);
+      .def_ro("tied_embeddings", &ModelConfig::tied_embeddings)
+      .def_ro("sliding_window", &ModelConfig::sliding_window,
+              "Each query attends to the last this many keys (Mistral); 0: all.");
 
   nb::class_<Model>(m, "Model", "A loaded model, shared read-only by every session on every thread.")
       .def_static(

@@ -57,6 +57,15 @@ void init_settings(nb::module_& m) {
       .value("enabled", kiln::CompileMode::enabled);
   m.def("set_compile_mode", &kiln::set_compile_mode, "mode"_a);
   m.def("compile_mode", &kiln::compile_mode);
+  nb::enum_<kiln::FusedKernels>(m, "FusedKernels",
+                                "How compiled calls get the generated kernels of their fused CPU regions "
+                                "(KILN_FUSED_KERNELS sets the default; docs/codegen.md, \"Tiers\").")
+      .value("background", kiln::FusedKernels::background,
+             "Interpret a region whose kernel is not ready while a pool compiles it (the default).")
+      .value("wait", kiln::FusedKernels::wait, "A call compiles (or waits for) its kernels first.")
+      .value("off", kiln::FusedKernels::off, "Never generate kernels: the interpreter runs fused regions.");
+  m.def("set_fused_kernels", &kiln::set_fused_kernels, "policy"_a, "Process-wide, from the next compiled call on.");
+  m.def("fused_kernels", &kiln::fused_kernels);
   m.def("set_compile_cache_capacity", &kiln::set_compile_cache_capacity, "entries"_a,
         "Traced signatures each compiled function keeps (least recently used dropped first).");
   m.def("compile_cache_capacity", &kiln::compile_cache_capacity);

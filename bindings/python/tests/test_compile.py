@@ -132,3 +132,23 @@ def test_errors_carry_the_message_and_poison_nothing(rng):
         kiln.compile(lambda x, o: x)(x, object())
     with pytest.raises(kiln.Error, match=r"\[compile\]"):
         kiln.compile(lambda x: 3)(x)
+
+
+@pytest.mark.parametrize("policy", [kiln.FusedKernels.off, kiln.FusedKernels.wait])
+def test_fused_kernels_policy_picks_the_tier(rng, policy):
+    # off: every call interprets the fused region; wait: every call runs its generated kernel.
+    a = random_array(rng, (16,))
+    saved = kiln.fused_kernels()
+    kiln.set_fused_kernels(policy)
+    try:
+        assert kiln.fused_kernels() == policy
+        f = kiln.compile(lambda x: kiln.exp(x) * 3.0 + 1.0, name=f"affine_{policy.name}")
+        before = kiln.stats()
+        for _ in range(3):
+            assert_matches(f(kiln.array(a)), np.exp(a) * np.float32(3) + np.float32(1), rtol=1e-5)
+        after = kiln.stats()
+        got = (after["interim_calls"] - before["interim_calls"], after["fused_calls"] - before["fused_calls"])
+        assert got == ((3, 0) if policy == kiln.FusedKernels.off else (0, 3))
+    finally:
+        kiln.set_fused_kernels(saved)
+    assert kiln.fused_kernels() == saved

@@ -1,6 +1,6 @@
 """kiln.llm on the default model (SmolLM2-135M-Instruct, Q4_1): tokens, greedy generation with a
 streaming callback, chat, batched steps, threads. Skipped, saying so, when the model is absent
-(scripts/setup fetches it)."""
+(scripts/setup fetches it). First, the config of a tiny checkpoint in the tree."""
 
 import os
 import threading
@@ -12,11 +12,20 @@ import kiln
 import kiln.llm
 
 MODEL = kiln.llm.default_model_path()
-pytestmark = pytest.mark.skipif(not os.path.exists(MODEL), reason=f"the default model is not at {MODEL} (scripts/setup fetches it)")
+TINY = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "llm", "golden", "tiny")
+
+
+def test_tiny_model_config():
+    # make_tiny_models.py's Mistral: a sliding window of 5; its Qwen3 has none.
+    c = kiln.llm.Model.load(os.path.join(TINY, "mistral-f16")).config
+    assert (c.arch, c.sliding_window, c.n_layers, c.vocab_size, c.tied_embeddings) == ("llama", 5, 2, 128, False)
+    assert kiln.llm.Model.load(os.path.join(TINY, "qwen3-bf16")).config.sliding_window == 0
 
 
 @pytest.fixture(scope="module")
 def model():
+    if not os.path.exists(MODEL):
+        pytest.skip(f"the default model is not at {MODEL} (scripts/setup fetches it)")
     return kiln.llm.Model.load()
 
 
@@ -28,6 +37,7 @@ def tok(model):
 def test_model_and_tokenizer(model, tok):
     c = model.config
     assert c.arch == "llama" and c.n_layers == 30 and c.vocab_size == 49152 and c.d_model == 576
+    assert c.sliding_window == 0
     assert model.path == MODEL and model.device == kiln.cpu
     text = "A kiln is an oven: héllo, 世界!"
     ids = tok.encode(text, add_special=False)

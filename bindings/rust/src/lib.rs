@@ -852,6 +852,36 @@ impl Function {
     }
 }
 
+/// How compiled calls get the generated kernels of their fused CPU regions (docs/codegen.md,
+/// "Tiers"); the default comes from `KILN_FUSED_KERNELS`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum FusedKernels {
+    /// A region whose kernel is not ready runs through the interpreter while a small pool
+    /// compiles it; later calls use the kernel.
+    Background = 0,
+    /// A call compiles (or waits for) its kernels first.
+    Wait = 1,
+    /// Kernels are never generated: the interpreter runs every fused region.
+    Off = 2,
+}
+
+/// Sets the fused-kernel policy for the whole process, from the next compiled call on.
+pub fn set_fused_kernels(policy: FusedKernels) -> Result<()> {
+    check(unsafe { sys::kiln_set_fused_kernels(policy as sys::kiln_fused_kernels) })
+}
+
+/// The fused-kernel policy in force.
+pub fn fused_kernels() -> FusedKernels {
+    let mut p: sys::kiln_fused_kernels = 0;
+    unsafe { sys::kiln_get_fused_kernels(&mut p) };
+    match p {
+        1 => FusedKernels::Wait,
+        2 => FusedKernels::Off,
+        _ => FusedKernels::Background,
+    }
+}
+
 /// Compiles `f`: traced once per input signature, replayed on later calls.
 pub fn compile<F>(f: F, options: &CompileOptions) -> Result<Function>
 where

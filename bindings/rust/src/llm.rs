@@ -112,6 +112,9 @@ pub struct ModelInfo {
     pub qk_norm: bool,
     /// The token embedding is also the output projection.
     pub tied_embeddings: bool,
+    /// Each query attends to the last this many keys (Mistral); 0: all.
+    pub sliding_window: usize,
+    /// None when the vocabulary has none, or the file has no tokenizer.
     pub bos: Option<i32>,
     pub eos: Option<i32>,
     /// End of turn ("<|im_end|>", "<|eot_id|>").
@@ -202,6 +205,7 @@ impl Model {
             qkv_bias: i.qkv_bias,
             qk_norm: i.qk_norm,
             tied_embeddings: i.tied_embeddings,
+            sliding_window: i.sliding_window as usize,
             bos: token(i.bos_token),
             eos: token(i.eos_token),
             eot: token(i.eot_token),

@@ -38,6 +38,9 @@ pub struct kiln_stats {
     pub fused_arrival_ns: u64,
 }
 
+/// The C enum `kiln_fused_kernels`: 0 background, 1 wait, 2 off.
+pub type kiln_fused_kernels = c_int;
+
 pub type kiln_closure_fn =
     unsafe extern "C" fn(out: *mut kiln_vector_array, input: kiln_vector_array, payload: *mut c_void) -> c_int;
 pub type kiln_dtor_fn = unsafe extern "C" fn(payload: *mut c_void);
@@ -191,6 +194,8 @@ extern "C" {
     pub fn kiln_closure_free(c: kiln_closure) -> c_int;
     pub fn kiln_closure_apply(out: *mut kiln_vector_array, c: kiln_closure, input: kiln_vector_array) -> c_int;
     pub fn kiln_compile_named(out: *mut kiln_closure, f: kiln_closure, name: *const c_char, shapeless: bool) -> c_int;
+    pub fn kiln_set_fused_kernels(policy: kiln_fused_kernels) -> c_int;
+    pub fn kiln_get_fused_kernels(out: *mut kiln_fused_kernels) -> c_int;
 
     // language-model ops (kiln/nn.h); optional arrays are NULL
     pub fn kiln_quantize(
@@ -314,6 +319,7 @@ pub struct kiln_llm_model_info {
     pub qkv_bias: bool,
     pub qk_norm: bool,
     pub tied_embeddings: bool,
+    pub sliding_window: i64,
     pub bos_token: i32,
     pub eos_token: i32,
     pub eot_token: i32,

@@ -57,6 +57,20 @@ fn decode_greedy(m: &Model, prompt: &[i32], n: usize) -> Vec<i32> {
     out
 }
 
+// A tiny Mistral checkpoint without a tokenizer (tests/llm/golden/tiny, make_tiny_models.py;
+// no download): its sliding window comes through, steps take token ids, tokenizing fails.
+#[test]
+fn tiny_model_without_tokenizer() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/llm/golden/tiny/mistral-f16");
+    let m = Model::load(dir).unwrap();
+    let info = m.info();
+    assert_eq!((info.sliding_window, info.n_layers, info.vocab_size, info.bos), (5, 2, 128, None));
+    let mut s = m.session().unwrap();
+    assert_eq!(s.append(&[16, 32, 97, 56, 52, 14, 82]).unwrap().shape(), vec![128]);
+    let err = m.tokenize("hi", false, false).unwrap_err();
+    assert!(err.to_string().contains("has no tokenizer"), "{err}");
+}
+
 #[test]
 fn model_info_and_tokens() {
     let Some(m) = model() else { return };
@@ -84,8 +98,8 @@ fn model_info_and_tokens() {
         (1e-5, false, false, true)
     );
     assert_eq!(
-        (info.bos, info.eos, info.eot, info.context_length),
-        (Some(1), Some(2), Some(2), 8192)
+        (info.bos, info.eos, info.eot, info.context_length, info.sliding_window),
+        (Some(1), Some(2), Some(2), 8192, 0)
     );
     assert!(info.weight_bytes > 0);
 

@@ -63,6 +63,14 @@ typedef enum kiln_compile_mode {
   KILN_COMPILE_ENABLED = 3      /* everything */
 } kiln_compile_mode;
 
+/* How compiled calls get the generated kernels of their fused CPU regions, as
+   kiln::FusedKernels (docs/codegen.md, "Tiers"; the default comes from KILN_FUSED_KERNELS). */
+typedef enum kiln_fused_kernels {
+  KILN_FUSED_KERNELS_BACKGROUND = 0, /* interpreted at once while a pool compiles them */
+  KILN_FUSED_KERNELS_WAIT = 1,       /* a call compiles (or waits for) them first */
+  KILN_FUSED_KERNELS_OFF = 2         /* never generated: the interpreter runs fused regions */
+} kiln_fused_kernels;
+
 /* Process-wide counters, as kiln::Stats. */
 typedef struct kiln_stats {
   uint64_t kernels_launched;
@@ -211,6 +219,9 @@ int kiln_default_stream(kiln_stream* out, kiln_device device);
 
 int kiln_set_compile_mode(kiln_compile_mode mode);
 int kiln_get_compile_mode(kiln_compile_mode* out);
+/* Process-wide; applies to the next compiled call of any thread. */
+int kiln_set_fused_kernels(kiln_fused_kernels policy);
+int kiln_get_fused_kernels(kiln_fused_kernels* out);
 
 /* ---- ops: creation ------------------------------------------------------------ */
 

@@ -45,7 +45,8 @@ typedef struct kiln_llm_model_info {
   bool qkv_bias;         /* biases on q, k and v (Qwen2) */
   bool qk_norm;          /* RMSNorm over each head of q and k (Qwen3) */
   bool tied_embeddings;  /* no output.weight: the token embedding projects to the vocabulary */
-  int32_t bos_token;     /* -1 when the vocabulary has none */
+  int64_t sliding_window; /* each query attends to the last this many keys (Mistral); 0: all */
+  int32_t bos_token;     /* -1 when the vocabulary has none (or the file has no tokenizer) */
   int32_t eos_token;     /* -1 when none */
   int32_t eot_token;     /* end of turn ("<|im_end|>", "<|eot_id|>"); -1 when none */
 } kiln_llm_model_info;
@@ -89,7 +90,9 @@ int kiln_llm_generate_options_default(kiln_llm_generate_options* out);
 int kiln_llm_default_model_path(char** out);
 
 /* Loads a GGUF or safetensors model onto `device`, activations and KV cache in `dtype` (float32,
-   float16 or bfloat16). */
+   float16 or bfloat16). A file without a tokenizer (a safetensors checkpoint) loads too: steps
+   take token ids, and the calls that need the tokenizer (tokenize, detokenize, chat_prompt,
+   is_end_of_generation, generate) fail saying so. */
 int kiln_llm_model_load(kiln_llm_model* out, const char* path, kiln_device device, kiln_dtype dtype);
 int kiln_llm_model_free(kiln_llm_model m);
 int kiln_llm_model_get_info(kiln_llm_model_info* out, const kiln_llm_model m);

@@ -131,7 +131,7 @@ KILN_HD inline float sigmoid_f32(float xf) {
 // sin(x + quadrant * pi/2) for float x, in double. Cody-Waite reduction x = k pi/2 + r with
 // pi/2 = C1 + C2 + C3, C1 and C2 of 23 bits so k*C1, k*C2 and the first two subtractions are
 // exact for |k| < 2^30 (|x| < ~1.6e9): there r is within ~2^-68 absolute, and sin/cos come
-// out within an ulp. Beyond, the reduction loses accuracy (see docs/benchmarks.md, "Vectorized
+// out within an ulp. Beyond, the reduction loses accuracy (see docs/benchmarks_history.md, "Vectorized
 // float math", for measured errors) and past ~2^51 the results are meaningless, though they
 // stay in [-1, 1]. +-inf and NaN give NaN.
 KILN_HD inline float sincos_f32(float xf, unsigned quadrant) {
