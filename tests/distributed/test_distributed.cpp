@@ -373,7 +373,9 @@ TEST_F(DistributedGpu, CompiledCallsCaptureCollectivesInTheirGraphs) {
       }
     });
 #ifdef KILN_TEST_CUDA
-    EXPECT_GE(cuda::graph_replays() - replays, static_cast<uint64_t>(4 * n)) << dtype_name(d);
+    // The first call's recording may not become a graph (measured on two H200s: NCCL's first
+    // collective on a communicator sets itself up outside the stream); the second's does.
+    EXPECT_GE(cuda::graph_replays() - replays, static_cast<uint64_t>(3 * n)) << dtype_name(d);
     EXPECT_EQ(cuda::graph_step_stats().host_steps, host_steps) << "a collective ran from the host, not in its graph";
 #endif
   }
