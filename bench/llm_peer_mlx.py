@@ -142,16 +142,19 @@ def bench(model, pp, tg, reps, gpu):
     cache = model.new_cache(max(pp, 1) + tg + 1)
 
     def prefill(seed, n=pp):
+        ids = mx.array([rng(n, seed)])
+        mx.eval(ids)
         cache["offset"] = 0
         t0 = time.perf_counter()
-        mx.argmax(model(mx.array([rng(n, seed)]), cache)).item()
+        mx.argmax(model(ids, cache)).item()
         return time.perf_counter() - t0
 
     def decode(seed, n=tg):
+        first, start = rng(2, seed)
         cache["offset"] = 0
-        mx.eval(model(mx.array([rng(1, seed)]), cache))
+        mx.eval(model(mx.array([[first]]), cache))
         t0 = time.perf_counter()
-        greedy(model, cache, rng(1, seed + 1), n)  # n one-token steps
+        greedy(model, cache, [start], n)  # n one-token steps
         return time.perf_counter() - t0
 
     # Warm-up: the GPU compiles its kernels for each shape, so it runs the timed sizes; the CPU's

@@ -15,13 +15,14 @@
 # Writes <out dir>/llm_peers_<date>.json (one object per machine, model, engine, device and
 # phase), <out dir>/llm_peers_<date>.md (the table) and the logs of every step (one folder a
 # model). Environment: THREADS (llama.cpp's and PyTorch's CPU threads: the cores), REPS (3),
-# LLAMA_CPP_VERSION (llama-cpp-python's, 0.3.36), LLAMA_CPP_DIR (an extracted source to use
-# instead of downloading one), PP (512), TG (128), MODELS (model files, space-separated, after
-# any given as arguments; the default model when neither names one), ENGINES (which run, of
-# "kiln llama.cpp mlx pytorch"; all by default), CPU_MAX_MB (files larger than this run on the
-# GPU only; 1000), PYTHON (the interpreter for MLX and PyTorch; python3), MLX_GPU_DTYPES
-# ("float16 bfloat16"). Every step's output stays in <out dir>, and the summary folds whatever
-# is there, so ENGINES and MODELS can split one benchmark over several runs into one folder.
+# PP (512), TG (128), LLAMA_CPP_VERSION (llama-cpp-python's, 0.3.36), LLAMA_CPP_DIR (an
+# extracted source to use instead of downloading one), LLAMA_BENCH (a built llama-bench: no
+# build), MODELS (model files, space-separated, after those given as arguments; the default
+# model when neither names one), ENGINES (which run, of "kiln llama.cpp mlx pytorch"; all by
+# default), CPU_MAX_MB (larger files run on the GPU only; 1000), PYTHON (the interpreter for MLX
+# and PyTorch; python3), MLX_GPU_DTYPES ("float16 bfloat16"). Every step's output stays in
+# <out dir> and the summary folds whatever is there, so ENGINES and MODELS can split one
+# benchmark over several runs into one folder.
 set -uo pipefail
 if [[ $# -lt 2 ]]; then
   echo "usage: bench/run_llm_peers.sh <kiln build dir> <out dir> [MODEL.gguf ...]" >&2
@@ -50,8 +51,8 @@ runs() { [[ $engines == *" $1 "* ]]; }
 note() { echo "run_llm_peers: $*" | tee -a "$out/notes.log" >&2; }
 
 # ---- llama.cpp's llama-bench ----------------------------------------------------------
-llama_bench=""
-if runs llama.cpp; then
+llama_bench="${LLAMA_BENCH:-}"
+if runs llama.cpp && [[ -z $llama_bench ]]; then
   src="${LLAMA_CPP_DIR:-}"
   if [[ -z $src ]]; then
     cache="${XDG_CACHE_HOME:-$HOME/.cache}/kiln-peers"
@@ -151,7 +152,7 @@ for model in "${models[@]}"; do
   fi
 
   # ---- llama.cpp ---------------------------------------------------------------------
-  if [[ -n $llama_bench ]]; then
+  if runs llama.cpp && [[ -n $llama_bench ]]; then
     for d in "${model_devices[@]}"; do
       if [[ $d == cpu ]]; then
         echo "=== $name: llama-bench (cpu, $threads threads)"
