@@ -64,10 +64,11 @@
 // Usage: gpu_peers [--out FILE] [--reps N] [--sections peers,host,latency,matmul]
 //                  [--workloads gelu,...] [--dtypes float32,bfloat16] [--scale K]
 //                  [--cols C] [--cpu-dry-run]
-//   --scale K divides the large sizes by K (quick runs); --cols C sets the row length of
-//   the 2-D workloads (4096), with 64M / C rows (the same bytes); --cpu-dry-run runs everything on
-//   the CPU with host timers and --scale 256 unless given (tests the harness where there
-//   is no GPU; its numbers mean nothing).
+//   The copy ceiling runs first whatever the sections; --sections copy runs it alone (the
+//   GPU roofline of bench/run_llm_peers.sh). --scale K divides the large sizes by K (quick
+//   runs); --cols C sets the row length of the 2-D workloads (4096), with 64M / C rows (the
+//   same bytes); --cpu-dry-run runs everything on the CPU with host timers and --scale 256
+//   unless given (tests the harness where there is no GPU; its numbers mean nothing).
 // Exit status: 0 when every section ran, 1 when some measurement failed (the JSON still
 // holds the others and an "error" for each failure), 2 on bad arguments, 77 when there is
 // no usable CUDA device (the JSON then holds only that reason).

@@ -110,8 +110,13 @@ def load(path, device, dtype):
         rms_norm_eps=float(k("attention.layer_norm_rms_epsilon", 1e-5)),
         rope_theta=float(k("rope.freq_base", 10000.0)), max_position_embeddings=int(k("context_length", 4096)),
         tie_word_embeddings=tied, attention_bias=False, mlp_bias=False)
-    with torch.device(device):
-        model = LlamaForCausalLM(config).to(dtype).eval()
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # made in dtype on the device: an 8B model never exists in float32
+    try:
+        with torch.device(device):
+            model = LlamaForCausalLM(config).eval()
+    finally:
+        torch.set_default_dtype(before)
     params = dict(model.named_parameters())
     for name, t in tensors.items():
         if name == "rope_freqs.weight":
