@@ -1277,12 +1277,18 @@ TEST_F(Cuda, AsyncEvalReturnsWithoutWaiting) {
   auto t0 = std::chrono::steady_clock::now();
   async_eval({y});
   const double returned_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::string open_error;
   std::thread opener([&] {  // another thread's stream: it does not queue behind the gate
-    const int one = 1;
-    cuda::check(cuda::drv().cuMemcpyHtoDAsync(open_at, &one, sizeof one, cuda::stream(0)), "cuMemcpyHtoDAsync");
-    cuda::synchronize(0);
+    try {
+      const int one = 1;
+      cuda::check(cuda::drv().cuMemcpyHtoDAsync(open_at, &one, sizeof one, cuda::stream(0)), "cuMemcpyHtoDAsync");
+      cuda::synchronize(0);
+    } catch (const std::exception& e) {
+      open_error = e.what();
+    }
   });
   opener.join();
+  ASSERT_EQ(open_error, "");
   int timed_out = -1;
   cuda::check(cuda::drv().cuMemcpyDtoHAsync(&timed_out, timed_out_at, sizeof timed_out, cuda::stream(0)),
               "cuMemcpyDtoHAsync");
