@@ -28,7 +28,7 @@ using kiln::Array;
 using Fn = std::function<std::vector<Array>(const std::vector<Array>&)>;
 
 constexpr int64_t kElems = int64_t{1} << 24;  // 16M float32: 64 MiB per array
-constexpr int64_t kRows = 4096, kCols = 4096;   // the same count as rows for the norms
+constexpr int64_t kRows = 4096, kCols = 4096;  // the same count as rows for the norms
 constexpr int64_t kF = sizeof(float);
 
 Array random_array(kiln::Shape shape, uint32_t seed, float lo = -3.0f, float hi = 3.0f) {
@@ -63,16 +63,23 @@ const std::vector<Workload>& workloads() {
       {"Gelu", [](const std::vector<Array>& in) { return std::vector<Array>{gelu_ops(in[0])}; },
        [] { return std::vector<Array>{random_array({kElems}, 1)}; }, 2 * kElems * kF},
       {"Swiglu", [](const std::vector<Array>& in) { return std::vector<Array>{swiglu(in[0], in[1])}; },
-       [] { return std::vector<Array>{random_array({kElems}, 2), random_array({kElems}, 3)}; }, 3 * kElems * kF},
+       [] {
+         return std::vector<Array>{random_array({kElems}, 2), random_array({kElems}, 3)};
+       },
+       3 * kElems * kF},
       {"RMSNorm", [](const std::vector<Array>& in) { return std::vector<Array>{rmsnorm(in[0], in[1])}; },
-       [] { return std::vector<Array>{random_array({kRows, kCols}, 4), random_array({kCols}, 5)}; },
+       [] {
+         return std::vector<Array>{random_array({kRows, kCols}, 4), random_array({kCols}, 5)};
+       },
        (2 * kRows * kCols + kCols) * kF},
       {"Softmax", [](const std::vector<Array>& in) { return std::vector<Array>{softmax_rows(in[0])}; },
-       [] { return std::vector<Array>{random_array({kRows, kCols}, 6)}; }, 2 * kRows * kCols * kF},
+       [] {
+         return std::vector<Array>{random_array({kRows, kCols}, 6)};
+       },
+       2 * kRows * kCols * kF},
       {"LayerNorm", [](const std::vector<Array>& in) { return std::vector<Array>{layernorm(in[0], in[1], in[2])}; },
        [] {
-         return std::vector<Array>{random_array({kRows, kCols}, 7), random_array({kCols}, 8),
-                                   random_array({kCols}, 9)};
+         return std::vector<Array>{random_array({kRows, kCols}, 7), random_array({kCols}, 8), random_array({kCols}, 9)};
        },
        (2 * kRows * kCols + 2 * kCols) * kF},
       {"Chain10", [](const std::vector<Array>& in) { return std::vector<Array>{chain10(in[0])}; },
@@ -80,7 +87,9 @@ const std::vector<Workload>& workloads() {
       // A fused program with a transposed input: transpose(a) * b + 0.5.
       {"TransposeFma",
        [](const std::vector<Array>& in) { return std::vector<Array>{kiln::transpose(in[0]) * in[1] + 0.5f}; },
-       [] { return std::vector<Array>{random_array({kRows, kCols}, 11), random_array({kRows, kCols}, 12)}; },
+       [] {
+         return std::vector<Array>{random_array({kRows, kCols}, 11), random_array({kRows, kCols}, 12)};
+       },
        3 * kRows * kCols * kF},
   };
   return w;
@@ -112,9 +121,7 @@ void workload_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Workload)->Apply(workload_args)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The bandwidth baseline: memcpy of 64 MiB between warmed buffers; bytes: read + write.
-void BM_Memcpy(benchmark::State& state) {
-  bench::time_memcpy(state, static_cast<size_t>(kElems * kF));
-}
+void BM_Memcpy(benchmark::State& state) { bench::time_memcpy(state, static_cast<size_t>(kElems * kF)); }
 BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 using bench::graph32;

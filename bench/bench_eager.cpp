@@ -135,8 +135,8 @@ void BM_Sgemm(benchmark::State& state) {
   std::vector<float> a = random_floats(int64_t{kMat} * kMat, 5), b = random_floats(int64_t{kMat} * kMat, 6);
   std::vector<float> c(static_cast<size_t>(kMat) * kMat, 0.0f);
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kMat, kMat, kMat, 1.0f, a.data(), kMat, b.data(), kMat,
-                0.0f, c.data(), kMat);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kMat, kMat, kMat, 1.0f, a.data(), kMat, b.data(), kMat, 0.0f,
+                c.data(), kMat);
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
   }

@@ -89,10 +89,12 @@ BENCHMARK(BM_QmmModel)
 // The limit of the prefill product: sgemm on the dequantized float32 weights.
 void BM_SgemmDequantized(benchmark::State& state) {
   const int64_t m = 512, n = state.range(0), k = state.range(1);
-  std::vector<float> x(static_cast<size_t>(m * k), 0.5f), w(static_cast<size_t>(n * k), 0.25f), y(static_cast<size_t>(m * n));
+  std::vector<float> x(static_cast<size_t>(m * k), 0.5f), w(static_cast<size_t>(n * k), 0.25f),
+      y(static_cast<size_t>(m * n));
   for (auto _ : state) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-                1.0f, x.data(), static_cast<int>(k), w.data(), static_cast<int>(k), 0.0f, y.data(), static_cast<int>(n));
+                1.0f, x.data(), static_cast<int>(k), w.data(), static_cast<int>(k), 0.0f, y.data(),
+                static_cast<int>(n));
     benchmark::DoNotOptimize(y.data());
   }
   state.SetItemsProcessed(state.iterations() * m * n * k);
@@ -117,7 +119,8 @@ BENCHMARK(BM_SdpaDecode)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseReal
 // Causal prefill attention: 512 queries and keys, 32 heads, D 128, float32; items =
 // multiply-adds of the two products over the visible half.
 void BM_SdpaPrefill(benchmark::State& state) {
-  Array q = random_array({1, 32, 512, 128}, 8), k = random_array({1, 32, 512, 128}, 9), v = random_array({1, 32, 512, 128}, 10);
+  Array q = random_array({1, 32, 512, 128}, 8), k = random_array({1, 32, 512, 128}, 9),
+        v = random_array({1, 32, 512, 128}, 10);
   for (auto _ : state) {
     Array o = kiln::scaled_dot_product_attention(q, k, v, 0.088f, std::nullopt, true);
     o.eval();

@@ -20,8 +20,7 @@ kiln::CompiledFunction& work() {
   static kiln::CompiledFunction f = kiln::compile(
       [](const std::vector<kiln::Array>& in) {
         const kiln::Array &x = in[0], &y = in[1];
-        return std::vector<kiln::Array>{kiln::tanh(x) * kiln::exp(-(y * y)) + kiln::sigmoid(x * y) +
-                                        kiln::sin(x + y)};
+        return std::vector<kiln::Array>{kiln::tanh(x) * kiln::exp(-(y * y)) + kiln::sigmoid(x * y) + kiln::sin(x + y)};
       },
       {.name = "bench_threads"});
   return f;
@@ -45,8 +44,8 @@ void BM_IndependentCompiledCalls(benchmark::State& state) {
     benchmark::DoNotOptimize(out.id());
   }
   state.SetItemsProcessed(state.iterations() * n);
-  state.counters["kernel_threads"] = benchmark::Counter(static_cast<double>(kiln::config::integer(kiln::config::Knob::num_threads)),
-                                                         benchmark::Counter::kAvgThreads);
+  state.counters["kernel_threads"] = benchmark::Counter(
+      static_cast<double>(kiln::config::integer(kiln::config::Knob::num_threads)), benchmark::Counter::kAvgThreads);
 }
 
 // Real time: with 2 threads, items_per_second is the total over both threads.

@@ -88,11 +88,12 @@ int chain10_latency(const std::string& dir) {
   g(x).eval();
   kiln::set_fused_kernels(kiln::FusedKernels::background);
   auto [tiered_ms, wait_ms] = interleaved([&] { f(x).eval(); }, [&] { g(x).eval(); }, 20, 200);
-  std::printf("{\"workload\": \"chain10\", \"first_call_ms\": %.3f, \"first_tier\": \"%s\", \"kernels_compiling\": %zu, "
-              "\"second_call_us\": %.3f, \"fused_arrival_ms\": %.3f, \"host_call_us\": %.3f, \"host_call_us_wait\": %.3f, "
-              "\"cache_misses\": %llu, \"cache_dir\": \"%s\"}\n",
-              first_ms, first_tier, compiling, second_us, static_cast<double>(s.fused_arrival_ns) / 1e6,
-              tiered_ms * 1000, wait_ms * 1000, static_cast<unsigned long long>(s.cache_misses), dir.c_str());
+  std::printf(
+      "{\"workload\": \"chain10\", \"first_call_ms\": %.3f, \"first_tier\": \"%s\", \"kernels_compiling\": %zu, "
+      "\"second_call_us\": %.3f, \"fused_arrival_ms\": %.3f, \"host_call_us\": %.3f, \"host_call_us_wait\": %.3f, "
+      "\"cache_misses\": %llu, \"cache_dir\": \"%s\"}\n",
+      first_ms, first_tier, compiling, second_us, static_cast<double>(s.fused_arrival_ns) / 1e6, tiered_ms * 1000,
+      wait_ms * 1000, static_cast<unsigned long long>(s.cache_misses), dir.c_str());
   return 0;
 }
 
@@ -130,13 +131,13 @@ int graph_latency(const std::string& dir, const std::string& file, int64_t size)
   auto waited = make();
   waited->run_typed(inputs);
   kiln::set_fused_kernels(kiln::FusedKernels::background);
-  auto [tiered_ms, wait_ms] =
-      interleaved([&] { exe->run_typed(inputs); }, [&] { waited->run_typed(inputs); }, 10, 20);
-  std::printf("{\"workload\": \"%s\", \"first_run_ms\": %.3f, \"first_tier\": \"%s\", \"kernels_compiling\": %zu, "
-              "\"all_compiled_ms\": %.3f, \"next_tier\": \"%s\", \"fused_arrival_ms\": %.3f, \"run_ms\": %.4f, "
-              "\"run_ms_wait\": %.4f, \"cache_dir\": \"%s\"}\n",
-              file.c_str(), first_ms, first_tier, compiling, compiled_ms, next_tier,
-              static_cast<double>(s.fused_arrival_ns) / 1e6, tiered_ms, wait_ms, dir.c_str());
+  auto [tiered_ms, wait_ms] = interleaved([&] { exe->run_typed(inputs); }, [&] { waited->run_typed(inputs); }, 10, 20);
+  std::printf(
+      "{\"workload\": \"%s\", \"first_run_ms\": %.3f, \"first_tier\": \"%s\", \"kernels_compiling\": %zu, "
+      "\"all_compiled_ms\": %.3f, \"next_tier\": \"%s\", \"fused_arrival_ms\": %.3f, \"run_ms\": %.4f, "
+      "\"run_ms_wait\": %.4f, \"cache_dir\": \"%s\"}\n",
+      file.c_str(), first_ms, first_tier, compiling, compiled_ms, next_tier,
+      static_cast<double>(s.fused_arrival_ns) / 1e6, tiered_ms, wait_ms, dir.c_str());
   return 0;
 }
 
@@ -152,8 +153,10 @@ int main(int argc, char** argv) {
   int64_t size = 64;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--graph" && i + 1 < argc) graph = argv[++i];
-    else if (a == "--size" && i + 1 < argc) size = std::atoll(argv[++i]);
+    if (a == "--graph" && i + 1 < argc)
+      graph = argv[++i];
+    else if (a == "--size" && i + 1 < argc)
+      size = std::atoll(argv[++i]);
     else {
       std::fprintf(stderr, "usage: compile_latency [--graph FILE [--size N]]\n");
       return 2;

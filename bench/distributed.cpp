@@ -93,9 +93,10 @@ int bench_all_sum(int64_t min_mib, int64_t max_mib, bool cpu) {
       if (r == 0) elapsed = seconds_since(start);
     });
     const double t = elapsed / iters, algbw = static_cast<double>(bytes) / t / 1e9;
-    std::printf("{\"bench\":\"all_sum\",\"engine\":\"kiln\",\"ranks\":%d,\"dtype\":\"float32\",\"bytes\":%lld,\"iters\":%d,"
-                "\"time_us\":%.3f,\"algbw_gbs\":%.3f,\"busbw_gbs\":%.3f}\n",
-                n, static_cast<long long>(bytes), iters, t * 1e6, algbw, algbw * 2.0 * (n - 1) / n);
+    std::printf(
+        "{\"bench\":\"all_sum\",\"engine\":\"kiln\",\"ranks\":%d,\"dtype\":\"float32\",\"bytes\":%lld,\"iters\":%d,"
+        "\"time_us\":%.3f,\"algbw_gbs\":%.3f,\"busbw_gbs\":%.3f}\n",
+        n, static_cast<long long>(bytes), iters, t * 1e6, algbw, algbw * 2.0 * (n - 1) / n);
     std::fflush(stdout);
   }
   return 0;
@@ -110,11 +111,21 @@ int bench_decode(const std::vector<std::string>& tps, const std::vector<std::str
         std::fprintf(stderr, "bench_distributed decode: skipping TP=%d (%d GPUs visible)\n", tp, cuda_device_count());
         continue;
       }
-      const llm::SyntheticModel s =
-          cpu ? llm::SyntheticModel{.n_layers = 2, .d_model = 256, .n_heads = 8, .n_kv_heads = 4, .ffn_dim = 512,
-                                    .vocab_size = 1024, .type = type}
-              : llm::SyntheticModel{.n_layers = layers, .d_model = 4096, .n_heads = 32, .n_kv_heads = 8, .ffn_dim = 14336,
-                                    .vocab_size = 128256, .context_length = 8192, .type = type};  // Llama-3-8B's shape
+      const llm::SyntheticModel s = cpu ? llm::SyntheticModel{.n_layers = 2,
+                                                              .d_model = 256,
+                                                              .n_heads = 8,
+                                                              .n_kv_heads = 4,
+                                                              .ffn_dim = 512,
+                                                              .vocab_size = 1024,
+                                                              .type = type}
+                                        : llm::SyntheticModel{.n_layers = layers,
+                                                              .d_model = 4096,
+                                                              .n_heads = 32,
+                                                              .n_kv_heads = 8,
+                                                              .ffn_dim = 14336,
+                                                              .vocab_size = 128256,
+                                                              .context_length = 8192,
+                                                              .type = type};  // Llama-3-8B's shape
       llm::LoadOptions o;
       o.device = cpu ? Device::cpu() : Device::cuda(0);
       o.dtype = bfloat16;
@@ -138,11 +149,12 @@ int bench_decode(const std::vector<std::string>& tps, const std::vector<std::str
         decode_s = seconds_since(t0);
       }
       clear_memory_cache();  // the next configuration starts with the GPUs' memory free
-      std::printf("{\"bench\":\"decode\",\"engine\":\"kiln\",\"model\":\"%s\",\"layers\":%d,\"type\":\"%s\","
-                  "\"activations\":\"bfloat16\",\"tp\":%d,\"tokens\":%d,\"tokens_per_s\":%.3f,\"ms_per_token\":%.4f,"
-                  "\"weight_gb\":%.3f,\"load_s\":%.2f,\"warmup_s\":%.2f}\n",
-                  cpu ? "small-cpu-dry-run" : "llama3-8b-shape", s.n_layers, type.c_str(), tp, tokens, tokens / decode_s, decode_s * 1e3 / tokens, weight_bytes / 1e9, load_s,
-                  warm_s);
+      std::printf(
+          "{\"bench\":\"decode\",\"engine\":\"kiln\",\"model\":\"%s\",\"layers\":%d,\"type\":\"%s\","
+          "\"activations\":\"bfloat16\",\"tp\":%d,\"tokens\":%d,\"tokens_per_s\":%.3f,\"ms_per_token\":%.4f,"
+          "\"weight_gb\":%.3f,\"load_s\":%.2f,\"warmup_s\":%.2f}\n",
+          cpu ? "small-cpu-dry-run" : "llama3-8b-shape", s.n_layers, type.c_str(), tp, tokens, tokens / decode_s,
+          decode_s * 1e3 / tokens, weight_bytes / 1e9, load_s, warm_s);
       std::fflush(stdout);
     }
   }
@@ -171,12 +183,18 @@ int main(int argc, char** argv) {
       continue;
     }
     const std::string v = i + 1 < argc ? argv[++i] : "";
-    if (a == "--min-mib") min_mib = std::atoll(v.c_str());
-    else if (a == "--max-mib") max_mib = std::atoll(v.c_str());
-    else if (a == "--tp") tps = split(v);
-    else if (a == "--types") types = split(v);
-    else if (a == "--tokens") tokens = std::atoi(v.c_str());
-    else if (a == "--layers") layers = std::atoi(v.c_str());
+    if (a == "--min-mib")
+      min_mib = std::atoll(v.c_str());
+    else if (a == "--max-mib")
+      max_mib = std::atoll(v.c_str());
+    else if (a == "--tp")
+      tps = split(v);
+    else if (a == "--types")
+      types = split(v);
+    else if (a == "--tokens")
+      tokens = std::atoi(v.c_str());
+    else if (a == "--layers")
+      layers = std::atoi(v.c_str());
     else {
       std::fprintf(stderr, "bench_distributed: unknown option %s\n%s", a.c_str(), usage.c_str());
       return 2;

@@ -30,9 +30,9 @@
 // each in float32 and bfloat16 (Python float constants: they never widen the dtype), on
 // fresh inputs uniform in [-3, 3] (made on the host, uploaded, cast on the device; not
 // timed). Fewest bytes that must move: gelu, softmax, chain10, transpose: 2n; swiglu,
-// transpose_add, strided_mul: 3n; transpose_bias 2n + 16384; rmsnorm 2n + 4096; layernorm, scale_bias: 2n + 2*4096; batch_bias
-// 2n + 64*4096; sum, argmax n; colsum n + 4096 (elements times the dtype's size; argmax's
-// 64 int32 indices left out).
+// transpose_add, strided_mul: 3n; transpose_bias 2n + 16384; rmsnorm 2n + 4096; layernorm, scale_bias: 2n + 2*4096;
+// batch_bias 2n + 64*4096; sum, argmax n; colsum n + 4096 (elements times the dtype's size; argmax's 64 int32 indices
+// left out).
 //
 // Timing: CUDA events recorded on kiln's own stream for this thread (cuda::stream(0)), one
 // pair around each repetition, the repetitions enqueued back to back and synchronized
@@ -138,7 +138,9 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool has(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 // ---- a minimal JSON writer ----------------------------------------------------------
 std::string jstr(const std::string& s) {
@@ -246,28 +248,48 @@ std::vector<Workload> workloads(int64_t scale, int64_t cols) {
   auto one = [](Array a) { return std::vector<Array>{std::move(a)}; };
   return {
       {"gelu", {{n}}, [=](const std::vector<Array>& in) { return one(bench_gelu(in[0])); }, 2 * n},
-      {"swiglu", {{rows, cols}, {rows, cols}}, [=](const std::vector<Array>& in) { return one(swiglu(in[0], in[1])); },
+      {"swiglu",
+       {{rows, cols}, {rows, cols}},
+       [=](const std::vector<Array>& in) { return one(swiglu(in[0], in[1])); },
        3 * m},
-      {"rmsnorm", {{rows, cols}, {cols}}, [=](const std::vector<Array>& in) { return one(rmsnorm(in[0], in[1])); },
+      {"rmsnorm",
+       {{rows, cols}, {cols}},
+       [=](const std::vector<Array>& in) { return one(rmsnorm(in[0], in[1])); },
        2 * m + cols},
       {"softmax", {{rows, cols}}, [=](const std::vector<Array>& in) { return one(softmax_rows(in[0])); }, 2 * m},
-      {"layernorm", {{rows, cols}, {cols}, {cols}},
-       [=](const std::vector<Array>& in) { return one(layernorm(in[0], in[1], in[2])); }, 2 * m + 2 * cols},
+      {"layernorm",
+       {{rows, cols}, {cols}, {cols}},
+       [=](const std::vector<Array>& in) { return one(layernorm(in[0], in[1], in[2])); },
+       2 * m + 2 * cols},
       {"chain10", {{n}}, [=](const std::vector<Array>& in) { return one(chain10(in[0])); }, 2 * n},
       {"sum", {{n}}, [=](const std::vector<Array>& in) { return one(kiln::sum(in[0])); }, n},
       {"colsum", {{rows, cols}}, [=](const std::vector<Array>& in) { return one(kiln::sum(in[0], {0})); }, m + cols},
       {"argmax", {{64, n / 64}}, [=](const std::vector<Array>& in) { return one(kiln::argmax(in[0], -1)); }, n},
-      {"transpose", {{rows, cols}}, [=](const std::vector<Array>& in) { return one(kiln::copy(kiln::transpose(in[0]))); },
+      {"transpose",
+       {{rows, cols}},
+       [=](const std::vector<Array>& in) { return one(kiln::copy(kiln::transpose(in[0]))); },
        2 * m},
-      {"scale_bias", {{rows, cols}, {cols}, {cols}},
-       [=](const std::vector<Array>& in) { return one(in[0] * in[1] + in[2]); }, 2 * m + 2 * cols},
-      {"batch_bias", {{64, rows / 64, cols}, {64, 1, cols}},
-       [=](const std::vector<Array>& in) { return one(in[0] + in[1]); }, 2 * m + 64 * cols, {{4, 8, 96}, {4, 1, 96}}},
-      {"transpose_add", {{rows, cols}, {cols, rows}},
-       [=](const std::vector<Array>& in) { return one(kiln::transpose(in[0]) + in[1]); }, 3 * m, {{72, 40}, {40, 72}}},
-      {"transpose_bias", {{rows, cols}, {rows}},
-       [=](const std::vector<Array>& in) { return one(kiln::transpose(in[0]) + in[1]); }, 2 * m + rows, {{72, 40}, {72}}},
-      {"strided_mul", {{rows, 2 * cols}},
+      {"scale_bias",
+       {{rows, cols}, {cols}, {cols}},
+       [=](const std::vector<Array>& in) { return one(in[0] * in[1] + in[2]); },
+       2 * m + 2 * cols},
+      {"batch_bias",
+       {{64, rows / 64, cols}, {64, 1, cols}},
+       [=](const std::vector<Array>& in) { return one(in[0] + in[1]); },
+       2 * m + 64 * cols,
+       {{4, 8, 96}, {4, 1, 96}}},
+      {"transpose_add",
+       {{rows, cols}, {cols, rows}},
+       [=](const std::vector<Array>& in) { return one(kiln::transpose(in[0]) + in[1]); },
+       3 * m,
+       {{72, 40}, {40, 72}}},
+      {"transpose_bias",
+       {{rows, cols}, {rows}},
+       [=](const std::vector<Array>& in) { return one(kiln::transpose(in[0]) + in[1]); },
+       2 * m + rows,
+       {{72, 40}, {72}}},
+      {"strided_mul",
+       {{rows, 2 * cols}},
        [=](const std::vector<Array>& in) {
          const Array& x = in[0];
          return one(kiln::slice(x, {0, 0}, x.shape(), {1, 2}) * kiln::slice(x, {0, 1}, x.shape(), {1, 2}));
@@ -403,7 +425,9 @@ struct Timer {
       }
     return ms;
   }
-  std::vector<double> time(int reps, const std::function<void()>& body) const { return time(reps, std::vector{body})[0]; }
+  std::vector<double> time(int reps, const std::function<void()>& body) const {
+    return time(reps, std::vector{body})[0];
+  }
 };
 
 // ---- the report ---------------------------------------------------------------------
@@ -533,7 +557,8 @@ void run_peers(const Options& opt, const Timer& timer, Device dev, Report& rep, 
           kiln::eval(out);
           if (out[0].device() != dev) throw std::runtime_error("the compiled output is on " + out[0].device().str());
           const Dtype want = w.name == "argmax" ? kiln::int32 : dt;  // indices
-          if (out[0].dtype() != want) throw std::runtime_error(std::string("the output dtype is ") + kiln::dtype_name(out[0].dtype()));
+          if (out[0].dtype() != want)
+            throw std::runtime_error(std::string("the output dtype is ") + kiln::dtype_name(out[0].dtype()));
         }
         auto ms = timer.time(opt.reps, [&] { launch(cf(in)); });
         double kms = median(ms);
@@ -553,17 +578,20 @@ void run_peers(const Options& opt, const Timer& timer, Device dev, Report& rep, 
         double eager = median(timer.time(std::max(5, opt.reps / 2), [&] { launch(w.fn(in)); }));
         r.num("kiln_eager_ms", eager);
         std::printf("%-10s %-9s kiln %8.4f ms  %6.3f TB/s  %.3f of copy  (eval wall %.4f ms, eager %.4f ms)\n",
-                    w.name.c_str(), dname.c_str(), kms, tbps(bytes, kms), tbps(bytes, kms) / ceiling,
-                    median(wall), eager);
+                    w.name.c_str(), dname.c_str(), kms, tbps(bytes, kms), tbps(bytes, kms) / ceiling, median(wall),
+                    eager);
         std::fflush(stdout);
         in.clear();
         // Sanity check on a small slice of the problem: compiled on `dev` against eager on the CPU.
         std::vector<Array> small_dev, small_cpu;
         for (size_t k = 0; k < w.shapes.size(); ++k) {
           Shape t = w.shapes[k];
-          if (!w.check_shapes.empty()) t = w.check_shapes[k];
-          else if (t.size() == 2) t[0] = 8;
-          else if (t[0] > (1 << 20)) t[0] = 32768;  // the 64M flat inputs (not a row's weights)
+          if (!w.check_shapes.empty())
+            t = w.check_shapes[k];
+          else if (t.size() == 2)
+            t[0] = 8;
+          else if (t[0] > (1 << 20))
+            t[0] = 32768;  // the 64M flat inputs (not a row's weights)
           Array h = kiln::array(host_uniform(numel(t), g_seed++, -3.0f, 3.0f), t);
           Array c = dt == kiln::float32 ? h : kiln::astype(h, dt);
           c.eval();
@@ -632,9 +660,10 @@ void run_host_call(const Timer& timer, Device dev, Report& rep) {
     const double loop_us = std::chrono::duration<double, std::micro>(Clock::now() - loop0).count() / calls;
     r.num("kiln_async_eval_us", median(as)).num("kiln_async_eval_p90_us", quantile(as, 0.9));
     r.num("kiln_async_eval_loop_us", loop_us);
-    std::printf("host call, 32 ops on 1k float32: %.2f us per call (target 5; p90 %.2f); with eval %.2f us; "
-                "async_eval %.2f us (p90 %.2f), %.2f us a call over the loop\n",
-                med, quantile(us, 0.9), median(ev), median(as), quantile(as, 0.9), loop_us);
+    std::printf(
+        "host call, 32 ops on 1k float32: %.2f us per call (target 5; p90 %.2f); with eval %.2f us; "
+        "async_eval %.2f us (p90 %.2f), %.2f us a call over the loop\n",
+        med, quantile(us, 0.9), median(ev), median(as), quantile(as, 0.9), loop_us);
     std::printf("  calls alternating between two input buffers: %.2f us per call\n", alternating);
     // A plan of two kernels (the 32 ops, then a sum feeding a last elementwise step): its
     // calls replay one CUDA graph with new buffers patched in.
@@ -704,14 +733,15 @@ void run_host_mlp(const Timer& timer, Device dev, Report& rep) {
     std::vector<double> us = launch_times(timer, calls, sync_every, [&](int) { return f({x, w1, b1, w2, b2}); });
     const double med = median(us), p90 = quantile(us, 0.9);
     r.num("kiln_us", med).num("kiln_p10_us", quantile(us, 0.1)).num("kiln_p90_us", p90);
-    const double alternating =
-        median(launch_times(timer, calls, sync_every, [&](int i) { return f({i % 2 ? x2 : x, w1, b1, w2, b2}); }));
+    const double alternating = median(launch_times(timer, calls, sync_every, [&](int i) {
+      return f({i % 2 ? x2 : x, w1, b1, w2, b2});
+    }));
     r.num("kiln_new_input_us", alternating);
     r.num("calls", calls).num("sync_every", sync_every);
-    std::printf("host call, MLP gelu_tanh(x @ W1 + b1) @ W2 + b2, %lldx%lldx%lld bfloat16: %.2f us per call (p90 %.2f); "
-                "new input buffers each call %.2f us\n",
-                static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(hidden), med, p90,
-                alternating);
+    std::printf(
+        "host call, MLP gelu_tanh(x @ W1 + b1) @ W2 + b2, %lldx%lldx%lld bfloat16: %.2f us per call (p90 %.2f); "
+        "new input buffers each call %.2f us\n",
+        static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(hidden), med, p90, alternating);
   } catch (const std::exception& e) {
     rep.fail(r, "host_call_mlp", e.what());
   }
@@ -728,7 +758,8 @@ int latency_child(bool cpu) {
   try {
     Device dev = cpu ? Device::cpu() : Device::cuda(0);
     if (!cpu && !kiln::cuda_available()) {
-      std::fprintf(stderr, "gpu_peers --latency-child: no CUDA device (%s)\n", kiln::cuda::unavailable_reason().c_str());
+      std::fprintf(stderr, "gpu_peers --latency-child: no CUDA device (%s)\n",
+                   kiln::cuda::unavailable_reason().c_str());
       return 77;
     }
     std::vector<float> v(1000);
@@ -798,8 +829,9 @@ void run_latency(const Options& opt, Report& rep) {
         unsigned long long compiles = 0, loads = 0;
         auto pos = outp.find("LATENCY ");
         if (st != 0 || pos == std::string::npos ||
-            std::sscanf(outp.c_str() + pos, "LATENCY first_call_ms=%lf second_call_us=%lf compiles=%llu disk_loads=%llu",
-                        &ms, &us, &compiles, &loads) != 4) {
+            std::sscanf(outp.c_str() + pos,
+                        "LATENCY first_call_ms=%lf second_call_us=%lf compiles=%llu disk_loads=%llu", &ms, &us,
+                        &compiles, &loads) != 4) {
           std::filesystem::remove_all(dir);
           throw std::runtime_error("the child process failed (status " + std::to_string(st) + "): " + outp);
         }
@@ -834,9 +866,9 @@ void run_matmul(const Options& opt, const Timer& timer, Device dev, Report& rep)
     Array x = random_on({n, n}, kiln::bfloat16, dev, -1.0f, 1.0f);
     Array w = random_on({n, n}, kiln::bfloat16, dev, -1.0f, 1.0f);
     Array b = random_on({n}, kiln::bfloat16, dev, -1.0f, 1.0f);
-    kiln::CompiledFunction f = kiln::compile(
-        [](const std::vector<Array>& in) { return std::vector<Array>{matmul_gelu(in[0], in[1], in[2])}; },
-        {.name = "matmul_gelu"});
+    kiln::CompiledFunction f =
+        kiln::compile([](const std::vector<Array>& in) { return std::vector<Array>{matmul_gelu(in[0], in[1], in[2])}; },
+                      {.name = "matmul_gelu"});
     for (int i = 0; i < 3; ++i) {
       kiln::eval(f({x, w, b}));
       kiln::eval({kiln::matmul(x, w)});
@@ -848,9 +880,10 @@ void run_matmul(const Options& opt, const Timer& timer, Device dev, Report& rep)
     r.num("kiln_matmul_ms", mm).num("kiln_compiled_ms", fused).num("kiln_ratio", fused / mm);
     r.num("kiln_matmul_TFLOPs", flop / (mm * 1e-3) / 1e12).num("kiln_compiled_TFLOPs", flop / (fused * 1e-3) / 1e12);
     r.raw("kiln_meets_target", fused / mm <= 1.05 ? "true" : "false");
-    std::printf("matmul %lld^3 bfloat16: bare %.4f ms (%.0f TFLOP/s), gelu(x @ W + b) compiled %.4f ms: ratio %.3f "
-                "(target <= 1.05)\n",
-                static_cast<long long>(n), mm, flop / (mm * 1e-3) / 1e12, fused, fused / mm);
+    std::printf(
+        "matmul %lld^3 bfloat16: bare %.4f ms (%.0f TFLOP/s), gelu(x @ W + b) compiled %.4f ms: ratio %.3f "
+        "(target <= 1.05)\n",
+        static_cast<long long>(n), mm, flop / (mm * 1e-3) / 1e12, fused, fused / mm);
   } catch (const std::exception& e) {
     rep.fail(r, "matmul_epilogue", e.what());
   }
@@ -879,20 +912,28 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--out") opt.out = next();
-    else if (a == "--reps") opt.reps = std::max(1, std::atoi(next().c_str()));
-    else if (a == "--scale") opt.scale = std::max<int64_t>(1, std::atoll(next().c_str()));
-    else if (a == "--cols") opt.cols = std::max<int64_t>(1, std::atoll(next().c_str()));
-    else if (a == "--sections") opt.sections = split_list(next());
-    else if (a == "--workloads") opt.workloads = split_list(next());
-    else if (a == "--dtypes") opt.dtypes = split_list(next());
-    else if (a == "--cpu-dry-run") opt.cpu = true;
-    else if (a == "--latency-child") opt.latency_child = true;
+    if (a == "--out")
+      opt.out = next();
+    else if (a == "--reps")
+      opt.reps = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--scale")
+      opt.scale = std::max<int64_t>(1, std::atoll(next().c_str()));
+    else if (a == "--cols")
+      opt.cols = std::max<int64_t>(1, std::atoll(next().c_str()));
+    else if (a == "--sections")
+      opt.sections = split_list(next());
+    else if (a == "--workloads")
+      opt.workloads = split_list(next());
+    else if (a == "--dtypes")
+      opt.dtypes = split_list(next());
+    else if (a == "--cpu-dry-run")
+      opt.cpu = true;
+    else if (a == "--latency-child")
+      opt.latency_child = true;
     else if (a == "-h" || a == "--help") {
       usage();
       return 0;
-    }
-    else {
+    } else {
       std::fprintf(stderr, "gpu_peers: unknown argument %s\n", a.c_str());
       return usage();
     }
@@ -908,7 +949,9 @@ int main(int argc, char** argv) {
   Report rep;
   rep.path = opt.out;
   rep.meta.str("harness", "kiln bench/gpu_peers.cpp").str("date", today());
-  rep.meta.num("reps", opt.reps).num("scale", static_cast<double>(opt.scale)).num("cols", static_cast<double>(opt.cols));
+  rep.meta.num("reps", opt.reps)
+      .num("scale", static_cast<double>(opt.scale))
+      .num("cols", static_cast<double>(opt.cols));
   rep.meta.str("timing", opt.cpu ? "host steady_clock (CPU dry run: numbers mean nothing)"
                                  : "CUDA events on kiln's stream, back to back, median");
   Timer timer;

@@ -28,14 +28,14 @@ CUresult driver_version(int* v) { return *v = 13000, CUDA_SUCCESS; }
 CUresult device_count(int* n) { return *n = 1, CUDA_SUCCESS; }
 CUresult device_get(CUdevice* d, int) { return *d = 0, CUDA_SUCCESS; }
 CUresult device_attribute(int* v, CUdevice_attribute a, CUdevice) {
-  *v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR   ? 9
-       : a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? 0
-       : a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT     ? 132
-       : a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN ? 232448
+  *v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR               ? 9
+       : a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR             ? 0
+       : a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT                 ? 132
+       : a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN    ? 232448
        : a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR ? 233472
-       : a == CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR ? 2048
-       : a == CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE ? 52428800
-                                                           : 0;
+       : a == CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR       ? 2048
+       : a == CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE                        ? 52428800
+                                                                       : 0;
   return CUDA_SUCCESS;
 }
 CUresult device_name(char* name, int len, CUdevice) {
@@ -80,7 +80,11 @@ std::mutex g_mu;  // serializes the launch log
 // The image's length: a cubin (ELF) ends with its section header table, PTX with a NUL.
 size_t image_bytes(const void* image) {
   const auto* p = static_cast<const unsigned char*>(image);
-  if (std::memcmp(p, "\x7f" "ELF", 4) != 0) return std::strlen(static_cast<const char*>(image));
+  if (std::memcmp(p,
+                  "\x7f"
+                  "ELF",
+                  4) != 0)
+    return std::strlen(static_cast<const char*>(image));
   uint64_t shoff = 0;
   uint16_t shentsize = 0, shnum = 0;
   std::memcpy(&shoff, p + 0x28, 8);
@@ -141,7 +145,8 @@ struct Entry {
   std::string_view name;
   void* fn;
 };
-#define KILN_NULL(name, fn) Entry{#name, reinterpret_cast<void*>(&fn)}
+#define KILN_NULL(name, fn) \
+  Entry { #name, reinterpret_cast < void*>(&fn) }
 const Entry kEntries[] = {
     KILN_NULL(cuInit, init),
     KILN_NULL(cuDriverGetVersion, driver_version),

@@ -42,7 +42,7 @@ inline Array chain10(const Array& x) {
 inline Array graph32(const Array& x, const Array& y) {
   Array a = x + y, b = x * y;  // 2
   for (int i = 0; i < 5; ++i) {
-    a = a * b + 0.5f;             // 2
+    a = a * b + 0.5f;  // 2
     b = kiln::maximum(b - a, x);  // 2
     a = kiln::minimum(a, y) - b;  // 2
   }

@@ -20,8 +20,8 @@ using kiln::Dtype;
 using kiln::Shape;
 
 inline const std::vector<Dtype>& all_dtypes() {
-  static const std::vector<Dtype> d = {kiln::bool_,  kiln::uint8,   kiln::uint16,   kiln::uint32, kiln::uint64,
-                                       kiln::int8,   kiln::int16,   kiln::int32,    kiln::int64,  kiln::float16,
+  static const std::vector<Dtype> d = {kiln::bool_,    kiln::uint8,   kiln::uint16, kiln::uint32, kiln::uint64,
+                                       kiln::int8,     kiln::int16,   kiln::int32,  kiln::int64,  kiln::float16,
                                        kiln::bfloat16, kiln::float32, kiln::float64};
   return d;
 }
@@ -155,9 +155,12 @@ inline void expect_close(const Array& got, const std::vector<double>& want, cons
   for (size_t i = 0; i < g.size() && reported < 5; ++i) {
     double w = want[i], x = g[i];
     bool ok;
-    if (std::isnan(w)) ok = std::isnan(x);
-    else if (std::isinf(w)) ok = x == w;
-    else ok = std::fabs(x - w) <= tol * std::max(std::fabs(w), abs_floor) || x == w;
+    if (std::isnan(w))
+      ok = std::isnan(x);
+    else if (std::isinf(w))
+      ok = x == w;
+    else
+      ok = std::fabs(x - w) <= tol * std::max(std::fabs(w), abs_floor) || x == w;
     if (!ok) {
       ADD_FAILURE() << ctx << ": element " << i << " got " << x << " want " << w << " (dtype "
                     << kiln::dtype_name(got.dtype()) << ")";

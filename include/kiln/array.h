@@ -71,10 +71,9 @@ class Array {
   const void* id() const { return node_.get(); }
 
   // Internal: graph construction and access used by ops, backends and compile.
-  static std::vector<Array> make(std::vector<Shape> shapes, std::vector<Dtype> dtypes,
-                                 std::shared_ptr<Primitive> prim, std::vector<Array> inputs);
-  static Array make(Shape shape, Dtype dtype, std::shared_ptr<Primitive> prim,
-                    std::vector<Array> inputs);
+  static std::vector<Array> make(std::vector<Shape> shapes, std::vector<Dtype> dtypes, std::shared_ptr<Primitive> prim,
+                                 std::vector<Array> inputs);
+  static Array make(Shape shape, Dtype dtype, std::shared_ptr<Primitive> prim, std::vector<Array> inputs);
   static Array from_tensor(detail::Tensor t, Device device);
   explicit Array(std::shared_ptr<detail::Node> node) : node_(std::move(node)) {}
   const std::shared_ptr<detail::Node>& node() const { return node_; }
@@ -127,8 +126,10 @@ namespace detail {
 template <class T>
 Array scalar_for(T value, const Array& like) {
   Dtype d = promote_with_scalar(like.dtype(), scalar_kind_of<T>());
-  if constexpr (std::is_floating_point_v<T>) return scalar(static_cast<double>(value), d);
-  else return scalar_int(static_cast<int64_t>(value), d);
+  if constexpr (std::is_floating_point_v<T>)
+    return scalar(static_cast<double>(value), d);
+  else
+    return scalar_int(static_cast<int64_t>(value), d);
 }
 template <class T>
 inline constexpr bool is_scalar_v = std::is_arithmetic_v<T>;

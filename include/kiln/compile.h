@@ -52,7 +52,7 @@ CompiledFunction compile(Function fn, CompileOptions options = {});
 /* Helpers for functions of one, two or three arrays returning one array. */
 std::function<Array(const Array&)> compile(std::function<Array(const Array&)> fn, CompileOptions options = {});
 std::function<Array(const Array&, const Array&)> compile(std::function<Array(const Array&, const Array&)> fn,
-                                                          CompileOptions options = {});
+                                                         CompileOptions options = {});
 std::function<Array(const Array&, const Array&, const Array&)> compile(
     std::function<Array(const Array&, const Array&, const Array&)> fn, CompileOptions options = {});
 

@@ -8,12 +8,12 @@
 namespace kiln {
 
 struct ConfigKnob {
-  std::string name;      // "KILN_NUM_THREADS"
-  std::string type;      // flag, integer, power of two, choice, text or path
-  std::string accepts;   // what a value may be, in words
+  std::string name;  // "KILN_NUM_THREADS"
+  std::string type;  // flag, integer, power of two, choice, text or path
+  std::string accepts;  // what a value may be, in words
   std::string fallback;  // the default
-  std::string value;     // as set in the environment; empty when unset
-  std::string problem;   // why `value` is not accepted; empty when it is
+  std::string value;  // as set in the environment; empty when unset
+  std::string problem;  // why `value` is not accepted; empty when it is
   std::string help;
 };
 

@@ -70,28 +70,70 @@ Dtype to_floating(Dtype d);
 /* The C++ type for a Dtype, and back. */
 template <class T>
 struct dtype_of;
-template <> struct dtype_of<bool> { static constexpr Dtype value = bool_; };
-template <> struct dtype_of<uint8_t> { static constexpr Dtype value = uint8; };
-template <> struct dtype_of<uint16_t> { static constexpr Dtype value = uint16; };
-template <> struct dtype_of<uint32_t> { static constexpr Dtype value = uint32; };
-template <> struct dtype_of<uint64_t> { static constexpr Dtype value = uint64; };
-template <> struct dtype_of<int8_t> { static constexpr Dtype value = int8; };
-template <> struct dtype_of<int16_t> { static constexpr Dtype value = int16; };
-template <> struct dtype_of<int32_t> { static constexpr Dtype value = int32; };
-template <> struct dtype_of<int64_t> { static constexpr Dtype value = int64; };
-template <> struct dtype_of<float16_t> { static constexpr Dtype value = float16; };
-template <> struct dtype_of<bfloat16_t> { static constexpr Dtype value = bfloat16; };
-template <> struct dtype_of<float> { static constexpr Dtype value = float32; };
-template <> struct dtype_of<double> { static constexpr Dtype value = float64; };
+template <>
+struct dtype_of<bool> {
+  static constexpr Dtype value = bool_;
+};
+template <>
+struct dtype_of<uint8_t> {
+  static constexpr Dtype value = uint8;
+};
+template <>
+struct dtype_of<uint16_t> {
+  static constexpr Dtype value = uint16;
+};
+template <>
+struct dtype_of<uint32_t> {
+  static constexpr Dtype value = uint32;
+};
+template <>
+struct dtype_of<uint64_t> {
+  static constexpr Dtype value = uint64;
+};
+template <>
+struct dtype_of<int8_t> {
+  static constexpr Dtype value = int8;
+};
+template <>
+struct dtype_of<int16_t> {
+  static constexpr Dtype value = int16;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr Dtype value = int32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr Dtype value = int64;
+};
+template <>
+struct dtype_of<float16_t> {
+  static constexpr Dtype value = float16;
+};
+template <>
+struct dtype_of<bfloat16_t> {
+  static constexpr Dtype value = bfloat16;
+};
+template <>
+struct dtype_of<float> {
+  static constexpr Dtype value = float32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr Dtype value = float64;
+};
 
 template <class T>
 inline constexpr Dtype dtype_of_v = dtype_of<std::remove_cv_t<T>>::value;
 
 template <class T>
 inline constexpr ScalarKind scalar_kind_of() {
-  if constexpr (std::is_same_v<T, bool>) return ScalarKind::boolean;
-  else if constexpr (std::is_integral_v<T>) return ScalarKind::integer;
-  else return ScalarKind::floating;
+  if constexpr (std::is_same_v<T, bool>)
+    return ScalarKind::boolean;
+  else if constexpr (std::is_integral_v<T>)
+    return ScalarKind::integer;
+  else
+    return ScalarKind::floating;
 }
 
 }  // namespace kiln

@@ -22,15 +22,15 @@ void set_eager(bool eager);
 bool eager();
 
 struct Stats {
-  uint64_t kernels_launched = 0;     // backend kernels run (views launch none)
+  uint64_t kernels_launched = 0;  // backend kernels run (views launch none)
   uint64_t arrays_materialized = 0;  // nodes given data by evaluation
-  uint64_t traces = 0;               // compile traces
-  uint64_t cache_hits = 0;           // compile cache hits
-  uint64_t cache_misses = 0;         // compile cache misses
+  uint64_t traces = 0;  // compile traces
+  uint64_t cache_hits = 0;  // compile cache hits
+  uint64_t cache_misses = 0;  // compile cache misses
   uint64_t interim_calls = 0;  // compiled calls that ran a fused region through the interpreter (its kernel not ready)
-  uint64_t fused_calls = 0;    // compiled calls that ran every fused region's generated kernel (or had none)
-  uint64_t fused_arrivals = 0;      // traced plans that have made their first fully fused call
-  uint64_t fused_arrival_ns = 0;    // summed over those: from the cache miss until the plan's last kernel was ready
+  uint64_t fused_calls = 0;  // compiled calls that ran every fused region's generated kernel (or had none)
+  uint64_t fused_arrivals = 0;  // traced plans that have made their first fully fused call
+  uint64_t fused_arrival_ns = 0;  // summed over those: from the cache miss until the plan's last kernel was ready
 };
 /* Process-wide counters (atomic; safe to read while other threads work). */
 Stats stats();

@@ -46,8 +46,8 @@ struct RunOptions {
 /* Where run_slots writes output i inside the arena. */
 struct OutputSlot {
   size_t offset = 0;  // bytes from the arena's start (64-byte aligned)
-  size_t bytes = 0;   // capacity: the output at the symbols' upper bounds
-  Shape shape;        // at the upper bounds
+  size_t bytes = 0;  // capacity: the output at the symbols' upper bounds
+  Shape shape;  // at the upper bounds
   Dtype dtype = float32;
 };
 

@@ -63,11 +63,11 @@ struct GraphNode {
   enum class Kind { input, param, constant, op };
   Kind kind = Kind::op;
   std::vector<std::string> outputs;  // value names this node defines (one unless a multi-output op)
-  TensorType type;                   // input, param, constant
-  std::vector<uint8_t> data;         // constant: row-major elements in type.dtype
-  std::string op;                    // op: front-end name (add, matmul, if, while, ...)
-  std::vector<std::string> inputs;   // op: value names
-  Attrs attrs;                       // op
+  TensorType type;  // input, param, constant
+  std::vector<uint8_t> data;  // constant: row-major elements in type.dtype
+  std::string op;  // op: front-end name (add, matmul, if, while, ...)
+  std::vector<std::string> inputs;  // op: value names
+  Attrs attrs;  // op
   SourceLoc loc;
   /* Equal in content; source locations are ignored. */
   bool same_as(const GraphNode& o) const;

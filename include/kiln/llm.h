@@ -20,7 +20,7 @@ namespace kiln::llm {
 struct Weight {
   Array w;
   std::optional<Array> scales, biases;  // quantized only
-  int group_size = 0, bits = 0;          // 0 when dense
+  int group_size = 0, bits = 0;  // 0 when dense
   bool quantized() const { return bits != 0; }
 };
 
@@ -28,7 +28,7 @@ struct Weight {
 struct TensorInfo {
   std::string name;  // GGUF name ("blk.0.attn_q.weight")
   std::string type;  // "F32", "Q4_1", "Q6_K" (GGUF); "BF16", "F32" or, MLX-quantized, "affine4/g64" (safetensors)
-  Shape shape;       // logical and row-major ([out, in] for a matrix), before any packing
+  Shape shape;  // logical and row-major ([out, in] for a matrix), before any packing
 };
 
 /* A model file opened and checked; shared read-only by every thread (all methods are
@@ -54,7 +54,7 @@ class ModelFile {
      missing or holds another kind of value; find_* return nullopt when it is missing. */
   bool has(const std::string& key) const;
   std::vector<std::string> metadata_keys() const;  // sorted
-  int64_t get_int(const std::string& key) const;   // any integer type, or a bool as 0/1
+  int64_t get_int(const std::string& key) const;  // any integer type, or a bool as 0/1
   double get_float(const std::string& key) const;  // a float, or an integer converted
   bool get_bool(const std::string& key) const;
   std::string get_string(const std::string& key) const;

@@ -22,11 +22,11 @@ struct GenerateOptions {
 
 struct GenerateResult {
   std::vector<TokenId> tokens;  // generated, the stop token excluded
-  std::string text;             // their text
+  std::string text;  // their text
   int64_t prompt_tokens = 0;
-  double prompt_seconds = 0;    // prefill, to the first token's logits
+  double prompt_seconds = 0;  // prefill, to the first token's logits
   double generate_seconds = 0;  // every later step
-  std::string stop_reason;      // "stop token", "max tokens", "context full" or "callback"
+  std::string stop_reason;  // "stop token", "max tokens", "context full" or "callback"
   double prompt_tokens_per_second() const;
   double generate_tokens_per_second() const;
 };

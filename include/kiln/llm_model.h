@@ -31,14 +31,14 @@ struct ModelConfig {
   int vocab_size = 0;
   int rope_dims = 0;
   float rope_base = 10000.0f;
-  float rope_scale = 1.0f;       // position multiplier (linear rope scaling: 1 / factor)
+  float rope_scale = 1.0f;  // position multiplier (linear rope scaling: 1 / factor)
   bool rope_traditional = true;  // rotate adjacent pairs (GGUF "llama"), else halves (NeoX, Qwen, HF files)
   float norm_eps = 1e-5f;
   int64_t context_length = 4096;
-  bool qkv_bias = false;         // Qwen2: biases on q, k and v
-  bool qk_norm = false;          // Qwen3: RMSNorm over each head of q and k before RoPE
+  bool qkv_bias = false;  // Qwen2: biases on q, k and v
+  bool qk_norm = false;  // Qwen3: RMSNorm over each head of q and k before RoPE
   bool tied_embeddings = false;  // the output projection is the token embedding
-  int64_t sliding_window = 0;    // Mistral: each query attends to the last this many keys (0: all)
+  int64_t sliding_window = 0;  // Mistral: each query attends to the last this many keys (0: all)
 };
 
 struct LoadOptions {

@@ -22,25 +22,25 @@ enum class TokenType : int32_t {
   Undefined = 0,
   Normal = 1,
   Unknown = 2,
-  Control = 3,      // <|im_start|>, <s>: never produced from plain text, rendered only on request
+  Control = 3,  // <|im_start|>, <s>: never produced from plain text, rendered only on request
   UserDefined = 4,  // always matched as a whole in text, rendered as written
   Unused = 5,
-  Byte = 6,         // SentencePiece byte fallback, <0xXX>
+  Byte = 6,  // SentencePiece byte fallback, <0xXX>
 };
 
 /* Everything a Tokenizer is built from: the GGUF `tokenizer.*` metadata in plain form.
    Unset optionals take the model's defaults as llama.cpp sets them. */
 struct TokenizerSpec {
   std::string source = "tokenizer";  // named in error messages, e.g. the file's path
-  std::string model;                 // "gpt2" (byte-level BPE) or "llama" (SentencePiece)
-  std::string pre;                   // pre-tokenizer of a gpt2 model: "llama-bpe", "qwen2", "smollm", "gpt-2", ...
+  std::string model;  // "gpt2" (byte-level BPE) or "llama" (SentencePiece)
+  std::string pre;  // pre-tokenizer of a gpt2 model: "llama-bpe", "qwen2", "smollm", "gpt-2", ...
   std::vector<std::string> tokens;
-  std::vector<float> scores;         // llama: merge priority per token (empty: all 0)
+  std::vector<float> scores;  // llama: merge priority per token (empty: all 0)
   std::vector<int32_t> token_types;  // TokenType per token (empty: all Normal)
-  std::vector<std::string> merges;   // gpt2: "left right", best first
+  std::vector<std::string> merges;  // gpt2: "left right", best first
   std::optional<TokenId> bos_id, eos_id, eot_id, eom_id, pad_id, unk_id;
   std::optional<bool> add_bos, add_eos, add_space_prefix;
-  std::string chat_template;         // Jinja source, "" when the file has none
+  std::string chat_template;  // Jinja source, "" when the file has none
 };
 
 /* Fills a spec from a GGUF file's metadata; errors name the file and the key. */
@@ -109,7 +109,7 @@ class StreamDecoder {
   std::shared_ptr<const Tokenizer::Impl> impl_;
   bool render_special_;
   bool strip_space_ = true;  // SentencePiece: the next text piece loses its leading space
-  std::string pending_;      // bytes of an unfinished character
+  std::string pending_;  // bytes of an unfinished character
 };
 
 struct ChatMessage {

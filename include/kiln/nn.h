@@ -37,9 +37,8 @@ inline constexpr const char* kQmmActivationNames[] = {"exact", "int8", "int16"};
 /* x @ dequantize(w).T when transpose (w is [out, in]), else x @ dequantize(w) (w is [in, out]).
    x float32, float16 or bfloat16, any leading batch axes; scales/biases float32, float16 or bfloat16.
    The result has x's dtype; products accumulate in float32. */
-Array quantized_matmul(const Array& x, const Array& w, const Array& scales, const Array& biases,
-                       bool transpose = true, int group_size = 64, int bits = 4,
-                       QmmActivations activations = QmmActivations::exact);
+Array quantized_matmul(const Array& x, const Array& w, const Array& scales, const Array& biases, bool transpose = true,
+                       int group_size = 64, int bits = 4, QmmActivations activations = QmmActivations::exact);
 
 /* x * rsqrt(mean(x^2) + eps) * weight over the last axis, accumulated in float32, in x's dtype.
    weight (optional) is a vector as long as that axis. */

@@ -125,8 +125,7 @@ Array take(const Array& a, const Array& indices, int axis);
 /* numpy.take_along_axis: indices has a's rank and broadcasts against it off the axis. */
 Array take_along_axis(const Array& a, const Array& indices, int axis);
 /* A copy of a with the region start:stop:step replaced by update (broadcast to it). */
-Array slice_update(const Array& a, const Array& update, const Shape& start, const Shape& stop,
-                   const Shape& step = {});
+Array slice_update(const Array& a, const Array& update, const Shape& start, const Shape& stop, const Shape& step = {});
 /* A contiguous copy. */
 Array copy(const Array& a);
 
@@ -135,15 +134,15 @@ Array operator-(const Array& a);
 Array operator~(const Array& a);
 Array operator!(const Array& a);
 
-#define KILN_BINARY_OPERATOR(OP, FN)                                          \
+#define KILN_BINARY_OPERATOR(OP, FN)                                            \
   inline Array operator OP(const Array& a, const Array& b) { return FN(a, b); } \
-  template <class T, class = std::enable_if_t<detail::is_scalar_v<T>>>        \
-  Array operator OP(const Array& a, T b) {                                    \
-    return FN(a, detail::scalar_for(b, a));                                   \
-  }                                                                           \
-  template <class T, class = std::enable_if_t<detail::is_scalar_v<T>>>        \
-  Array operator OP(T a, const Array& b) {                                    \
-    return FN(detail::scalar_for(a, b), b);                                   \
+  template <class T, class = std::enable_if_t<detail::is_scalar_v<T>>>          \
+  Array operator OP(const Array& a, T b) {                                      \
+    return FN(a, detail::scalar_for(b, a));                                     \
+  }                                                                             \
+  template <class T, class = std::enable_if_t<detail::is_scalar_v<T>>>          \
+  Array operator OP(T a, const Array& b) {                                      \
+    return FN(detail::scalar_for(a, b), b);                                     \
   }
 KILN_BINARY_OPERATOR(+, add)
 KILN_BINARY_OPERATOR(-, subtract)
@@ -165,10 +164,16 @@ KILN_BINARY_OPERATOR(>>, right_shift)
 
 /* Binary ops with one C++ scalar operand, without widening the array's dtype. */
 template <class T, class = std::enable_if_t<detail::is_scalar_v<T>>>
-Array maximum(const Array& a, T b) { return maximum(a, detail::scalar_for(b, a)); }
+Array maximum(const Array& a, T b) {
+  return maximum(a, detail::scalar_for(b, a));
+}
 template <class T, class = std::enable_if_t<detail::is_scalar_v<T>>>
-Array minimum(const Array& a, T b) { return minimum(a, detail::scalar_for(b, a)); }
+Array minimum(const Array& a, T b) {
+  return minimum(a, detail::scalar_for(b, a));
+}
 template <class T, class = std::enable_if_t<detail::is_scalar_v<T>>>
-Array power(const Array& a, T b) { return power(a, detail::scalar_for(b, a)); }
+Array power(const Array& a, T b) {
+  return power(a, detail::scalar_for(b, a));
+}
 
 }  // namespace kiln

@@ -30,12 +30,12 @@ namespace {
 
 static_assert(KILN_NUM_DTYPES == kNumDtypes, "kiln_dtypes.def and kiln::Dtype disagree");
 static_assert(KILN_BOOL == static_cast<int>(bool_) && KILN_UINT8 == static_cast<int>(uint8) &&
-              KILN_UINT16 == static_cast<int>(uint16) && KILN_UINT32 == static_cast<int>(uint32) &&
-              KILN_UINT64 == static_cast<int>(uint64) && KILN_INT8 == static_cast<int>(int8) &&
-              KILN_INT16 == static_cast<int>(int16) && KILN_INT32 == static_cast<int>(int32) &&
-              KILN_INT64 == static_cast<int>(int64) && KILN_FLOAT16 == static_cast<int>(float16) &&
-              KILN_BFLOAT16 == static_cast<int>(bfloat16) && KILN_FLOAT32 == static_cast<int>(float32) &&
-              KILN_FLOAT64 == static_cast<int>(float64),
+                  KILN_UINT16 == static_cast<int>(uint16) && KILN_UINT32 == static_cast<int>(uint32) &&
+                  KILN_UINT64 == static_cast<int>(uint64) && KILN_INT8 == static_cast<int>(int8) &&
+                  KILN_INT16 == static_cast<int>(int16) && KILN_INT32 == static_cast<int>(int32) &&
+                  KILN_INT64 == static_cast<int>(int64) && KILN_FLOAT16 == static_cast<int>(float16) &&
+                  KILN_BFLOAT16 == static_cast<int>(bfloat16) && KILN_FLOAT32 == static_cast<int>(float32) &&
+                  KILN_FLOAT64 == static_cast<int>(float64),
               "kiln_dtypes.def and kiln::Dtype disagree");
 
 // Writes a's elements (converted to double or int64) as nested lists.
@@ -44,13 +44,18 @@ void write_values(std::ostream& os, const Array& a) {
   bool as_int = !is_floating(d);
   std::vector<double> f;
   std::vector<int64_t> i;
-  if (as_int) i = a.to_vector<int64_t>();
-  else f = a.to_vector<double>();
+  if (as_int)
+    i = a.to_vector<int64_t>();
+  else
+    f = a.to_vector<double>();
   const Shape& shape = a.shape();
   if (shape.empty()) {
-    if (d == bool_) os << (i[0] ? "true" : "false");
-    else if (as_int) os << i[0];
-    else os << f[0];
+    if (d == bool_)
+      os << (i[0] ? "true" : "false");
+    else if (as_int)
+      os << i[0];
+    else
+      os << f[0];
     return;
   }
   std::vector<int64_t> idx(shape.size(), 0);
@@ -62,9 +67,12 @@ void write_values(std::ostream& os, const Array& a) {
     return;
   }
   for (;;) {
-    if (d == bool_) os << (i[flat] ? "true" : "false");
-    else if (as_int) os << i[flat];
-    else os << f[flat];
+    if (d == bool_)
+      os << (i[flat] ? "true" : "false");
+    else if (as_int)
+      os << i[flat];
+    else
+      os << f[flat];
     ++flat;
     // Advance the multi-index, closing and reopening brackets as axes roll over.
     int axis = static_cast<int>(shape.size()) - 1;
@@ -273,14 +281,14 @@ int kiln_array_copy_to(void* dst, size_t dst_nbytes, const kiln_array a, kiln_dt
   });
 }
 
-#define KILN_C_DTYPE(E, n, t)                                       \
-  int kiln_array_item_##n(t* out, const kiln_array a) {             \
-    return guard([&] {                                              \
-      check_out("kiln_array_item_" #n, out);                        \
-      const Array& arr = get("kiln_array_item_" #n, a);             \
+#define KILN_C_DTYPE(E, n, t)                                               \
+  int kiln_array_item_##n(t* out, const kiln_array a) {                     \
+    return guard([&] {                                                      \
+      check_out("kiln_array_item_" #n, out);                                \
+      const Array& arr = get("kiln_array_item_" #n, a);                     \
       if (arr.size() != 1) fail("item", "item() needs an array of size 1"); \
-      arr.copy_to(out, static_cast<Dtype>(E));                      \
-    });                                                             \
+      arr.copy_to(out, static_cast<Dtype>(E));                              \
+    });                                                                     \
   }
 #include "kiln/c/kiln_dtypes.def"
 #undef KILN_C_DTYPE

@@ -89,12 +89,16 @@ inline char* c_string(const std::string& s) {
 
 /* Stores a result in *out: a new handle when *out is NULL, else in place. */
 inline void put(kiln_array* out, Array value) {
-  if (*out) (*out)->arr = std::move(value);
-  else *out = new kiln_array_s{std::move(value)};
+  if (*out)
+    (*out)->arr = std::move(value);
+  else
+    *out = new kiln_array_s{std::move(value)};
 }
 inline void put(kiln_vector_array* out, std::vector<Array> value) {
-  if (*out) (*out)->v = std::move(value);
-  else *out = new kiln_vector_array_s{std::move(value)};
+  if (*out)
+    (*out)->v = std::move(value);
+  else
+    *out = new kiln_vector_array_s{std::move(value)};
 }
 
 /* The integer a C caller passed as an enum. Read through memcpy: C lets any int
@@ -113,8 +117,8 @@ Device to_device(const char* fn, kiln_device d);
 Shape to_shape(const char* fn, const int64_t* shape, int ndim);
 std::vector<int> to_axes(const char* fn, const int* axes, size_t n);
 /* start/stop/step of n axes; a NULL step means ones. */
-inline void slice_args(const char* fn, const int64_t* start, const int64_t* stop, const int64_t* step, int n,
-                       Shape& b, Shape& e, Shape& s) {
+inline void slice_args(const char* fn, const int64_t* start, const int64_t* stop, const int64_t* step, int n, Shape& b,
+                       Shape& e, Shape& s) {
   b = to_shape(fn, start, n);
   e = to_shape(fn, stop, n);
   s = step ? to_shape(fn, step, n) : Shape(static_cast<size_t>(n < 0 ? 0 : n), 1);

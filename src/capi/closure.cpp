@@ -61,8 +61,10 @@ int kiln_closure_new_func_payload(kiln_closure* out, kiln_closure_fn fn, void* p
     auto* raw = new FuncClosure(fn, payload, dtor);
     owned = true;
     std::shared_ptr<const Closure> c(raw);  // deletes raw (running dtor) if it throws
-    if (*out) (*out)->c = std::move(c);
-    else *out = new kiln_closure_s{std::move(c)};  // on bad_alloc, c's release runs dtor
+    if (*out)
+      (*out)->c = std::move(c);
+    else
+      *out = new kiln_closure_s{std::move(c)};  // on bad_alloc, c's release runs dtor
   });
   if (rc != 0 && !owned && dtor) dtor(payload);
   return rc;
@@ -72,8 +74,10 @@ int kiln_closure_set(kiln_closure* out, const kiln_closure src) {
   return guard([&] {
     check_out("kiln_closure_set", out);
     auto c = get("kiln_closure_set", src);
-    if (*out) (*out)->c = std::move(c);
-    else *out = new kiln_closure_s{std::move(c)};
+    if (*out)
+      (*out)->c = std::move(c);
+    else
+      *out = new kiln_closure_s{std::move(c)};
   });
 }
 

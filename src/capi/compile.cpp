@@ -44,8 +44,10 @@ int kiln_compile_named(kiln_closure* out, const kiln_closure fn, const char* nam
     CompiledFunction f =
         kiln::compile([inner](const std::vector<Array>& inputs) { return inner->call(inputs); }, options);
     std::shared_ptr<const Closure> c = std::make_shared<const CompiledClosure>(std::move(f));
-    if (*out) (*out)->c = std::move(c);
-    else *out = new kiln_closure_s{std::move(c)};
+    if (*out)
+      (*out)->c = std::move(c);
+    else
+      *out = new kiln_closure_s{std::move(c)};
   });
 }
 

@@ -24,7 +24,7 @@ struct Handler {
   }
 };
 
-std::mutex g_handler_mu;                 // guards g_handler
+std::mutex g_handler_mu;  // guards g_handler
 std::shared_ptr<const Handler> g_handler;  // the installed handler, or null
 
 }  // namespace

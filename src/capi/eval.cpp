@@ -132,9 +132,12 @@ int kiln_device_count(int* out, kiln_device_type type) {
   return guard([&] {
     check_out("kiln_device_count", out);
     int t = enum_value(type);
-    if (t == KILN_DEVICE_CPU) *out = 1;
-    else if (t == KILN_DEVICE_CUDA) *out = cuda_device_count();
-    else fail("kiln_device_count", "invalid device type ", t);
+    if (t == KILN_DEVICE_CPU)
+      *out = 1;
+    else if (t == KILN_DEVICE_CUDA)
+      *out = cuda_device_count();
+    else
+      fail("kiln_device_count", "invalid device type ", t);
   });
 }
 

@@ -127,7 +127,8 @@ int kiln_executable_input_name(const char** out, const kiln_executable e, size_t
   return guard([&] {
     check_out("kiln_executable_input_name", out);
     get("kiln_executable_input_name", e);
-    if (i >= e->inputs.size()) fail("kiln_executable_input_name", "input ", i, " does not exist (", e->inputs.size(), " inputs)");
+    if (i >= e->inputs.size())
+      fail("kiln_executable_input_name", "input ", i, " does not exist (", e->inputs.size(), " inputs)");
     *out = e->inputs[i].c_str();
   });
 }
@@ -197,7 +198,8 @@ int kiln_executable_run_f32(kiln_vector_array* out, kiln_executable e, const cha
     const char* fn = "kiln_executable_run_f32";
     check_out(fn, out);
     std::map<std::string, HostTensor> host;
-    for (const auto& [name, a] : named(fn, names, inputs)) host[name] = {a.shape(), astype(a, float32).to_vector<float>()};
+    for (const auto& [name, a] : named(fn, names, inputs))
+      host[name] = {a.shape(), astype(a, float32).to_vector<float>()};
     std::vector<Array> res;
     for (auto& t : get(fn, e).run(host, options(fn, extent))) res.push_back(array(t.data.data(), t.shape, float32));
     put(out, std::move(res));

@@ -27,7 +27,8 @@ const kiln_llm_model_s& get_model(const char* fn, const kiln_llm_model m) {
 }
 // The model's tokenizer; a model file without one (token ids only) fails here, naming the call.
 const Tokenizer& get_tokenizer(const char* fn, const kiln_llm_model_s& m) {
-  if (!m.tokenizer) fail(fn, m.model->file().path(), " has no tokenizer (no tokenizer.ggml.tokens): only token ids work");
+  if (!m.tokenizer)
+    fail(fn, m.model->file().path(), " has no tokenizer (no tokenizer.ggml.tokens): only token ids work");
   return *m.tokenizer;
 }
 kiln_llm_session_s& get_session(const char* fn, kiln_llm_session s) {
@@ -86,9 +87,12 @@ int kiln_llm_model_load(kiln_llm_model* out, const char* path, kiln_device devic
     if (!path) fail(fn, "null path");
     LoadOptions o;
     int type = enum_value(device.type);
-    if (type == KILN_DEVICE_CPU) o.device = Device::cpu();
-    else if (type == KILN_DEVICE_CUDA) o.device = Device::cuda(device.index);
-    else fail(fn, "unknown device type ", type);
+    if (type == KILN_DEVICE_CPU)
+      o.device = Device::cpu();
+    else if (type == KILN_DEVICE_CUDA)
+      o.device = Device::cuda(device.index);
+    else
+      fail(fn, "unknown device type ", type);
     o.dtype = to_dtype(fn, dtype);
     auto model = Model::load(path, o);
     std::optional<Tokenizer> tok;

@@ -59,12 +59,13 @@ int kiln_rope(kiln_array* out, const kiln_array x, int dims, bool traditional, f
     const char* fn = "kiln_rope";
     check_out(fn, out);
     auto f = get_optional(freqs);
-    put(out, rope(get(fn, x), dims, traditional, f ? std::nullopt : std::optional<float>(base), scale, get(fn, offset), f));
+    put(out,
+        rope(get(fn, x), dims, traditional, f ? std::nullopt : std::optional<float>(base), scale, get(fn, offset), f));
   });
 }
 
-int kiln_scaled_dot_product_attention(kiln_array* out, const kiln_array q, const kiln_array k, const kiln_array v, float scale,
-              const kiln_array mask, bool causal, const kiln_array key_lengths) {
+int kiln_scaled_dot_product_attention(kiln_array* out, const kiln_array q, const kiln_array k, const kiln_array v,
+                                      float scale, const kiln_array mask, bool causal, const kiln_array key_lengths) {
   return guard([&] {
     const char* fn = "kiln_scaled_dot_product_attention";
     check_out(fn, out);

@@ -79,22 +79,22 @@ int kiln_eye(kiln_array* out, int64_t n, int64_t m, int64_t k, kiln_dtype dtype)
   });
 }
 
-#define KILN_C_UNARY(name)                                   \
-  int kiln_##name(kiln_array* out, const kiln_array a) {     \
-    return guard([&] {                                       \
-      check_out("kiln_" #name, out);                         \
-      put(out, kiln::name(get("kiln_" #name, a)));           \
-    });                                                      \
+#define KILN_C_UNARY(name)                               \
+  int kiln_##name(kiln_array* out, const kiln_array a) { \
+    return guard([&] {                                   \
+      check_out("kiln_" #name, out);                     \
+      put(out, kiln::name(get("kiln_" #name, a)));       \
+    });                                                  \
   }
 #include "kiln/c/kiln_unary_ops.def"
 #undef KILN_C_UNARY
 
-#define KILN_C_BINARY(name)                                                         \
-  int kiln_##name(kiln_array* out, const kiln_array a, const kiln_array b) {        \
-    return guard([&] {                                                              \
-      check_out("kiln_" #name, out);                                                \
-      put(out, kiln::name(get("kiln_" #name, a), get("kiln_" #name, b)));           \
-    });                                                                             \
+#define KILN_C_BINARY(name)                                                  \
+  int kiln_##name(kiln_array* out, const kiln_array a, const kiln_array b) { \
+    return guard([&] {                                                       \
+      check_out("kiln_" #name, out);                                         \
+      put(out, kiln::name(get("kiln_" #name, a), get("kiln_" #name, b)));    \
+    });                                                                      \
   }
 #include "kiln/c/kiln_binary_ops.def"
 #undef KILN_C_BINARY

@@ -7,12 +7,12 @@ using namespace kiln::capi;
 
 extern "C" {
 
-#define KILN_C_REDUCE(name)                                                                        \
+#define KILN_C_REDUCE(name)                                                                            \
   int kiln_##name(kiln_array* out, const kiln_array a, const int* axes, size_t naxes, bool keepdims) { \
-    return guard([&] {                                                                             \
-      check_out("kiln_" #name, out);                                                               \
-      put(out, kiln::name(get("kiln_" #name, a), to_axes("kiln_" #name, axes, naxes), keepdims));  \
-    });                                                                                            \
+    return guard([&] {                                                                                 \
+      check_out("kiln_" #name, out);                                                                   \
+      put(out, kiln::name(get("kiln_" #name, a), to_axes("kiln_" #name, axes, naxes), keepdims));      \
+    });                                                                                                \
   }
 #include "kiln/c/kiln_reduce_ops.def"
 #undef KILN_C_REDUCE

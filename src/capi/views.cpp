@@ -56,8 +56,8 @@ int kiln_flatten(kiln_array* out, const kiln_array a) {
   });
 }
 
-int kiln_slice(kiln_array* out, const kiln_array a, const int64_t* start, const int64_t* stop,
-               const int64_t* step, int n) {
+int kiln_slice(kiln_array* out, const kiln_array a, const int64_t* start, const int64_t* stop, const int64_t* step,
+               int n) {
   return guard([&] {
     const char* fn = "kiln_slice";
     check_out(fn, out);

@@ -25,7 +25,9 @@ const char* compute_type(Dtype d) { return (d == float16 || d == bfloat16) ? "fl
 
 const char* functor(OpKind k) {
   switch (k) {
-#define KILN_UNARY(F, n, ...) case OpKind::F: return "kiln::math::" #F;
+#define KILN_UNARY(F, n, ...) \
+  case OpKind::F:             \
+    return "kiln::math::" #F;
 #define KILN_BINARY(F, n, ...) KILN_UNARY(F, n)
 #define KILN_REDUCE(F, n) KILN_UNARY(F, n)
 #include "ops/op_table.def"
@@ -44,8 +46,15 @@ namespace {
 // (a sign flip, an integral value, a pick), so rounding it through that type again is a no-op.
 bool result_exact_in_type(OpKind k) {
   switch (k) {
-    case OpKind::Abs: case OpKind::Negative: case OpKind::Sign: case OpKind::Floor: case OpKind::Ceil:
-    case OpKind::Round: case OpKind::Maximum: case OpKind::Minimum: case OpKind::Where: return true;
+    case OpKind::Abs:
+    case OpKind::Negative:
+    case OpKind::Sign:
+    case OpKind::Floor:
+    case OpKind::Ceil:
+    case OpKind::Round:
+    case OpKind::Maximum:
+    case OpKind::Minimum:
+    case OpKind::Where: return true;
     default: return false;
   }
 }

@@ -22,8 +22,8 @@ namespace {
 
 std::atomic<int> g_mode{-1};  // -1: not yet read from KILN_MODE
 std::atomic<size_t> g_cache_capacity{64};  // atomic: read by every insertion, set from any thread
-std::atomic<size_t> g_warn_after{32};      // atomic: read by every trace, set from any thread
-std::atomic<size_t> g_live_entries{0};     // atomic: CacheEntry objects alive (cache_probe.h)
+std::atomic<size_t> g_warn_after{32};  // atomic: read by every trace, set from any thread
+std::atomic<size_t> g_live_entries{0};  // atomic: CacheEntry objects alive (cache_probe.h)
 
 // KILN_MODE=eager or lazy call functions directly; no_simplify and no_fuse trace with fewer passes.
 CompileMode mode_from_env() {
@@ -61,7 +61,7 @@ struct CacheEntry {
   std::condition_variable done;  // signalled under mu when state leaves tracing
   enum class State { tracing, ready, failed } state = State::tracing;
   std::shared_ptr<const compiler::Plan> plan;  // immutable once ready; shared read-only by every caller
-  std::atomic<uint64_t> last_used{0};          // atomic: stamped by hits under a shared lock
+  std::atomic<uint64_t> last_used{0};  // atomic: stamped by hits under a shared lock
 
   CacheEntry() { g_live_entries.fetch_add(1, std::memory_order_relaxed); }
   ~CacheEntry() { g_live_entries.fetch_sub(1, std::memory_order_relaxed); }
@@ -70,11 +70,11 @@ struct CacheEntry {
 };
 
 struct CompiledFunction::Impl {
-  Function fn;             // immutable after compile(); called concurrently by tracing threads
+  Function fn;  // immutable after compile(); called concurrently by tracing threads
   CompileOptions options;  // immutable after compile()
-  std::shared_mutex mu;    // guards entries (lookups shared, insert and erase exclusive)
+  std::shared_mutex mu;  // guards entries (lookups shared, insert and erase exclusive)
   std::unordered_map<std::string, std::shared_ptr<CacheEntry>> entries;
-  std::atomic<uint64_t> clock{0};   // LRU ticks
+  std::atomic<uint64_t> clock{0};  // LRU ticks
   std::atomic<uint64_t> traces{0};  // traces of this function
   std::atomic<bool> warned{false};  // atomic: the recompile warning is said once
 
@@ -107,7 +107,8 @@ void CompiledFunction::Impl::key(const std::vector<Array>& inputs, CompileMode m
   }
 }
 
-std::shared_ptr<const compiler::Plan> CompiledFunction::Impl::build(const std::vector<Array>& inputs, CompileMode mode) {
+std::shared_ptr<const compiler::Plan> CompiledFunction::Impl::build(const std::vector<Array>& inputs,
+                                                                    CompileMode mode) {
   const int64_t miss_ns = compiler::now_ns();
   compiler::Graph g = compiler::trace(fn, inputs);
   compiler::PassOptions po{options.shapeless};
@@ -257,10 +258,9 @@ std::function<Array(const Array&)> compile(std::function<Array(const Array&)> fn
 }
 
 std::function<Array(const Array&, const Array&)> compile(std::function<Array(const Array&, const Array&)> fn,
-                                                          CompileOptions options) {
-  auto f = compile(
-      [fn = std::move(fn)](const std::vector<Array>& in) { return std::vector<Array>{fn(in[0], in[1])}; },
-      std::move(options));
+                                                         CompileOptions options) {
+  auto f = compile([fn = std::move(fn)](const std::vector<Array>& in) { return std::vector<Array>{fn(in[0], in[1])}; },
+                   std::move(options));
   return [f](const Array& a, const Array& b) { return f({a, b})[0]; };
 }
 

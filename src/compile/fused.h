@@ -18,16 +18,16 @@ namespace kiln::compiler {
 
 struct FusedOp {
   std::shared_ptr<Primitive> prim;  // null for a region input
-  std::vector<int> args;            // earlier op indices
-  Dtype dtype = float32;            // stored dtype of the result
-  int input = -1;                   // region input index when prim is null
-  bool uniform = false;             // a region input that is one constant element, loaded once
+  std::vector<int> args;  // earlier op indices
+  Dtype dtype = float32;  // stored dtype of the result
+  int input = -1;  // region input index when prim is null
+  bool uniform = false;  // a region input that is one constant element, loaded once
 };
 
 struct FusedProgram {
   std::vector<FusedOp> ops;  // region inputs first, then members in order
   std::vector<int> outputs;  // op index of each region output
-  KernelSlots gpu_kernels;   // filled by the CUDA backend on first use
+  KernelSlots gpu_kernels;  // filled by the CUDA backend on first use
   int num_inputs() const;
   /* C++ source of a kernel named `symbol` (see fused_codegen.cpp for its signature). */
   std::string source(const std::string& symbol) const;

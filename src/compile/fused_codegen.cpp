@@ -9,7 +9,6 @@
 
 namespace kiln::compiler {
 
-
 int FusedProgram::num_inputs() const {
   int n = 0;
   for (auto& op : ops) n += op.prim ? 0 : 1;
@@ -19,8 +18,10 @@ int FusedProgram::num_inputs() const {
 std::string FusedProgram::signature() const {
   std::ostringstream os;
   for (auto& op : ops) {
-    if (op.prim) op.prim->print(os);
-    else os << (op.uniform ? "uniform" : "in") << op.input;
+    if (op.prim)
+      op.prim->print(os);
+    else
+      os << (op.uniform ? "uniform" : "in") << op.input;
     os << ":" << dtype_name(op.dtype) << "(";
     for (int a : op.args) os << a << ",";
     os << ")";
@@ -32,8 +33,7 @@ std::string FusedProgram::signature() const {
 std::string FusedProgram::source(const std::string& symbol) const {
   std::ostringstream s;
   s << "#include <cstdint>\n#include \"kiln/half.h\"\n#include \"backend/common/math.h\"\n\n";
-  s << "extern \"C\" void " << symbol
-    << "(int64_t n, const void* const* in, const int64_t* st, void* const* out) {\n";
+  s << "extern \"C\" void " << symbol << "(int64_t n, const void* const* in, const int64_t* st, void* const* out) {\n";
   for (auto& op : ops) {
     if (op.prim) continue;
     s << "  const " << cpp_type(op.dtype) << "* __restrict in" << op.input << " = static_cast<const "
@@ -63,9 +63,11 @@ std::string FusedProgram::source(const std::string& symbol) const {
       const FusedOp& op = ops[i];
       const char* ct = compute_type(op.dtype);
       if (!op.prim) {
-        if (op.uniform) ref[i] = numbered("u", op.input);
-        else ref[i] = std::string("static_cast<") + ct + ">(in" + std::to_string(op.input) +
-                      (unit ? "[i0 + j]" : "[(i0 + j) * s" + std::to_string(op.input) + "]") + ")";
+        if (op.uniform)
+          ref[i] = numbered("u", op.input);
+        else
+          ref[i] = std::string("static_cast<") + ct + ">(in" + std::to_string(op.input) +
+                   (unit ? "[i0 + j]" : "[(i0 + j) * s" + std::to_string(op.input) + "]") + ")";
         continue;
       }
       std::vector<std::string> args;
@@ -75,14 +77,14 @@ std::string FusedProgram::source(const std::string& symbol) const {
         arg_dtypes.push_back(ops[static_cast<size_t>(a)].dtype);
       }
       b << "      " << ct << " t" << i << "[B];\n";
-      b << "      for (int64_t j = 0; j < m; ++j) t" << i << "[j] = "
-        << rounded_expr(op.prim->kind(), *op.prim, op.dtype, args, arg_dtypes) << ";\n";
+      b << "      for (int64_t j = 0; j < m; ++j) t" << i
+        << "[j] = " << rounded_expr(op.prim->kind(), *op.prim, op.dtype, args, arg_dtypes) << ";\n";
       ref[i] = numbered("t", static_cast<int64_t>(i)) + "[j]";
     }
     for (size_t o = 0; o < outputs.size(); ++o) {
       const FusedOp& op = ops[static_cast<size_t>(outputs[o])];
-      b << "      for (int64_t j = 0; j < m; ++j) out" << o << "[i0 + j] = static_cast<" << cpp_type(op.dtype)
-        << ">(" << ref[static_cast<size_t>(outputs[o])] << ");\n";
+      b << "      for (int64_t j = 0; j < m; ++j) out" << o << "[i0 + j] = static_cast<" << cpp_type(op.dtype) << ">("
+        << ref[static_cast<size_t>(outputs[o])] << ");\n";
     }
     return b.str();
   };

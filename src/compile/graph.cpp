@@ -49,8 +49,10 @@ std::vector<GNode> topological_order(const Graph& g, std::vector<GNode> nodes) {
       state[n] = 1;
       if (next < nodes[n].inputs.size()) {
         int p = prod[static_cast<size_t>(nodes[n].inputs[next++])];
-        if (p >= 0 && state[static_cast<size_t>(p)] == 0) stack.push_back({static_cast<size_t>(p), 0});
-        else if (p >= 0 && state[static_cast<size_t>(p)] == 1) fail("compile", "fusion created a cycle");
+        if (p >= 0 && state[static_cast<size_t>(p)] == 0)
+          stack.push_back({static_cast<size_t>(p), 0});
+        else if (p >= 0 && state[static_cast<size_t>(p)] == 1)
+          fail("compile", "fusion created a cycle");
         continue;
       }
       state[n] = 2;
@@ -83,11 +85,13 @@ void verify(const Graph& g, const char* after_pass) {
     std::vector<Shape> in_shapes;
     for (int v : node.inputs) {
       if (v < 0 || static_cast<size_t>(v) >= g.values.size()) bad("node ", n, " reads unknown value ", v);
-      if (!defined[static_cast<size_t>(v)]) bad("node ", n, " (", node.prim->name(), ") reads value ", v, " before it is written");
+      if (!defined[static_cast<size_t>(v)])
+        bad("node ", n, " (", node.prim->name(), ") reads value ", v, " before it is written");
       in_shapes.push_back(g.values[static_cast<size_t>(v)].shape);
     }
     auto shapes = node.prim->output_shapes(in_shapes);
-    if (shapes.size() != node.outputs.size()) bad("node ", n, " has ", node.outputs.size(), " outputs, primitive gives ", shapes.size());
+    if (shapes.size() != node.outputs.size())
+      bad("node ", n, " has ", node.outputs.size(), " outputs, primitive gives ", shapes.size());
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       int v = node.outputs[i];
       if (defined[static_cast<size_t>(v)]) bad("value ", v, " written twice");
@@ -125,8 +129,8 @@ void write_dot(std::ostream& os, const Graph& g, const std::string& title, const
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& val = g.values[v];
     if (val.is_input() || val.is_constant()) {
-      os << "  v" << v << " [shape=box,label=\"" << leaf_label(val, names) << "\\n" << dtype_name(val.dtype)
-         << detail::shape_str(val.shape) << "\"];\n";
+      os << "  v" << v << " [shape=box,label=\"" << leaf_label(val, names) << "\\n"
+         << dtype_name(val.dtype) << detail::shape_str(val.shape) << "\"];\n";
     }
   }
   auto prod = g.producers();

@@ -18,7 +18,7 @@ namespace kiln::compiler {
 struct Value {
   Shape shape;
   Dtype dtype = float32;
-  int input_index = -1;                     // >= 0 for function inputs
+  int input_index = -1;  // >= 0 for function inputs
   std::optional<detail::Tensor> constant;  // data frozen at trace time
   bool is_input() const { return input_index >= 0; }
   bool is_constant() const { return constant.has_value(); }
@@ -26,15 +26,15 @@ struct Value {
 
 struct GNode {
   std::shared_ptr<Primitive> prim;
-  std::vector<int> inputs;   // value ids
+  std::vector<int> inputs;  // value ids
   std::vector<int> outputs;  // value ids
 };
 
 struct Graph {
   std::vector<Value> values;
-  std::vector<GNode> nodes;   // in an order where inputs come first
-  std::vector<int> inputs;    // value id of each function input
-  std::vector<int> outputs;   // value id of each function output (may repeat)
+  std::vector<GNode> nodes;  // in an order where inputs come first
+  std::vector<int> inputs;  // value id of each function input
+  std::vector<int> outputs;  // value id of each function output (may repeat)
 
   /* Node index producing each value, -1 for inputs and constants. */
   std::vector<int> producers() const;

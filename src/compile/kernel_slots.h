@@ -23,7 +23,8 @@ class KernelSlots {
     const size_t hash = key.hash();
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& e : entries_) {
-      if (e.hash == hash && e.type == typeid(Key) && *static_cast<const Key*>(e.key.get()) == key) return e.kernel.get();
+      if (e.hash == hash && e.type == typeid(Key) && *static_cast<const Key*>(e.key.get()) == key)
+        return e.kernel.get();
     }
     return nullptr;
   }

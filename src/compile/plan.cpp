@@ -44,7 +44,8 @@ std::shared_ptr<const Plan> lower(const Graph& g, bool shapeless) {
   for (int v : g.outputs) is_output[static_cast<size_t>(v)] = needed[static_cast<size_t>(v)] = true;
   plan->inputs = slots_of(g.inputs);
   for (size_t v = 0; v < g.values.size(); ++v) {
-    if (g.values[v].is_constant() && needed[v]) plan->constants.emplace_back(slot(static_cast<int>(v)), *g.values[v].constant);
+    if (g.values[v].is_constant() && needed[v])
+      plan->constants.emplace_back(slot(static_cast<int>(v)), *g.values[v].constant);
   }
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     Step s{g.nodes[n].prim, slots_of(g.nodes[n].inputs), slots_of(g.nodes[n].outputs), {}};
@@ -52,7 +53,8 @@ std::shared_ptr<const Plan> lower(const Graph& g, bool shapeless) {
     plan->steps.push_back(std::move(s));
   }
   for (size_t v = 0; v < g.values.size(); ++v) {
-    if (last_use[v] >= 0 && !is_output[v]) plan->steps[static_cast<size_t>(last_use[v])].release.push_back(slot(static_cast<int>(v)));
+    if (last_use[v] >= 0 && !is_output[v])
+      plan->steps[static_cast<size_t>(last_use[v])].release.push_back(slot(static_cast<int>(v)));
   }
   plan->outputs = slots_of(g.outputs);
   // Outputs never read by a step and not inputs or constants would be unwritten: the verifier forbids that.
@@ -141,7 +143,8 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& in) const {
     }
     detail::run_primitive(device, *step.prim, step_in, step_out);
     if (!step.prim->is_view()) detail::count(detail::counters().kernels_launched);
-    for (size_t i = 0; i < step.outputs.size(); ++i) regs[static_cast<size_t>(step.outputs[i])] = std::move(step_out[i]);
+    for (size_t i = 0; i < step.outputs.size(); ++i)
+      regs[static_cast<size_t>(step.outputs[i])] = std::move(step_out[i]);
     step_in.clear();
     for (int v : step.release) {
       auto& buf = regs[static_cast<size_t>(v)].buffer;

@@ -14,7 +14,7 @@ namespace kiln::compiler {
 
 struct Step {
   std::shared_ptr<Primitive> prim;
-  std::vector<int> inputs;   // register slots
+  std::vector<int> inputs;  // register slots
   std::vector<int> outputs;  // register slots
   std::vector<int> release;  // slots no longer needed after this step
 };
@@ -22,14 +22,14 @@ struct Step {
 // Immutable once lowered: one plan is replayed by many threads at once (run is const,
 // registers are per call), so its steps' primitives must not change in eval_cpu.
 struct Plan {
-  size_t num_values = 0;                                   // register slots: values the steps touch
-  std::vector<int> inputs;                                 // slot per function input
+  size_t num_values = 0;  // register slots: values the steps touch
+  std::vector<int> inputs;  // slot per function input
   std::vector<std::pair<int, detail::Tensor>> constants;  // slot, frozen data
   std::vector<Step> steps;
-  size_t kernels = 0;             // steps that launch work (not views)
-  std::vector<int> outputs;       // slot per function output
-  std::vector<Shape> shapes;      // each slot's shape at trace time
-  std::vector<Dtype> dtypes;      // each slot's dtype
+  size_t kernels = 0;  // steps that launch work (not views)
+  std::vector<int> outputs;  // slot per function output
+  std::vector<Shape> shapes;  // each slot's shape at trace time
+  std::vector<Dtype> dtypes;  // each slot's dtype
   bool shapeless = false;
   int64_t miss_ns = 0;  // steady clock: when the cache miss that traced this plan began
   mutable std::atomic<bool> fused_arrived{false};  // a call has run every fused region compiled (stats)

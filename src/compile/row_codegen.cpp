@@ -19,8 +19,10 @@ std::string RowProgram::signature() const {
   std::ostringstream os;
   os << "rows" << reduced_axes << ";";
   for (auto& op : ops) {
-    if (op.prim) op.prim->print(os);
-    else os << (op.uniform ? "uniform" : "in") << op.input;
+    if (op.prim)
+      op.prim->print(os);
+    else
+      os << (op.uniform ? "uniform" : "in") << op.input;
     os << ":" << dtype_name(op.dtype) << (op.per_row ? "r" : "e") << "(";
     for (int a : op.args) os << a << ",";
     os << ")";
@@ -80,7 +82,8 @@ std::optional<KeptValue> kept_value(const RowProgram& p, const std::vector<int>&
     const RowOp& op = p.ops[*i];
     if (!op.prim || !in_outputs.count(*i)) continue;
     const std::set<size_t> recomputed = row_element_closure(p, {*i});
-    if (std::none_of(recomputed.begin(), recomputed.end(), [&](size_t j) { return p.ops[j].prim && costly(p.ops[j].prim->kind()); })) {
+    if (std::none_of(recomputed.begin(), recomputed.end(),
+                     [&](size_t j) { return p.ops[j].prim && costly(p.ops[j].prim->kind()); })) {
       return std::nullopt;  // cheaper to compute again (LayerNorm's x - mean measured 5% slower kept)
     }
     // Stored and read back exactly: the output holds the value's own compute type.
@@ -124,8 +127,10 @@ std::string RowProgram::source(const std::string& symbol) const {
     b << indent << "const " << ct << " t" << i << " = ";
     if (!op.prim) {
       std::string k = std::to_string(op.input);
-      if (op.per_row || op.uniform) b << "static_cast<" << ct << ">(in" << k << "[r * rs[" << k << "]]);\n";
-      else b << "static_cast<" << ct << ">(in" << k << "[r * rs[" << k << "] + " << j << " * cs[" << k << "]]);\n";
+      if (op.per_row || op.uniform)
+        b << "static_cast<" << ct << ">(in" << k << "[r * rs[" << k << "]]);\n";
+      else
+        b << "static_cast<" << ct << ">(in" << k << "[r * rs[" << k << "] + " << j << " * cs[" << k << "]]);\n";
       return;
     }
     b << member_expr(ops, i) << ";\n";
@@ -153,8 +158,8 @@ std::string RowProgram::source(const std::string& symbol) const {
       const std::set<size_t> need = element_closure({root});
       const std::string f = functor(ops[i].prim->kind());
       s << "    const " << ct << " total" << i << " = kiln::fold::row<" << f << ", " << ct
-        << ">(rows, n, [=](int64_t a, int64_t b) {\n      return kiln::fold::run<" << f << ", " << ct << ">(b - a, [=](int64_t i) -> "
-        << ct << " {\n      const int64_t j = a + i;\n";
+        << ">(rows, n, [=](int64_t a, int64_t b) {\n      return kiln::fold::run<" << f << ", " << ct
+        << ">(b - a, [=](int64_t i) -> " << ct << " {\n      const int64_t j = a + i;\n";
       for (size_t k : need) emit_op(s, k, "j", "      ");
       if (p == passes && kept && !stored && need.count(kept->op)) {  // the value the output pass reads back
         s << "      out" << kept->output << "[r * n + j] = t" << kept->op << ";\n";
@@ -178,8 +183,11 @@ std::string RowProgram::source(const std::string& symbol) const {
     s << "    for (int64_t j = 0; j < n; ++j) {\n";
     std::ostringstream body;
     for (size_t i : need) {
-      if (kept && i == kept->op) body << "      const " << compute_type(ops[i].dtype) << " t" << i << " = out" << kept->output << "[r * n + j];\n";
-      else emit_op(body, i, "j", "      ");
+      if (kept && i == kept->op)
+        body << "      const " << compute_type(ops[i].dtype) << " t" << i << " = out" << kept->output
+             << "[r * n + j];\n";
+      else
+        emit_op(body, i, "j", "      ");
     }
     s << body.str();
     for (size_t o = 0; o < outputs.size(); ++o) {

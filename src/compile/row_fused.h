@@ -20,18 +20,18 @@ namespace kiln::compiler {
 
 struct RowOp {
   std::shared_ptr<Primitive> prim;  // null for a region input; else elementwise or a Reduce
-  std::vector<int> args;            // earlier op indices
+  std::vector<int> args;  // earlier op indices
   Dtype dtype = float32;
   bool per_row = false;  // one value per row (reduced axes of size 1) rather than per element
-  int input = -1;        // region input index when prim is null
+  int input = -1;  // region input index when prim is null
   bool uniform = false;  // a region input that is one constant element
 };
 
 struct RowProgram {
-  std::vector<RowOp> ops;    // inputs first, then members in order
+  std::vector<RowOp> ops;  // inputs first, then members in order
   std::vector<int> outputs;  // op index of each region output
-  int reduced_axes = 1;      // the trailing axes that the reductions remove
-  KernelSlots gpu_kernels;   // filled by the CUDA backend on first use
+  int reduced_axes = 1;  // the trailing axes that the reductions remove
+  KernelSlots gpu_kernels;  // filled by the CUDA backend on first use
   std::string source(const std::string& symbol) const;
   std::string signature() const;
 };
@@ -61,8 +61,8 @@ class RowFused : public Primitive {
   const RowProgram& program() const { return *program_; }
 
  private:
-  using KernelFn = void (*)(int64_t r0, int64_t r1, int64_t rows, int64_t n, const void* const* in, const int64_t* row_strides,
-                            const int64_t* col_strides, void* const* out);
+  using KernelFn = void (*)(int64_t r0, int64_t r1, int64_t rows, int64_t n, const void* const* in,
+                            const int64_t* row_strides, const int64_t* col_strides, void* const* out);
   KernelFn kernel();  // null while it compiles in the background, and without a compiler
   bool per_row_inputs_hold(const std::vector<detail::Tensor>& in, const Shape& full, size_t lead) const;
   // Runs the member kernels one after another (no compiler, or an input layout

@@ -51,8 +51,10 @@ TierRecord*& current_tier_record() {
 void note_region(bool compiled, int64_t ready_ns) {
   TierRecord* r = current_tier_record();
   if (!r) return;
-  if (!compiled) ++r->interim;
-  else r->latest_ready_ns = std::max(r->latest_ready_ns, ready_ns);
+  if (!compiled)
+    ++r->interim;
+  else
+    r->latest_ready_ns = std::max(r->latest_ready_ns, ready_ns);
 }
 
 void count_call(const Plan& plan, const TierRecord& record) {

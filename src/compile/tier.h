@@ -12,7 +12,7 @@ namespace kiln::compiler {
 struct Plan;
 
 struct TierRecord {
-  int interim = 0;              // regions that ran through the interpreter
+  int interim = 0;  // regions that ran through the interpreter
   int64_t latest_ready_ns = 0;  // steady clock: when the last of the compiled regions' kernels became ready
 };
 

@@ -128,8 +128,9 @@ class GraphBuilder {
     }
     for (auto& a : actual_) {
       if (a.node() == n) {
-        fail("compile", "an array passed as an input is also captured by the function; use the input argument "
-                        "inside the function instead");
+        fail("compile",
+             "an array passed as an input is also captured by the function; use the input argument "
+             "inside the function instead");
       }
     }
     Array a(n);

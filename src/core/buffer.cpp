@@ -10,11 +10,11 @@ namespace kiln::detail {
 namespace {
 
 constexpr size_t kAlign = 64;
-constexpr size_t kCacheMinBytes = size_t{1} << 20;   // smaller blocks go straight to malloc
-constexpr size_t kCacheMaxBytes = size_t{1} << 30;   // bound on what the cache holds
+constexpr size_t kCacheMinBytes = size_t{1} << 20;  // smaller blocks go straight to malloc
+constexpr size_t kCacheMaxBytes = size_t{1} << 30;  // bound on what the cache holds
 
 struct BlockCache {
-  std::mutex mu;                         // guards blocks and held
+  std::mutex mu;  // guards blocks and held
   std::multimap<size_t, void*> blocks;  // size -> free block
   size_t held = 0;
 
@@ -71,9 +71,7 @@ std::shared_ptr<Buffer> Buffer::allocate(size_t bytes) {
   return make(p, got, true);
 }
 
-std::shared_ptr<Buffer> Buffer::borrow(void* data, size_t bytes) {
-  return make(data, bytes, false);
-}
+std::shared_ptr<Buffer> Buffer::borrow(void* data, size_t bytes) { return make(data, bytes, false); }
 
 std::shared_ptr<Buffer> Buffer::external(const void* data, size_t bytes, std::shared_ptr<const void> owner,
                                          Device device) {

@@ -51,12 +51,12 @@ class Buffer {
   void* data_;
   size_t bytes_;
   bool owned_;
-  Device device_;                          // immutable
-  void* block_ = nullptr;                  // immutable
-  void (*release_)(void*) = nullptr;       // immutable
-  std::shared_ptr<const void> owner_;      // immutable: keeps external memory alive
-  std::mutex mirror_mu_;                   // guards mirror_
-  std::shared_ptr<Buffer> mirror_;         // guarded by mirror_mu_
+  Device device_;  // immutable
+  void* block_ = nullptr;  // immutable
+  void (*release_)(void*) = nullptr;  // immutable
+  std::shared_ptr<const void> owner_;  // immutable: keeps external memory alive
+  std::mutex mirror_mu_;  // guards mirror_
+  std::shared_ptr<Buffer> mirror_;  // guarded by mirror_mu_
 };
 
 /* Releases every cached block (tests of memory use call this). */

@@ -118,8 +118,8 @@ std::string problem(const Spec& s, const std::string& value) {
       if (parse_long(value, &x) && x >= s.lo && x <= s.hi) return {};
       break;
     case Type::power_of_two:
-      if (parse_long(value, &x) && ((x == 0 && std::string(s.fallback) == "0") ||
-                                    (power_of_two(x) && x >= s.lo && x <= s.hi)))
+      if (parse_long(value, &x) &&
+          ((x == 0 && std::string(s.fallback) == "0") || (power_of_two(x) && x >= s.lo && x <= s.hi)))
         return {};
       break;
     case Type::choice: {

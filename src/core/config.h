@@ -19,8 +19,8 @@ struct Spec {
   const char* name;  // "KILN_NUM_THREADS"
   Type type;
   const char* fallback;  // the default, as it would be written in the environment
-  long lo, hi;           // integer and power_of_two: the accepted range
-  const char* choices;   // choice: "a|b|c"
+  long lo, hi;  // integer and power_of_two: the accepted range
+  const char* choices;  // choice: "a|b|c"
   const char* help;
 };
 
@@ -31,9 +31,9 @@ const Spec& spec(Knob k);
 /* The knob's value: the default when unset or empty. A value the knob does not accept
    throws kiln::Error "[config] KILN_NUM_THREADS='abc' is not accepted: <what it accepts>". */
 bool flag(Knob k);
-long integer(Knob k);       // integer and power_of_two knobs
+long integer(Knob k);  // integer and power_of_two knobs
 std::string choice(Knob k);  // one of the choices
-std::string text(Knob k);    // text and path knobs
+std::string text(Knob k);  // text and path knobs
 
 /* What the knob accepts, in words ("an integer from 0 to 4096"). */
 std::string accepts(const Spec& s);

@@ -14,8 +14,8 @@ std::string Device::str() const { return type == Type::cpu ? "cpu" : "cuda:" + s
 
 namespace {
 std::atomic<int> g_default_cuda{-1};  // -1: CPU, else the CUDA ordinal
-std::atomic<bool> g_tf32{false};      // atomic; TF32 matmuls off unless allowed
-}
+std::atomic<bool> g_tf32{false};  // atomic; TF32 matmuls off unless allowed
+}  // namespace
 
 bool cuda_available() {
 #ifdef KILN_WITH_CUDA

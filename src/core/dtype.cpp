@@ -7,16 +7,25 @@ namespace kiln {
 
 int size_of(Dtype d) {
   switch (d) {
-    case bool_: case uint8: case int8: return 1;
-    case uint16: case int16: case float16: case bfloat16: return 2;
-    case uint32: case int32: case float32: return 4;
-    case uint64: case int64: case float64: return 8;
+    case bool_:
+    case uint8:
+    case int8: return 1;
+    case uint16:
+    case int16:
+    case float16:
+    case bfloat16: return 2;
+    case uint32:
+    case int32:
+    case float32: return 4;
+    case uint64:
+    case int64:
+    case float64: return 8;
   }
   fail("dtype", "unknown dtype ", static_cast<int>(d));
 }
 
 const char* dtype_name(Dtype d) {
-  static const char* names[kNumDtypes] = {"bool",  "uint8", "uint16", "uint32",  "uint64",   "int8",   "int16",
+  static const char* names[kNumDtypes] = {"bool",  "uint8", "uint16",  "uint32",   "uint64",  "int8",   "int16",
                                           "int32", "int64", "float16", "bfloat16", "float32", "float64"};
   auto i = static_cast<int>(d);
   if (i < 0 || i >= kNumDtypes) fail("dtype", "unknown dtype ", i);

@@ -48,7 +48,8 @@ void Producer::run(Device device) {
     // Host memory kiln allocated, or device memory from a backend's allocator (an upload
     // is also held as its host buffer's mirror, so it never gets here).
     const bool ours = buf && (buf->on_host() ? buf->owned() : buf->block() != nullptr);
-    const bool may_donate = prim->kind() == OpKind::CompiledCall || prim->in_place_input() == static_cast<int>(in.size() - 1);
+    const bool may_donate =
+        prim->kind() == OpKind::CompiledCall || prim->in_place_input() == static_cast<int>(in.size() - 1);
     if (may_donate && a.node().use_count() == 1 && ours && buf.use_count() == 2) {
       in.back().donated = donated = true;
     }
@@ -117,8 +118,9 @@ void Node::materialize() {
   std::lock_guard<std::mutex> lock(mu);
   if (ready.load(std::memory_order_relaxed)) return;
   if (!producer) {
-    fail("eval", "cannot evaluate an array that depends on the inputs of a function being compiled "
-                 "(item, to_vector and eval are not available while tracing)");
+    fail("eval",
+         "cannot evaluate an array that depends on the inputs of a function being compiled "
+         "(item, to_vector and eval are not available while tracing)");
   }
   producer->run(device);
   Tensor& result = producer->results[static_cast<size_t>(output_index)];
@@ -165,7 +167,7 @@ std::vector<std::shared_ptr<Node>> post_order(const std::vector<Array>& roots) {
     size_t next_input;
   };
   thread_local std::vector<Frame> stack;  // reused, like SeenNodes' list
-  struct Empty {                          // a walk that throws keeps no node alive
+  struct Empty {  // a walk that throws keeps no node alive
     ~Empty() { stack.clear(); }
   } empty_on_exit;
   auto push = [&](const std::shared_ptr<Node>& n) {
@@ -238,10 +240,10 @@ class Stream {
     }
   }
   std::mutex mu_;  // guards queue_ and stop_
-  std::condition_variable cv_;            // waits on mu_
+  std::condition_variable cv_;  // waits on mu_
   std::deque<std::vector<Array>> queue_;  // guarded by mu_
-  bool stop_ = false;                     // guarded by mu_
-  std::thread worker_;                    // touched only by the owning thread (start, join)
+  bool stop_ = false;  // guarded by mu_
+  std::thread worker_;  // touched only by the owning thread (start, join)
 };
 
 }  // namespace
@@ -300,9 +302,9 @@ bool eager() {
 
 Stats stats() {
   auto& c = detail::counters();
-  return {c.kernels_launched.load(), c.arrays_materialized.load(), c.traces.load(), c.cache_hits.load(),
-          c.cache_misses.load(),      c.interim_calls.load(),       c.fused_calls.load(), c.fused_arrivals.load(),
-          c.fused_arrival_ns.load()};
+  return {c.kernels_launched.load(), c.arrays_materialized.load(), c.traces.load(),
+          c.cache_hits.load(),       c.cache_misses.load(),        c.interim_calls.load(),
+          c.fused_calls.load(),      c.fused_arrivals.load(),      c.fused_arrival_ns.load()};
 }
 
 void reset_stats() {

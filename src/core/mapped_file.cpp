@@ -17,7 +17,7 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path, cons
   // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below as not regular.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) fail(tag, "cannot open '", path, "': ", std::strerror(errno));
-  struct stat st{};
+  struct stat st {};
   if (fstat(fd, &st) != 0) {
     int e = errno;
     ::close(fd);
@@ -69,7 +69,8 @@ std::optional<std::pair<std::string, std::string>> first_overlap(std::vector<Byt
   std::erase_if(ranges, [](const ByteRange& r) { return r.bytes == 0; });
   std::sort(ranges.begin(), ranges.end(), [](const ByteRange& a, const ByteRange& b) { return a.begin < b.begin; });
   for (size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i].begin - ranges[i - 1].begin < ranges[i - 1].bytes) return std::pair(*ranges[i].name, *ranges[i - 1].name);
+    if (ranges[i].begin - ranges[i - 1].begin < ranges[i - 1].bytes)
+      return std::pair(*ranges[i].name, *ranges[i - 1].name);
   return std::nullopt;
 }
 

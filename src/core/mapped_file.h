@@ -32,7 +32,7 @@ class MappedFile {
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
-  bool mapped_ = false;         // munmap on destruction
+  bool mapped_ = false;  // munmap on destruction
   std::vector<uint8_t> bytes_;  // the contents when made from_bytes
 };
 

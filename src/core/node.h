@@ -17,7 +17,7 @@ namespace kiln::detail {
 struct Producer {
   std::shared_ptr<Primitive> prim;  // immutable after construction; eval_cpu may run on any thread
   std::vector<Array> inputs;  // immutable while the producer lives
-  std::mutex mu;              // guards done and results
+  std::mutex mu;  // guards done and results
   bool done = false;
   std::vector<Tensor> results;  // one per output, shapes and dtypes set at construction
   // Guarded by mu: a failed run after inputs were donated (their buffers may be
@@ -37,10 +37,10 @@ struct Node {
   int output_index = 0;
   uint64_t trace_id = 0;  // the compile trace that built this node, 0 outside any trace
 
-  std::atomic<bool> ready{false};     // set (release) once `tensor` holds the data
-  std::mutex mu;                      // guards producer and the write of tensor
+  std::atomic<bool> ready{false};  // set (release) once `tensor` holds the data
+  std::mutex mu;  // guards producer and the write of tensor
   std::shared_ptr<Producer> producer;  // null for leaves and once ready
-  Tensor tensor;                       // valid once ready
+  Tensor tensor;  // valid once ready
 
   /* The producer while not yet evaluated, else null (takes mu). */
   std::shared_ptr<Producer> pending_producer();

@@ -19,7 +19,8 @@ struct Counters {
   std::atomic<uint64_t> fused_arrival_ns{0};
   std::atomic<uint64_t> host_to_device_copies{0};  // CUDA uploads (cuda::to_device), not part of kiln::Stats
   std::atomic<uint64_t> device_to_host_copies{0};  // CUDA downloads (cuda::to_host)
-  std::atomic<uint64_t> layout_bytes_copied{0};    // bytes layout kernels copied (CPU; CUDA cache updates): tests of in-place updates
+  std::atomic<uint64_t> layout_bytes_copied{
+      0};  // bytes layout kernels copied (CPU; CUDA cache updates): tests of in-place updates
 };
 Counters& counters();
 

@@ -38,9 +38,7 @@ struct Tensor {
   /* True when elements are laid out densely in row-major order. */
   bool row_contiguous() const;
 
-  void* raw() const {
-    return static_cast<char*>(buffer->data()) + offset * static_cast<int64_t>(itemsize());
-  }
+  void* raw() const { return static_cast<char*>(buffer->data()) + offset * static_cast<int64_t>(itemsize()); }
   template <class T>
   T* data() const {
     return static_cast<T*>(raw());

@@ -48,9 +48,9 @@ bool spin_until(F&& ready) {
 struct Job {
   const std::function<void(int64_t, int64_t)>* body;  // body, n, chunk, num_chunks: set before submit, then read-only
   int64_t n, chunk, num_chunks;
-  std::atomic<int64_t> next{0};      // atomic: claims chunks
+  std::atomic<int64_t> next{0};  // atomic: claims chunks
   std::atomic<int64_t> finished{0};  // atomic: chunks done; the caller waits for num_chunks
-  std::mutex mu;                 // guards error and pairs with done_cv
+  std::mutex mu;  // guards error and pairs with done_cv
   std::condition_variable done_cv;  // waits on mu
   std::exception_ptr error;
 

@@ -95,10 +95,10 @@ class CpuGroup final : public Comm {
     for (size_t r = 1; r < posts_.size(); ++r) {
       const Post& p = posts_[r];
       if (p.kind != p0.kind || p.in->shape != p0.in->shape || p.in->dtype != p0.in->dtype)
-        return kiln::detail::concat("the ranks of a group called different collectives: rank 0 ", op_name(p0.kind), " of ",
-                                    kiln::detail::shape_str(p0.in->shape), " ", dtype_name(p0.in->dtype), ", rank ", r,
-                                    " ", op_name(p.kind), " of ", kiln::detail::shape_str(p.in->shape), " ",
-                                    dtype_name(p.in->dtype));
+        return kiln::detail::concat("the ranks of a group called different collectives: rank 0 ", op_name(p0.kind),
+                                    " of ", kiln::detail::shape_str(p0.in->shape), " ", dtype_name(p0.in->dtype),
+                                    ", rank ", r, " ", op_name(p.kind), " of ", kiln::detail::shape_str(p.in->shape),
+                                    " ", dtype_name(p.in->dtype));
     }
     return "";
   }
@@ -129,9 +129,9 @@ class CpuGroup final : public Comm {
   std::condition_variable cv_;
   std::vector<Post> posts_;  // guarded by mu_; read without it while reading_
   int arrived_ = 0, finished_ = 0;  // guarded by mu_
-  bool reading_ = false;            // guarded by mu_: every rank has posted, outputs are being computed
-  uint64_t round_ = 0;              // guarded by mu_: collectives completed
-  std::string disagreement_;        // guarded by mu_
+  bool reading_ = false;  // guarded by mu_: every rank has posted, outputs are being computed
+  uint64_t round_ = 0;  // guarded by mu_: collectives completed
+  std::string disagreement_;  // guarded by mu_
 };
 
 }  // namespace

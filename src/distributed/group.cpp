@@ -68,8 +68,8 @@ void enter(const std::shared_ptr<Comm>& comm) {
 namespace {
 
 const std::shared_ptr<detail::Comm>& single() {
-  static auto* c = new std::shared_ptr<detail::Comm>(std::make_shared<detail::Comm>(std::vector<std::optional<Device>>{
-      std::nullopt}));  // never destroyed, like the registry
+  static auto* c = new std::shared_ptr<detail::Comm>(std::make_shared<detail::Comm>(
+      std::vector<std::optional<Device>>{std::nullopt}));  // never destroyed, like the registry
   return *c;
 }
 

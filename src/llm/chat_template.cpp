@@ -65,7 +65,8 @@ ChatTemplate ChatTemplate::recognize(std::string_view source) {
   std::string start(source.substr(0, 80));
   for (char& c : start)
     if (c == '\n') c = ' ';
-  fail("chat", "unrecognized chat template: neither ChatML (<|im_start|>) nor Llama 3 (<|start_header_id|>); it starts '",
+  fail("chat",
+       "unrecognized chat template: neither ChatML (<|im_start|>) nor Llama 3 (<|start_header_id|>); it starts '",
        start, source.size() > 80 ? "...'" : "'", "; use raw text");
 }
 

@@ -9,14 +9,14 @@ namespace kiln::llm {
 namespace {
 
 constexpr GgmlTypeInfo kTypes[] = {
-    {0, "F32", 1, 4},          {1, "F16", 1, 2},        {2, "Q4_0", 32, 18},      {3, "Q4_1", 32, 20},
-    {6, "Q5_0", 32, 22},       {7, "Q5_1", 32, 24},     {8, "Q8_0", 32, 34},      {9, "Q8_1", 32, 40},
-    {10, "Q2_K", 256, 84},     {11, "Q3_K", 256, 110},  {12, "Q4_K", 256, 144},   {13, "Q5_K", 256, 176},
-    {14, "Q6_K", 256, 210},    {15, "Q8_K", 256, 292},  {16, "IQ2_XXS", 256, 66}, {17, "IQ2_XS", 256, 74},
-    {18, "IQ3_XXS", 256, 98},  {19, "IQ1_S", 256, 50},  {20, "IQ4_NL", 32, 18},   {21, "IQ3_S", 256, 110},
-    {22, "IQ2_S", 256, 82},    {23, "IQ4_XS", 256, 136}, {24, "I8", 1, 1},        {25, "I16", 1, 2},
-    {26, "I32", 1, 4},         {27, "I64", 1, 8},       {28, "F64", 1, 8},        {29, "IQ1_M", 256, 56},
-    {30, "BF16", 1, 2},        {34, "TQ1_0", 256, 54},  {35, "TQ2_0", 256, 66},   {39, "MXFP4", 32, 17},
+    {0, "F32", 1, 4},         {1, "F16", 1, 2},         {2, "Q4_0", 32, 18},      {3, "Q4_1", 32, 20},
+    {6, "Q5_0", 32, 22},      {7, "Q5_1", 32, 24},      {8, "Q8_0", 32, 34},      {9, "Q8_1", 32, 40},
+    {10, "Q2_K", 256, 84},    {11, "Q3_K", 256, 110},   {12, "Q4_K", 256, 144},   {13, "Q5_K", 256, 176},
+    {14, "Q6_K", 256, 210},   {15, "Q8_K", 256, 292},   {16, "IQ2_XXS", 256, 66}, {17, "IQ2_XS", 256, 74},
+    {18, "IQ3_XXS", 256, 98}, {19, "IQ1_S", 256, 50},   {20, "IQ4_NL", 32, 18},   {21, "IQ3_S", 256, 110},
+    {22, "IQ2_S", 256, 82},   {23, "IQ4_XS", 256, 136}, {24, "I8", 1, 1},         {25, "I16", 1, 2},
+    {26, "I32", 1, 4},        {27, "I64", 1, 8},        {28, "F64", 1, 8},        {29, "IQ1_M", 256, 56},
+    {30, "BF16", 1, 2},       {34, "TQ1_0", 256, 54},   {35, "TQ2_0", 256, 66},   {39, "MXFP4", 32, 17},
 };
 
 float half_at(const uint8_t* p) {
@@ -130,7 +130,9 @@ const GgmlTypeInfo* ggml_type_info(uint32_t id) {
 
 int affine_bits(GgmlType t) {
   switch (t) {
-    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q4_K: return 4;
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q4_K: return 4;
     case GgmlType::Q8_0: return 8;
     default: return 0;
   }
@@ -158,8 +160,10 @@ void dequantize_row(GgmlType t, const uint8_t* src, int64_t cols, float* out) {
   const GgmlTypeInfo& info = *ggml_type_info(static_cast<uint32_t>(t));
   for (int64_t blk = 0; blk < cols / info.block; ++blk) {
     const uint8_t* b = src + blk * info.block_bytes;
-    if (t == GgmlType::Q5_K) q5_k_block(b, out + blk * info.block);
-    else if (t == GgmlType::Q6_K) q6_k_block(b, out + blk * info.block);
+    if (t == GgmlType::Q5_K)
+      q5_k_block(b, out + blk * info.block);
+    else if (t == GgmlType::Q6_K)
+      q6_k_block(b, out + blk * info.block);
   }
 }
 

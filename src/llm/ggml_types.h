@@ -7,13 +7,21 @@
 namespace kiln::llm {
 
 enum class GgmlType : uint32_t {
-  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30,
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q8_0 = 8,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  BF16 = 30,
 };
 
 struct GgmlTypeInfo {
   uint32_t id;
   const char* name;
-  uint32_t block;        // elements per block
+  uint32_t block;  // elements per block
   uint32_t block_bytes;  // bytes per block
 };
 

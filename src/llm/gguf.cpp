@@ -14,14 +14,14 @@ namespace kiln::llm {
 
 namespace {
 
-constexpr uint32_t kMaxDims = 4;        // GGML_MAX_DIMS
-constexpr int kMaxArrayDepth = 8;       // arrays of arrays nest at most this deep
+constexpr uint32_t kMaxDims = 4;  // GGML_MAX_DIMS
+constexpr int kMaxArrayDepth = 8;  // arrays of arrays nest at most this deep
 constexpr uint64_t kMaxElements = uint64_t{1} << 50;
-constexpr int64_t kRowsPerTask = 64;    // rows converted by one pool task
+constexpr int64_t kRowsPerTask = 64;  // rows converted by one pool task
 
 enum ValueType : uint32_t { U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64, kNumValueTypes };
-constexpr const char* kValueTypeNames[] = {"uint8",  "int8",  "uint16", "int16", "uint32", "int32",  "float32",
-                                           "bool",   "string", "array", "uint64", "int64", "float64"};
+constexpr const char* kValueTypeNames[] = {"uint8", "int8",   "uint16", "int16",  "uint32", "int32",  "float32",
+                                           "bool",  "string", "array",  "uint64", "int64",  "float64"};
 // The fewest bytes a value of each type takes: bounds element counts before anything is allocated.
 constexpr uint64_t kMinBytes[] = {1, 1, 2, 2, 4, 4, 4, 1, 8, 12, 8, 8, 8};
 
@@ -38,7 +38,8 @@ class Reader {
   }
   template <class T>
   T get(const std::string& field) {
-    if (left() < sizeof(T)) error(field, "truncated: needs ", sizeof(T), " bytes at offset ", pos_, ", file ends at ", size_);
+    if (left() < sizeof(T))
+      error(field, "truncated: needs ", sizeof(T), " bytes at offset ", pos_, ", file ends at ", size_);
     T v;
     std::memcpy(&v, data_ + pos_, sizeof(T));
     pos_ += sizeof(T);
@@ -67,7 +68,8 @@ class Reader {
 
 MetaValue::Kind kind_of(uint32_t type) {
   switch (type) {
-    case F32: case F64: return MetaValue::Kind::real;
+    case F32:
+    case F64: return MetaValue::Kind::real;
     case BOOL: return MetaValue::Kind::boolean;
     case STRING: return MetaValue::Kind::string;
     case ARRAY: return MetaValue::Kind::array;
@@ -138,7 +140,7 @@ struct TensorRecord {
   std::string name;
   std::vector<uint64_t> ne;  // innermost first, as stored
   const GgmlTypeInfo* type = nullptr;
-  uint64_t offset = 0;       // from the start of the data section
+  uint64_t offset = 0;  // from the start of the data section
   uint64_t bytes = 0;
 };
 
@@ -160,7 +162,8 @@ TensorRecord read_tensor_info(Reader& r, uint64_t index) {
   t.type = ggml_type_info(type);
   if (!t.type) r.error(field, "unknown tensor type ", type);
   if (t.ne[0] % t.type->block != 0)
-    r.error(field, "row of ", t.ne[0], " elements is not a whole number of ", t.type->name, " blocks of ", t.type->block);
+    r.error(field, "row of ", t.ne[0], " elements is not a whole number of ", t.type->name, " blocks of ",
+            t.type->block);
   t.bytes = elements / t.type->block * t.type->block_bytes;  // < 2^50 * 292 / 1: no overflow
   t.offset = r.get<uint64_t>(field);
   return t;
@@ -211,7 +214,8 @@ Weight convert(const std::shared_ptr<const detail::MappedFile>& file, size_t at,
 
 std::string supported_types() { return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K"; }
 
-TensorEntry make_entry(const std::shared_ptr<const detail::MappedFile>& file, size_t data_start, const TensorRecord& t) {
+TensorEntry make_entry(const std::shared_ptr<const detail::MappedFile>& file, size_t data_start,
+                       const TensorRecord& t) {
   TensorEntry e;
   e.info = TensorInfo{t.name, t.type->name, logical_shape(t.ne)};
   const size_t at = data_start + static_cast<size_t>(t.offset);
@@ -255,7 +259,7 @@ std::unique_ptr<ModelFile::Impl> read_gguf(std::shared_ptr<const detail::MappedF
   if (version == 0x02000000u || version == 0x03000000u) r.error("header", "big-endian GGUF is not supported");
   if (version != 2 && version != 3) r.error("header", "version ", version, " is not supported (2 and 3 are)");
   const uint64_t n_tensors = r.count("header", "tensor count", 32);  // name length, rank, a dim, type, offset
-  const uint64_t n_kv = r.count("header", "metadata count", 13);      // key length, type, one byte
+  const uint64_t n_kv = r.count("header", "metadata count", 13);  // key length, type, one byte
 
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = r.string("metadata #" + std::to_string(i) + " key");
@@ -282,7 +286,8 @@ std::unique_ptr<ModelFile::Impl> read_gguf(std::shared_ptr<const detail::MappedF
 
   for (const auto& t : records) {
     const std::string field = "tensor '" + t.name + "'";
-    if (t.offset % alignment != 0) r.error(field, "offset ", t.offset, " is not a multiple of the alignment ", alignment);
+    if (t.offset % alignment != 0)
+      r.error(field, "offset ", t.offset, " is not a multiple of the alignment ", alignment);
     if (t.offset > data_size || t.bytes > data_size - t.offset)
       r.error(field, "data [", t.offset, ", +", t.bytes, ") runs past the end of the file (the data section holds ",
               data_size, " bytes)");

@@ -57,9 +57,10 @@ Stacked stack(std::vector<Linear> parts, std::vector<int64_t> widths, bool wante
   const Weight& w0 = parts[0].w;
   bool same = true, any_bias = false;
   for (const Linear& l : parts) {
-    same = same && l.w.bits == w0.bits && l.w.group_size == w0.group_size && l.w.w.dtype() == w0.w.dtype() &&
-           l.activations == parts[0].activations &&
-           (!l.w.quantized() || (l.w.scales->dtype() == w0.scales->dtype() && l.w.biases->dtype() == w0.biases->dtype()));
+    same =
+        same && l.w.bits == w0.bits && l.w.group_size == w0.group_size && l.w.w.dtype() == w0.w.dtype() &&
+        l.activations == parts[0].activations &&
+        (!l.w.quantized() || (l.w.scales->dtype() == w0.scales->dtype() && l.w.biases->dtype() == w0.biases->dtype()));
     any_bias = any_bias || l.bias.has_value();
   }
   if (!same || parts.size() == 1 || !wanted) return {std::move(parts), std::move(widths)};
@@ -79,7 +80,8 @@ Stacked stack(std::vector<Linear> parts, std::vector<int64_t> widths, bool wante
   if (any_bias) {
     std::vector<Array> b;
     for (size_t i = 0; i < parts.size(); ++i)
-      b.push_back(parts[i].bias ? *parts[i].bias : zeros({widths[i]}, parts[0].bias ? parts[0].bias->dtype() : w0.w.dtype()));
+      b.push_back(parts[i].bias ? *parts[i].bias
+                                : zeros({widths[i]}, parts[0].bias ? parts[0].bias->dtype() : w0.w.dtype()));
     l.bias = concatenate(b, 0);
   }
   return {{std::move(l)}, std::move(widths)};
@@ -142,9 +144,9 @@ std::unique_ptr<Model::Impl> Model::Impl::load(std::shared_ptr<ModelFile> file, 
     // ties, as llama.cpp does), exact elsewhere (the GPU's kernels multiply x as it is).
     const std::string knob = config::choice(config::Knob::llm_activations);
     const bool cpu = m.device.type == Device::Type::cpu;
-    m.activations = knob == "int8"                  ? QmmActivations::int8
+    m.activations = knob == "int8"                               ? QmmActivations::int8
                     : knob == "int16" || (knob == "auto" && cpu) ? QmmActivations::int16
-                                                                  : QmmActivations::exact;
+                                                                 : QmmActivations::exact;
   }
   const ModelConfig& c = m.config;
 
@@ -259,7 +261,7 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
   const ModelConfig& c = local;
   // A row-parallel product holds this rank's part of the sum: the ranks add theirs.
   auto reduce = [&](const Array& y) { return group.size() > 1 ? all_sum(y, group) : y; };
-  const Array& tokens = in[0];     // [B, L]
+  const Array& tokens = in[0];  // [B, L]
   const Array& positions = in[1];  // [B]
   const int64_t B = tokens.shape(0), L = tokens.shape(1);
   const size_t n = layers.size();

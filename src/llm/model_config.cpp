@@ -25,8 +25,7 @@ ModelConfig read_config(const ModelFile& f) {
   ModelConfig c;
   c.arch = f.get_string("general.architecture");
   if (!kLlamaFamily.count(c.arch))
-    bad(f, "general.architecture",
-        "'" + c.arch + "' is not supported (llama, mistral, qwen2, qwen3, smollm, granite)");
+    bad(f, "general.architecture", "'" + c.arch + "' is not supported (llama, mistral, qwen2, qwen3, smollm, granite)");
   auto key = [&](const char* k) { return c.arch + "." + k; };
   auto need = [&](const char* k) { return positive_int(f, key(k), f.get_int(key(k))); };
   auto maybe = [&](const char* k, int64_t fallback) {
@@ -47,7 +46,8 @@ ModelConfig read_config(const ModelFile& f) {
   if (c.rope_dims > c.head_dim || c.rope_dims % 2 != 0)
     bad(f, key("rope.dimension_count"), "must be even and at most the head size " + std::to_string(c.head_dim));
   c.context_length = maybe("context_length", 4096);
-  if (auto w = f.find_int(key("attention.sliding_window"))) c.sliding_window = positive_int(f, key("attention.sliding_window"), *w);
+  if (auto w = f.find_int(key("attention.sliding_window")))
+    c.sliding_window = positive_int(f, key("attention.sliding_window"), *w);
   if (auto v = f.find_float(key("rope.freq_base"))) c.rope_base = static_cast<float>(*v);
   if (auto v = f.find_float(key("attention.layer_norm_rms_epsilon"))) c.norm_eps = static_cast<float>(*v);
   if (auto type = f.find_string(key("rope.scaling.type")); type && *type == "llama3") {

@@ -83,11 +83,11 @@ struct Convert {
   }
 };
 
-#define KILN_META_GETTERS(Type, Name, method)                                                 \
-  Type ModelFile::get_##Name(const std::string& key) const {                                 \
-    return get_as(*impl_, key, [&](const MetaValue& v) { return Convert{*impl_, key}.method(v); }); \
-  }                                                                                          \
-  std::optional<Type> ModelFile::find_##Name(const std::string& key) const {                 \
+#define KILN_META_GETTERS(Type, Name, method)                                                        \
+  Type ModelFile::get_##Name(const std::string& key) const {                                         \
+    return get_as(*impl_, key, [&](const MetaValue& v) { return Convert{*impl_, key}.method(v); });  \
+  }                                                                                                  \
+  std::optional<Type> ModelFile::find_##Name(const std::string& key) const {                         \
     return find_as(*impl_, key, [&](const MetaValue& v) { return Convert{*impl_, key}.method(v); }); \
   }
 
@@ -103,11 +103,11 @@ KILN_META_GETTERS(std::vector<int64_t>, ints, to_ints)
 #undef KILN_META_GETTERS
 
 std::shared_ptr<ModelFile> ModelFile::open(const std::string& path) {
-  struct stat st{};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    return std::make_shared<ModelFile>(open_safetensors(path));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return std::make_shared<ModelFile>(open_safetensors(path));
   auto file = detail::MappedFile::open(path, "model_file");
-  if (file->size() >= 4 && std::memcmp(file->data(), "GGUF", 4) == 0) return std::make_shared<ModelFile>(read_gguf(file));
+  if (file->size() >= 4 && std::memcmp(file->data(), "GGUF", 4) == 0)
+    return std::make_shared<ModelFile>(read_gguf(file));
   if (ends_with(path, ".safetensors")) return std::make_shared<ModelFile>(open_safetensors(path));
   fail("model_file", path, ": neither a GGUF file (no 'GGUF' magic) nor a .safetensors file or directory");
 }
@@ -145,7 +145,8 @@ Weight ModelFile::weight(const std::string& name) const {
   if (!e.converts) return e.load();
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (auto it = impl_->converted.find(name); it != impl_->converted.end()) return it->second;
-  if (e.dequantizes) std::call_once(impl_->note_once, [&] { std::fprintf(stderr, "%s\n", impl_->dequantize_note.c_str()); });
+  if (e.dequantizes)
+    std::call_once(impl_->note_once, [&] { std::fprintf(stderr, "%s\n", impl_->dequantize_note.c_str()); });
   Weight w = e.load();
   impl_->converted.emplace(name, w);
   return w;

@@ -18,17 +18,17 @@ namespace kiln::llm {
 struct MetaValue {
   enum class Kind { integer, real, boolean, string, array };
   Kind kind = Kind::integer;
-  std::string type;           // the file's type, for messages: "uint32", "array of string"
+  std::string type;  // the file's type, for messages: "uint32", "array of string"
   bool out_of_range = false;  // a uint64 above INT64_MAX (in `integer` or one of `ints`)
   int64_t integer = 0;
   double real = 0;
   bool boolean = false;
   std::string str;
-  Kind elem = Kind::integer;         // arrays: the elements' kind, held in one of:
-  std::vector<int64_t> ints;         // integer and boolean elements
-  std::vector<double> reals;         // real elements
+  Kind elem = Kind::integer;  // arrays: the elements' kind, held in one of:
+  std::vector<int64_t> ints;  // integer and boolean elements
+  std::vector<double> reals;  // real elements
   std::vector<std::string> strings;  // string elements
-  std::vector<MetaValue> nested;     // array elements
+  std::vector<MetaValue> nested;  // array elements
 };
 
 /* Metadata values made by a reader rather than read from a file (a config.json translated, a
@@ -58,8 +58,8 @@ inline MetaValue string_meta(const std::string& s) {
 struct TensorEntry {
   TensorInfo info;
   std::function<Weight()> load;  // reads the file; throws kiln::Error naming file and tensor
-  bool converts = false;         // makes new arrays (not views of the file): kept once made
-  bool dequantizes = false;      // a quantized type the affine format cannot hold exactly
+  bool converts = false;  // makes new arrays (not views of the file): kept once made
+  bool dequantizes = false;  // a quantized type the affine format cannot hold exactly
 };
 
 struct ModelFile::Impl {
@@ -69,7 +69,7 @@ struct ModelFile::Impl {
   std::map<std::string, TensorEntry> tensors;
   std::string dequantize_note;  // printed once, when the first dequantized tensor is loaded
   std::once_flag note_once;
-  std::mutex mu;                              // guards converted
+  std::mutex mu;  // guards converted
   std::map<std::string, Weight> converted;  // guarded by mu
 };
 

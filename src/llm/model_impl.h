@@ -41,8 +41,8 @@ struct TensorParallel;  // tensor_parallel.cpp
 struct Model::Impl {
   std::shared_ptr<ModelFile> file;
   ModelConfig config;
-  ModelConfig local;          // this rank's part: config with heads, kv heads and ffn_dim divided by the ranks
-  distributed::Group group;   // the ranks (one without tensor parallelism)
+  ModelConfig local;  // this rank's part: config with heads, kv heads and ffn_dim divided by the ranks
+  distributed::Group group;  // the ranks (one without tensor parallelism)
   bool vocab_parallel = false;  // the output layer holds this rank's vocabulary rows
   Device device = Device::cpu();
   Dtype dtype = float32;
@@ -71,7 +71,8 @@ struct Model::Impl {
   /* Every rank's Impl, this one (rank 0) first. */
   std::vector<const Impl*> ranks() const;
 
-  std::shared_ptr<TensorParallel> tp;  // rank 0 of a tensor-parallel model: the other ranks and their threads (last: stops them first)
+  std::shared_ptr<TensorParallel>
+      tp;  // rank 0 of a tensor-parallel model: the other ranks and their threads (last: stops them first)
 };
 
 /* The model over options.tensor_parallel ranks: rank 0's Impl, holding the others (tensor_parallel.cpp). */

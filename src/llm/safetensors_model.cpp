@@ -23,7 +23,7 @@ using runtime::Json;
 constexpr const char* kTag = "safetensors";
 
 bool exists(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
 }
 
@@ -42,14 +42,16 @@ std::string folder_of(const std::string& path) {
 
 // Hugging Face's Llama-family names to GGUF's; others stay as they are.
 std::string gguf_name(const std::string& hf) {
-  static const std::pair<const char*, const char*> kTop[] = {
-      {"model.embed_tokens.weight", "token_embd.weight"}, {"model.norm.weight", "output_norm.weight"},
-      {"lm_head.weight", "output.weight"}};
+  static const std::pair<const char*, const char*> kTop[] = {{"model.embed_tokens.weight", "token_embd.weight"},
+                                                             {"model.norm.weight", "output_norm.weight"},
+                                                             {"lm_head.weight", "output.weight"}};
   static const std::pair<const char*, const char*> kLayer[] = {
-      {"self_attn.q_proj", "attn_q"},     {"self_attn.k_proj", "attn_k"},         {"self_attn.v_proj", "attn_v"},
-      {"self_attn.o_proj", "attn_output"}, {"self_attn.q_norm", "attn_q_norm"},   {"self_attn.k_norm", "attn_k_norm"},
-      {"mlp.gate_proj", "ffn_gate"},       {"mlp.up_proj", "ffn_up"},             {"mlp.down_proj", "ffn_down"},
-      {"input_layernorm", "attn_norm"},    {"post_attention_layernorm", "ffn_norm"}};
+      {"self_attn.q_proj", "attn_q"},          {"self_attn.k_proj", "attn_k"},
+      {"self_attn.v_proj", "attn_v"},          {"self_attn.o_proj", "attn_output"},
+      {"self_attn.q_norm", "attn_q_norm"},     {"self_attn.k_norm", "attn_k_norm"},
+      {"mlp.gate_proj", "ffn_gate"},           {"mlp.up_proj", "ffn_up"},
+      {"mlp.down_proj", "ffn_down"},           {"input_layernorm", "attn_norm"},
+      {"post_attention_layernorm", "ffn_norm"}};
   for (const auto& [from, to] : kTop)
     if (hf == from) return to;
   const std::string prefix = "model.layers.";
@@ -75,8 +77,8 @@ struct Arch {
 };
 Arch arch_of(const Json& config) {
   std::string hf;
-  if (const Json* a = config.get("architectures"); a && a->kind == Json::Kind::array && !a->array.empty() &&
-                                                     a->array[0].kind == Json::Kind::string)
+  if (const Json* a = config.get("architectures");
+      a && a->kind == Json::Kind::array && !a->array.empty() && a->array[0].kind == Json::Kind::string)
     hf = a->array[0].str;
   if (hf == "LlamaForCausalLM" || hf == "MistralForCausalLM") return {"llama", true};
   if (hf == "Qwen2ForCausalLM") return {"qwen2", false};
@@ -119,13 +121,18 @@ void translate_config(const Json& config, const Arch& arch, std::map<std::string
     if (v && v->kind != Json::Kind::null) meta[to] = meta_of(*v);
   };
   // In order: a later source of the same key wins (num_key_value_heads over num_attention_heads).
-  static const std::pair<const char*, const char*> kFields[] = {
-      {"num_hidden_layers", "block_count"},          {"hidden_size", "embedding_length"},
-      {"intermediate_size", "feed_forward_length"},  {"num_attention_heads", "attention.head_count"},
-      {"num_attention_heads", "attention.head_count_kv"}, {"num_key_value_heads", "attention.head_count_kv"},
-      {"max_position_embeddings", "context_length"}, {"rms_norm_eps", "attention.layer_norm_rms_epsilon"},
-      {"vocab_size", "vocab_size"},                  {"head_dim", "attention.key_length"},
-      {"head_dim", "attention.value_length"},        {"head_dim", "rope.dimension_count"}};
+  static const std::pair<const char*, const char*> kFields[] = {{"num_hidden_layers", "block_count"},
+                                                                {"hidden_size", "embedding_length"},
+                                                                {"intermediate_size", "feed_forward_length"},
+                                                                {"num_attention_heads", "attention.head_count"},
+                                                                {"num_attention_heads", "attention.head_count_kv"},
+                                                                {"num_key_value_heads", "attention.head_count_kv"},
+                                                                {"max_position_embeddings", "context_length"},
+                                                                {"rms_norm_eps", "attention.layer_norm_rms_epsilon"},
+                                                                {"vocab_size", "vocab_size"},
+                                                                {"head_dim", "attention.key_length"},
+                                                                {"head_dim", "attention.value_length"},
+                                                                {"head_dim", "rope.dimension_count"}};
   for (const auto& [from, to] : kFields) copy(from, a + to);
   const Json* hidden = config.get("hidden_size");
   const Json* heads = config.get("num_attention_heads");
@@ -174,7 +181,8 @@ void translate_window(const std::string& path, const Json& config, const Arch& a
     for (const Json& t : types->array) sliding += t.kind == Json::Kind::string && t.str == "sliding_attention";
   } else if (mistral) {
     sliding = n;
-  } else if (const Json* use = config.get("use_sliding_window"); use && use->kind == Json::Kind::boolean && use->boolean) {
+  } else if (const Json* use = config.get("use_sliding_window");
+             use && use->kind == Json::Kind::boolean && use->boolean) {
     const Json* from = config.get("max_window_layers");
     sliding = from && from->kind == Json::Kind::integer ? std::max<int64_t>(0, n - from->integer) : n;
   }
@@ -183,7 +191,8 @@ void translate_window(const std::string& path, const Json& config, const Arch& a
     fail(kTag, path, ": config.json: 'sliding_window' must be a positive integer");
   if (sliding != n)
     fail(kTag, path, ": config.json: sliding-window attention on ", sliding, " of ", n,
-         " layers ('layer_types', 'use_sliding_window', 'max_window_layers'): kiln implements a window on all layers or none");
+         " layers ('layer_types', 'use_sliding_window', 'max_window_layers'): kiln implements a window on all layers "
+         "or none");
   meta[arch.name + ".attention.sliding_window"] = meta_of(*window);
 }
 
@@ -198,14 +207,17 @@ double number(const std::string& path, const Json& obj, const char* key) {
 // per-frequency divisors (1 for high frequencies, `factor` for low ones, smooth between).
 std::vector<float> llama3_rope_divisors(const std::string& path, const Json& rs, double base, int64_t dim) {
   const double factor = number(path, rs, "factor"), low = number(path, rs, "low_freq_factor"),
-               high = number(path, rs, "high_freq_factor"), old_ctx = number(path, rs, "original_max_position_embeddings");
-  if (!(factor > 0) || !(high > low) || !(old_ctx > 0)) fail(kTag, path, ": config.json: rope_scaling values out of range");
+               high = number(path, rs, "high_freq_factor"),
+               old_ctx = number(path, rs, "original_max_position_embeddings");
+  if (!(factor > 0) || !(high > low) || !(old_ctx > 0))
+    fail(kTag, path, ": config.json: rope_scaling values out of range");
   std::vector<float> out;
   for (int64_t i = 0; i < dim / 2; ++i) {
     const double freq = 1.0 / std::pow(base, static_cast<double>(2 * i) / static_cast<double>(dim));
     const double wavelen = 2 * M_PI / freq;
     double d = 1;
-    if (wavelen > old_ctx / low) d = factor;
+    if (wavelen > old_ctx / low)
+      d = factor;
     else if (wavelen >= old_ctx / high) {
       const double smooth = (old_ctx / wavelen - low) / (high - low);
       d = 1 / ((1 - smooth) / factor + smooth);
@@ -316,19 +328,22 @@ class Builder {
 
  private:
   // The [.., out, in] shape of an MLX-quantized weight, after checking the three tensors agree.
-  Shape check_quantized(const std::string& hf, const runtime::SafetensorsTensor& w,
-                        const runtime::SafetensorsTensor& s, const runtime::SafetensorsTensor& b, Quantization q) {
+  Shape check_quantized(const std::string& hf, const runtime::SafetensorsTensor& w, const runtime::SafetensorsTensor& s,
+                        const runtime::SafetensorsTensor& b, Quantization q) {
     auto bad = [&](const auto&... msg) { fail(kTag, impl_.path, ": tensor '", hf, "': ", msg...); };
     if (w.dtype != uint32) bad("quantized weight is ", w.code, ", not U32");
-    if (s.dtype != float16 && s.dtype != bfloat16 && s.dtype != float32) bad("scales are ", s.code, ", not a float type");
+    if (s.dtype != float16 && s.dtype != bfloat16 && s.dtype != float32)
+      bad("scales are ", s.code, ", not a float type");
     if (b.dtype != s.dtype || b.shape != s.shape) bad("biases do not match the scales in dtype and shape");
     if (w.shape.empty() || w.shape.size() != s.shape.size()) bad("scales must have the weight's rank");
     for (size_t i = 0; i + 1 < w.shape.size(); ++i)
-      if (w.shape[i] != s.shape[i]) bad("scales ", detail::shape_str(s.shape), " do not match the weight ", detail::shape_str(w.shape));
+      if (w.shape[i] != s.shape[i])
+        bad("scales ", detail::shape_str(s.shape), " do not match the weight ", detail::shape_str(w.shape));
     // Dimensions are at most 2^48 (parse_safetensors), so none of these products overflows.
     const int64_t in = s.shape.back() * q.group_size;
     if (static_cast<uint64_t>(w.shape.back()) * 32 != static_cast<uint64_t>(in) * static_cast<uint64_t>(q.bits))
-      bad("packed width ", w.shape.back(), " is not ", s.shape.back(), " groups of ", q.group_size, " at ", q.bits, " bits");
+      bad("packed width ", w.shape.back(), " is not ", s.shape.back(), " groups of ", q.group_size, " at ", q.bits,
+          " bits");
     Shape logical = w.shape;
     logical.back() = in;
     return logical;
@@ -345,8 +360,10 @@ class Builder {
     auto heads = [&](const std::string& key) -> int64_t {
       auto it = impl_.meta.find(key);
       if (it == impl_.meta.end() || it->second.kind != MetaValue::Kind::integer)
-        fail(kTag, impl_.path, ": config.json: '", key, "' (from num_attention_heads / num_key_value_heads) is needed to "
-             "reorder '", name, "'");
+        fail(kTag, impl_.path, ": config.json: '", key,
+             "' (from num_attention_heads / num_key_value_heads) is needed to "
+             "reorder '",
+             name, "'");
       return it->second.integer;
     };
     if (ends(".attn_q.weight") || ends(".attn_q.bias")) return heads(a + "head_count");
@@ -400,8 +417,8 @@ std::unique_ptr<ModelFile::Impl> read_safetensors(const std::string& path,
   if (quant && quant->kind != Json::Kind::object) fail(kTag, path, ": config.json: 'quantization' is not an object");
   Builder builder(*impl);
   for (const auto& [hf, src] : all) {
-    const bool group_param = hf.size() > 7 && (hf.compare(hf.size() - 7, 7, ".scales") == 0 ||
-                                               hf.compare(hf.size() - 7, 7, ".biases") == 0);
+    const bool group_param =
+        hf.size() > 7 && (hf.compare(hf.size() - 7, 7, ".scales") == 0 || hf.compare(hf.size() - 7, 7, ".biases") == 0);
     const std::string base = hf.substr(0, hf.size() - 7);
     if (group_param && all.count(base + ".weight")) continue;  // part of that weight
     builder.add(hf, all, quant, arch);
@@ -413,7 +430,8 @@ std::unique_ptr<ModelFile::Impl> read_safetensors(const std::string& path,
     const std::string a = arch.name + ".";
     auto num = [&](const std::string& key) -> double {
       auto it = impl->meta.find(key);
-      if (it == impl->meta.end() || (it->second.kind != MetaValue::Kind::real && it->second.kind != MetaValue::Kind::integer))
+      if (it == impl->meta.end() ||
+          (it->second.kind != MetaValue::Kind::real && it->second.kind != MetaValue::Kind::integer))
         fail(kTag, path, ": config.json: '", key, "' (a number) is needed for llama3 rope scaling");
       return it->second.kind == MetaValue::Kind::real ? it->second.real : static_cast<double>(it->second.integer);
     };
@@ -430,7 +448,7 @@ std::unique_ptr<ModelFile::Impl> read_safetensors(const std::string& path,
 }
 
 std::unique_ptr<ModelFile::Impl> open_safetensors(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   const bool dir = ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
   const std::string folder = dir ? path : folder_of(path);
   const std::string config_path = folder + "/config.json";

@@ -40,8 +40,7 @@ int32_t Sampler::sample(const float* logits, size_t vocab, const std::vector<int
     float x = std::isnan(a.first) ? -INFINITY : a.first, y = std::isnan(b.first) ? -INFINITY : b.first;
     return x > y || (x == y && a.second < b.second);
   };
-  if (o.temperature <= 0.0f)
-    return std::min_element(candidates_.begin(), candidates_.end(), more_likely)->second;
+  if (o.temperature <= 0.0f) return std::min_element(candidates_.begin(), candidates_.end(), more_likely)->second;
 
   size_t keep = vocab;
   if (o.top_k > 0 && static_cast<size_t>(o.top_k) < vocab) keep = static_cast<size_t>(o.top_k);

@@ -58,11 +58,13 @@ Weight four_bit(const Shape& shape, float spread, uint64_t key) {
   Weight w;
   w.bits = 4;
   w.group_size = 32;
-  w.w = filled<uint32_t>({rows, cols / 8}, [&](int64_t i) { return static_cast<uint32_t>(mix(key + static_cast<uint64_t>(i))); });
+  w.w = filled<uint32_t>({rows, cols / 8},
+                         [&](int64_t i) { return static_cast<uint32_t>(mix(key + static_cast<uint64_t>(i))); });
   const uint64_t scale_key = mix(key ^ 0x5ca1e);
   auto scale = [&](int64_t i) { return spread / 7.5f * (1.0f + 0.25f * uniform(scale_key, i)); };
   w.scales = filled<float16_t>({rows, groups}, [&](int64_t i) { return float16_t(scale(i)); });
-  w.biases = filled<float16_t>({rows, groups}, [&](int64_t i) { return float16_t(-7.5f * float(float16_t(scale(i)))); });
+  w.biases =
+      filled<float16_t>({rows, groups}, [&](int64_t i) { return float16_t(-7.5f * float(float16_t(scale(i)))); });
   return w;
 }
 
@@ -89,7 +91,10 @@ std::shared_ptr<ModelFile> synthetic_model(const SyntheticModel& s) {
     const bool q4 = type == "Q4" && cols % 32 == 0;
     TensorEntry e;
     e.info = {name, q4 ? "affine4/g32" : type, {rows, cols}};
-    e.load = [=] { return q4 ? four_bit({rows, cols}, spread, name_key(seed, name)) : dense({rows, cols}, dtype, spread, 0, name_key(seed, name)); };
+    e.load = [=] {
+      return q4 ? four_bit({rows, cols}, spread, name_key(seed, name))
+                : dense({rows, cols}, dtype, spread, 0, name_key(seed, name));
+    };
     impl->tensors[name] = std::move(e);
   };
   auto norm = [&](const std::string& name) {
@@ -101,7 +106,8 @@ std::shared_ptr<ModelFile> synthetic_model(const SyntheticModel& s) {
   };
   // Spreads that keep each product's outputs near the size of its inputs: uniform in ±sqrt(3 / in).
   auto spread = [](int64_t in) { return std::sqrt(3.0f / static_cast<float>(in)); };
-  const int64_t head_dim = s.d_model / s.n_heads, q = int64_t{s.n_heads} * head_dim, kv = int64_t{s.n_kv_heads} * head_dim;
+  const int64_t head_dim = s.d_model / s.n_heads, q = int64_t{s.n_heads} * head_dim,
+                kv = int64_t{s.n_kv_heads} * head_dim;
   matrix("token_embd.weight", s.vocab_size, s.d_model, 1.0f);
   for (int i = 0; i < s.n_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";

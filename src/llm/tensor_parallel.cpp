@@ -69,10 +69,10 @@ class RankThreads {
   std::mutex mu_;
   std::condition_variable start_, done_;
   const std::function<void(int)>* job_ = nullptr;  // guarded by mu_
-  int running_ = 0;                                 // guarded by mu_
-  uint64_t generation_ = 0;                         // guarded by mu_: jobs started
-  bool stop_ = false;                               // guarded by mu_
-  std::vector<std::exception_ptr> errors_;          // guarded by mu_
+  int running_ = 0;  // guarded by mu_
+  uint64_t generation_ = 0;  // guarded by mu_: jobs started
+  bool stop_ = false;  // guarded by mu_
+  std::vector<std::exception_ptr> errors_;  // guarded by mu_
   std::vector<std::thread> threads_;
 };
 
@@ -115,12 +115,14 @@ std::unique_ptr<Model::Impl> load_tensor_parallel(std::shared_ptr<ModelFile> fil
   const int n = options.tensor_parallel;
   if (n < 1) fail("llm", "tensor parallelism needs 1 rank or more, not ", n);
   if (options.device.type == Device::Type::cuda && options.device.index + n > cuda_device_count())
-    fail("llm", "tensor parallelism over ", n, " ranks from ", options.device.str(), " needs CUDA devices cuda:",
-         options.device.index, " to cuda:", options.device.index + n - 1, "; ", cuda_device_count(), " are present");
+    fail("llm", "tensor parallelism over ", n, " ranks from ", options.device.str(),
+         " needs CUDA devices cuda:", options.device.index, " to cuda:", options.device.index + n - 1, "; ",
+         cuda_device_count(), " are present");
   check_divides(read_config(*file), *file, n);
   std::vector<Device> devices;
   for (int r = 0; r < n; ++r)
-    devices.push_back(options.device.type == Device::Type::cpu ? Device::cpu() : Device::cuda(options.device.index + r));
+    devices.push_back(options.device.type == Device::Type::cpu ? Device::cpu()
+                                                               : Device::cuda(options.device.index + r));
   const std::vector<distributed::Group> groups = distributed::Group::local(devices);
 
   auto tp = std::make_shared<TensorParallel>();

@@ -58,8 +58,8 @@ void build_vocab(Tokenizer::Impl& t, const TokenizerSpec& spec) {
 
 std::optional<TokenId> checked_id(const Tokenizer::Impl& t, std::optional<TokenId> id, const char* key) {
   if (id && (*id < 0 || static_cast<size_t>(*id) >= t.vocab.size()))
-    fail("tokenizer", t.source, ": tokenizer.ggml.", key, " = ", *id, " is outside the vocabulary of ",
-         t.vocab.size(), " tokens");
+    fail("tokenizer", t.source, ": tokenizer.ggml.", key, " = ", *id, " is outside the vocabulary of ", t.vocab.size(),
+         " tokens");
   return id;
 }
 
@@ -108,9 +108,7 @@ void build_pieces(Tokenizer::Impl& t) {
     switch (t.vocab.type[i]) {
       case TokenType::Control:
       case TokenType::Unknown:
-      case TokenType::UserDefined:
-        piece = text;
-        break;
+      case TokenType::UserDefined: piece = text; break;
       case TokenType::Normal:
         if (spm) {
           piece = replace_all(text, kSpaceMark, " ");
@@ -126,8 +124,7 @@ void build_pieces(Tokenizer::Impl& t) {
         }
         break;
       case TokenType::Undefined:
-      case TokenType::Unused:
-        break;  // llama.cpp renders these as nothing
+      case TokenType::Unused: break;  // llama.cpp renders these as nothing
     }
   }
 }

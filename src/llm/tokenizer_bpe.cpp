@@ -83,7 +83,8 @@ void BpeEncoder::encode_word(std::string_view word, Scratch& scratch, std::vecto
   const int n = static_cast<int>(word.size());
   std::vector<Node>& nodes = scratch.nodes;
   nodes.resize(n);
-  for (int i = 0; i < n; ++i) nodes[i] = {byte_symbol_[static_cast<uint8_t>(word[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
+  for (int i = 0; i < n; ++i)
+    nodes[i] = {byte_symbol_[static_cast<uint8_t>(word[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
 
   std::vector<Candidate>& heap = scratch.heap;
   heap.clear();

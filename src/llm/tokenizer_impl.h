@@ -18,10 +18,10 @@ struct Tokenizer::Impl {
   Vocab vocab;
   std::vector<std::string> pieces;  // the bytes each token decodes to (control tokens: their text)
   std::vector<bool> end_of_generation;
-  std::vector<TokenId> specials;    // control, unknown and user-defined tokens, longest text first
+  std::vector<TokenId> specials;  // control, unknown and user-defined tokens, longest text first
   std::optional<TokenId> bos, eos, eot, eom, pad, unk;
   bool add_bos = false, add_eos = false;
-  bool add_space_prefix = false;    // SentencePiece: a space in front of the text and after special tokens
+  bool add_space_prefix = false;  // SentencePiece: a space in front of the text and after special tokens
   std::string chat_template;
   std::unique_ptr<BpeEncoder> bpe;  // exactly one of bpe, spm
   std::unique_ptr<SpmEncoder> spm;

@@ -8,9 +8,11 @@ namespace kiln {
 
 template <class F>
 struct op_kind_of;
-#define KILN_UNARY(F, n, ...) \
-  template <>            \
-  struct op_kind_of<math::F> { static constexpr OpKind value = OpKind::F; };
+#define KILN_UNARY(F, n, ...)                  \
+  template <>                                  \
+  struct op_kind_of<math::F> {                 \
+    static constexpr OpKind value = OpKind::F; \
+  };
 #define KILN_BINARY(F, n, ...) KILN_UNARY(F, n)
 #define KILN_REDUCE(F, n) KILN_UNARY(F, n)
 #include "ops/op_table.def"

@@ -56,7 +56,8 @@ std::vector<Shape> Concatenate::output_shapes(const std::vector<Shape>& in) cons
              shape_str(first), " off axis ", axis_);
       }
     }
-    out[static_cast<size_t>(axis_)] = detail::checked_add("concatenate", out[static_cast<size_t>(axis_)], in[i][static_cast<size_t>(axis_)]);
+    out[static_cast<size_t>(axis_)] =
+        detail::checked_add("concatenate", out[static_cast<size_t>(axis_)], in[i][static_cast<size_t>(axis_)]);
   }
   return {out};
 }

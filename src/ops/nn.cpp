@@ -82,8 +82,8 @@ std::vector<Shape> QuantizedMatmul::output_shapes(const std::vector<Shape>& in) 
   int64_t k = transpose_ ? k_packed : w[0];
   int64_t n = transpose_ ? w[0] : k_packed;
   if (x.back() != k) {
-    fail("quantized_matmul", "inner dimensions differ: x ", shape_str(x), " against ", k, " (weights ",
-         shape_str(w), transpose_ ? " transposed" : "", " at ", q_.bits, " bits)");
+    fail("quantized_matmul", "inner dimensions differ: x ", shape_str(x), " against ", k, " (weights ", shape_str(w),
+         transpose_ ? " transposed" : "", " at ", q_.bits, " bits)");
   }
   return {with_last(x, n)};
 }
@@ -94,8 +94,10 @@ bool QuantizedMatmul::is_equivalent(const Primitive& o) const {
   return other.transpose_ == transpose_ && other.activations_ == activations_;
 }
 void QuantizedMatmul::print(std::ostream& os) const {
-  os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits << ",transpose=" << (transpose_ ? "true" : "false");
-  if (activations_ != QmmActivations::exact) os << ",activations=" << kQmmActivationNames[static_cast<int>(activations_)];
+  os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits
+     << ",transpose=" << (transpose_ ? "true" : "false");
+  if (activations_ != QmmActivations::exact)
+    os << ",activations=" << kQmmActivationNames[static_cast<int>(activations_)];
   os << ")";
 }
 
@@ -114,7 +116,8 @@ bool FusedQuantizedMatmul::is_equivalent(const Primitive& o) const {
   return f.transpose_ == transpose_ && f.norm_eps_ == norm_eps_ && f.addend_ == addend_ && f.glu_ == glu_;
 }
 void FusedQuantizedMatmul::print(std::ostream& os) const {
-  os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits << ",transpose=" << (transpose_ ? "true" : "false");
+  os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits
+     << ",transpose=" << (transpose_ ? "true" : "false");
   if (norm_eps_) os << ",norm_eps=" << *norm_eps_;
   os << ",addend=" << (addend_ ? "true" : "false");
   if (glu_) os << ",glu=true";
@@ -224,10 +227,14 @@ std::vector<Shape> ScaledDotProductAttention::output_shapes(const std::vector<Sh
 bool ScaledDotProductAttention::is_equivalent(const Primitive& o) const {
   if (o.kind() != kind()) return false;
   auto& b = static_cast<const ScaledDotProductAttention&>(o);
-  return same_float(b.scale_, scale_) && b.mask_ == mask_ && b.causal_ == causal_ && b.has_key_lengths_ == has_key_lengths_;
+  return same_float(b.scale_, scale_) && b.mask_ == mask_ && b.causal_ == causal_ &&
+         b.has_key_lengths_ == has_key_lengths_;
 }
 void ScaledDotProductAttention::print(std::ostream& os) const {
-  os << name() << "(scale=" << scale_ << (mask_ == Mask::keep ? ",mask=keep" : mask_ == Mask::additive ? ",mask=add" : "")
+  os << name() << "(scale=" << scale_
+     << (mask_ == Mask::keep       ? ",mask=keep"
+         : mask_ == Mask::additive ? ",mask=add"
+                                   : "")
      << (causal_ ? ",causal" : "") << (has_key_lengths_ ? ",key_lengths" : "") << ")";
 }
 

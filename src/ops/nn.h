@@ -136,7 +136,12 @@ class LayerNorm : public Primitive {
 class Rope : public Primitive {
  public:
   Rope(int dims, bool traditional, std::optional<float> base, float scale, bool has_freqs)
-      : Primitive(OpKind::Rope), dims_(dims), traditional_(traditional), base_(base), scale_(scale), has_freqs_(has_freqs) {}
+      : Primitive(OpKind::Rope),
+        dims_(dims),
+        traditional_(traditional),
+        base_(base),
+        scale_(scale),
+        has_freqs_(has_freqs) {}
   void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
   bool is_equivalent(const Primitive& o) const override;

@@ -12,9 +12,15 @@ namespace {
 // What every collective needs of x: a dtype NCCL sums, and the rank's device.
 void check_input(const char* op, const Array& x, const distributed::Group& g, bool needs_axis) {
   switch (x.dtype()) {
-    case float16: case bfloat16: case float32: case float64: case int32: case int64: break;
+    case float16:
+    case bfloat16:
+    case float32:
+    case float64:
+    case int32:
+    case int64: break;
     default:
-      fail(op, "dtype ", dtype_name(x.dtype()), " is not supported (float16, bfloat16, float32, float64, int32, int64)");
+      fail(op, "dtype ", dtype_name(x.dtype()),
+           " is not supported (float16, bfloat16, float32, float64, int32, int64)");
   }
   if (const auto d = g.device(); d && *d != x.device())
     fail(op, "x is on ", x.device().str(), ", but rank ", g.rank(), " of the group is on ", d->str());

@@ -30,7 +30,6 @@ Shape broadcast_shapes(const char* op, const std::vector<Shape>& shapes) {
   return out;
 }
 
-
 namespace {
 
 void check_valid(const char* op, const Array& a) {

@@ -13,7 +13,8 @@ std::vector<Shape> Matmul::output_shapes(const std::vector<Shape>& in) const {
   if (a.size() < 2 || b.size() < 2) {
     fail("matmul", "operands need at least 2 dimensions here, got ", shape_str(a), " @ ", shape_str(b));
   }
-  if (a[a.size() - 1] != b[b.size() - 2]) fail("matmul", "inner dimensions differ: ", shape_str(a), " @ ", shape_str(b));
+  if (a[a.size() - 1] != b[b.size() - 2])
+    fail("matmul", "inner dimensions differ: ", shape_str(a), " @ ", shape_str(b));
   size_t nd = std::max(a.size(), b.size());
   Shape out(nd, 1);
   for (size_t i = 0; i + 2 < nd; ++i) {
@@ -36,7 +37,10 @@ std::vector<Shape> MatmulEpilogue::output_shapes(const std::vector<Shape>& in) c
 }
 
 void MatmulEpilogue::print(std::ostream& os) const {
-  os << name() << "(bias" << (act_ == Activation::gelu ? ",gelu" : act_ == Activation::gelu_tanh ? ",gelu_tanh" : "")
+  os << name() << "(bias"
+     << (act_ == Activation::gelu        ? ",gelu"
+         : act_ == Activation::gelu_tanh ? ",gelu_tanh"
+                                         : "")
      << ")";
 }
 

@@ -140,8 +140,10 @@ Array arg_reduce(const char* op, const Array& a, std::optional<int> axis, bool k
   check_valid(op, a);
   Array x = a;
   int ax = 0;
-  if (axis) ax = normalize_axis(op, *axis, a.ndim());
-  else x = reshape(a, {-1});
+  if (axis)
+    ax = normalize_axis(op, *axis, a.ndim());
+  else
+    x = reshape(a, {-1});
   auto prim = std::make_shared<P>(ax);
   Shape out = prim->output_shapes({x.shape()})[0];
   Array r = Array::make(std::move(out), int32, std::move(prim), {x});

@@ -77,7 +77,9 @@ Array sort(const Array& a, int axis) {
   return along_axis("sort", a, axis, std::make_shared<Sort>(), {a.valid() ? a.dtype() : float32})[0];
 }
 
-Array argsort(const Array& a, int axis) { return along_axis("argsort", a, axis, std::make_shared<ArgSort>(), {int32})[0]; }
+Array argsort(const Array& a, int axis) {
+  return along_axis("argsort", a, axis, std::make_shared<ArgSort>(), {int32})[0];
+}
 
 Array argpartition(const Array& a, int kth, int axis) {
   const int64_t k = check_kth("argpartition", a, kth, axis);

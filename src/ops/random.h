@@ -23,9 +23,7 @@ class RandomBits : public Primitive {
     auto& r = static_cast<const RandomBits&>(o);
     return o.kind() == kind() && r.lead_ == lead_ && r.like_ == like_;
   }
-  void print(std::ostream& os) const override {
-    os << name() << detail::shape_str(lead_) << (like_ ? "+like" : "");
-  }
+  void print(std::ostream& os) const override { os << name() << detail::shape_str(lead_) << (like_ ? "+like" : ""); }
 
  private:
   Shape lead_;

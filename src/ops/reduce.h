@@ -93,9 +93,7 @@ class CumSum : public Primitive {
 inline const std::vector<int>& reduce_axes_of(const Primitive& p) {
   switch (p.kind()) {
 #define KILN_REDUCE(F, n) \
-  case OpKind::F:         \
-    return static_cast<const Reduce<math::F>&>(p).axes();
-#include "ops/op_table.def"
+  case OpKind::F: return static_cast<const Reduce<math::F>&>(p).axes(); #include "ops/op_table.def"
     default: fail("reduce", "not a reduction: ", p.name());
   }
 }

@@ -121,7 +121,8 @@ std::vector<Shape> Squeeze::output_shapes(const std::vector<Shape>& in) const {
   size_t next = 0;
   for (size_t i = 0; i < in[0].size(); ++i) {
     if (next < axes_.size() && static_cast<size_t>(axes_[next]) == i) {
-      if (in[0][i] != 1) fail("squeeze", "cannot squeeze axis ", i, " of size ", in[0][i], " in shape ", shape_str(in[0]));
+      if (in[0][i] != 1)
+        fail("squeeze", "cannot squeeze axis ", i, " of size ", in[0][i], " in shape ", shape_str(in[0]));
       ++next;
       continue;
     }

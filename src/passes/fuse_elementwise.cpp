@@ -39,8 +39,10 @@ class FuseElementwise : public Pass {
         int p = prod_[static_cast<size_t>(v)];
         if (p < 0 || region_[static_cast<size_t>(p)] < 0) continue;
         int pr = find(region_[static_cast<size_t>(p)]), me = find(r);
-        if (pr == me || g.values[static_cast<size_t>(g.nodes[static_cast<size_t>(pr)].outputs[0])].shape != shape) continue;
-        if (members_[static_cast<size_t>(pr)].size() + members_[static_cast<size_t>(me)].size() > kMaxFusedOps) continue;
+        if (pr == me || g.values[static_cast<size_t>(g.nodes[static_cast<size_t>(pr)].outputs[0])].shape != shape)
+          continue;
+        if (members_[static_cast<size_t>(pr)].size() + members_[static_cast<size_t>(me)].size() > kMaxFusedOps)
+          continue;
         if (path_outside(pr, me) || path_outside(me, pr)) continue;
         parent_[static_cast<size_t>(me)] = pr;
         auto& into = members_[static_cast<size_t>(pr)];
@@ -77,7 +79,8 @@ class FuseElementwise : public Pass {
   }
 
   int find(int r) {
-    while (parent_[static_cast<size_t>(r)] != r) r = parent_[static_cast<size_t>(r)] = parent_[static_cast<size_t>(parent_[static_cast<size_t>(r)])];
+    while (parent_[static_cast<size_t>(r)] != r)
+      r = parent_[static_cast<size_t>(r)] = parent_[static_cast<size_t>(parent_[static_cast<size_t>(r)])];
     return r;
   }
 
@@ -162,8 +165,8 @@ class FuseElementwise : public Pass {
   PassOptions options_;
   Graph* g_ = nullptr;
   std::vector<int> prod_;
-  std::vector<int> parent_;                  // union-find over regions (node indices)
-  std::vector<int> region_;                  // region of each node, -1 if none
+  std::vector<int> parent_;  // union-find over regions (node indices)
+  std::vector<int> region_;  // region of each node, -1 if none
   std::vector<std::vector<size_t>> members_;  // members of each region root
 };
 

@@ -50,7 +50,8 @@ class FuseMatmulEpilogue : public Pass {
         const GNode& a = g.nodes[static_cast<size_t>(gn)];
         OpKind k = a.prim->kind();
         // float_unary keeps a floating dtype, so the activation reads the sum uncast.
-        if ((k == OpKind::Gelu || k == OpKind::GeluTanh) && g.values[static_cast<size_t>(a.outputs[0])].dtype == pv.dtype) {
+        if ((k == OpKind::Gelu || k == OpKind::GeluTanh) &&
+            g.values[static_cast<size_t>(a.outputs[0])].dtype == pv.dtype) {
           act = k == OpKind::Gelu ? Activation::gelu : Activation::gelu_tanh;
           result = a.outputs[0];
           removed[static_cast<size_t>(gn)] = true;

@@ -91,13 +91,15 @@ class FuseQuantizedMatmul : public Pass {
       // The add behind: the only reader of the product, adding a same-shaped, same-dtype tensor.
       int add = -1, addend = -1;
       const int y = mm.outputs[0], an = reader[static_cast<size_t>(y)];
-      if (an >= 0 && only_use(y) && !removed[static_cast<size_t>(an)] && g.nodes[static_cast<size_t>(an)].prim->kind() == OpKind::Add) {
+      if (an >= 0 && only_use(y) && !removed[static_cast<size_t>(an)] &&
+          g.nodes[static_cast<size_t>(an)].prim->kind() == OpKind::Add) {
         const GNode& a = g.nodes[static_cast<size_t>(an)];
         const int other = a.inputs[0] == y ? a.inputs[1] : a.inputs[0];
         const Value& yv = g.values[static_cast<size_t>(y)];
         const Value& ov = g.values[static_cast<size_t>(other)];
         const Value& sv = g.values[static_cast<size_t>(a.outputs[0])];
-        if (other != y && ov.shape == yv.shape && ov.dtype == yv.dtype && sv.shape == yv.shape && sv.dtype == yv.dtype) {
+        if (other != y && ov.shape == yv.shape && ov.dtype == yv.dtype && sv.shape == yv.shape &&
+            sv.dtype == yv.dtype) {
           add = an;
           addend = other;
         }
@@ -119,8 +121,10 @@ class FuseQuantizedMatmul : public Pass {
       for (int r : glu) removed[static_cast<size_t>(r)] = true;
       removed[n] = true;
       const int out = add >= 0 ? node(add).outputs[0] : !glu.empty() ? node(glu.back()).outputs[0] : y;
-      added.push_back(GNode{std::make_shared<FusedQuantizedMatmul>(q.params(), q.transpose(), eps, add >= 0, !glu.empty()),
-                            std::move(inputs), {out}});
+      added.push_back(
+          GNode{std::make_shared<FusedQuantizedMatmul>(q.params(), q.transpose(), eps, add >= 0, !glu.empty()),
+                std::move(inputs),
+                {out}});
     }
     if (added.empty()) return false;
     replace_nodes(g, removed, std::move(added));

@@ -176,7 +176,8 @@ class FuseReductions : public Pass {
         Shape padded(s.full.size() - val.shape.size(), 1);
         padded.insert(padded.end(), val.shape.begin(), val.shape.end());
         bool trailing_one = true;
-        for (size_t i = s.full.size() - static_cast<size_t>(s.k); i < s.full.size(); ++i) trailing_one = trailing_one && padded[i] == 1;
+        for (size_t i = s.full.size() - static_cast<size_t>(s.k); i < s.full.size(); ++i)
+          trailing_one = trailing_one && padded[i] == 1;
         in.per_row = in.uniform || trailing_one;
         op_of[v] = static_cast<int>(program->ops.size());
         program->ops.push_back(in);

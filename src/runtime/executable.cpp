@@ -97,8 +97,8 @@ struct Executable::Impl {
   Device device;
   std::vector<const GraphNode*> inputs;
   std::unordered_map<std::string, const GraphNode*> param_decls;  // every graph's params, by name
-  std::unordered_map<const GraphNode*, Array> consts;            // built once; read-only afterwards
-  std::unique_ptr<runtime::Program> program;                      // compiled mode; read-only afterwards
+  std::unordered_map<const GraphNode*, Array> consts;  // built once; read-only afterwards
+  std::unique_ptr<runtime::Program> program;  // compiled mode; read-only afterwards
   std::vector<OutputSlot> slots;
   size_t arena = 0;
   std::string slots_error;
@@ -143,8 +143,11 @@ struct Executable::Impl {
 Executable::Executable(Graph g, ExecMode mode, Device device) : impl_(std::make_unique<Impl>()) {
   if (device.type == Device::Type::cuda) {
     int n = cuda_device_count();
-    if (n == 0) fail("executable", "device ", device.str(), " requested, but kiln reports no GPU (", cuda_unavailable_reason(), ")");
-    if (device.index < 0 || device.index >= n) fail("executable", "device ", device.str(), " does not exist (", n, " GPUs)");
+    if (n == 0)
+      fail("executable", "device ", device.str(), " requested, but kiln reports no GPU (", cuda_unavailable_reason(),
+           ")");
+    if (device.index < 0 || device.index >= n)
+      fail("executable", "device ", device.str(), " does not exist (", n, " GPUs)");
   }
   Impl& m = *impl_;
   verify(g);
@@ -173,14 +176,15 @@ Executable::Executable(Graph g, ExecMode mode, Device device) : impl_(std::make_
   scan(m.g);
   if (mode == ExecMode::compiled) {
     Impl* self = &m;
-    m.program = std::make_unique<runtime::Program>(m.g, [self](const GraphNode& n) { return self->consts.at(&n); }, nullptr);
+    m.program = std::make_unique<runtime::Program>(
+        m.g, [self](const GraphNode& n) { return self->consts.at(&n); }, nullptr);
   }
   if (!m.g.params_file.empty()) {
     try {
       load_params(params_path(m.g));
     } catch (const Error& e) {  // the file as written, then the path it resolved to (in e)
-      fail("executable", "params \"", m.g.params_file, "\" of ", m.g.source_path.empty() ? "the graph" : m.g.source_path,
-           ": ", e.what());
+      fail("executable", "params \"", m.g.params_file, "\" of ",
+           m.g.source_path.empty() ? "the graph" : m.g.source_path, ": ", e.what());
     }
   }
   m.layout_slots();
@@ -327,7 +331,8 @@ void Executable::write_handle(HandleId h, const Array& value) {
   Handle& hd = impl_->handles[static_cast<size_t>(h)];
   if (hd.host) {
     if (value.shape() != hd.shape)
-      fail("write_handle", "handle ", h, " holds ", detail::shape_str(hd.shape), ", given ", detail::shape_str(value.shape()));
+      fail("write_handle", "handle ", h, " holds ", detail::shape_str(hd.shape), ", given ",
+           detail::shape_str(value.shape()));
     value.copy_to(hd.data, hd.dtype);
     return;
   }
@@ -407,7 +412,8 @@ std::vector<Array> Executable::Impl::resolve_inputs(const std::map<std::string, 
       fail("run", "input '", name, "' is missing");
     }
     if (v.dtype() != n->type.dtype) {
-      if (exact_dtype) fail("run", "input '", name, "' is ", dtype_name(n->type.dtype), ", given ", dtype_name(v.dtype()));
+      if (exact_dtype)
+        fail("run", "input '", name, "' is ", dtype_name(n->type.dtype), ", given ", dtype_name(v.dtype()));
       v = astype(v, n->type.dtype);
     }
     if (v.ndim() != static_cast<int>(n->type.dims.size()))
@@ -421,7 +427,8 @@ std::vector<Array> Executable::Impl::resolve_inputs(const std::map<std::string, 
         continue;
       }
       if (dim.bound > 0 && got > dim.bound)
-        fail("run", "input '", name, "' dimension ", d, " (", dim.symbol, ") is ", got, ", above its bound ", dim.bound);
+        fail("run", "input '", name, "' dimension ", d, " (", dim.symbol, ") is ", got, ", above its bound ",
+             dim.bound);
       auto [s, fresh] = symbols.emplace(dim.symbol, got);
       if (!fresh && s->second != got)
         fail("run", "symbol ", dim.symbol, " is ", s->second, " elsewhere but ", got, " in input '", name, "'");
@@ -434,8 +441,7 @@ std::vector<Array> Executable::Impl::resolve_inputs(const std::map<std::string, 
 }
 
 std::vector<Array> Executable::Impl::interpret(const std::vector<Array>& in, const ParamMap& p,
-                                               const runtime::Program* prog,
-                                               const std::set<const GraphNode*>* follow) {
+                                               const runtime::Program* prog, const std::set<const GraphNode*>* follow) {
   runtime::Hooks h;
   h.leaf = [&](const GraphNode& n) { return leaf(n, p); };
   if (prog) return prog->call(g, in, h.leaf);
@@ -533,7 +539,8 @@ std::vector<Array> Executable::Impl::execute(const std::map<std::string, Array>&
     std::unique_lock lock(mu);
     for (auto [i, h] : my_feeds) {
       Handle& hd = handles[static_cast<size_t>(h)];
-      if (hd.host) host_feeds.emplace_back(i, h);
+      if (hd.host)
+        host_feeds.emplace_back(i, h);
       else {
         hd.value = out[i];
         hd.shape = out[i].shape();
@@ -541,8 +548,10 @@ std::vector<Array> Executable::Impl::execute(const std::map<std::string, Array>&
       }
     }
   }
-  if (wait) write_host_feeds(out, host_feeds);
-  else if (host_feeds_out) *host_feeds_out = host_feeds;
+  if (wait)
+    write_host_feeds(out, host_feeds);
+  else if (host_feeds_out)
+    *host_feeds_out = host_feeds;
   return out;
 }
 
@@ -552,7 +561,8 @@ void Executable::Impl::write_host_feeds(const std::vector<Array>& out,
     std::shared_lock lock(mu);
     const Handle& hd = handles[static_cast<size_t>(h)];
     if (out[i].shape() != hd.shape)
-      fail("feed", "output ", i, " is ", shape_of(out[i]), " but host handle ", h, " holds ", detail::shape_str(hd.shape));
+      fail("feed", "output ", i, " is ", shape_of(out[i]), " but host handle ", h, " holds ",
+           detail::shape_str(hd.shape));
     out[i].copy_to(hd.data, hd.dtype);
   }
 }
@@ -657,7 +667,8 @@ void Executable::warm_compile(const std::map<std::string, Shape>& input_shapes) 
   for (const GraphNode* n : m.inputs) {
     auto it = input_shapes.find(n->outputs[0]);
     Shape s;
-    if (it != input_shapes.end()) s = it->second;
+    if (it != input_shapes.end())
+      s = it->second;
     else
       for (const Dim& d : n->type.dims) {
         if (d.symbolic() && d.bound <= 0)
@@ -744,7 +755,9 @@ std::vector<Array> Executable::build_lazy(const std::map<std::string, Array>& in
   }
   runtime::Hooks h;
   h.leaf = [&](const GraphNode& n) { return impl_->leaf(n, *p); };
-  h.call = [&](const Graph& sub, const std::vector<Array>& args) { return runtime::call_graph(impl_->g, sub, args, h); };
+  h.call = [&](const Graph& sub, const std::vector<Array>& args) {
+    return runtime::call_graph(impl_->g, sub, args, h);
+  };
   return runtime::call_graph(impl_->g, impl_->g, in, h);
 }
 

@@ -23,7 +23,7 @@ struct Site {
   int64_t B;
   bool& follow;  // set when a reshape or broadcast target must follow the live rows
   const Array& r;  // the first row-carrying input
-  int rank;        // its rank
+  int rank;  // its rank
 
   const AttrValue* attr(const char* key) const {
     auto it = n.attrs.find(key);
@@ -156,7 +156,8 @@ std::string pad_rule(const Site& s) {
 std::string take_rule(const Site& s) {
   int64_t axis = s.int_or("axis", 0);
   if (s.rows[0] && !s.rows[1]) return norm_axis(axis, s.rank) == 0 ? "gathers along the row axis" : "";
-  if (!s.rows[0] && s.rows[1]) return norm_axis(axis, s.in[0].ndim()) == 0 ? "" : "indices carry rows into an inner axis";
+  if (!s.rows[0] && s.rows[1])
+    return norm_axis(axis, s.in[0].ndim()) == 0 ? "" : "indices carry rows into an inner axis";
   return "gathers rows by row-dependent indices";
 }
 
@@ -184,19 +185,44 @@ std::string always_mixes(const Site& s) { return "op '" + s.n.op + "' is not kno
 // The rules of ops whose registry category does not decide it alone.
 const std::unordered_map<std::string, Rule>& own_rules() {
   static const std::unordered_map<std::string, Rule> rules = {
-      {"copy", elementwise_rule},       {"var", axes_reduction_rule},   {"softmax", axes_reduction_rule},
-      {"argmax", arg_reduction_rule},   {"argmin", arg_reduction_rule}, {"cumsum", cumsum_rule},
-      {"matmul", matmul_rule},          {"reshape", reshape_rule},      {"broadcast_to", reshape_rule},
-      {"transpose", transpose_rule},    {"swapaxes", swapaxes_rule},    {"expand_dims", expand_dims_rule},
-      {"squeeze", squeeze_rule},        {"flatten", flatten_rule},      {"slice", slice_rule},
-      {"concatenate", join_rule},       {"stack", join_rule},           {"split", join_rule},
-      {"pad", pad_rule},                {"take", take_rule},            {"take_along_axis", take_along_axis_rule},
-      {"slice_update", always_mixes},   {"quantize", always_mixes},     {"dequantize", always_mixes},
-      {"quantized_matmul", always_mixes}, {"rms_norm", always_mixes},   {"layer_norm", always_mixes},
-      {"rope", always_mixes},           {"scaled_dot_product_attention", always_mixes},
-      {"slice_update", always_mixes},   {"sort", selection_rule},       {"argsort", selection_rule},
-      {"partition", selection_rule},    {"argpartition", selection_rule}, {"topk", selection_rule},
-      {"all_sum", elementwise_rule},    {"all_gather", always_mixes},   {"reduce_scatter", always_mixes},
+      {"copy", elementwise_rule},
+      {"var", axes_reduction_rule},
+      {"softmax", axes_reduction_rule},
+      {"argmax", arg_reduction_rule},
+      {"argmin", arg_reduction_rule},
+      {"cumsum", cumsum_rule},
+      {"matmul", matmul_rule},
+      {"reshape", reshape_rule},
+      {"broadcast_to", reshape_rule},
+      {"transpose", transpose_rule},
+      {"swapaxes", swapaxes_rule},
+      {"expand_dims", expand_dims_rule},
+      {"squeeze", squeeze_rule},
+      {"flatten", flatten_rule},
+      {"slice", slice_rule},
+      {"concatenate", join_rule},
+      {"stack", join_rule},
+      {"split", join_rule},
+      {"pad", pad_rule},
+      {"take", take_rule},
+      {"take_along_axis", take_along_axis_rule},
+      {"slice_update", always_mixes},
+      {"quantize", always_mixes},
+      {"dequantize", always_mixes},
+      {"quantized_matmul", always_mixes},
+      {"rms_norm", always_mixes},
+      {"layer_norm", always_mixes},
+      {"rope", always_mixes},
+      {"scaled_dot_product_attention", always_mixes},
+      {"slice_update", always_mixes},
+      {"sort", selection_rule},
+      {"argsort", selection_rule},
+      {"partition", selection_rule},
+      {"argpartition", selection_rule},
+      {"topk", selection_rule},
+      {"all_sum", elementwise_rule},
+      {"all_gather", always_mixes},
+      {"reduce_scatter", always_mixes},
   };
   return rules;
 }
@@ -207,7 +233,9 @@ Rule find_rule(const std::string& op) {
   const OpTraits* t = find_op(op.c_str());
   if (!t) return nullptr;
   switch (t->category) {
-    case OpCategory::unary: case OpCategory::binary: case OpCategory::elementwise: return elementwise_rule;
+    case OpCategory::unary:
+    case OpCategory::binary:
+    case OpCategory::elementwise: return elementwise_rule;
     case OpCategory::reduce: return axes_reduction_rule;
     case OpCategory::creation: return creation_rule;
     case OpCategory::random: return random_rule;
@@ -264,8 +292,10 @@ ExtentAnalysis analyze_extent(const Graph& file, const std::vector<Array>& input
     bool follow = false;
     if (any && res.blocker.empty()) {
       std::string why = rule(n, in, in_rows, out, B, follow);
-      if (!why.empty()) res.blocker = where(file, file, i) + why;
-      else if (follow) res.follow_rows.insert(&n);
+      if (!why.empty())
+        res.blocker = where(file, file, i) + why;
+      else if (follow)
+        res.follow_rows.insert(&n);
     }
     for (size_t k = 0; k < out.size(); ++k) {
       carries[n.outputs[k]] = any && out[k].ndim() > 0 && out[k].shape(0) == B;

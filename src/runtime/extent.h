@@ -12,9 +12,9 @@
 namespace kiln::runtime {
 
 struct ExtentAnalysis {
-  std::string blocker;                     // "" when safe, else where and why rows mix
+  std::string blocker;  // "" when safe, else where and why rows mix
   std::set<const GraphNode*> follow_rows;  // reshape/broadcast_to targets to adjust
-  std::vector<bool> output_rows;           // outputs whose leading axis is the row axis
+  std::vector<bool> output_rows;  // outputs whose leading axis is the row axis
 };
 
 /* inputs: the graph's inputs at bucket shapes (placeholders are fine); rows[i]: input i

@@ -35,7 +35,8 @@ bool same_types(const std::vector<Array>& a, const std::vector<Array>& b) {
 
 std::string types_str(const std::vector<Array>& v) {
   std::string s;
-  for (const Array& a : v) s += (s.empty() ? "" : ", ") + std::string(dtype_name(a.dtype())) + detail::shape_str(a.shape());
+  for (const Array& a : v)
+    s += (s.empty() ? "" : ", ") + std::string(dtype_name(a.dtype())) + detail::shape_str(a.shape());
   return "(" + s + ")";
 }
 
@@ -51,8 +52,7 @@ std::vector<Array> run_if(const Graph& file, const GraphNode& n, const std::vect
     if (in[0].size() != 1) fail("if", "condition must have one element, got shape ", detail::shape_str(in[0].shape()));
     auto a = h.call(*t, args);
     auto b = h.call(*e, args);
-    if (!same_types(a, b))
-      fail("if", "branches disagree: then gives ", types_str(a), ", else gives ", types_str(b));
+    if (!same_types(a, b)) fail("if", "branches disagree: then gives ", types_str(a), ", else gives ", types_str(b));
     return a;
   }
   return h.call(truthy(in[0], "if") ? *t : *e, args);
@@ -115,10 +115,14 @@ std::vector<Array> run_node(const Graph& file, const Graph& g, size_t i, const E
       in.push_back(it->second);
     }
     std::vector<Array> out;
-    if (n.op == "if") out = run_if(file, n, in, h);
-    else if (n.op == "while") out = run_while(file, n, in, h);
-    else if (h.follow_rows && h.follow_rows->count(&n)) out = apply_op(n.op, in, follow_rows(n, in), n.outputs.size());
-    else out = apply_op(n.op, in, n.attrs, n.outputs.size());
+    if (n.op == "if")
+      out = run_if(file, n, in, h);
+    else if (n.op == "while")
+      out = run_while(file, n, in, h);
+    else if (h.follow_rows && h.follow_rows->count(&n))
+      out = apply_op(n.op, in, follow_rows(n, in), n.outputs.size());
+    else
+      out = apply_op(n.op, in, n.attrs, n.outputs.size());
     if (out.size() != n.outputs.size())
       fail(n.op.c_str(), "produces ", out.size(), " value(s) but the node names ", n.outputs.size());
     return out;
@@ -177,8 +181,7 @@ std::vector<Array> call_graph(const Graph& file, const Graph& g, const std::vect
       env[n.outputs[0]] = h.leaf(n);
     }
   }
-  if (next_arg != args.size())
-    fail(g.name.c_str(), "takes ", next_arg, " argument(s), called with ", args.size());
+  if (next_arg != args.size()) fail(g.name.c_str(), "takes ", next_arg, " argument(s), called with ", args.size());
   run_nodes(file, g, 0, g.nodes.size(), env, h);
   std::vector<Array> out;
   for (const auto& o : g.outputs) out.push_back(env.at(o));

@@ -25,8 +25,10 @@ class JsonParser {
   [[noreturn]] void error(const std::string& msg) const {
     int line = 1, col = 1;
     for (size_t k = 0; k < i_ && k < s_.size(); ++k) {
-      if (s_[k] == '\n') ++line, col = 1;
-      else ++col;
+      if (s_[k] == '\n')
+        ++line, col = 1;
+      else
+        ++col;
     }
     throw Error(detail::concat(what_, ":", line, ":", col, ": [json] ", msg));
   }
@@ -42,7 +44,8 @@ class JsonParser {
     return false;
   }
   void want(char c) {
-    if (!eat(c)) error(i_ >= s_.size() ? std::string("unexpected end (truncated?)") : std::string("expected '") + c + "'");
+    if (!eat(c))
+      error(i_ >= s_.size() ? std::string("unexpected end (truncated?)") : std::string("expected '") + c + "'");
   }
   bool word(const char* w) {
     size_t n = std::char_traits<char>::length(w);
@@ -67,7 +70,9 @@ class JsonParser {
       if (i_ >= s_.size()) error("unterminated string");
       char e = s_[i_++];
       switch (e) {
-        case '"': case '\\': case '/': out += e; break;
+        case '"':
+        case '\\':
+        case '/': out += e; break;
         case 'n': out += '\n'; break;
         case 't': out += '\t'; break;
         case 'r': out += '\r'; break;
@@ -79,14 +84,20 @@ class JsonParser {
           for (int k = 0; k < 4; ++k) {
             char h = s_[i_++];
             cp <<= 4;
-            if (h >= '0' && h <= '9') cp |= static_cast<unsigned>(h - '0');
-            else if (h >= 'a' && h <= 'f') cp |= static_cast<unsigned>(h - 'a' + 10);
-            else if (h >= 'A' && h <= 'F') cp |= static_cast<unsigned>(h - 'A' + 10);
-            else error("bad \\u escape");
+            if (h >= '0' && h <= '9')
+              cp |= static_cast<unsigned>(h - '0');
+            else if (h >= 'a' && h <= 'f')
+              cp |= static_cast<unsigned>(h - 'a' + 10);
+            else if (h >= 'A' && h <= 'F')
+              cp |= static_cast<unsigned>(h - 'A' + 10);
+            else
+              error("bad \\u escape");
           }
           // UTF-8 for the basic plane; names in parameter files are almost always ASCII.
-          if (cp < 0x80) out += static_cast<char>(cp);
-          else if (cp < 0x800) out += static_cast<char>(0xC0 | (cp >> 6)), out += static_cast<char>(0x80 | (cp & 0x3F));
+          if (cp < 0x80)
+            out += static_cast<char>(cp);
+          else if (cp < 0x800)
+            out += static_cast<char>(0xC0 | (cp >> 6)), out += static_cast<char>(0x80 | (cp & 0x3F));
           else
             out += static_cast<char>(0xE0 | (cp >> 12)), out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
                 out += static_cast<char>(0x80 | (cp & 0x3F));
@@ -172,12 +183,14 @@ Json parse_json(const std::string& text, const std::string& what) { return JsonP
 std::string json_quote(const std::string& s) {
   std::string q = "\"";
   for (unsigned char c : s) {
-    if (c == '"' || c == '\\') q += '\\', q += static_cast<char>(c);
+    if (c == '"' || c == '\\')
+      q += '\\', q += static_cast<char>(c);
     else if (c < 0x20) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\u%04x", c);
       q += buf;
-    } else q += static_cast<char>(c);
+    } else
+      q += static_cast<char>(c);
   }
   return q + "\"";
 }

@@ -15,7 +15,6 @@ bool is_control_flow(const std::string& op);
 std::vector<std::string> op_names();
 /* Builds the op's lazy result; `n_outputs` is the number of names the node defines.
    Throws kiln::Error tagged with the op for bad counts, attributes or shapes. */
-std::vector<Array> apply_op(const std::string& op, const std::vector<Array>& in, const Attrs& attrs,
-                            size_t n_outputs);
+std::vector<Array> apply_op(const std::string& op, const std::vector<Array>& in, const Attrs& attrs, size_t n_outputs);
 
 }  // namespace kiln::runtime

@@ -43,7 +43,7 @@ bool write_all(int fd, const char* p, size_t n) {
 // with the umask's mode, or an existing file's mode when `path` exists.
 int create_beside(const std::string& path, std::string* tmp) {
   static std::atomic<unsigned> counter{0};
-  struct stat st{};
+  struct stat st {};
   const bool exists = ::stat(path.c_str(), &st) == 0;
   for (int attempt = 0; attempt < 100; ++attempt) {
     *tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
@@ -82,7 +82,8 @@ void save_params(const std::string& path, const std::map<std::string, Array>& pa
   // A new file renamed over the old one, never the old one truncated: arrays loaded from it
   // map its pages and would fault (SIGBUS) on a shorter file. A link is replaced at its target.
   std::error_code ec;
-  std::string target = std::filesystem::is_symlink(path, ec) ? std::filesystem::weakly_canonical(path, ec).string() : path;
+  std::string target =
+      std::filesystem::is_symlink(path, ec) ? std::filesystem::weakly_canonical(path, ec).string() : path;
   if (target.empty()) target = path;
   std::string tmp;
   int fd = create_beside(target, &tmp);

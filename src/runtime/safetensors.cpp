@@ -11,9 +11,9 @@ struct DtypeCode {
   const char* code;
   Dtype dtype;
 };
-constexpr DtypeCode kCodes[] = {{"BOOL", bool_},   {"U8", uint8},    {"I8", int8},     {"U16", uint16},
-                                {"I16", int16},    {"U32", uint32},  {"I32", int32},   {"U64", uint64},
-                                {"I64", int64},    {"F16", float16}, {"BF16", bfloat16}, {"F32", float32},
+constexpr DtypeCode kCodes[] = {{"BOOL", bool_}, {"U8", uint8},    {"I8", int8},       {"U16", uint16},
+                                {"I16", int16},  {"U32", uint32},  {"I32", int32},     {"U64", uint64},
+                                {"I64", int64},  {"F16", float16}, {"BF16", bfloat16}, {"F32", float32},
                                 {"F64", float64}};
 
 }  // namespace
@@ -33,8 +33,8 @@ SafetensorsHeader parse_safetensors(const detail::MappedFile& file, const char* 
   for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | base[i];
   if (hlen > size - 8)
     fail(tag, path, ": truncated: header claims ", hlen, " bytes, file has ", size - 8, " after the size");
-  Json root = parse_json(std::string(reinterpret_cast<const char*>(base + 8), static_cast<size_t>(hlen)),
-                         path + " (header)");
+  Json root =
+      parse_json(std::string(reinterpret_cast<const char*>(base + 8), static_cast<size_t>(hlen)), path + " (header)");
   if (root.kind != Json::Kind::object) fail(tag, path, ": header is not a JSON object");
   const size_t data_start = 8 + static_cast<size_t>(hlen);
   const uint64_t data_size = size - data_start;
@@ -70,7 +70,8 @@ SafetensorsHeader parse_safetensors(const detail::MappedFile& file, const char* 
     uint64_t count = 1;
     for (const auto& d : shp->array) {
       if (d.kind != Json::Kind::integer || d.integer < 0) bad("shape entries must be non-negative integers");
-      if (d.integer > (int64_t{1} << 48) || (d.integer > 0 && count > (uint64_t{1} << 48) / static_cast<uint64_t>(d.integer)))
+      if (d.integer > (int64_t{1} << 48) ||
+          (d.integer > 0 && count > (uint64_t{1} << 48) / static_cast<uint64_t>(d.integer)))
         bad("shape is too large");  // each dimension too, as a 0 elsewhere keeps the count at 0
       t.shape.push_back(d.integer);
       count *= static_cast<uint64_t>(d.integer);

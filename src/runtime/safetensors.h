@@ -24,7 +24,7 @@ struct SafetensorsTensor {
 };
 
 struct SafetensorsHeader {
-  std::vector<SafetensorsTensor> tensors;      // in file order
+  std::vector<SafetensorsTensor> tensors;  // in file order
   std::map<std::string, std::string> metadata;  // "__metadata__" (string values)
 };
 

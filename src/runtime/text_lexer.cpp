@@ -64,8 +64,10 @@ std::vector<Token> tokenize(const std::string& s, const std::string& path) {
       while (i < s.size()) {
         char d = s[i];
         bool exp_sign = (d == '+' || d == '-') && (s[i - 1] == 'e' || s[i - 1] == 'E');
-        if (std::isalnum(static_cast<unsigned char>(d)) || d == '.' || exp_sign) advance(1);
-        else break;
+        if (std::isalnum(static_cast<unsigned char>(d)) || d == '.' || exp_sign)
+          advance(1);
+        else
+          break;
       }
       t.kind = Token::Kind::number;
       t.text = s.substr(start, i - start);
@@ -82,9 +84,12 @@ std::vector<Token> tokenize(const std::string& s, const std::string& path) {
         if (d == '\\') {
           if (i + 1 >= s.size()) error(t.line, t.column, "unterminated string");
           char e = s[i + 1];
-          if (e == 'n') t.text += '\n';
-          else if (e == '"' || e == '\\') t.text += e;
-          else error(line, col, std::string("unknown escape '\\") + e + "'");
+          if (e == 'n')
+            t.text += '\n';
+          else if (e == '"' || e == '\\')
+            t.text += e;
+          else
+            error(line, col, std::string("unknown escape '\\") + e + "'");
           advance(2);
           continue;
         }

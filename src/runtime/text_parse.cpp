@@ -57,9 +57,7 @@ class Parser {
     if (pos_ < t_.size() - 1) ++pos_;
     return t;
   }
-  bool peek_punct(const char* p, size_t k = 0) const {
-    return peek(k).kind == Token::Kind::punct && peek(k).text == p;
-  }
+  bool peek_punct(const char* p, size_t k = 0) const { return peek(k).kind == Token::Kind::punct && peek(k).text == p; }
   bool peek_word(const char* w) const { return peek().kind == Token::Kind::ident && peek().text == w; }
   [[noreturn]] void error(const Token& t, const std::string& msg) const {
     throw Error(detail::concat(path_, ":", t.line, ":", t.column, ": [parse] ", msg));
@@ -156,22 +154,28 @@ class Parser {
 
   // One literal element into dst, in the constant's dtype.
   void element(const Token& t, Dtype dt, uint8_t* dst) {
-    bool word = t.kind == Token::Kind::ident && (t.text == "true" || t.text == "false" || t.text == "inf" ||
-                                                 t.text == "nan");
+    bool word =
+        t.kind == Token::Kind::ident && (t.text == "true" || t.text == "false" || t.text == "inf" || t.text == "nan");
     if (t.kind != Token::Kind::number && !word) error(t, "expected a number, found " + describe(t));
     if (dt == bool_) {
       uint8_t v;
-      if (t.text == "true" || t.text == "1") v = 1;
-      else if (t.text == "false" || t.text == "0") v = 0;
-      else error(t, "a bool constant takes true, false, 0 or 1");
+      if (t.text == "true" || t.text == "1")
+        v = 1;
+      else if (t.text == "false" || t.text == "0")
+        v = 0;
+      else
+        error(t, "a bool constant takes true, false, 0 or 1");
       *dst = v;
       return;
     }
     if (is_floating(dt)) {
       double v;
-      if (t.text == "inf") v = std::numeric_limits<double>::infinity();
-      else if (t.text == "-inf") v = -std::numeric_limits<double>::infinity();
-      else if (t.text == "nan") v = std::numeric_limits<double>::quiet_NaN();
+      if (t.text == "inf")
+        v = std::numeric_limits<double>::infinity();
+      else if (t.text == "-inf")
+        v = -std::numeric_limits<double>::infinity();
+      else if (t.text == "nan")
+        v = std::numeric_limits<double>::quiet_NaN();
       else {
         if (word) error(t, "expected a number, found " + describe(t));
         char* end = nullptr;
@@ -179,9 +183,21 @@ class Parser {
         if (*end != '\0') error(t, "'" + t.text + "' is not a number");
       }
       switch (dt) {
-        case float16: { float16_t h(static_cast<float>(v)); std::memcpy(dst, &h, 2); break; }
-        case bfloat16: { bfloat16_t h(static_cast<float>(v)); std::memcpy(dst, &h, 2); break; }
-        case float32: { float f = static_cast<float>(v); std::memcpy(dst, &f, 4); break; }
+        case float16: {
+          float16_t h(static_cast<float>(v));
+          std::memcpy(dst, &h, 2);
+          break;
+        }
+        case bfloat16: {
+          bfloat16_t h(static_cast<float>(v));
+          std::memcpy(dst, &h, 2);
+          break;
+        }
+        case float32: {
+          float f = static_cast<float>(v);
+          std::memcpy(dst, &f, 4);
+          break;
+        }
         default: std::memcpy(dst, &v, 8); break;
       }
       return;
@@ -230,8 +246,10 @@ class Parser {
       if (k >= count) error(t, detail::concat("too many values: the type holds ", count));
       element(t, n.type.dtype, n.data.data() + k * isz);
       ++k;
-      if (peek_punct(",")) next();
-      else if (!peek_punct("]")) error(peek(), "expected ',' or ']', found " + describe(peek()));
+      if (peek_punct(","))
+        next();
+      else if (!peek_punct("]"))
+        error(peek(), "expected ',' or ']', found " + describe(peek()));
     }
     next();
     if (k != count) error(open, detail::concat("constant has ", k, " values; its type holds ", count));
@@ -261,8 +279,10 @@ class Parser {
         if (e.kind != Token::Kind::number && !(e.kind == Token::Kind::ident && (e.text == "inf" || e.text == "nan")))
           error(e, "list attributes hold numbers; found " + describe(e));
         items.push_back(attr_value());
-        if (peek_punct(",")) next();
-        else if (!peek_punct("]")) error(peek(), "expected ',' or ']', found " + describe(peek()));
+        if (peek_punct(","))
+          next();
+        else if (!peek_punct("]"))
+          error(peek(), "expected ',' or ']', found " + describe(peek()));
       }
       next();
       bool any_float = false;
@@ -270,7 +290,8 @@ class Parser {
       if (any_float) {
         std::vector<double> f;
         for (auto& v : items)
-          f.push_back(std::holds_alternative<double>(v) ? std::get<double>(v) : static_cast<double>(std::get<int64_t>(v)));
+          f.push_back(std::holds_alternative<double>(v) ? std::get<double>(v)
+                                                        : static_cast<double>(std::get<int64_t>(v)));
         return f;
       }
       std::vector<int64_t> ints;
@@ -347,8 +368,10 @@ class Parser {
         expect("=");
         if (n.attrs.count(key)) error(k, "attribute '" + key + "' is given twice");
         n.attrs[key] = attr_value();
-        if (peek_punct(",")) next();
-        else if (!peek_punct("}")) error(peek(), "expected ',' or '}', found " + describe(peek()));
+        if (peek_punct(","))
+          next();
+        else if (!peek_punct("}"))
+          error(peek(), "expected ',' or '}', found " + describe(peek()));
       }
       next();
     }

@@ -81,10 +81,26 @@ std::string element_str(Dtype dt, const uint8_t* p) {
     case bool_: return *p ? "true" : "false";
     case uint8: return std::to_string(*p);
     case int8: return std::to_string(*reinterpret_cast<const int8_t*>(p));
-    case float16: { float16_t h; std::memcpy(&h, p, 2); return fmt_double(static_cast<float>(h), 9); }
-    case bfloat16: { bfloat16_t h; std::memcpy(&h, p, 2); return fmt_double(static_cast<float>(h), 9); }
-    case float32: { float f; std::memcpy(&f, p, 4); return fmt_double(f, 9); }
-    case float64: { double d; std::memcpy(&d, p, 8); return fmt_double(d, 17); }
+    case float16: {
+      float16_t h;
+      std::memcpy(&h, p, 2);
+      return fmt_double(static_cast<float>(h), 9);
+    }
+    case bfloat16: {
+      bfloat16_t h;
+      std::memcpy(&h, p, 2);
+      return fmt_double(static_cast<float>(h), 9);
+    }
+    case float32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return fmt_double(f, 9);
+    }
+    case float64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return fmt_double(d, 17);
+    }
     default: break;
   }
   int n = size_of(dt);
@@ -109,7 +125,8 @@ void print_one(std::string& out, const Graph& g) {
       case GraphNode::Kind::constant: {
         out += "const " + n.outputs[0] + " : " + type_str(n.type) + " = [";
         size_t isz = static_cast<size_t>(size_of(n.type.dtype));
-        for (size_t k = 0; k * isz < n.data.size(); ++k) out += (k ? ", " : "") + element_str(n.type.dtype, &n.data[k * isz]);
+        for (size_t k = 0; k * isz < n.data.size(); ++k)
+          out += (k ? ", " : "") + element_str(n.type.dtype, &n.data[k * isz]);
         out += "]";
         break;
       }

@@ -76,7 +76,8 @@ bool reserved(const std::string& s) {
 }
 
 void check_structure(const Graph& file, const Graph& g, size_t sub_index) {
-  if (g.nodes.empty() && g.outputs.empty()) throw Error(detail::concat("graph '", g.name, "': [verify] graph is empty"));
+  if (g.nodes.empty() && g.outputs.empty())
+    throw Error(detail::concat("graph '", g.name, "': [verify] graph is empty"));
   std::unordered_map<std::string, size_t> def;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const GraphNode& n = g.nodes[i];
@@ -96,7 +97,8 @@ void check_structure(const Graph& file, const Graph& g, size_t sub_index) {
         if (!valid_name(d.symbol)) bad(file, g, i, "invalid dimension symbol '" + d.symbol + "'");
         if (d.bound == 0 || d.bound < -1) bad(file, g, i, "symbol " + d.symbol + " needs a positive bound");
         // At their bounds the symbols must fit as fixed sizes do (arena layout, sample inputs).
-        if (d.bound > 0 && count > (int64_t{1} << 40) / d.bound) bad(file, g, i, "shape is too large at its symbols' bounds");
+        if (d.bound > 0 && count > (int64_t{1} << 40) / d.bound)
+          bad(file, g, i, "shape is too large at its symbols' bounds");
         if (d.bound > 0) count *= d.bound;
       } else {
         if (d.size < 0) bad(file, g, i, "negative dimension " + std::to_string(d.size));
@@ -106,8 +108,8 @@ void check_structure(const Graph& file, const Graph& g, size_t sub_index) {
     }
     if (n.kind == GraphNode::Kind::constant &&
         n.data.size() != static_cast<size_t>(count) * static_cast<size_t>(size_of(n.type.dtype)))
-      bad(file, g, i, detail::concat("constant holds ", n.data.size(), " bytes; its type needs ",
-                                     count * size_of(n.type.dtype)));
+      bad(file, g, i,
+          detail::concat("constant holds ", n.data.size(), " bytes; its type needs ", count * size_of(n.type.dtype)));
     if (n.kind != GraphNode::Kind::op) continue;
     if (!runtime::is_known_op(n.op)) bad(file, g, i, "unknown op '" + n.op + "'");
     for (const auto& in : n.inputs) {
@@ -124,8 +126,9 @@ void check_structure(const Graph& file, const Graph& g, size_t sub_index) {
       for (size_t s = 0; s < limit && s < file.subgraphs.size(); ++s) found |= file.subgraphs[s].name == ref->name;
       if (!found) {
         bool later = file.find_subgraph(ref->name) != nullptr;
-        bad(file, g, i, later ? "@" + ref->name + " is not defined before graph '" + g.name + "' (no recursion)"
-                              : "unknown graph @" + ref->name);
+        bad(file, g, i,
+            later ? "@" + ref->name + " is not defined before graph '" + g.name + "' (no recursion)"
+                  : "unknown graph @" + ref->name);
       }
     }
   }
@@ -133,8 +136,8 @@ void check_structure(const Graph& file, const Graph& g, size_t sub_index) {
   for (const auto& o : g.outputs)
     if (!def.count(o)) {
       std::string at = g.outputs_loc.line > 0 ? detail::concat(file.source_path.empty() ? "<text>" : file.source_path,
-                                                              ":", g.outputs_loc.line, ":", g.outputs_loc.column, ": ")
-                                             : detail::concat("graph '", g.name, "': ");
+                                                               ":", g.outputs_loc.line, ":", g.outputs_loc.column, ": ")
+                                              : detail::concat("graph '", g.name, "': ");
       throw Error(at + "[verify] output '" + o + "' is not defined");
     }
 }
@@ -162,7 +165,8 @@ void verify(const Graph& g) {
       const GraphNode& n = x.nodes[i];
       if (n.kind != GraphNode::Kind::param) continue;
       auto [it, fresh] = params.emplace(n.outputs[0], n.type);
-      if (!fresh && !(it->second == n.type)) bad(g, x, i, "parameter '" + n.outputs[0] + "' is declared with two types");
+      if (!fresh && !(it->second == n.type))
+        bad(g, x, i, "parameter '" + n.outputs[0] + "' is declared with two types");
     }
   };
   for (const Graph& s : g.subgraphs) check_params(s);

@@ -18,31 +18,33 @@ static void harness_fail(const char* file, int line, const char* what) {
   fprintf(stderr, "%s:%d: failed: %s (last error: \"%s\")\n", file, line, what, kiln_last_error());
 }
 
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (cond) atomic_fetch_add(&harness_passed, 1);                   \
-    else harness_fail(__FILE__, __LINE__, #cond);                     \
+#define CHECK(cond)                            \
+  do {                                         \
+    if (cond)                                  \
+      atomic_fetch_add(&harness_passed, 1);    \
+    else                                       \
+      harness_fail(__FILE__, __LINE__, #cond); \
   } while (0)
 
 /* The call succeeds. */
 #define OK(call) CHECK((call) == 0)
 
 /* The call fails and the thread's last error contains `text`. */
-#define FAILS_WITH(call, text)                                                         \
-  do {                                                                                 \
-    int harness_rc_ = (call);                                                          \
-    CHECK(harness_rc_ != 0);                                                           \
-    if (harness_rc_ != 0 && !strstr(kiln_last_error(), (text))) {                      \
-      harness_fail(__FILE__, __LINE__, "last error contains \"" text "\"");            \
-    } else if (harness_rc_ != 0) {                                                     \
-      atomic_fetch_add(&harness_passed, 1);                                            \
-    }                                                                                  \
+#define FAILS_WITH(call, text)                                              \
+  do {                                                                      \
+    int harness_rc_ = (call);                                               \
+    CHECK(harness_rc_ != 0);                                                \
+    if (harness_rc_ != 0 && !strstr(kiln_last_error(), (text))) {           \
+      harness_fail(__FILE__, __LINE__, "last error contains \"" text "\""); \
+    } else if (harness_rc_ != 0) {                                          \
+      atomic_fetch_add(&harness_passed, 1);                                 \
+    }                                                                       \
   } while (0)
 
-#define RUN(test)                          \
-  do {                                     \
-    int harness_before_ = atomic_load(&harness_failed); \
-    test();                                \
+#define RUN(test)                                                                             \
+  do {                                                                                        \
+    int harness_before_ = atomic_load(&harness_failed);                                       \
+    test();                                                                                   \
     if (atomic_load(&harness_failed) != harness_before_) fprintf(stderr, "  in %s\n", #test); \
   } while (0)
 

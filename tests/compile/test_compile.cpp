@@ -14,7 +14,9 @@ using namespace kiln;
 
 namespace {
 
-Array rand_f32(const Shape& s, uint64_t seed) { return kt::from_values(kt::random_values(kt::numel(s), float32, seed), s, float32); }
+Array rand_f32(const Shape& s, uint64_t seed) {
+  return kt::from_values(kt::random_values(kt::numel(s), float32, seed), s, float32);
+}
 
 void expect_same(const Array& a, const Array& b, const std::string& ctx) {
   ASSERT_EQ(a.shape(), b.shape()) << ctx;
@@ -94,8 +96,11 @@ TEST(Compile, ShapelessReusesTraceAcrossSizes) {
 }
 
 TEST(Compile, ShapelessStoredShapeThatCannotApplyIsAClearError) {
-  auto f = compile([](const std::vector<Array>& in) { return std::vector<Array>{reshape(in[0], {2, 3})}; },
-                   {.shapeless = true});
+  auto f = compile(
+      [](const std::vector<Array>& in) {
+        return std::vector<Array>{reshape(in[0], {2, 3})};
+      },
+      {.shapeless = true});
   f({rand_f32({6}, 1)})[0].eval();
   // The message says why a size the caller never wrote at this call is there.
   kt::expect_error([&] { f({rand_f32({8}, 1)}); },
@@ -156,8 +161,11 @@ TEST(Compile, TraceThatThrowsLeavesNoEntry) {
   EXPECT_EQ(calls.load(), 2);
   // A bad op inside the trace is an ordinary kiln error.
   auto g = compile([](const std::vector<Array>& in) { return std::vector<Array>{in[0] + in[1]}; });
-  kt::expect_error([&] { g({rand_f32({2, 3}, 1), rand_f32({4}, 2)}); },
-                   "[add] shapes (2,3) and (4) cannot be broadcast together");
+  kt::expect_error(
+      [&] {
+        g({rand_f32({2, 3}, 1), rand_f32({4}, 2)});
+      },
+      "[add] shapes (2,3) and (4) cannot be broadcast together");
 }
 
 TEST(Compile, EvaluatingInsideTraceIsAnError) {
@@ -208,9 +216,15 @@ TEST(Compile, NanAndInfConstantsInEveryFloatDtype) {
 TEST(Compile, SixteenBitExactOpsMatchEager) {
   auto fn = [](const std::vector<Array>& in) {
     Array x = in[0], y = in[1];
-    return std::vector<Array>{abs(x) * y,          -x + y,           sign(x) * y,
-                              floor(x * y),        ceil(x) - y,      round(x * 0.5f),
-                              maximum(x, y) * x,   minimum(x, y) - x, where(x > y, x, y) * y};
+    return std::vector<Array>{abs(x) * y,
+                              -x + y,
+                              sign(x) * y,
+                              floor(x * y),
+                              ceil(x) - y,
+                              round(x * 0.5f),
+                              maximum(x, y) * x,
+                              minimum(x, y) - x,
+                              where(x > y, x, y) * y};
   };
   auto f = compile(fn);
   for (Dtype d : {float16, bfloat16}) {
@@ -224,15 +238,16 @@ TEST(Compile, SixteenBitExactOpsMatchEager) {
     Array x = kt::from_values(xv, {64}, d), y = kt::from_values(yv, {64}, d);
     auto got = f({x, y});
     auto want = fn({x, y});
-    for (size_t o = 0; o < got.size(); ++o) expect_same(got[o], want[o], std::string(dtype_name(d)) + " output " + std::to_string(o));
+    for (size_t o = 0; o < got.size(); ++o)
+      expect_same(got[o], want[o], std::string(dtype_name(d)) + " output " + std::to_string(o));
   }
 }
 
 TEST(Compile, IntegerAndBoolDtypes) {
   auto f = compile([](const std::vector<Array>& in) {
     Array a = in[0], b = in[1];
-    return std::vector<Array>{a * b + 3, floor_divide(a, b), remainder(a, b), a > b, logical_and(a > 0, b > 0),
-                              bitwise_xor(a, b)};
+    return std::vector<Array>{a * b + 3, floor_divide(a, b),        remainder(a, b),
+                              a > b,     logical_and(a > 0, b > 0), bitwise_xor(a, b)};
   });
   for (Dtype d : {int8, int32, int64, uint8, uint32}) {
     Array a = kt::from_values(kt::random_values(20, d, 1), {20}, d);
@@ -271,7 +286,8 @@ TEST(Compile, EveryModeMatchesEager) {
 
 TEST(Compile, OneArgumentHelpers) {
   auto f1 = compile(std::function<Array(const Array&)>([](const Array& a) { return a * 2.0f; }));
-  auto f2 = compile(std::function<Array(const Array&, const Array&)>([](const Array& a, const Array& b) { return a - b; }));
+  auto f2 =
+      compile(std::function<Array(const Array&, const Array&)>([](const Array& a, const Array& b) { return a - b; }));
   auto f3 = compile(std::function<Array(const Array&, const Array&, const Array&)>(
       [](const Array& a, const Array& b, const Array& c) { return where(a > 0.0f, b, c); }));
   Array x = rand_f32({5}, 1), y = rand_f32({5}, 2), z = rand_f32({5}, 3);

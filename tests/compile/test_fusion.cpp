@@ -16,9 +16,12 @@ using namespace kiln;
 namespace {
 
 // These tests compare generated kernels with eager ones: every call uses them.
-[[maybe_unused]] ::testing::Environment* const wait_env = ::testing::AddGlobalTestEnvironment(new kt::WaitForFusedKernels);
+[[maybe_unused]] ::testing::Environment* const wait_env =
+    ::testing::AddGlobalTestEnvironment(new kt::WaitForFusedKernels);
 
-Array rand_of(const Shape& s, Dtype d, uint64_t seed) { return kt::from_values(kt::random_values(kt::numel(s), d, seed), s, d); }
+Array rand_of(const Shape& s, Dtype d, uint64_t seed) {
+  return kt::from_values(kt::random_values(kt::numel(s), d, seed), s, d);
+}
 
 void expect_bits_equal(const Array& a, const Array& b, const std::string& ctx) {
   ASSERT_EQ(a.shape(), b.shape()) << ctx;
@@ -64,7 +67,8 @@ TEST(Fusion, FusedResultsEqualEagerBitForBitInEveryDtype) {
     Array a = rand_of({7, 9}, d, 2), b = rand_of({9}, d, 3);
     auto got = f({a, b});
     auto want = fn({a, b});
-    for (size_t i = 0; i < got.size(); ++i) expect_bits_equal(got[i], want[i], std::string(dtype_name(d)) + " out " + std::to_string(i));
+    for (size_t i = 0; i < got.size(); ++i)
+      expect_bits_equal(got[i], want[i], std::string(dtype_name(d)) + " out " + std::to_string(i));
   }
   auto g = compile([](const std::vector<Array>& in) {
     Array a = in[0], b = in[1];
@@ -235,7 +239,7 @@ TEST(RowFusion, RowsEqualEagerBitForBit) {
   for (Dtype d : {float32, float64, bfloat16}) {
     for (int64_t n : {1, 7, 64, 1000, 4096, 4100, 70000}) {
       std::vector<double> v = kt::random_values(5 * n, d, 31 + static_cast<uint64_t>(n), -20, 20);
-      v[static_cast<size_t>(n)] = inf;      // row 1: an infinity
+      v[static_cast<size_t>(n)] = inf;  // row 1: an infinity
       v[static_cast<size_t>(2 * n)] = nan;  // row 2: a NaN
       for (int64_t j = 0; j < n; ++j) v[static_cast<size_t>(3 * n + j)] = -inf;  // row 3: all -inf
       Array x = kt::from_values(v, {5, n}, d);
@@ -292,7 +296,7 @@ TEST(MatmulEpilogue, CompiledEqualsEagerBitForBit) {
   const Case cases[] = {
       {{7, 5}, {5, 9}, {9}, kt::Layout::contiguous},
       {{2, 3, 4}, {4, 6}, {1, 6}, kt::Layout::transposed},  // x a transposed view, w shared by the batch
-      {{3, 4, 5}, {3, 5, 6}, {6}, kt::Layout::strided},     // batched w
+      {{3, 4, 5}, {3, 5, 6}, {6}, kt::Layout::strided},  // batched w
       {{1, 8}, {8, 1}, {1}, kt::Layout::contiguous},
       {{40, 64}, {64, 300}, {300}, kt::Layout::contiguous},  // above the thread-pool threshold
       {{0, 4}, {4, 3}, {3}, kt::Layout::contiguous},
@@ -324,7 +328,8 @@ TEST(MatmulEpilogue, NaNInfinitiesAndUsesOutsideTheEpilogue) {
   Array b = kt::from_values({0, -inf, 1, nan, 2}, {5}, float32);
   for (int act = 0; act < 3; ++act) {
     if (act == 2 && on_gpu()) continue;  // cuBLASLt's own GELU decides its infinities and NaNs
-    auto f = compile([act](const std::vector<Array>& in) { return std::vector<Array>{linear(in[0], in[1], in[2], act)}; });
+    auto f =
+        compile([act](const std::vector<Array>& in) { return std::vector<Array>{linear(in[0], in[1], in[2], act)}; });
     expect_epilogue_equal(f({x, w, b})[0], linear(x, w, b, act), act, "specials act " + std::to_string(act));
   }
   // The product also returned: no epilogue, and the same values.
@@ -363,6 +368,7 @@ TEST(Fusion, GeluRegionsEqualEagerBitForBit) {
     Array a = kt::from_values(kt::random_values(5000, d, 80, -9, 9), {50, 100}, d);
     auto got = f({a});
     auto want = fn({a});
-    for (size_t i = 0; i < got.size(); ++i) expect_bits_equal(got[i], want[i], std::string(dtype_name(d)) + " out " + std::to_string(i));
+    for (size_t i = 0; i < got.size(); ++i)
+      expect_bits_equal(got[i], want[i], std::string(dtype_name(d)) + " out " + std::to_string(i));
   }
 }

@@ -309,7 +309,8 @@ TEST_F(Jit, SymlinkedCacheDirectoryIsRefused) {
   EXPECT_EQ(call_add(jit_compile(add_source(11), "kiln_jit_add"), 1), 12);
   std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("not using the kernel cache directory '" + dir_ + "/link': it is a symbolic link"),
-            std::string::npos) << err;
+            std::string::npos)
+      << err;
   EXPECT_EQ(err.find("kernel cache directory", err.find("kernel cache directory") + 1), std::string::npos) << err;
   EXPECT_FALSE(has_file_ending(dir_ + "/real", ".so"));
 }

@@ -56,7 +56,7 @@ TEST(Passes, RemoveNoopsDropsIdentityWork) {
   compiler::Graph g = traced(
       [](const std::vector<Array>& in) {
         Array a = reshape(in[0], {4}) * 1.0f;  // same-shape reshape, multiply by one
-        Array b = in[1] + 0;                   // integer plus zero
+        Array b = in[1] + 0;  // integer plus zero
         return std::vector<Array>{a / 1.0f, b, in[0] + 0.0f};
       },
       {x4(), kt::from_values({1, 2, 3, 4}, {4}, int32)});
@@ -69,7 +69,7 @@ TEST(Passes, RemoveNoopsDropsIdentityWork) {
 
 TEST(Passes, RemoveNoopsKeepsShapeChecksWhenShapeless) {
   compiler::Graph g = traced([](const std::vector<Array>& in) { return std::vector<Array>{reshape(in[0], {4})}; },
-                   {reshape(x4(), {2, 2})});
+                             {reshape(x4(), {2, 2})});
   EXPECT_FALSE(run_pass(g, make_remove_noops({.shapeless = true})));
   EXPECT_EQ(count_kind(g, OpKind::Reshape), 1u);
 }
@@ -90,8 +90,11 @@ TEST(Passes, MergeConstantsThenCseMergesEqualWork) {
 }
 
 TEST(Passes, CseNeverMergesDifferentOps) {
-  compiler::Graph g = traced([](const std::vector<Array>& in) { return std::vector<Array>{log(in[0]) + log2(in[0]), sum(in[0], {0}) + max(in[0], {0})}; },
-                   {x4()});
+  compiler::Graph g = traced(
+      [](const std::vector<Array>& in) {
+        return std::vector<Array>{log(in[0]) + log2(in[0]), sum(in[0], {0}) + max(in[0], {0})};
+      },
+      {x4()});
   size_t before = g.nodes.size();
   EXPECT_FALSE(run_pass(g, make_cse()));
   EXPECT_EQ(g.nodes.size(), before);
@@ -127,10 +130,10 @@ std::map<OpKind, std::vector<std::pair<PrimPtr, PrimPtr>>> attribute_pairs() {
   std::map<OpKind, std::vector<std::pair<PrimPtr, PrimPtr>>> m = {
 #define KILN_UNARY(F, n, ...) {OpKind::F, {}},
 #define KILN_BINARY(F, n, ...) {OpKind::F, {}},
-#define KILN_REDUCE(F, n)                                                                                  \
-  {OpKind::F,                                                                                              \
+#define KILN_REDUCE(F, n)                                                                                             \
+  {OpKind::F,                                                                                                         \
    {{std::make_shared<Reduce<math::F>>(std::vector<int>{0}), std::make_shared<Reduce<math::F>>(std::vector<int>{1})}, \
-    {std::make_shared<Reduce<math::F>>(std::vector<int>{0}, false),                                        \
+    {std::make_shared<Reduce<math::F>>(std::vector<int>{0}, false),                                                   \
      std::make_shared<Reduce<math::F>>(std::vector<int>{0}, true)}}},
 #include "ops/op_table.def"
       {OpKind::Where, {}},
@@ -186,9 +189,12 @@ std::map<OpKind, std::vector<std::pair<PrimPtr, PrimPtr>>> attribute_pairs() {
        {{std::make_shared<Dequantize>(QuantParams{64, 4}), std::make_shared<Dequantize>(QuantParams{128, 4})},
         {std::make_shared<Dequantize>(QuantParams{64, 4}), std::make_shared<Dequantize>(QuantParams{64, 2})}}},
       {OpKind::QuantizedMatmul,
-       {{std::make_shared<QuantizedMatmul>(QuantParams{64, 4}, true), std::make_shared<QuantizedMatmul>(QuantParams{32, 4}, true)},
-        {std::make_shared<QuantizedMatmul>(QuantParams{64, 4}, true), std::make_shared<QuantizedMatmul>(QuantParams{64, 3}, true)},
-        {std::make_shared<QuantizedMatmul>(QuantParams{64, 4}, true), std::make_shared<QuantizedMatmul>(QuantParams{64, 4}, false)}}},
+       {{std::make_shared<QuantizedMatmul>(QuantParams{64, 4}, true),
+         std::make_shared<QuantizedMatmul>(QuantParams{32, 4}, true)},
+        {std::make_shared<QuantizedMatmul>(QuantParams{64, 4}, true),
+         std::make_shared<QuantizedMatmul>(QuantParams{64, 3}, true)},
+        {std::make_shared<QuantizedMatmul>(QuantParams{64, 4}, true),
+         std::make_shared<QuantizedMatmul>(QuantParams{64, 4}, false)}}},
       {OpKind::FusedQuantizedMatmul,
        {{std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, false),
          std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-6f, false)},
@@ -214,7 +220,8 @@ std::map<OpKind, std::vector<std::pair<PrimPtr, PrimPtr>>> attribute_pairs() {
         {std::make_shared<Rope>(8, false, 1e4f, 1.0f, false), std::make_shared<Rope>(8, true, 1e4f, 1.0f, false)},
         {std::make_shared<Rope>(8, false, 1e4f, 1.0f, false), std::make_shared<Rope>(8, false, 5e5f, 1.0f, false)},
         {std::make_shared<Rope>(8, false, 1e4f, 1.0f, false), std::make_shared<Rope>(8, false, 1e4f, 0.5f, false)},
-        {std::make_shared<Rope>(8, false, std::nullopt, 1.0f, true), std::make_shared<Rope>(8, false, 1e4f, 1.0f, true)}}},
+        {std::make_shared<Rope>(8, false, std::nullopt, 1.0f, true),
+         std::make_shared<Rope>(8, false, 1e4f, 1.0f, true)}}},
       {OpKind::ScaledDotProductAttention,
        {{std::make_shared<ScaledDotProductAttention>(0.5f, ScaledDotProductAttention::Mask::none, false, false),
          std::make_shared<ScaledDotProductAttention>(0.25f, ScaledDotProductAttention::Mask::none, false, false)},
@@ -225,7 +232,8 @@ std::map<OpKind, std::vector<std::pair<PrimPtr, PrimPtr>>> attribute_pairs() {
         {std::make_shared<ScaledDotProductAttention>(0.5f, ScaledDotProductAttention::Mask::none, false, false),
          std::make_shared<ScaledDotProductAttention>(0.5f, ScaledDotProductAttention::Mask::none, false, true)}}},
       {OpKind::DynamicSliceUpdate,
-       {{std::make_shared<DynamicSliceUpdate>(std::vector<int>{2}), std::make_shared<DynamicSliceUpdate>(std::vector<int>{1})}}},
+       {{std::make_shared<DynamicSliceUpdate>(std::vector<int>{2}),
+         std::make_shared<DynamicSliceUpdate>(std::vector<int>{1})}}},
       {OpKind::RandomBits,
        {{std::make_shared<RandomBits>(Shape{2}, false), std::make_shared<RandomBits>(Shape{3}, false)},
         {std::make_shared<RandomBits>(Shape{2}, false), std::make_shared<RandomBits>(Shape{2}, true)}}},
@@ -235,8 +243,9 @@ std::map<OpKind, std::vector<std::pair<PrimPtr, PrimPtr>>> attribute_pairs() {
       {OpKind::ArgPartition, {{std::make_shared<ArgPartition>(0), std::make_shared<ArgPartition>(1)}}},
       {OpKind::TopK, {{std::make_shared<TopK>(1), std::make_shared<TopK>(2)}}},
       // A collective's attribute is its group: two groups of one rank each, and two ranks of one group.
-      {OpKind::AllSum, {{std::make_shared<AllSum>(cpu_ranks[0]), std::make_shared<AllSum>(cpu_ranks[1])},
-                        {std::make_shared<AllSum>(pair[0]), std::make_shared<AllSum>(pair[1])}}},
+      {OpKind::AllSum,
+       {{std::make_shared<AllSum>(cpu_ranks[0]), std::make_shared<AllSum>(cpu_ranks[1])},
+        {std::make_shared<AllSum>(pair[0]), std::make_shared<AllSum>(pair[1])}}},
       {OpKind::AllGather, {{std::make_shared<AllGather>(cpu_ranks[0]), std::make_shared<AllGather>(cpu_ranks[1])}}},
       {OpKind::ReduceScatter,
        {{std::make_shared<ReduceScatter>(cpu_ranks[0]), std::make_shared<ReduceScatter>(cpu_ranks[1])}}},
@@ -263,7 +272,8 @@ TEST(Passes, CseKeepsEveryPrimitiveWithDifferentAttributes) {
   auto pairs = attribute_pairs();
   for (const OpTraits& t : op_registry()) {
     if (!t.primitive) continue;
-    auto it = std::find_if(pairs.begin(), pairs.end(), [&](const auto& p) { return std::string(op_name(p.first)) == t.name; });
+    auto it = std::find_if(pairs.begin(), pairs.end(),
+                           [&](const auto& p) { return std::string(op_name(p.first)) == t.name; });
     if (it == pairs.end()) {
       ADD_FAILURE() << "primitive '" << t.name << "' has no attribute pairs in this test";
       continue;
@@ -277,10 +287,12 @@ TEST(Passes, CseKeepsEveryPrimitiveWithDifferentAttributes) {
 }
 
 TEST(Passes, CseMergesCollectivesOfOneGroupOnly) {
-  const distributed::Group g1 = distributed::Group::local({Device::cpu()})[0], g2 = distributed::Group::local({Device::cpu()})[0];
+  const distributed::Group g1 = distributed::Group::local({Device::cpu()})[0],
+                           g2 = distributed::Group::local({Device::cpu()})[0];
   auto sums = [&](const distributed::Group& a, const distributed::Group& b) {
-    compiler::Graph g = traced(
-        [&](const std::vector<Array>& in) { return std::vector<Array>{all_sum(in[0], a) + all_sum(in[0], b)}; }, {x4()});
+    compiler::Graph g =
+        traced([&](const std::vector<Array>& in) { return std::vector<Array>{all_sum(in[0], a) + all_sum(in[0], b)}; },
+               {x4()});
     run_pass(g, make_cse());
     return count_kind(g, OpKind::AllSum);
   };
@@ -316,7 +328,7 @@ TEST(Passes, DceRemovesUnusedNodes) {
 
 TEST(Passes, FoldShapesTurnsAxisSizeIntoAConstant) {
   compiler::Graph g = traced([](const std::vector<Array>& in) { return std::vector<Array>{mean(in[0], {1})}; },
-                   {reshape(kt::from_values(kt::random_values(6, float32, 1), {6}, float32), {2, 3})});
+                             {reshape(kt::from_values(kt::random_values(6, float32, 1), {6}, float32), {2, 3})});
   EXPECT_EQ(count_kind(g, OpKind::AxisSize), 1u);
   EXPECT_TRUE(run_pass(g, make_fold_shapes()));
   EXPECT_EQ(count_kind(g, OpKind::AxisSize), 0u);
@@ -344,7 +356,7 @@ TEST(Passes, ElementwiseFusionBuildsOneRegionWithSeveralOutputs) {
 TEST(Passes, ElementwiseFusionLeavesDifferentShapesApart) {
   compiler::Graph g = traced(
       [](const std::vector<Array>& in) {
-        Array small = exp(in[1]) * 2.0f;         // shape (4,)
+        Array small = exp(in[1]) * 2.0f;  // shape (4,)
         return std::vector<Array>{sin(in[0]) + small};  // shape (3,4)
       },
       {reshape(kt::from_values(kt::random_values(12, float32, 3), {12}, float32), {3, 4}), x4()});
@@ -368,20 +380,25 @@ TEST(Passes, ReductionFusionMakesOneRowKernelForRmsNorm) {
 }
 
 TEST(Passes, ReductionFusionSkipsLeadingAxesAndSizeOneAxes) {
-  compiler::Graph g = traced([](const std::vector<Array>& in) { return std::vector<Array>{sum(in[0] * 2.0f, {0}), sum(in[1] * 2.0f, {1})}; },
-                   {reshape(kt::from_values(kt::random_values(12, float32, 6), {12}, float32), {3, 4}),
-                    reshape(x4(), {4, 1})});
+  compiler::Graph g = traced(
+      [](const std::vector<Array>& in) {
+        return std::vector<Array>{sum(in[0] * 2.0f, {0}), sum(in[1] * 2.0f, {1})};
+      },
+      {reshape(kt::from_values(kt::random_values(12, float32, 6), {12}, float32), {3, 4}), reshape(x4(), {4, 1})});
   EXPECT_FALSE(run_pass(g, make_fuse_reductions()));
 }
 
 namespace {
 
-Array rnd(const Shape& s, Dtype d, uint64_t seed) { return kt::from_values(kt::random_values(kt::numel(s), d, seed), s, d); }
+Array rnd(const Shape& s, Dtype d, uint64_t seed) {
+  return kt::from_values(kt::random_values(kt::numel(s), d, seed), s, d);
+}
 
 std::vector<MatmulEpilogue::Activation> epilogue_activations(const compiler::Graph& g) {
   std::vector<MatmulEpilogue::Activation> acts;
   for (auto& n : g.nodes) {
-    if (n.prim->kind() == OpKind::MatmulEpilogue) acts.push_back(static_cast<const MatmulEpilogue&>(*n.prim).activation());
+    if (n.prim->kind() == OpKind::MatmulEpilogue)
+      acts.push_back(static_cast<const MatmulEpilogue&>(*n.prim).activation());
   }
   return acts;
 }
@@ -425,18 +442,30 @@ TEST(Passes, MatmulEpilogueLeavesOtherShapesUsesAndDtypes) {
     EXPECT_EQ(count_kind(g, OpKind::MatmulEpilogue), 0u) << what;
   };
   // The product is also returned, or read by another op.
-  untouched([](auto& in) { Array p = matmul(in[0], in[1]); return std::vector<Array>{p + in[2], p}; },
-            {rnd({6}, float32, 7)}, "product returned");
-  untouched([](auto& in) { Array p = matmul(in[0], in[1]); return std::vector<Array>{gelu(p + in[2]) * sum(p)}; },
-            {rnd({6}, float32, 8)}, "product read twice");
+  untouched(
+      [](auto& in) {
+        Array p = matmul(in[0], in[1]);
+        return std::vector<Array>{p + in[2], p};
+      },
+      {rnd({6}, float32, 7)}, "product returned");
+  untouched(
+      [](auto& in) {
+        Array p = matmul(in[0], in[1]);
+        return std::vector<Array>{gelu(p + in[2]) * sum(p)};
+      },
+      {rnd({6}, float32, 8)}, "product read twice");
   // Biases that are not a vector along the last axis.
-  untouched([](auto& in) { return std::vector<Array>{matmul(in[0], in[1]) + in[2]}; }, {rnd({4, 1}, float32, 9)}, "column");
-  untouched([](auto& in) { return std::vector<Array>{matmul(in[0], in[1]) + in[2]}; }, {rnd({4, 6}, float32, 10)}, "full");
-  untouched([](auto& in) { return std::vector<Array>{matmul(in[0], in[1]) + in[2]}; }, {rnd({}, float32, 11)}, "scalar");
+  untouched([](auto& in) { return std::vector<Array>{matmul(in[0], in[1]) + in[2]}; }, {rnd({4, 1}, float32, 9)},
+            "column");
+  untouched([](auto& in) { return std::vector<Array>{matmul(in[0], in[1]) + in[2]}; }, {rnd({4, 6}, float32, 10)},
+            "full");
+  untouched([](auto& in) { return std::vector<Array>{matmul(in[0], in[1]) + in[2]}; }, {rnd({}, float32, 11)},
+            "scalar");
   untouched([](auto& in) { return std::vector<Array>{matmul(in[0], in[1]) + in[2]}; }, {rnd({2, 1, 6}, float32, 12)},
             "bias that broadcasts the product");
   // A bias of another dtype (the add casts the product), and integer products.
-  untouched([](auto& in) { return std::vector<Array>{matmul(in[0], in[1]) + in[2]}; }, {rnd({6}, float64, 13)}, "float64 bias");
+  untouched([](auto& in) { return std::vector<Array>{matmul(in[0], in[1]) + in[2]}; }, {rnd({6}, float64, 13)},
+            "float64 bias");
   compiler::Graph gi = traced([](auto& in) { return std::vector<Array>{matmul(in[0], in[1]) + in[2]}; },
                               {rnd({4, 3}, int32, 14), rnd({3, 6}, int32, 15), rnd({6}, int32, 16)});
   EXPECT_FALSE(run_pass(gi, make_fuse_matmul_epilogue()));
@@ -460,7 +489,8 @@ TEST(Passes, PipelineForEachMode) {
   for (auto& p : make_pipeline(CompileMode::enabled, {})) all.push_back(p->name());
   EXPECT_EQ(no_fuse, (std::vector<std::string>{"remove_noops", "fold_shapes", "merge_constants", "cse", "dce"}));
   EXPECT_EQ(all, (std::vector<std::string>{"remove_noops", "fold_shapes", "merge_constants", "cse", "dce",
-                                           "fuse_matmul_epilogue", "fuse_quantized_matmul", "fuse_reductions", "fuse_elementwise", "dce"}));
+                                           "fuse_matmul_epilogue", "fuse_quantized_matmul", "fuse_reductions",
+                                           "fuse_elementwise", "dce"}));
 }
 
 TEST(Passes, VerifierNamesThePass) {
@@ -534,9 +564,10 @@ TEST(Passes, NormAndResidualIntoQuantizedMatmul) {
   auto [packed_t, scales_t, biases_t] = quantize(transpose(w), 32, 4);
   auto f = [&](const std::vector<Array>& in) {
     Array h = rms_norm(in[0], nw, 1e-5f), h2 = rms_norm(in[0] * 2.0f, nw, 1e-5f);
-    return std::vector<Array>{in[1] + quantized_matmul(h, packed, scales, biases, true, 32, 4),  // norm and add
-                              quantized_matmul(h2, packed, scales, biases, true, 32, 4) + sum(h2),  // h2 read twice
-                              quantized_matmul(rms_norm(in[0], nw, 1e-5f), packed_t, scales_t, biases_t, false, 32, 4) + row};
+    return std::vector<Array>{
+        in[1] + quantized_matmul(h, packed, scales, biases, true, 32, 4),  // norm and add
+        quantized_matmul(h2, packed, scales, biases, true, 32, 4) + sum(h2),  // h2 read twice
+        quantized_matmul(rms_norm(in[0], nw, 1e-5f), packed_t, scales_t, biases_t, false, 32, 4) + row};
   };
   compiler::Graph g = traced(f, {x, r});
   EXPECT_TRUE(run_pass(g, make_fuse_quantized_matmul()));

@@ -78,7 +78,9 @@ class SlowCompiler : public ::testing::Test {
     const fs::path script = dir_ / "slow-c++";
     std::ofstream(script) << "#!/bin/sh\n"
                              "for a in \"$@\"; do [ \"$a\" = --version ] && exec c++ \"$@\"; done\n"
-                             "sleep " << seconds << "\n"
+                             "sleep "
+                          << seconds
+                          << "\n"
                              "exec c++ \"$@\"\n";
     fs::permissions(script, fs::perms::owner_all);
     cpu::reset_jit_for_tests(script.string());
@@ -324,8 +326,8 @@ struct FakeCompiler {
   const std::set<std::string> blocking;  // sources whose compile waits for release() or a cancel
   std::mutex mu;
   std::condition_variable cv;
-  bool open = false;                // guarded by mu: blocked compiles may finish
-  std::vector<std::string> ran;     // guarded by mu: sources, in the order they started
+  bool open = false;  // guarded by mu: blocked compiles may finish
+  std::vector<std::string> ran;  // guarded by mu: sources, in the order they started
   std::vector<std::thread::id> on;  // guarded by mu: the thread of each
   cpu::CompileFn fn() {
     return [this](const std::string& source, const std::string&, cpu::detail::ProcessCanceller* c, int) {
@@ -358,7 +360,7 @@ TEST(CompilePool, OldestFirstAndABoundedQueue) {
   auto b = pool.request("b", "k"), c = pool.request("c", "k"), d = pool.request("d", "k");
   ASSERT_TRUE(b && c && d);
   EXPECT_EQ(pool.request("e", "k"), nullptr);  // three queued: full
-  auto b2 = pool.request("b", "k");            // the same source joins its job, full or not
+  auto b2 = pool.request("b", "k");  // the same source joins its job, full or not
   ASSERT_TRUE(b2);
   EXPECT_EQ(pool.pending(), 4u);
   fake.release();
@@ -379,7 +381,7 @@ TEST(CompilePool, TheLastTicketCancelsItsJob) {
   EXPECT_EQ(pool.pending(), 2u);  // b2 still wants it
   b2.reset();
   EXPECT_EQ(pool.pending(), 1u);  // queued b dropped
-  a.reset();                      // running a: its compiler is cancelled
+  a.reset();  // running a: its compiler is cancelled
   pool.drain();
   EXPECT_EQ(fake.ran, (std::vector<std::string>{"a"}));
   EXPECT_EQ(pool.pending(), 0u);

@@ -95,12 +95,17 @@ TEST(Array, ExternalMemoryIsViewedKeptAliveAndNeverWritten) {
     }
     return std::string("(no error)");
   };
-  EXPECT_NE(error([&] { external_array(reinterpret_cast<const char*>(keep->data()) + 1, {1}, float32, keep); })
-                .find("[external_array] data at"), std::string::npos);
-  EXPECT_NE(error([&] { external_array(keep->data(), {-1}, float32, keep); }).find("negative dimension"), std::string::npos);
+  EXPECT_NE(error([&] {
+              external_array(reinterpret_cast<const char*>(keep->data()) + 1, {1}, float32, keep);
+            }).find("[external_array] data at"),
+            std::string::npos);
+  EXPECT_NE(error([&] { external_array(keep->data(), {-1}, float32, keep); }).find("negative dimension"),
+            std::string::npos);
   EXPECT_NE(error([&] { external_array(keep->data(), {1}, float32, nullptr); }).find("no owner"), std::string::npos);
-  EXPECT_NE(error([&] { external_array(keep->data(), {int64_t{1} << 40, int64_t{1} << 40}, float32, keep); })
-                .find("too large"), std::string::npos);
+  EXPECT_NE(error([&] {
+              external_array(keep->data(), {int64_t{1} << 40, int64_t{1} << 40}, float32, keep);
+            }).find("too large"),
+            std::string::npos);
 }
 
 // std::vector<bool> has no data(): the result of a comparison reads back as bools all the same.

@@ -112,7 +112,8 @@ TEST(Config, ValuesAndDefaults) {
   {
     ScopedEnv e("KILN_NUM_THREADS", "7");
     auto knobs = config_knobs();
-    auto it = std::find_if(knobs.begin(), knobs.end(), [](const ConfigKnob& k) { return k.name == "KILN_NUM_THREADS"; });
+    auto it =
+        std::find_if(knobs.begin(), knobs.end(), [](const ConfigKnob& k) { return k.name == "KILN_NUM_THREADS"; });
     ASSERT_NE(it, knobs.end());
     EXPECT_EQ(it->value, "7");
     EXPECT_EQ(it->fallback, "0");
@@ -130,8 +131,8 @@ TEST(Config, UnknownVariablesAreListed) {
 // so each value runs in a child.
 TEST(Config, OneModeSchemeSetsEagerCompileAndExecutables) {
   for (const char* mode : {"compiled", "lazy", "eager", "no_fuse", "no_simplify"}) {
-    pid_t child = kt::spawn_self("ConfigChild.DISABLED_ModeScheme", {std::string("KILN_MODE=") + mode,
-                                                                     "KILN_TEST_CHILD=1"});
+    pid_t child =
+        kt::spawn_self("ConfigChild.DISABLED_ModeScheme", {std::string("KILN_MODE=") + mode, "KILN_TEST_CHILD=1"});
     ASSERT_GT(child, 0);
     EXPECT_EQ(kt::wait_exit_code(child), 0) << "KILN_MODE=" << mode;
   }
@@ -145,10 +146,10 @@ TEST(ConfigChild, DISABLED_ModeScheme) {
   EXPECT_EQ(default_exec_mode(), mode == "eager"  ? ExecMode::eager
                                  : mode == "lazy" ? ExecMode::lazy
                                                   : ExecMode::compiled);
-  EXPECT_EQ(compile_mode(), direct                   ? CompileMode::disabled
-                            : mode == "no_fuse"      ? CompileMode::no_fuse
+  EXPECT_EQ(compile_mode(), direct                  ? CompileMode::disabled
+                            : mode == "no_fuse"     ? CompileMode::no_fuse
                             : mode == "no_simplify" ? CompileMode::no_simplify
-                                                     : CompileMode::enabled);
+                                                    : CompileMode::enabled);
 }
 
 // ---- the sources read the environment only through the registry ----

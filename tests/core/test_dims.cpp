@@ -69,7 +69,9 @@ TEST(Dims, RandomEditsMatchAVector) {
     const size_t at = v.empty() ? 0 : rng() % (v.size() + 1);
     switch (rng() % 9) {
       case 0: d.push_back(x), v.push_back(x); break;
-      case 1: if (!v.empty()) d.pop_back(), v.pop_back(); break;
+      case 1:
+        if (!v.empty()) d.pop_back(), v.pop_back();
+        break;
       case 2: d.insert(d.begin() + at, x), v.insert(v.begin() + static_cast<long>(at), x); break;
       case 3:
         if (at < v.size()) d.erase(d.begin() + at), v.erase(v.begin() + static_cast<long>(at));

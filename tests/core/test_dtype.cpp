@@ -11,23 +11,23 @@ using namespace kiln;
 
 namespace {
 
-constexpr Dtype B = bool_, U8 = uint8, U16 = uint16, U32 = uint32, U64 = uint64, I8 = int8, I16 = int16,
-                I32 = int32, I64 = int64, F16 = float16, BF = bfloat16, F32 = float32, F64 = float64;
+constexpr Dtype B = bool_, U8 = uint8, U16 = uint16, U32 = uint32, U64 = uint64, I8 = int8, I16 = int16, I32 = int32,
+                I64 = int64, F16 = float16, BF = bfloat16, F32 = float32, F64 = float64;
 
 // The promotion table of docs/dtypes.md, row a, column b, in Dtype order.
 const Dtype kTable[kNumDtypes][kNumDtypes] = {
     //        bool U8   U16  U32  U64  I8   I16  I32  I64  F16  BF   F32  F64
-    /*bool*/ {B,   U8,  U16, U32, U64, I8,  I16, I32, I64, F16, BF,  F32, F64},
-    /*U8  */ {U8,  U8,  U16, U32, U64, I16, I16, I32, I64, F16, BF,  F32, F64},
-    /*U16 */ {U16, U16, U16, U32, U64, I32, I32, I32, I64, F16, BF,  F32, F64},
-    /*U32 */ {U32, U32, U32, U32, U64, I64, I64, I64, I64, F16, BF,  F32, F64},
-    /*U64 */ {U64, U64, U64, U64, U64, I64, I64, I64, I64, F16, BF,  F32, F64},
-    /*I8  */ {I8,  I16, I32, I64, I64, I8,  I16, I32, I64, F16, BF,  F32, F64},
-    /*I16 */ {I16, I16, I32, I64, I64, I16, I16, I32, I64, F16, BF,  F32, F64},
-    /*I32 */ {I32, I32, I32, I64, I64, I32, I32, I32, I64, F16, BF,  F32, F64},
-    /*I64 */ {I64, I64, I64, I64, I64, I64, I64, I64, I64, F16, BF,  F32, F64},
+    /*bool*/ {B, U8, U16, U32, U64, I8, I16, I32, I64, F16, BF, F32, F64},
+    /*U8  */ {U8, U8, U16, U32, U64, I16, I16, I32, I64, F16, BF, F32, F64},
+    /*U16 */ {U16, U16, U16, U32, U64, I32, I32, I32, I64, F16, BF, F32, F64},
+    /*U32 */ {U32, U32, U32, U32, U64, I64, I64, I64, I64, F16, BF, F32, F64},
+    /*U64 */ {U64, U64, U64, U64, U64, I64, I64, I64, I64, F16, BF, F32, F64},
+    /*I8  */ {I8, I16, I32, I64, I64, I8, I16, I32, I64, F16, BF, F32, F64},
+    /*I16 */ {I16, I16, I32, I64, I64, I16, I16, I32, I64, F16, BF, F32, F64},
+    /*I32 */ {I32, I32, I32, I64, I64, I32, I32, I32, I64, F16, BF, F32, F64},
+    /*I64 */ {I64, I64, I64, I64, I64, I64, I64, I64, I64, F16, BF, F32, F64},
     /*F16 */ {F16, F16, F16, F16, F16, F16, F16, F16, F16, F16, F32, F32, F64},
-    /*BF  */ {BF,  BF,  BF,  BF,  BF,  BF,  BF,  BF,  BF,  F32, BF,  F32, F64},
+    /*BF  */ {BF, BF, BF, BF, BF, BF, BF, BF, BF, F32, BF, F32, F64},
     /*F32 */ {F32, F32, F32, F32, F32, F32, F32, F32, F32, F32, F32, F32, F64},
     /*F64 */ {F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64},
 };
@@ -104,9 +104,12 @@ namespace {
 double decode_half(uint16_t h) {
   int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
   double v;
-  if (exp == 0x1f) v = mant ? std::numeric_limits<double>::quiet_NaN() : INFINITY;
-  else if (exp == 0) v = std::ldexp(mant, -24);
-  else v = std::ldexp(1024 + mant, exp - 25);
+  if (exp == 0x1f)
+    v = mant ? std::numeric_limits<double>::quiet_NaN() : INFINITY;
+  else if (exp == 0)
+    v = std::ldexp(mant, -24);
+  else
+    v = std::ldexp(1024 + mant, exp - 25);
   return sign ? -v : v;
 }
 
@@ -196,15 +199,15 @@ TEST(Float16, RandomFloatsMatchReference) {
 TEST(Float16, OverflowSubnormalsAndSpecials) {
   EXPECT_EQ(float16_t(65504.0f).bits, 0x7bffu);
   EXPECT_EQ(float16_t(65519.996f).bits, 0x7bffu);  // below the boundary: max finite
-  EXPECT_EQ(float16_t(65520.0f).bits, 0x7c00u);    // the boundary ties to even: infinity
+  EXPECT_EQ(float16_t(65520.0f).bits, 0x7c00u);  // the boundary ties to even: infinity
   EXPECT_EQ(float16_t(1e10f).bits, 0x7c00u);
   EXPECT_EQ(float16_t(-1e10f).bits, 0xfc00u);
   EXPECT_EQ(float16_t(INFINITY).bits, 0x7c00u);
   EXPECT_EQ(float16_t(-INFINITY).bits, 0xfc00u);
-  EXPECT_EQ(float16_t(std::ldexp(1.0f, -24)).bits, 0x0001u);   // smallest subnormal
-  EXPECT_EQ(float16_t(std::ldexp(1.0f, -25)).bits, 0x0000u);   // half of it ties to zero
+  EXPECT_EQ(float16_t(std::ldexp(1.0f, -24)).bits, 0x0001u);  // smallest subnormal
+  EXPECT_EQ(float16_t(std::ldexp(1.0f, -25)).bits, 0x0000u);  // half of it ties to zero
   EXPECT_EQ(float16_t(std::ldexp(1.5f, -25)).bits, 0x0001u);
-  EXPECT_EQ(float16_t(std::ldexp(3.0f, -25)).bits, 0x0002u);   // 1.5 ulp ties to even (2)
+  EXPECT_EQ(float16_t(std::ldexp(3.0f, -25)).bits, 0x0002u);  // 1.5 ulp ties to even (2)
   EXPECT_EQ(float16_t(std::ldexp(1023.0f, -24)).bits, 0x03ffu);  // largest subnormal
   EXPECT_EQ(float16_t(std::ldexp(2047.0f, -25)).bits, 0x0400u);  // rounds up into the normals
   EXPECT_EQ(float16_t(1e-30f).bits, 0x0000u);

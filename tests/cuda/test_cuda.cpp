@@ -70,7 +70,8 @@ double tol(Dtype d) {
 }
 
 const std::vector<Dtype> kMain = {bool_, int32, int64, float16, bfloat16, float32};
-const std::vector<Dtype> kAll = {bool_, uint8, int8, int16, uint32, int32, int64, uint64, float16, bfloat16, float32, float64};
+const std::vector<Dtype> kAll = {bool_, uint8,  int8,    int16,    uint32,  int32,
+                                 int64, uint64, float16, bfloat16, float32, float64};
 
 Array input(const Shape& s, Dtype d, uint64_t seed, double lo = -4, double hi = 4) {
   return kt::from_values(kt::random_values(kt::numel(s), d, seed, lo, hi), s, d);
@@ -146,8 +147,8 @@ template <class F>
 
 // Arithmetic left out for bool inputs (the front end refuses or promotes it there; the
 // other dtypes check it).
-const std::set<std::string> kNotOnBool = {"negative", "sign", "abs", "square", "subtract", "divide",
-                                          "floor_divide", "remainder", "arctan2", "add", "multiply"};
+const std::set<std::string> kNotOnBool = {"negative",     "sign",      "abs",     "square", "subtract", "divide",
+                                          "floor_divide", "remainder", "arctan2", "add",    "multiply"};
 
 // Every unary row of the op registry, on a wide input and on one inside (0, 1), where the
 // logarithms, roots and erfinv are defined.
@@ -227,7 +228,8 @@ TEST_F(Cuda, SixteenBitSinCosOverEveryValue) {
     std::vector<float> all(65536);
     for (uint32_t b = 0; b < 65536; ++b) {
       const auto h = static_cast<uint16_t>(b);
-      all[b] = d == bfloat16 ? static_cast<float>(bfloat16_t::from_bits(h)) : static_cast<float>(float16_t::from_bits(h));
+      all[b] =
+          d == bfloat16 ? static_cast<float>(bfloat16_t::from_bits(h)) : static_cast<float>(float16_t::from_bits(h));
     }
     Array x = to(astype(array(all, {65536}), d), gpu);
     auto fused = compile([](const std::vector<Array>& v) {
@@ -239,7 +241,8 @@ TEST_F(Cuda, SixteenBitSinCosOverEveryValue) {
       auto cv = c[k].to_vector<float>(), ev = e[k].to_vector<float>();
       size_t differ = 0, first = 0;
       for (size_t i = 0; i < cv.size(); ++i) {
-        bool same = std::bit_cast<uint32_t>(cv[i]) == std::bit_cast<uint32_t>(ev[i]) || (std::isnan(cv[i]) && std::isnan(ev[i]));
+        bool same = std::bit_cast<uint32_t>(cv[i]) == std::bit_cast<uint32_t>(ev[i]) ||
+                    (std::isnan(cv[i]) && std::isnan(ev[i]));
         if (!same && differ++ == 0) first = i;
       }
       EXPECT_EQ(differ, 0u) << dtype_name(d) << " output " << k << ", first at x = " << all[first] << ": compiled "
@@ -247,9 +250,7 @@ TEST_F(Cuda, SixteenBitSinCosOverEveryValue) {
       if (k == 2) continue;
       // Distance in ulps of d between two of its values (the bits of either 16-bit type are
       // ordered as sign and magnitude).
-      auto bits = [&](double v) {
-        return d == bfloat16 ? bfloat16_t::from_double(v) : float16_t::from_double(v);
-      };
+      auto bits = [&](double v) { return d == bfloat16 ? bfloat16_t::from_double(v) : float16_t::from_double(v); };
       auto order = [](uint16_t b) { return (b & 0x8000) ? -static_cast<int>(b & 0x7FFF) : static_cast<int>(b); };
       size_t wrong = 0, at = 0;
       for (size_t i = 0; i < ev.size(); ++i) {
@@ -320,33 +321,53 @@ TEST_F(Cuda, Reductions) {
   for (Dtype d : kMain) {
     Array x = input({4, 5, 33}, d, 41, -2, 2);
     for (std::vector<int> axes : {std::vector<int>{}, {0}, {1}, {2}, {0, 2}, {1, 2}}) {
-      EXPECT_TRUE(both({x}, [&](auto& v) { return sum(v[0], axes); }, 1.0)) << "sum " << dtype_name(d);
+      EXPECT_TRUE(both(
+          {x}, [&](auto& v) { return sum(v[0], axes); }, 1.0))
+          << "sum " << dtype_name(d);
       EXPECT_TRUE(both({x}, [&](auto& v) { return max(v[0], axes); })) << "max " << dtype_name(d);
       EXPECT_TRUE(both({x}, [&](auto& v) { return min(v[0], axes, true); })) << "min " << dtype_name(d);
       EXPECT_TRUE(both({x}, [&](auto& v) { return all(v[0], axes); })) << "all " << dtype_name(d);
       EXPECT_TRUE(both({x}, [&](auto& v) { return any(v[0], axes); })) << "any " << dtype_name(d);
     }
     Array small = input({3, 4}, d, 42, -2, 2);
-    EXPECT_TRUE(both({small}, [&](auto& v) { return prod(v[0], {1}); }, 1.0)) << "prod " << dtype_name(d);
+    EXPECT_TRUE(both(
+        {small}, [&](auto& v) { return prod(v[0], {1}); }, 1.0))
+        << "prod " << dtype_name(d);
     for (int axis : {0, 1, 2}) {
       EXPECT_TRUE(both({x}, [&](auto& v) { return argmax(v[0], axis); })) << "argmax " << dtype_name(d);
       EXPECT_TRUE(both({x}, [&](auto& v) { return argmin(v[0], axis, true); })) << "argmin " << dtype_name(d);
       if (d != bool_) {
-        EXPECT_TRUE(both({x}, [&](auto& v) { return cumsum(v[0], axis); }, 1.0)) << "cumsum " << dtype_name(d);
-        EXPECT_TRUE(both({x}, [&](auto& v) { return cumsum(v[0], axis, true, false); }, 1.0)) << dtype_name(d);
+        EXPECT_TRUE(both(
+            {x}, [&](auto& v) { return cumsum(v[0], axis); }, 1.0))
+            << "cumsum " << dtype_name(d);
+        EXPECT_TRUE(both(
+            {x}, [&](auto& v) { return cumsum(v[0], axis, true, false); }, 1.0))
+            << dtype_name(d);
       }
     }
     if (is_floating(d)) {
-      EXPECT_TRUE(both({x}, [&](auto& v) { return mean(v[0], {2}); }, 1.0)) << dtype_name(d);
-      EXPECT_TRUE(both({x}, [&](auto& v) { return var(v[0], {0, 2}); }, 1.0)) << dtype_name(d);
-      EXPECT_TRUE(both({x}, [&](auto& v) { return logsumexp(v[0], {2}); }, 1.0)) << dtype_name(d);
+      EXPECT_TRUE(both(
+          {x}, [&](auto& v) { return mean(v[0], {2}); }, 1.0))
+          << dtype_name(d);
+      EXPECT_TRUE(both(
+          {x},
+          [&](auto& v) {
+            return var(v[0], {0, 2});
+          },
+          1.0))
+          << dtype_name(d);
+      EXPECT_TRUE(both(
+          {x}, [&](auto& v) { return logsumexp(v[0], {2}); }, 1.0))
+          << dtype_name(d);
       EXPECT_TRUE(both({x}, [&](auto& v) { return softmax(v[0]); })) << dtype_name(d);
     }
   }
   // A long row and many short rows (block-wide reductions either way).
   Array big = input({3, 100000}, float32, 43);
-  EXPECT_TRUE(both({big}, [&](auto& v) { return sum(v[0], {1}); }, 10.0));
-  EXPECT_TRUE(both({big}, [&](auto& v) { return sum(v[0], {0}); }, 10.0));
+  EXPECT_TRUE(both(
+      {big}, [&](auto& v) { return sum(v[0], {1}); }, 10.0));
+  EXPECT_TRUE(both(
+      {big}, [&](auto& v) { return sum(v[0], {0}); }, 10.0));
   Array nan = array(std::vector<float>{1, NAN, 3, 2}, {4});
   EXPECT_TRUE(both({nan}, [&](auto& v) { return argmax(v[0], 0); }));
   EXPECT_TRUE(both({nan}, [&](auto& v) { return max(v[0]); }));
@@ -358,7 +379,9 @@ TEST_F(Cuda, ViewsAndLayouts) {
     auto eq = [&](auto f) { return both({x}, f); };
     EXPECT_TRUE(eq([](auto& v) { return copy(transpose(v[0], {2, 0, 1})); })) << dtype_name(d);
     EXPECT_TRUE(eq([](auto& v) { return reshape(transpose(v[0], {1, 0, 2}), {24, 5}); })) << dtype_name(d);
-    EXPECT_TRUE(eq([](auto& v) { return slice(v[0], {1, 0, 4}, {4, 6, 0}, {2, 2, -1}) * astype(slice(v[0], {0, 0, 0}, {1, 1, 1}), v[0].dtype()); })) << dtype_name(d);
+    EXPECT_TRUE(eq([](auto& v) {
+      return slice(v[0], {1, 0, 4}, {4, 6, 0}, {2, 2, -1}) * astype(slice(v[0], {0, 0, 0}, {1, 1, 1}), v[0].dtype());
+    })) << dtype_name(d);
     EXPECT_TRUE(eq([](auto& v) { return broadcast_to(expand_dims(v[0], 0), {2, 4, 6, 5}) * v[0]; })) << dtype_name(d);
     EXPECT_TRUE(eq([](auto& v) { return squeeze(slice(v[0], {0, 0, 0}, {1, 6, 5})); })) << dtype_name(d);
     EXPECT_TRUE(eq([](auto& v) { return concatenate({v[0], transpose(v[0], {0, 1, 2}), v[0]}, 1); })) << dtype_name(d);
@@ -371,7 +394,9 @@ TEST_F(Cuda, ViewsAndLayouts) {
     EXPECT_TRUE(both({x, idx}, [](auto& v) { return take(v[0], v[1], 1); })) << dtype_name(d);
     Array idx2 = array(std::vector<int64_t>{0, 4, 1, 3, 2, 2}, {1, 6, 1});
     EXPECT_TRUE(both({x, idx2}, [](auto& v) { return take_along_axis(v[0], v[1], 2); })) << dtype_name(d);
-    EXPECT_TRUE(eq([d](auto& v) { return full({3, 4}, 2.5, d) + astype(slice(v[0], {0, 0, 0}, {1, 1, 1}), d); })) << dtype_name(d);
+    EXPECT_TRUE(eq([d](auto& v) {
+      return full({3, 4}, 2.5, d) + astype(slice(v[0], {0, 0, 0}, {1, 1, 1}), d);
+    })) << dtype_name(d);
   }
   set_default_device(gpu);
   EXPECT_TRUE(close(arange(-3.0, 7.0, 0.5, float32), [] {
@@ -387,16 +412,29 @@ TEST_F(Cuda, ViewsAndLayouts) {
 TEST_F(Cuda, Matmul) {
   for (Dtype d : {float32, float16, bfloat16, float64, int32, int64}) {
     Array a = input({3, 1, 17, 33}, d, 61, -1, 1), b = input({4, 33, 9}, d, 62, -1, 1);
-    EXPECT_TRUE(both({a, b}, [](auto& v) { return matmul(v[0], v[1]); }, 1.0)) << dtype_name(d);
-    Array c = input({40, 24}, d, 63, -1, 1), e = input({32, 24}, d, 64, -1, 1);
-    EXPECT_TRUE(both({c, e}, [](auto& v) { return matmul(v[0], transpose(v[1])); }, 1.0)) << dtype_name(d);
-    EXPECT_TRUE(both({c, e}, [](auto& v) { return matmul(transpose(v[0]), v[0]); }, 1.0)) << dtype_name(d);
-    Array f = input({2, 1, 8, 5}, d, 65, -1, 1), g = input({3, 5, 7}, d, 66, -1, 1), h = input({5, 7}, d, 69, -1, 1);
-    EXPECT_TRUE(both({f, g}, [](auto& v) { return matmul(v[0], v[1]); }, 1.0)) << dtype_name(d);
-    EXPECT_TRUE(both({f, h}, [](auto& v) { return matmul(v[0], v[1]); }, 1.0)) << dtype_name(d);
-    EXPECT_TRUE(both({h, g}, [](auto& v) { return matmul(transpose(v[0]), v[1]); }, 1.0)) << dtype_name(d);
-    EXPECT_TRUE(both({c, e}, [](auto& v) { return matmul(slice(v[0], {0, 0}, {0, 24}), transpose(v[1])); }))
+    EXPECT_TRUE(both(
+        {a, b}, [](auto& v) { return matmul(v[0], v[1]); }, 1.0))
         << dtype_name(d);
+    Array c = input({40, 24}, d, 63, -1, 1), e = input({32, 24}, d, 64, -1, 1);
+    EXPECT_TRUE(both(
+        {c, e}, [](auto& v) { return matmul(v[0], transpose(v[1])); }, 1.0))
+        << dtype_name(d);
+    EXPECT_TRUE(both(
+        {c, e}, [](auto& v) { return matmul(transpose(v[0]), v[0]); }, 1.0))
+        << dtype_name(d);
+    Array f = input({2, 1, 8, 5}, d, 65, -1, 1), g = input({3, 5, 7}, d, 66, -1, 1), h = input({5, 7}, d, 69, -1, 1);
+    EXPECT_TRUE(both(
+        {f, g}, [](auto& v) { return matmul(v[0], v[1]); }, 1.0))
+        << dtype_name(d);
+    EXPECT_TRUE(both(
+        {f, h}, [](auto& v) { return matmul(v[0], v[1]); }, 1.0))
+        << dtype_name(d);
+    EXPECT_TRUE(both(
+        {h, g}, [](auto& v) { return matmul(transpose(v[0]), v[1]); }, 1.0))
+        << dtype_name(d);
+    EXPECT_TRUE(both({c, e}, [](auto& v) {
+      return matmul(slice(v[0], {0, 0}, {0, 24}), transpose(v[1]));
+    })) << dtype_name(d);
   }
   // TF32 is off by default: a float32 product rounds like float32 arithmetic.
   Array a = input({64, 256}, float32, 67), b = input({256, 64}, float32, 68);
@@ -412,9 +450,10 @@ TEST_F(Cuda, Matmul) {
   set_cuda_matmul_allow_tf32(true);
   double tf32_err = max_err(matmul(to(a, gpu), to(b, gpu)));
   set_cuda_matmul_allow_tf32(false);
-  std::printf("float32 matmul max error vs float64: cpu %.3g, gpu %.3g, gpu with tf32 %.3g\n", cpu_err, fp32_err, tf32_err);
+  std::printf("float32 matmul max error vs float64: cpu %.3g, gpu %.3g, gpu with tf32 %.3g\n", cpu_err, fp32_err,
+              tf32_err);
   EXPECT_LT(fp32_err, 4 * cpu_err + 1e-5);  // float32 rounding, like the CPU's
-  EXPECT_GT(tf32_err, 10 * fp32_err);       // TF32 (10-bit mantissa) is visibly coarser
+  EXPECT_GT(tf32_err, 10 * fp32_err);  // TF32 (10-bit mantissa) is visibly coarser
   EXPECT_LT(tf32_err, 0.5);
 }
 
@@ -445,8 +484,10 @@ TEST_F(Cuda, MatmulEpilogueInCublasLt) {
       for (auto& c : cases) {
         Array x = input(c.x, d, ++seed, -1, 1), w = input(c.w, d, ++seed, -1, 1), b = input(c.b, d, ++seed, -1, 1);
         std::vector<Array> gin = {to(x, gpu), to(w, gpu), to(b, gpu)};
-        auto f = compile([act](const std::vector<Array>& v) { return std::vector<Array>{linear(v[0], v[1], v[2], act)}; });
-        std::string ctx = std::string(dtype_name(d)) + " act " + std::to_string(act) + " x rank " + std::to_string(c.x.size());
+        auto f =
+            compile([act](const std::vector<Array>& v) { return std::vector<Array>{linear(v[0], v[1], v[2], act)}; });
+        std::string ctx =
+            std::string(dtype_name(d)) + " act " + std::to_string(act) + " x rank " + std::to_string(c.x.size());
         std::ostringstream dot;
         export_to_dot(dot, f, gin);
         EXPECT_NE(dot.str().find("matmul_epilogue"), std::string::npos) << ctx << ": the pass did not fire";
@@ -472,7 +513,8 @@ TEST_F(Cuda, MatmulEpilogueInCublasLt) {
           }
         }
       }
-      std::printf("matmul epilogue %s act %d: worst error %.3g relative (against float64)\n", dtype_name(d), act, worst);
+      std::printf("matmul epilogue %s act %d: worst error %.3g relative (against float64)\n", dtype_name(d), act,
+                  worst);
     }
   }
   // Where cuBLASLt is not used or cannot take the bias, the product and one elementwise
@@ -489,7 +531,8 @@ TEST_F(Cuda, MatmulEpilogueInCublasLt) {
     return std::vector<Array>{gelu_tanh(matmul(v[0], v[1]) + broadcast_to(v[2], {9}))};
   });
   Array one = input({1}, float32, 155);
-  EXPECT_TRUE(close(fb({to(xs, gpu), to(ws, gpu), to(one, gpu)})[0], gelu_tanh(matmul(xs, ws) + broadcast_to(one, {9})), 100.0))
+  EXPECT_TRUE(
+      close(fb({to(xs, gpu), to(ws, gpu), to(one, gpu)})[0], gelu_tanh(matmul(xs, ws) + broadcast_to(one, {9})), 100.0))
       << "broadcast bias";
   auto fs = compile([](const std::vector<Array>& v) { return std::vector<Array>{linear(v[0], v[1], v[2], 1)}; },
                     {.shapeless = true});
@@ -535,9 +578,7 @@ TEST_F(Cuda, MatmulEpilogueAtScaleRunsInCublasLt) {
 }
 
 TEST_F(Cuda, CompiledAgainstEager) {
-  auto rms = [](const Array& x, const Array& w) {
-    return x * rsqrt(mean(square(x), {-1}, true) + 1e-6f) * w;
-  };
+  auto rms = [](const Array& x, const Array& w) { return x * rsqrt(mean(square(x), {-1}, true) + 1e-6f) * w; };
   auto body = [&](const std::vector<Array>& v) -> std::vector<Array> {
     Array y = sigmoid(v[0] * 2.0f + 1.0f) * tanh(v[0]);
     return {y, rms(v[0], v[1]), softmax(v[0]), sum(exp(v[0] - 1.0f), {-1})};
@@ -588,7 +629,7 @@ TEST_F(Cuda, RowRegionsMatchEagerAtEveryLengthLayoutAndValue) {
       v[static_cast<size_t>(2 * n)] = -0.0;  // row 2: signed zeros among ordinary values
       for (int64_t j = 0; j < n; ++j) {
         v[static_cast<size_t>(3 * n + j)] *= 1e-25;  // row 3: below the fast division's range
-        v[static_cast<size_t>(4 * n + j)] *= 1e25;   // row 4: above it
+        v[static_cast<size_t>(4 * n + j)] *= 1e25;  // row 4: above it
       }
       Array x = kt::from_values(v, {rows, n}, d);
       auto cpu_out = body({x});
@@ -618,18 +659,28 @@ TEST_F(Cuda, ReductionsSplitIntoParts) {
   for (Dtype d : {float32, bfloat16, float16, float64, int32, int64}) {
     const std::string name = dtype_name(d);
     Array x = input({1000003}, d, 51, -4, 4);
-    EXPECT_TRUE(both({x}, [&](auto& v) { return sum(v[0]); }, 10.0)) << "sum " << name;
+    EXPECT_TRUE(both(
+        {x}, [&](auto& v) { return sum(v[0]); }, 10.0))
+        << "sum " << name;
     EXPECT_TRUE(both({x}, [&](auto& v) { return max(v[0]); })) << "max " << name;
     EXPECT_TRUE(both({x}, [&](auto& v) { return min(v[0], {0}, true); })) << "min " << name;
     Array rows = input({3, 262144}, d, 52, -4, 4);
-    EXPECT_TRUE(both({rows}, [&](auto& v) { return sum(v[0], {1}); }, 10.0)) << "row sums " << name;
+    EXPECT_TRUE(both(
+        {rows}, [&](auto& v) { return sum(v[0], {1}); }, 10.0))
+        << "row sums " << name;
     EXPECT_TRUE(both({rows}, [&](auto& v) { return max(v[0], {-1}, true); })) << "row maxima " << name;
     EXPECT_TRUE(both({rows}, [&](auto& v) { return any(v[0] > 3.99, {1}); })) << "any " << name;
     EXPECT_TRUE(both({rows}, [&](auto& v) { return all(v[0] > -3.99, {1}); })) << "all " << name;
     if (is_floating(d)) {
-      EXPECT_TRUE(both({rows}, [&](auto& v) { return mean(v[0], {1}); }, 1.0)) << "mean " << name;
-      EXPECT_TRUE(both({rows}, [&](auto& v) { return logsumexp(v[0], {1}); }, 1.0)) << "logsumexp " << name;
-      EXPECT_TRUE(both({rows}, [&](auto& v) { return sum(transpose(v[0]), {0}); }, 10.0)) << "strided " << name;
+      EXPECT_TRUE(both(
+          {rows}, [&](auto& v) { return mean(v[0], {1}); }, 1.0))
+          << "mean " << name;
+      EXPECT_TRUE(both(
+          {rows}, [&](auto& v) { return logsumexp(v[0], {1}); }, 1.0))
+          << "logsumexp " << name;
+      EXPECT_TRUE(both(
+          {rows}, [&](auto& v) { return sum(transpose(v[0]), {0}); }, 10.0))
+          << "strided " << name;
     }
   }
   // A float product of many values near 1 drifts by ~1e-3 with the order of its roundings;
@@ -654,15 +705,23 @@ TEST_F(Cuda, ReductionsSplitIntoParts) {
   for (Dtype d : {float32, bfloat16, int32}) {
     const std::string name = dtype_name(d);
     Array tall = input({20000, 300}, d, 57, -4, 4);
-    EXPECT_TRUE(both({tall}, [&](auto& v) { return sum(v[0], {0}); }, 10.0)) << "column sums " << name;
+    EXPECT_TRUE(both(
+        {tall}, [&](auto& v) { return sum(v[0], {0}); }, 10.0))
+        << "column sums " << name;
     EXPECT_TRUE(both({tall}, [&](auto& v) { return max(v[0], {0}, true); })) << "column maxima " << name;
     Array cube = input({50, 40, 30}, d, 58, -4, 4);
     EXPECT_TRUE(both({cube}, [&](auto& v) { return min(v[0], {0, 1}); })) << "two leading axes " << name;
-    EXPECT_TRUE(both({cube}, [&](auto& v) { return sum(v[0], {0}); }, 10.0)) << "first of three " << name;
+    EXPECT_TRUE(both(
+        {cube}, [&](auto& v) { return sum(v[0], {0}); }, 10.0))
+        << "first of three " << name;
     Array narrow = input({300000, 3}, d, 59, -4, 4);
-    EXPECT_TRUE(both({narrow}, [&](auto& v) { return sum(v[0], {0}); }, 10.0)) << "three long columns " << name;
+    EXPECT_TRUE(both(
+        {narrow}, [&](auto& v) { return sum(v[0], {0}); }, 10.0))
+        << "three long columns " << name;
     if (is_floating(d)) {
-      EXPECT_TRUE(both({tall}, [&](auto& v) { return mean(v[0], {0}); }, 1.0)) << "column means " << name;
+      EXPECT_TRUE(both(
+          {tall}, [&](auto& v) { return mean(v[0], {0}); }, 1.0))
+          << "column means " << name;
     }
     for (int64_t len : {0, 1}) {  // empty and single-element columns
       Array flat = input({len, 300}, d, 60, -4, 4);
@@ -678,18 +737,36 @@ TEST_F(Cuda, ReductionsSplitIntoParts) {
   for (Dtype d : {float32, bfloat16, float16, float64, int32, int64, uint8}) {
     const std::string name = dtype_name(d);
     Array x = input({3000, 1000}, d, 80, -4, 4);
-    EXPECT_TRUE(both({x}, [&](auto& v) { return sum(v[0], {0}); }, 10.0)) << "vector columns " << name;
+    EXPECT_TRUE(both(
+        {x}, [&](auto& v) { return sum(v[0], {0}); }, 10.0))
+        << "vector columns " << name;
     EXPECT_TRUE(both({x}, [&](auto& v) { return max(v[0], {0}); })) << "vector column maxima " << name;
     EXPECT_TRUE(both({x}, [&](auto& v) { return min(v[0] * v[0], {0}, true); })) << "vector column minima " << name;
-    EXPECT_TRUE(both({x}, [&](auto& v) { return sum(slice(v[0], {0, 8}, {3000, 1000}), {0}); }, 10.0)) << "aligned view " << name;
-    EXPECT_TRUE(both({x}, [&](auto& v) { return sum(slice(v[0], {0, 1}, {3000, 1000}), {0}); }, 10.0)) << "offset view " << name;
+    EXPECT_TRUE(both(
+        {x},
+        [&](auto& v) {
+          return sum(slice(v[0], {0, 8}, {3000, 1000}), {0});
+        },
+        10.0))
+        << "aligned view " << name;
+    EXPECT_TRUE(both(
+        {x},
+        [&](auto& v) {
+          return sum(slice(v[0], {0, 1}, {3000, 1000}), {0});
+        },
+        10.0))
+        << "offset view " << name;
     const Array gx = to(x, gpu);
-    const auto compiled = compile([](const std::vector<Array>& v) { return std::vector<Array>{sum(v[0], {0}), max(v[0], {0})}; })({gx});
+    const auto compiled = compile([](const std::vector<Array>& v) {
+      return std::vector<Array>{sum(v[0], {0}), max(v[0], {0})};
+    })({gx});
     EXPECT_TRUE(same_bits(compiled[0], sum(gx, {0}))) << "compiled vector columns " << name;
     EXPECT_TRUE(same_bits(compiled[1], max(gx, {0}))) << "compiled vector column maxima " << name;
     if (is_floating(d)) {
       Array y = input({3000, 1000}, float32, 81);
-      EXPECT_TRUE(both({x, y}, [&](auto& v) { return mean(v[0] * v[1], {0}); }, 1.0)) << "mixed dtypes " << name;
+      EXPECT_TRUE(both(
+          {x, y}, [&](auto& v) { return mean(v[0] * v[1], {0}); }, 1.0))
+          << "mixed dtypes " << name;
     }
   }
   {
@@ -698,7 +775,9 @@ TEST_F(Cuda, ReductionsSplitIntoParts) {
     vals[static_cast<size_t>(17 * 512 + 300)] = INFINITY;  // column 300
     vals[static_cast<size_t>(3999 * 512 + 511)] = -INFINITY;  // the last column's last element
     Array special = kt::from_values(vals, {4000, 512}, bfloat16);
-    EXPECT_TRUE(both({special}, [&](auto& v) { return sum(v[0], {0}); }, 10.0)) << "column sums with NaN and infinities";
+    EXPECT_TRUE(both(
+        {special}, [&](auto& v) { return sum(v[0], {0}); }, 10.0))
+        << "column sums with NaN and infinities";
     EXPECT_TRUE(both({special}, [&](auto& v) { return max(v[0], {0}); })) << "column maxima with NaN and infinities";
   }
   auto body = [](const std::vector<Array>& v) -> std::vector<Array> {
@@ -724,29 +803,59 @@ TEST_F(Cuda, TransposedCopiesInTiles) {
     const std::string name = dtype_name(d);
     Array x = input({333, 1000}, d, 70, -4, 4);
     EXPECT_TRUE(equal_everywhere({x}, [](auto& v) { return copy(transpose(v[0])); })) << "2-D " << name;
-    EXPECT_TRUE(equal_everywhere({x}, [](auto& v) { return copy(transpose(slice(v[0], {1, 3}, {333, 1000}))); })) << "offset " << name;
-    EXPECT_TRUE(equal_everywhere({x}, [](auto& v) { return copy(transpose(slice(v[0], {332, 0}, {0, 1000}, {-1, 1}))); }))
+    EXPECT_TRUE(equal_everywhere({x},
+                                 [](auto& v) {
+                                   return copy(transpose(slice(v[0], {1, 3}, {333, 1000})));
+                                 }))
+        << "offset " << name;
+    EXPECT_TRUE(equal_everywhere({x},
+                                 [](auto& v) {
+                                   return copy(transpose(slice(v[0], {332, 0}, {0, 1000}, {-1, 1})));
+                                 }))
         << "rows reversed " << name;
     Array b = input({3, 65, 97}, d, 71, -4, 4);
     EXPECT_TRUE(equal_everywhere({b}, [](auto& v) { return copy(transpose(v[0], {0, 2, 1})); })) << "batched " << name;
-    EXPECT_TRUE(equal_everywhere({b}, [](auto& v) { return copy(transpose(v[0], {2, 0, 1})); })) << "batch last " << name;
+    EXPECT_TRUE(equal_everywhere({b},
+                                 [](auto& v) {
+                                   return copy(transpose(v[0], {2, 0, 1}));
+                                 }))
+        << "batch last " << name;
     // Even sides: 1- and 2-byte elements move a word at a time (not where a view starts off one).
     Array e = input({2, 130, 260}, d, 75, -4, 4);
     EXPECT_TRUE(equal_everywhere({e}, [](auto& v) { return copy(transpose(v[0], {0, 2, 1})); })) << "words " << name;
-    EXPECT_TRUE(equal_everywhere({e}, [](auto& v) { return copy(transpose(slice(v[0], {0, 0, 1}, {2, 130, 257}), {0, 2, 1})); }))
+    EXPECT_TRUE(equal_everywhere({e},
+                                 [](auto& v) {
+                                   return copy(transpose(slice(v[0], {0, 0, 1}, {2, 130, 257}), {0, 2, 1}));
+                                 }))
         << "words off the start " << name;
     // Into views whose rows are longer than the copy's: concatenated and padded transposes
     // (an odd offset or row length takes the element path).
     Array f = input({260, 128}, d, 76, -4, 4), g = input({2, 64, 260}, d, 77, -4, 4);
-    EXPECT_TRUE(equal_everywhere({e, g}, [](auto& v) { return concatenate({transpose(v[0], {0, 2, 1}), transpose(v[1], {0, 2, 1})}, 2); }))
+    EXPECT_TRUE(equal_everywhere({e, g},
+                                 [](auto& v) {
+                                   return concatenate({transpose(v[0], {0, 2, 1}), transpose(v[1], {0, 2, 1})}, 2);
+                                 }))
         << "concatenated " << name;
-    EXPECT_TRUE(equal_everywhere({f}, [](auto& v) { return concatenate({transpose(v[0]), transpose(v[0])}, 1); })) << "side by side " << name;
-    EXPECT_TRUE(equal_everywhere({f}, [](auto& v) { return pad(transpose(v[0]), {{2, 2}, {4, 4}}, 1.0); })) << "padded " << name;
-    EXPECT_TRUE(equal_everywhere({f}, [](auto& v) { return pad(transpose(v[0]), {{1, 0}, {1, 0}}, 1.0); })) << "padded off a word " << name;
+    EXPECT_TRUE(equal_everywhere({f},
+                                 [](auto& v) {
+                                   return concatenate({transpose(v[0]), transpose(v[0])}, 1);
+                                 }))
+        << "side by side " << name;
+    EXPECT_TRUE(equal_everywhere({f},
+                                 [](auto& v) {
+                                   return pad(transpose(v[0]), {{2, 2}, {4, 4}}, 1.0);
+                                 }))
+        << "padded " << name;
+    EXPECT_TRUE(equal_everywhere({f},
+                                 [](auto& v) {
+                                   return pad(transpose(v[0]), {{1, 0}, {1, 0}}, 1.0);
+                                 }))
+        << "padded off a word " << name;
   }
   // A fused program of a transposed input, a row-major one and a broadcast row.
   Array x = input({700, 600}, float32, 72), y = input({600, 700}, float32, 73), r = input({700}, float32, 74);
-  EXPECT_TRUE(both({x, y, r}, [](auto& v) { return exp(transpose(v[0]) * 0.25f) + v[1] * v[2]; }, 1.0));
+  EXPECT_TRUE(both(
+      {x, y, r}, [](auto& v) { return exp(transpose(v[0]) * 0.25f) + v[1] * v[2]; }, 1.0));
   EXPECT_TRUE(equal_everywhere({x, y, r}, [](auto& v) { return transpose(v[0]) * v[1] + v[2]; }));
   // Programs whose other inputs are row-major or one element run in tiles, one pass: one or
   // two transposed inputs, mixed dtypes, batched, a conversion, small and odd sides; five
@@ -755,28 +864,53 @@ TEST_F(Cuda, TransposedCopiesInTiles) {
     const std::string name = dtype_name(d);
     Array a = input({700, 600}, d, 83), a2 = input({700, 600}, d, 84), b = input({600, 700}, float32, 85);
     EXPECT_TRUE(equal_everywhere({a, b}, [](auto& v) { return transpose(v[0]) * v[1] + 0.5f; })) << "tiled " << name;
-    EXPECT_TRUE(equal_everywhere({a, a2, b}, [](auto& v) { return transpose(v[0]) - transpose(v[1]) * v[2]; })) << "two tiled " << name;
-    EXPECT_TRUE(equal_everywhere({a}, [](auto& v) { return astype(transpose(v[0]), float64); })) << "converted " << name;
+    EXPECT_TRUE(equal_everywhere({a, a2, b}, [](auto& v) { return transpose(v[0]) - transpose(v[1]) * v[2]; }))
+        << "two tiled " << name;
+    EXPECT_TRUE(equal_everywhere({a}, [](auto& v) { return astype(transpose(v[0]), float64); }))
+        << "converted " << name;
     Array small = input({40, 50}, d, 86), small_y = input({50, 40}, d, 87);
     EXPECT_TRUE(equal_everywhere({small, small_y}, [](auto& v) { return transpose(v[0]) + v[1]; })) << "small " << name;
     Array c = input({3, 65, 97}, d, 88), cy = input({3, 97, 65}, d, 89);
-    EXPECT_TRUE(equal_everywhere({c, cy}, [](auto& v) { return maximum(transpose(v[0], {0, 2, 1}), v[1]); })) << "batched " << name;
+    EXPECT_TRUE(equal_everywhere({c, cy},
+                                 [](auto& v) {
+                                   return maximum(transpose(v[0], {0, 2, 1}), v[1]);
+                                 }))
+        << "batched " << name;
     Array e = input({2, 130, 260}, d, 90), ey = input({2, 260, 130}, float32, 91);  // even sides: pairs
-    EXPECT_TRUE(equal_everywhere({e, ey}, [](auto& v) { return transpose(v[0], {0, 2, 1}) * v[1]; })) << "batched pairs " << name;
-    EXPECT_TRUE(equal_everywhere({a, b}, [](auto& v) { return transpose(slice(v[0], {0, 1}, {700, 600})) - slice(v[1], {1, 0}, {600, 700}); }))
+    EXPECT_TRUE(equal_everywhere({e, ey},
+                                 [](auto& v) {
+                                   return transpose(v[0], {0, 2, 1}) * v[1];
+                                 }))
+        << "batched pairs " << name;
+    EXPECT_TRUE(equal_everywhere({a, b},
+                                 [](auto& v) {
+                                   return transpose(slice(v[0], {0, 1}, {700, 600})) - slice(v[1], {1, 0}, {600, 700});
+                                 }))
         << "pairs off the start " << name;
     // Beside broadcasts: a row, a column, one element, a row a batch; rows with gaps.
-    Array row = input({700}, float32, 92), col = input({600, 1}, d, 93), one = input({}, d, 94), per_batch = input({3, 1, 65}, d, 95);
-    EXPECT_TRUE(equal_everywhere({a, row, col}, [](auto& v) { return transpose(v[0]) * v[1] + v[2]; })) << "row and column " << name;
+    Array row = input({700}, float32, 92), col = input({600, 1}, d, 93), one = input({}, d, 94),
+          per_batch = input({3, 1, 65}, d, 95);
+    EXPECT_TRUE(equal_everywhere({a, row, col}, [](auto& v) { return transpose(v[0]) * v[1] + v[2]; }))
+        << "row and column " << name;
     EXPECT_TRUE(equal_everywhere({a, one}, [](auto& v) { return transpose(v[0]) - v[1]; })) << "one element " << name;
-    EXPECT_TRUE(equal_everywhere({c, per_batch}, [](auto& v) { return transpose(v[0], {0, 2, 1}) * v[1]; })) << "a row a batch " << name;
+    EXPECT_TRUE(equal_everywhere({c, per_batch},
+                                 [](auto& v) {
+                                   return transpose(v[0], {0, 2, 1}) * v[1];
+                                 }))
+        << "a row a batch " << name;
     Array wide = input({600, 800}, d, 96);
-    EXPECT_TRUE(equal_everywhere({a, wide}, [](auto& v) { return transpose(v[0]) + slice(v[1], {0, 0}, {600, 700}); }))
+    EXPECT_TRUE(equal_everywhere({a, wide},
+                                 [](auto& v) {
+                                   return transpose(v[0]) + slice(v[1], {0, 0}, {600, 700});
+                                 }))
         << "rows with gaps " << name;
-    EXPECT_TRUE(equal_everywhere({a, a2, b}, [](auto& v) {
-      const Array t = transpose(v[0]), u = transpose(v[1]);
-      return t + u * t - transpose(v[0] * 2.0f) + transpose(v[1] - v[0]) * v[2] + transpose(v[0] + v[1]);
-    })) << "five transposed inputs " << name;
+    EXPECT_TRUE(equal_everywhere({a, a2, b},
+                                 [](auto& v) {
+                                   const Array t = transpose(v[0]), u = transpose(v[1]);
+                                   return t + u * t - transpose(v[0] * 2.0f) + transpose(v[1] - v[0]) * v[2] +
+                                          transpose(v[0] + v[1]);
+                                 }))
+        << "five transposed inputs " << name;
   }
 }
 
@@ -790,14 +924,21 @@ TEST_F(Cuda, BroadcastRowsAndColumns) {
     EXPECT_TRUE(equal_everywhere({x, w, b}, [](auto& v) { return v[0] * v[1] + v[2]; })) << "row broadcast " << name;
     EXPECT_TRUE(equal_everywhere({x, c}, [](auto& v) { return v[0] - v[1]; })) << "column broadcast " << name;
     EXPECT_TRUE(equal_everywhere({x, w, c}, [](auto& v) { return maximum(v[0], v[1]) * v[2]; })) << "both " << name;
-    EXPECT_TRUE(equal_everywhere({x, b}, [](auto& v) { return slice(v[0], {0, 0}, {300, 992}) + slice(v[1], {0}, {992}); }))
+    EXPECT_TRUE(equal_everywhere({x, b},
+                                 [](auto& v) {
+                                   return slice(v[0], {0, 0}, {300, 992}) + slice(v[1], {0}, {992});
+                                 }))
         << "rows with gaps " << name;
-    EXPECT_TRUE(equal_everywhere({x, b}, [](auto& v) { return slice(v[0], {0, 1}, {300, 1000}) * slice(v[1], {1}, {1000}); }))
+    EXPECT_TRUE(equal_everywhere({x, b},
+                                 [](auto& v) {
+                                   return slice(v[0], {0, 1}, {300, 1000}) * slice(v[1], {1}, {1000});
+                                 }))
         << "rows off a vector " << name;
     Array batched = input({4, 30, 1000}, d, 96);
     EXPECT_TRUE(equal_everywhere({batched, b}, [](auto& v) { return v[0] + v[1]; })) << "batched " << name;
     Array per_batch = input({4, 1, 1000}, d, 99), per_row = input({30, 1}, d, 100);  // three merged axes
-    EXPECT_TRUE(equal_everywhere({batched, per_batch, per_row}, [](auto& v) { return v[0] * v[1] - v[2]; })) << "per batch " << name;
+    EXPECT_TRUE(equal_everywhere({batched, per_batch, per_row}, [](auto& v) { return v[0] * v[1] - v[2]; }))
+        << "per batch " << name;
     Array many = input({2, 3, 4, 5, 64}, d, 101), sparse = input({3, 1, 5, 1}, d, 102);
     EXPECT_TRUE(equal_everywhere({many, sparse}, [](auto& v) { return maximum(v[0], v[1]); })) << "five axes " << name;
     Array odd = input({5, 7}, d, 97), odd_row = input({7}, d, 98);
@@ -812,17 +953,36 @@ TEST_F(Cuda, SteppedRows) {
   const SliceArg all{}, reversed{std::nullopt, std::nullopt, -1};
   for (Dtype d : {float32, bfloat16, float64, int32, uint8}) {
     const std::string name = dtype_name(d);
-    Array x = input({300, 1000}, d, 103), w = input({500}, d, 104), c = input({300, 1}, d, 105), flat = input({300001}, d, 106);
-    EXPECT_TRUE(equal_everywhere({x}, [](auto& v) { return slice(v[0], {0, 0}, {300, 1000}, {1, 2}) * slice(v[0], {0, 1}, {300, 1000}, {1, 2}); }))
+    Array x = input({300, 1000}, d, 103), w = input({500}, d, 104), c = input({300, 1}, d, 105),
+          flat = input({300001}, d, 106);
+    EXPECT_TRUE(
+        equal_everywhere({x},
+                         [](auto& v) {
+                           return slice(v[0], {0, 0}, {300, 1000}, {1, 2}) * slice(v[0], {0, 1}, {300, 1000}, {1, 2});
+                         }))
         << "interleaved " << name;
-    EXPECT_TRUE(equal_everywhere({x, w, c}, [](auto& v) { return slice(v[0], {0, 1}, {300, 1000}, {1, 2}) * v[1] - v[2]; }))
+    EXPECT_TRUE(equal_everywhere({x, w, c},
+                                 [](auto& v) {
+                                   return slice(v[0], {0, 1}, {300, 1000}, {1, 2}) * v[1] - v[2];
+                                 }))
         << "beside broadcasts " << name;
-    EXPECT_TRUE(equal_everywhere({x}, [&](auto& v) { return slice(v[0], {all, reversed}) - v[0]; })) << "reversed " << name;
-    EXPECT_TRUE(equal_everywhere({flat}, [](auto& v) { return slice(v[0], {0}, {300001}, {3}) * 3.0f; })) << "every third " << name;
+    EXPECT_TRUE(equal_everywhere({x},
+                                 [&](auto& v) {
+                                   return slice(v[0], {all, reversed}) - v[0];
+                                 }))
+        << "reversed " << name;
+    EXPECT_TRUE(equal_everywhere({flat}, [](auto& v) { return slice(v[0], {0}, {300001}, {3}) * 3.0f; }))
+        << "every third " << name;
     Array batched = input({3, 400, 660}, d, 107), small = input({3, 40, 66}, d, 108);
-    EXPECT_TRUE(equal_everywhere({batched}, [](auto& v) { return maximum(slice(v[0], {0, 0, 0}, {3, 400, 660}, {1, 2, 3}), 0.5f); }))
+    EXPECT_TRUE(equal_everywhere({batched},
+                                 [](auto& v) {
+                                   return maximum(slice(v[0], {0, 0, 0}, {3, 400, 660}, {1, 2, 3}), 0.5f);
+                                 }))
         << "batched " << name;
-    EXPECT_TRUE(equal_everywhere({small}, [](auto& v) { return maximum(slice(v[0], {0, 0, 0}, {3, 40, 66}, {1, 2, 3}), 0.5f); }))
+    EXPECT_TRUE(equal_everywhere({small},
+                                 [](auto& v) {
+                                   return maximum(slice(v[0], {0, 0, 0}, {3, 40, 66}, {1, 2, 3}), 0.5f);
+                                 }))
         << "small " << name;
   }
 }
@@ -932,7 +1092,8 @@ TEST_F(Cuda, RowKernelsLoopingOverManyRowsMatchEager) {
       auto compiled = fn({xg});
       auto eager = body({xg});
       for (size_t i = 0; i < eager.size(); ++i) {
-        const std::string what = std::string(dtype_name(dt)) + " n=" + std::to_string(n) + " output " + std::to_string(i);
+        const std::string what =
+            std::string(dtype_name(dt)) + " n=" + std::to_string(n) + " output " + std::to_string(i);
         EXPECT_TRUE(close(compiled[i], eager[i], 1.0)) << what;
         if (i == 0) {
           EXPECT_TRUE(same_bits(compiled[i], eager[i])) << what;  // no sum: no order to differ
@@ -974,7 +1135,9 @@ TEST_F(Cuda, RowProgramsEqualEagerBitForBit) {
         auto a = compiled[i].to_vector<double>(), b = eager[i].to_vector<double>();
         int64_t differ = 0;
         for (size_t k = 0; k < a.size(); ++k) differ += !(a[k] == b[k] || (std::isnan(a[k]) && std::isnan(b[k])));
-        if (differ > 0) std::printf("%s: %lld of %zu elements differ in rounding\n", what.c_str(), static_cast<long long>(differ), a.size());
+        if (differ > 0)
+          std::printf("%s: %lld of %zu elements differ in rounding\n", what.c_str(), static_cast<long long>(differ),
+                      a.size());
         EXPECT_TRUE(close(compiled[i], eager[i], 1.0)) << what;
       }
     }
@@ -1015,7 +1178,8 @@ TEST_F(Cuda, CompiledPlansReplayAsGraphsWithNewBuffers) {
     eval(kept.back());
   }
   for (size_t c = 0; c < kept.size(); ++c) {
-    for (size_t i = 0; i < kept[c].size(); ++i) EXPECT_TRUE(close(kept[c][i], want[c][i], 1.0)) << "call " << c << " output " << i;
+    for (size_t i = 0; i < kept[c].size(); ++i)
+      EXPECT_TRUE(close(kept[c][i], want[c][i], 1.0)) << "call " << c << " output " << i;
   }
   EXPECT_GE(cuda::graph_replays() - before, 3u) << "calls after the first should be graph launches";
   // A transposed input is another layout: recorded again, still right.
@@ -1128,7 +1292,9 @@ TEST_F(Cuda, GraphReplaysFromManyThreads) {
 // after call, bit for bit (two inputs in turn, so a result left over from the call before
 // would show).
 TEST_F(Cuda, SplitReductionsFromManyThreads) {
-  auto body = [](const std::vector<Array>& v) { return std::vector<Array>{sum(v[0], {1}), argmax(v[0], 1), max(v[0])}; };
+  auto body = [](const std::vector<Array>& v) {
+    return std::vector<Array>{sum(v[0], {1}), argmax(v[0], 1), max(v[0])};
+  };
   auto fn = compile(body);
   const int n_threads = static_cast<int>(config::integer(config::Knob::test_threads));
   std::vector<std::array<Array, 2>> xs;
@@ -1204,8 +1370,8 @@ TEST_F(Cuda, RandomGraphsGpuAgainstCpu) {
     EXPECT_TRUE(r.ok) << "seed " << seed << " (compiled on the GPU): " << r.failure;
   }
   // Across devices the unchecked share is larger (device-dependent outputs too): bounded apart.
-  const std::string report = fuzz::unchecked_report(static_cast<uint64_t>(unchecked),
-                                                    static_cast<uint64_t>(compared + unchecked));
+  const std::string report =
+      fuzz::unchecked_report(static_cast<uint64_t>(unchecked), static_cast<uint64_t>(compared + unchecked));
   std::printf("GPU against CPU: %s\n", report.c_str());
   EXPECT_LE(unchecked, kMaxUncheckedAcrossDevices * (compared + unchecked))
       << report << ": more than " << 100 * kMaxUncheckedAcrossDevices << "% went unchecked";
@@ -1253,7 +1419,8 @@ TEST_F(Cuda, AsyncEvalReturnsWithoutWaiting) {
   want.eval();  // also compiles and loads every kernel the chain uses, and sizes the memory pool
 
   const std::string src =
-      "extern \"C\" __global__ void kiln_gate(const volatile int* open, int* timed_out, unsigned long long limit_ns) {\n"
+      "extern \"C\" __global__ void kiln_gate(const volatile int* open, int* timed_out, unsigned long long limit_ns) "
+      "{\n"
       "  unsigned long long t0, t;\n"
       "  asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t0));\n"
       "  do {\n"
@@ -1355,7 +1522,8 @@ TEST_F(Cuda, ThreadsShareArraysAcrossStreams) {
   for (auto& th : threads) th.join();
   Array cpu_shared = exp(to(x, Device::cpu()) * 0.01f);
   double want = sum(matmul(cpu_shared, cpu_shared)).item<double>();
-  for (int t = 0; t < 8; ++t) EXPECT_NEAR(sums[static_cast<size_t>(t)], want + 256.0 * 256 * t, 1e-4 * std::fabs(want) + 1);
+  for (int t = 0; t < 8; ++t)
+    EXPECT_NEAR(sums[static_cast<size_t>(t)], want + 256.0 * 256 * t, 1e-4 * std::fabs(want) + 1);
 }
 
 TEST_F(Cuda, KernelsCompileOncePerSource) {

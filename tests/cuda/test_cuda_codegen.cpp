@@ -66,7 +66,9 @@ FusedOp op(std::shared_ptr<Primitive> prim, std::vector<int> args, Dtype d) {
 // exp(a) + float(b) scaled by c, stored as float32, bfloat16 and a bool comparison.
 FusedProgram elementwise_program() {
   FusedProgram p;
-  p.ops = {input(0, float32), input(1, bfloat16), input(2, float32),
+  p.ops = {input(0, float32),
+           input(1, bfloat16),
+           input(2, float32),
            op(std::make_shared<Unary<math::Exp>>(), {0}, float32),
            op(std::make_shared<AsType>(float32), {1}, float32),
            op(std::make_shared<Binary<math::Add>>(), {3, 4}, float32),
@@ -96,7 +98,8 @@ RowOp row_op(std::shared_ptr<Primitive> prim, std::vector<int> args, Dtype d, bo
 // softmax(x) * w over the last axis, with the row maximum as a second output.
 RowProgram softmax_program(Dtype d) {
   RowProgram p;
-  p.ops = {row_input(0, d), row_input(1, d),
+  p.ops = {row_input(0, d),
+           row_input(1, d),
            row_op(std::make_shared<Reduce<math::Max>>(std::vector<int>{1}), {0}, d, true),
            row_op(std::make_shared<Binary<math::Subtract>>(), {0, 2}, d),
            row_op(std::make_shared<Unary<math::Exp>>(), {3}, d),
@@ -112,7 +115,9 @@ RowProgram softmax_program(Dtype d) {
 // columns when the rows lie next to each other).
 RowProgram sums_program(Dtype d) {
   RowProgram p;
-  p.ops = {row_input(0, d), row_input(1, d), row_input(2, d, true),
+  p.ops = {row_input(0, d),
+           row_input(1, d),
+           row_input(2, d, true),
            row_op(std::make_shared<Unary<math::Exp>>(), {0}, d),
            row_op(std::make_shared<Binary<math::Multiply>>(), {3, 1}, d),
            row_op(std::make_shared<Reduce<math::Sum>>(std::vector<int>{1}), {4}, d, true),
@@ -132,7 +137,8 @@ TEST_F(CudaCodegen, ElementwiseVariantsCompile) {
     compiles(cuda::elementwise_flat_source(p, 0b100, vec));  // c is one broadcast element
   }
   for (int vec : {1, 4}) {
-    for (bool narrow : {false, true}) compiles(cuda::elementwise_rows_source(p, 0b010, 0, vec, narrow));  // b one value a row
+    for (bool narrow : {false, true})
+      compiles(cuda::elementwise_rows_source(p, 0b010, 0, vec, narrow));  // b one value a row
   }
   // Operands 1 (an output) and 3 (input a) step along the rows with strides of their own.
   const std::string stepped = cuda::elementwise_rows_source(p, 0b100, 0b1010, 4, true);
@@ -232,8 +238,14 @@ TEST_F(CudaCodegen, SplitRowVariantsCompile) {
         // The first kernel writes both reductions' partials and no output; the second reads them.
         // (Column parts with vectors: a lane a vector of rows, the warps folded in shared memory.)
         const bool lanes = split == 3 && vector_passes;
-        const char* writes5 = split == 1 ? "part5[w] = " : lanes ? "part5[(r0 + q) * splits + s] = t" : split == 3 ? "part5[r * splits + s] = acc5" : "part5[r * splits + s]);";
-        const char* writes6 = split == 1 ? "part6[w] = " : lanes ? "part6[(r0 + q) * splits + s] = t" : split == 3 ? "part6[r * splits + s] = acc6" : "part6[r * splits + s]);";
+        const char* writes5 = split == 1   ? "part5[w] = "
+                              : lanes      ? "part5[(r0 + q) * splits + s] = t"
+                              : split == 3 ? "part5[r * splits + s] = acc5"
+                                           : "part5[r * splits + s]);";
+        const char* writes6 = split == 1   ? "part6[w] = "
+                              : lanes      ? "part6[(r0 + q) * splits + s] = t"
+                              : split == 3 ? "part6[r * splits + s] = acc6"
+                                           : "part6[r * splits + s]);";
         EXPECT_NE(src.find(writes5), std::string::npos) << src;
         EXPECT_NE(src.find(writes6), std::string::npos);
         EXPECT_EQ(src.find("out0[r]") == std::string::npos, split != 2);
@@ -299,7 +311,8 @@ TEST_F(CudaCodegen, NaiveMatmulCompiles) {
 TEST_F(CudaCodegen, CopiesAndGathersCompile) {
   for (size_t itemsize : {1, 2, 4, 8}) {
     const std::string word = cuda::word_type(itemsize);
-    library_compiles("copy.cuh", "Transpose", (itemsize < 4 ? "copy::transpose_packed<" : "copy::transpose_tiles<") + word + ">");
+    library_compiles("copy.cuh", "Transpose",
+                     (itemsize < 4 ? "copy::transpose_packed<" : "copy::transpose_tiles<") + word + ">");
     library_compiles("gather.cuh", "Gather", "gather::take<" + word + ">");
   }
   library_compiles("copy.cuh", "CopyBytes", "copy::bytes");

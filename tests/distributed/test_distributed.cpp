@@ -40,7 +40,8 @@ void on_ranks(int n, const std::function<void(int)>& fn) {
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < n; ++r)
-    if (!errors[static_cast<size_t>(r)].empty()) ADD_FAILURE() << "rank " << r << ": " << errors[static_cast<size_t>(r)];
+    if (!errors[static_cast<size_t>(r)].empty())
+      ADD_FAILURE() << "rank " << r << ": " << errors[static_cast<size_t>(r)];
 }
 
 // Each rank's values: never all zeros, rank-dependent, exactly representable in the dtype.
@@ -99,7 +100,8 @@ void check_collectives(const std::vector<Group>& groups, const std::vector<Devic
         v[static_cast<size_t>(n - 1)][1] = INFINITY;
       }
       on_ranks(n, [&](int r) {
-        const std::string ctx = std::string(dtype_name(d)) + " " + kt::layout_name(layout) + " rank " + std::to_string(r);
+        const std::string ctx =
+            std::string(dtype_name(d)) + " " + kt::layout_name(layout) + " rank " + std::to_string(r);
         const Array x = placed(v[static_cast<size_t>(r)], shape, d, layout, devices[static_cast<size_t>(r)]);
         const Group& g = groups[static_cast<size_t>(r)];
         // Sums may round after each rank's addend (NCCL's ring does): within rounding of the
@@ -147,10 +149,10 @@ TEST(Distributed, ThreadGroupsAgainstReference) {
       EXPECT_EQ(groups[static_cast<size_t>(r)].size(), n);
       EXPECT_EQ(groups[static_cast<size_t>(r)].device(), Device::cpu());
     }
-    check_collectives(groups, std::vector<Device>(static_cast<size_t>(n), Device::cpu()), {static_cast<int64_t>(2 * n), 3},
-                      kDtypes);
-    check_collectives(groups, std::vector<Device>(static_cast<size_t>(n), Device::cpu()), {static_cast<int64_t>(n), 1, 5},
-                      {float32});
+    check_collectives(groups, std::vector<Device>(static_cast<size_t>(n), Device::cpu()),
+                      {static_cast<int64_t>(2 * n), 3}, kDtypes);
+    check_collectives(groups, std::vector<Device>(static_cast<size_t>(n), Device::cpu()),
+                      {static_cast<int64_t>(n), 1, 5}, {float32});
   }
 }
 
@@ -191,11 +193,14 @@ TEST(Distributed, RanksThatDisagreeFailAndTheGroupGoesOn) {
   }
   for (auto& th : t) th.join();
   const std::string want =
-      "[all_sum] the ranks of a group called different collectives: rank 0 all_sum of (3) float32, rank 1 all_sum of (4) "
+      "[all_sum] the ranks of a group called different collectives: rank 0 all_sum of (3) float32, rank 1 all_sum of "
+      "(4) "
       "float32";
   EXPECT_EQ(errors[0], want);
   EXPECT_EQ(errors[1], want);
-  on_ranks(2, [&](int r) { EXPECT_EQ(all_sum(ones({2}), groups[static_cast<size_t>(r)]).to_vector<float>(), (std::vector<float>{2, 2})); });
+  on_ranks(2, [&](int r) {
+    EXPECT_EQ(all_sum(ones({2}), groups[static_cast<size_t>(r)]).to_vector<float>(), (std::vector<float>{2, 2}));
+  });
 }
 
 TEST(Distributed, IdsNameLiveRanks) {
@@ -207,11 +212,9 @@ TEST(Distributed, IdsNameLiveRanks) {
   EXPECT_TRUE(Group::find(a[1].id()) == a[1]);
   EXPECT_FALSE(a[0] == a[1]);
   uint64_t gone = 0;
-  {
-    gone = Group::local({Device::cpu()})[0].id();
-  }
-  kt::expect_error([&] { Group::find(gone); },
-                   "[distributed] no group has id " + std::to_string(gone) + " in this process (0 is the group of one rank)");
+  { gone = Group::local({Device::cpu()})[0].id(); }
+  kt::expect_error([&] { Group::find(gone); }, "[distributed] no group has id " + std::to_string(gone) +
+                                                   " in this process (0 is the group of one rank)");
 }
 
 TEST(Distributed, KgraphNamesTheGroupById) {
@@ -227,31 +230,54 @@ TEST(Distributed, KgraphNamesTheGroupById) {
     EXPECT_EQ(z.to_vector<float>(), (std::vector<float>{2 * (1.0f + 2 * r), 2 * (2.0f + 2 * r)}));
   });
   EXPECT_EQ(runtime::apply_op("all_sum", {x}, {}, 1)[0].to_vector<float>(), x.to_vector<float>());  // group 0: one rank
-  kt::expect_error([&] { runtime::apply_op("all_sum", {x}, {{"group", int64_t{987654321}}}, 1); },
-                   "[distributed] no group has id 987654321 in this process (0 is the group of one rank)");
+  kt::expect_error(
+      [&] {
+        runtime::apply_op("all_sum", {x}, {{"group", int64_t{987654321}}}, 1);
+      },
+      "[distributed] no group has id 987654321 in this process (0 is the group of one rank)");
 }
 
 TEST(Distributed, BadGroupsAndInputs) {
   kt::expect_error([] { Group::local({}); }, "[distributed] a group needs at least one device");
-  kt::expect_error([] { Group::local({Device::cpu(), Device::cuda(0)}); },
-                   "[distributed] the ranks of a group are all on the CPU or all on CUDA devices, not cpu and cuda:0");
-  kt::expect_error([] { Group::local({Device::cuda(0), Device::cuda(0)}); },
-                   "[distributed] ranks 0 and 1 are both on cuda:0 (one rank per GPU)");
+  kt::expect_error(
+      [] {
+        Group::local({Device::cpu(), Device::cuda(0)});
+      },
+      "[distributed] the ranks of a group are all on the CPU or all on CUDA devices, not cpu and cuda:0");
+  kt::expect_error(
+      [] {
+        Group::local({Device::cuda(0), Device::cuda(0)});
+      },
+      "[distributed] ranks 0 and 1 are both on cuda:0 (one rank per GPU)");
   kt::expect_error([] { Group::join({}, 0, 2, Device::cpu()); },
                    "[distributed] groups over processes run on CUDA devices (NCCL), not cpu; threads of one process on "
                    "the CPU use Group::local");
-  kt::expect_error([] { Group::join({}, 2, 2, Device::cuda(0)); }, "[distributed] rank 2 is not a rank of a group of 2");
+  kt::expect_error([] { Group::join({}, 2, 2, Device::cuda(0)); },
+                   "[distributed] rank 2 is not a rank of a group of 2");
   const std::vector<Group> pair = Group::local({Device::cpu(), Device::cpu()});
-  kt::expect_error([] { all_sum(array({true, false})); },
-                   "[all_sum] dtype bool is not supported (float16, bfloat16, float32, float64, int32, int64)");
+  kt::expect_error(
+      [] {
+        all_sum(array({true, false}));
+      },
+      "[all_sum] dtype bool is not supported (float16, bfloat16, float32, float64, int32, int64)");
   kt::expect_error([] { all_gather(astype(ones({2}), uint8)); },
                    "[all_gather] dtype uint8 is not supported (float16, bfloat16, float32, float64, int32, int64)");
   kt::expect_error([] { all_gather(array(1.0f)); }, "[all_gather] x must have at least one axis");
   kt::expect_error([] { reduce_scatter(array(1.0f)); }, "[reduce_scatter] x must have at least one axis");
-  kt::expect_error([] { all_gather(ones({2, 2}), {}, 2); }, "[all_gather] axis 2 is out of range for an array of rank 2");
-  kt::expect_error([&] { reduce_scatter(ones({3}), pair[0]); }, "[reduce_scatter] axis 0 of length 3 does not divide over 2 ranks");
-  kt::expect_error([&] { distributed::shard(ones({3, 2}), pair[1], 0); }, "[shard] axis 0 of length 3 does not divide over 2 ranks");
-  kt::expect_error([&] { distributed::shard(ones({2}), pair[1], 1); }, "[shard] axis 1 is out of range for an array of rank 1");
+  kt::expect_error(
+      [] {
+        all_gather(ones({2, 2}), {}, 2);
+      },
+      "[all_gather] axis 2 is out of range for an array of rank 2");
+  kt::expect_error([&] { reduce_scatter(ones({3}), pair[0]); },
+                   "[reduce_scatter] axis 0 of length 3 does not divide over 2 ranks");
+  kt::expect_error(
+      [&] {
+        distributed::shard(ones({3, 2}), pair[1], 0);
+      },
+      "[shard] axis 0 of length 3 does not divide over 2 ranks");
+  kt::expect_error([&] { distributed::shard(ones({2}), pair[1], 1); },
+                   "[shard] axis 1 is out of range for an array of rank 1");
   if (cuda_device_count() > 0) {
     kt::expect_error([&] { all_sum(to(ones({2}), Device::cuda(0)), pair[0]); },
                      "[all_sum] x is on cuda:0, but rank 0 of the group is on cpu");
@@ -281,7 +307,8 @@ TEST(Distributed, ShardedLinearLayersEqualTheWholeLayer) {
         const std::vector<float> s = row(distributed::shard(x, g, -1)).to_vector<float>();
         for (size_t i = 0; i < want.size(); ++i) {
           EXPECT_NEAR(c[i], want[i], 1e-5) << "column-parallel, " << n << " ranks, element " << i;
-          EXPECT_NEAR(s[i], want[i], 1e-4) << "row-parallel, " << n << " ranks, element " << i;  // sums in another order
+          EXPECT_NEAR(s[i], want[i], 1e-4)
+              << "row-parallel, " << n << " ranks, element " << i;  // sums in another order
         }
       });
     }
@@ -296,14 +323,16 @@ TEST(Distributed, ShardedLinearLayersEqualTheWholeLayer) {
 // A machine without NCCL hears so when it makes a group of several GPUs (a child process, since
 // the library is opened once per process).
 TEST(Distributed, MissingNcclIsNamedWhenAGroupIsMade) {
-  const pid_t pid = kt::spawn_self("Distributed.DISABLED_MissingNcclChild", {"KILN_NCCL_LIBRARY=/nonexistent/libnccl.so.2"});
+  const pid_t pid =
+      kt::spawn_self("Distributed.DISABLED_MissingNcclChild", {"KILN_NCCL_LIBRARY=/nonexistent/libnccl.so.2"});
   ASSERT_GT(pid, 0);
   EXPECT_EQ(kt::wait_exit_code(pid), 0);
 }
 
 TEST(Distributed, DISABLED_MissingNcclChild) {
 #if KILN_TEST_NCCL
-  const std::string want = "[distributed] NCCL is not available: KILN_NCCL_LIBRARY=/nonexistent/libnccl.so.2 could not be loaded";
+  const std::string want =
+      "[distributed] NCCL is not available: KILN_NCCL_LIBRARY=/nonexistent/libnccl.so.2 could not be loaded";
 #elif defined(KILN_TEST_CUDA)
   const std::string want =
       "[distributed] NCCL is not available: kiln was built without NCCL's header (nccl.h was not found beside the CUDA "
@@ -365,11 +394,13 @@ TEST_F(DistributedGpu, CompiledCallsCaptureCollectivesInTheirGraphs) {
       CompiledFunction f = compile(program(g));
       for (int call = 0; call < 5; ++call) {  // new inputs each call: the graph's copies take them
         const Shape shape{static_cast<int64_t>(4 * n), 64};
-        const Array x = to(kt::from_values(rank_values(shape, d, 10 * call + r), shape, d), devices[static_cast<size_t>(r)]);
+        const Array x =
+            to(kt::from_values(rank_values(shape, d, 10 * call + r), shape, d), devices[static_cast<size_t>(r)]);
         const std::vector<Array> eager = program(g)({x});
         const std::vector<Array> compiled = f({x});
         for (size_t i = 0; i < eager.size(); ++i)
-          kt::expect_close(compiled[i], eager[i].to_vector<double>(), std::string(dtype_name(d)) + " output " + std::to_string(i));
+          kt::expect_close(compiled[i], eager[i].to_vector<double>(),
+                           std::string(dtype_name(d)) + " output " + std::to_string(i));
       }
     });
 #ifdef KILN_TEST_CUDA
@@ -412,7 +443,8 @@ TEST_F(DistributedGpu, DISABLED_RankProcess) {
   ASSERT_TRUE(std::filesystem::is_directory(dir)) << "run by OneProcessPerGpuThroughARendezvousFile";
   const int n = cuda_device_count();
   int rank = 0, claim = -1;
-  while (rank < n && (claim = ::open((dir / ("rank-" + std::to_string(rank))).c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600)) < 0)
+  while (rank < n &&
+         (claim = ::open((dir / ("rank-" + std::to_string(rank))).c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600)) < 0)
     ++rank;
   ASSERT_LT(rank, n) << "every rank was claimed";
   ::close(claim);
@@ -425,7 +457,8 @@ TEST_F(DistributedGpu, DISABLED_RankProcess) {
   const Array x = to(kt::from_values(v[static_cast<size_t>(rank)], shape, float32), Device::cuda(rank));
   kt::expect_close(all_sum(x, g), sum_of(v), "all_sum");
   kt::expect_close(all_gather(x, g, 1), gathered(v, shape, 1), "all_gather");
-  CompiledFunction f = compile([g](const std::vector<Array>& in) { return std::vector<Array>{reduce_scatter(in[0] * 2.0f, g)}; });
+  CompiledFunction f =
+      compile([g](const std::vector<Array>& in) { return std::vector<Array>{reduce_scatter(in[0] * 2.0f, g)}; });
   for (int call = 0; call < 3; ++call) {
     std::vector<double> want = scattered(v, rank);
     for (double& w : want) w *= 2;

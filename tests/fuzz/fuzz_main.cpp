@@ -51,8 +51,10 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--seed") seed = std::strtoull(next(), nullptr, 10);
-    else if (a == "--count") count = std::strtoull(next(), nullptr, 10);
+    if (a == "--seed")
+      seed = std::strtoull(next(), nullptr, 10);
+    else if (a == "--count")
+      count = std::strtoull(next(), nullptr, 10);
     else if (a == "--seeds") {
       for (const char* p = next(); *p;) {
         char* end = nullptr;
@@ -63,14 +65,20 @@ int main(int argc, char** argv) {
           return 2;
         }
       }
-    }
-    else if (a == "--max-failures") max_failures = std::atoi(next());
-    else if (a == "--llm-fraction") gen.llm_fraction = std::atof(next());
-    else if (a == "--max-steps") gen.max_steps = std::max(gen.min_steps, std::atoi(next()));
-    else if (a == "--verbose" || a == "-v") verbose = true;
-    else if (a == "--interp") interp = true;
-    else if (a == "--minimize") minimize = true;
-    else if (a == "--no-shapeless") opts.shapeless = false;
+    } else if (a == "--max-failures")
+      max_failures = std::atoi(next());
+    else if (a == "--llm-fraction")
+      gen.llm_fraction = std::atof(next());
+    else if (a == "--max-steps")
+      gen.max_steps = std::max(gen.min_steps, std::atoi(next()));
+    else if (a == "--verbose" || a == "-v")
+      verbose = true;
+    else if (a == "--interp")
+      interp = true;
+    else if (a == "--minimize")
+      minimize = true;
+    else if (a == "--no-shapeless")
+      opts.shapeless = false;
     else {
       usage();
       return a == "--help" || a == "-h" ? 0 : 2;
@@ -115,15 +123,15 @@ int main(int argc, char** argv) {
     }
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("kiln_fuzz: %zu seeds from %llu to %llu, %zu failed, %llu steps, %llu with reductions, %llu output comparisons "
-              "(%llu within tolerance but not bit-equal, %llu shape/dtype only), %llu programs replayed shapeless at other "
-              "shapes, %llu on other values, %.1f s\n",
-              seeds.size(), static_cast<unsigned long long>(seeds.front()), static_cast<unsigned long long>(seeds.back()),
-              failed.size(),
-              static_cast<unsigned long long>(steps), static_cast<unsigned long long>(reductions),
-              static_cast<unsigned long long>(compared), static_cast<unsigned long long>(inexact),
-              static_cast<unsigned long long>(unchecked), static_cast<unsigned long long>(variants),
-              static_cast<unsigned long long>(values), secs);
+  std::printf(
+      "kiln_fuzz: %zu seeds from %llu to %llu, %zu failed, %llu steps, %llu with reductions, %llu output comparisons "
+      "(%llu within tolerance but not bit-equal, %llu shape/dtype only), %llu programs replayed shapeless at other "
+      "shapes, %llu on other values, %.1f s\n",
+      seeds.size(), static_cast<unsigned long long>(seeds.front()), static_cast<unsigned long long>(seeds.back()),
+      failed.size(), static_cast<unsigned long long>(steps), static_cast<unsigned long long>(reductions),
+      static_cast<unsigned long long>(compared), static_cast<unsigned long long>(inexact),
+      static_cast<unsigned long long>(unchecked), static_cast<unsigned long long>(variants),
+      static_cast<unsigned long long>(values), secs);
   if (!failed.empty()) {
     std::printf("failing seeds:");
     for (auto s : failed) std::printf(" %llu", static_cast<unsigned long long>(s));

@@ -60,14 +60,18 @@ const std::vector<BinaryEntry>& binary_table() {
 
 // Scalar ops, in the order scalar_apply switches on. Those past kLastOperator are
 // functions with the scalar on the right only.
-const char* const kScalarNames[] = {"+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=",
-                                    "&", "|", "^", "<<", ">>", "maximum", "minimum", "power"};
+const char* const kScalarNames[] = {"+",  "-", "*", "/", "%",  "==", "!=",      "<",       "<=",   ">",
+                                    ">=", "&", "|", "^", "<<", ">>", "maximum", "minimum", "power"};
 constexpr int kNumScalarOps = 19;
 constexpr int kLastOperator = 15;
 // Scalar ops whose result is a smooth function of the array operand.
 bool scalar_smooth(int fn, bool left) {
   switch (fn) {
-    case 0: case 1: case 2: case 16: case 17: return true;
+    case 0:
+    case 1:
+    case 2:
+    case 16:
+    case 17: return true;
     case 3: return !left;  // x / c
     default: return false;
   }
@@ -98,21 +102,48 @@ Array scalar_apply(int fn, const Array& a, T s, bool left) {
   }
 }
 
-enum ReduceFn { r_sum, r_prod, r_max, r_min, r_mean, r_var, r_logsumexp, r_softmax, r_any, r_all, r_argmax, r_argmin, r_cumsum,
-                r_sort, r_argsort, r_count };
-const char* const kReduceNames[] = {"sum", "prod", "max", "min", "mean", "var", "logsumexp", "softmax",
-                                    "any", "all", "argmax", "argmin", "cumsum", "sort", "argsort"};
+enum ReduceFn {
+  r_sum,
+  r_prod,
+  r_max,
+  r_min,
+  r_mean,
+  r_var,
+  r_logsumexp,
+  r_softmax,
+  r_any,
+  r_all,
+  r_argmax,
+  r_argmin,
+  r_cumsum,
+  r_sort,
+  r_argsort,
+  r_count
+};
+const char* const kReduceNames[] = {"sum", "prod", "max",    "min",    "mean",   "var",  "logsumexp", "softmax",
+                                    "any", "all",  "argmax", "argmin", "cumsum", "sort", "argsort"};
 
 // The language-model ops (StepKind::nn), selection and random numbers.
-enum NnFn { nn_rms_norm, nn_layer_norm, nn_rope, nn_sdpa, nn_quantize, nn_dequantize, nn_qmm, nn_slice_update,
-            nn_slice_update_at, nn_count };
-const char* const kNnNames[] = {"rms_norm", "layer_norm", "rope", "scaled_dot_product_attention", "quantize",
-                                "dequantize", "quantized_matmul", "slice_update", "slice_update_at"};
+enum NnFn {
+  nn_rms_norm,
+  nn_layer_norm,
+  nn_rope,
+  nn_sdpa,
+  nn_quantize,
+  nn_dequantize,
+  nn_qmm,
+  nn_slice_update,
+  nn_slice_update_at,
+  nn_count
+};
+const char* const kNnNames[] = {
+    "rms_norm",         "layer_norm",   "rope",           "scaled_dot_product_attention", "quantize", "dequantize",
+    "quantized_matmul", "slice_update", "slice_update_at"};
 enum SelFn { sel_topk, sel_argpartition, sel_partition, sel_count };
 const char* const kSelNames[] = {"topk", "argpartition", "partition"};
 enum RandFn { rnd_bits, rnd_uniform, rnd_normal, rnd_bernoulli, rnd_categorical, rnd_split, rnd_subkey, rnd_count };
-const char* const kRandNames[] = {"random_bits", "random_uniform", "random_normal", "random_bernoulli",
-                                  "random_categorical", "random_split", "random_subkey"};
+const char* const kRandNames[] = {"random_bits",        "random_uniform", "random_normal", "random_bernoulli",
+                                  "random_categorical", "random_split",   "random_subkey"};
 
 std::string shape_text(const Shape& s) {
   std::ostringstream os;
@@ -135,9 +166,7 @@ std::string scalar_text(double v, ScalarType t) {
   std::ostringstream os;
   switch (t) {
     case ScalarType::f64:
-    case ScalarType::f32:
-      os << v << (v == std::floor(v) ? ".0" : "") << (t == ScalarType::f32 ? "f" : "");
-      break;
+    case ScalarType::f32: os << v << (v == std::floor(v) ? ".0" : "") << (t == ScalarType::f32 ? "f" : ""); break;
     case ScalarType::i32: os << static_cast<int>(v); break;
     case ScalarType::boolean: os << (v != 0 ? "true" : "false"); break;
   }
@@ -311,12 +340,9 @@ Exactness exactness_of(const Step& s, const std::vector<Exactness>& ex, const st
       return approx && !unary_table()[static_cast<size_t>(s.fn)].smooth ? Exactness::unreliable : in;
     case StepKind::binary:
       return approx && !binary_table()[static_cast<size_t>(s.fn)].smooth ? Exactness::unreliable : in;
-    case StepKind::scalar:
-      return approx && !scalar_smooth(s.fn, s.scalar_left) ? Exactness::unreliable : in;
-    case StepKind::where:
-      return ex[static_cast<size_t>(s.args[0])] != Exactness::exact ? Exactness::unreliable : in;
-    case StepKind::astype:
-      return approx && !is_floating(out) ? Exactness::unreliable : in;
+    case StepKind::scalar: return approx && !scalar_smooth(s.fn, s.scalar_left) ? Exactness::unreliable : in;
+    case StepKind::where: return ex[static_cast<size_t>(s.args[0])] != Exactness::exact ? Exactness::unreliable : in;
+    case StepKind::astype: return approx && !is_floating(out) ? Exactness::unreliable : in;
     case StepKind::reduce: {
       auto fn = static_cast<ReduceFn>(s.fn);
       if (approx) {
@@ -392,8 +418,7 @@ bool same_device_only(const Step& s, const std::vector<bool>& sd) {
   switch (s.kind) {
     case StepKind::selection: return s.fn != sel_topk;
     case StepKind::random: return s.fn == rnd_categorical;
-    case StepKind::nn:
-      return s.fn == nn_quantize || s.fn == nn_dequantize || s.fn == nn_qmm;
+    case StepKind::nn: return s.fn == nn_quantize || s.fn == nn_dequantize || s.fn == nn_qmm;
     default: return false;
   }
 }
@@ -431,7 +456,9 @@ class Generator {
   int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
   template <class T>
-  const T& pick(const std::vector<T>& v) { return v[static_cast<size_t>(uniform(0, static_cast<int>(v.size()) - 1))]; }
+  const T& pick(const std::vector<T>& v) {
+    return v[static_cast<size_t>(uniform(0, static_cast<int>(v.size()) - 1))];
+  }
 
   int64_t random_dim() {
     if (big_) {
@@ -447,8 +474,8 @@ class Generator {
   }
 
   Dtype random_dtype() {
-    static const std::vector<Dtype> d = {float32, float32, float32, float16, bfloat16, float64, float64,
-                                         int32,   int32,   int64,   uint8,   bool_};
+    static const std::vector<Dtype> d = {float32, float32, float32, float16, bfloat16, float64,
+                                         float64, int32,   int32,   int64,   uint8,    bool_};
     return pick(d);
   }
 
@@ -515,24 +542,29 @@ class Generator {
       add_input({b, hkv, lk, hd}, d);
       add_input({b, hkv, lk, dv}, d);
       if (chance(0.4)) {
-        if (chance(0.5)) add_input({lq, lk}, bool_);
-        else add_input({b, 1, lq, lk}, chance(0.5) ? d : float32);
+        if (chance(0.5))
+          add_input({lq, lk}, bool_);
+        else
+          add_input({b, 1, lq, lk}, chance(0.5) ? d : float32);
       }
       if (chance(0.5)) add_input({b}, int32);  // key lengths, or positions per batch row
-      if (chance(0.3)) add_input({}, int32);   // one position for all rows
+      if (chance(0.3)) add_input({}, int32);  // one position for all rows
       if (chance(0.3)) add_input({hd / 2}, float32);  // rope frequencies
-      if (chance(0.3)) add_input({hd}, d);            // a norm weight for the rows of q
+      if (chance(0.3)) add_input({hd}, d);  // a norm weight for the rows of q
     }
     if (chance(0.5)) {
-      static const std::vector<int64_t> ks = {32, 64, 64, 128, 256}, ns = {1, 16, 24};  // N: sizes no other input has (fixed)
+      static const std::vector<int64_t> ks = {32, 64, 64, 128, 256},
+                                        ns = {1, 16, 24};  // N: sizes no other input has (fixed)
       int64_t kd = pick(ks), n = pick(ns);
       Dtype d = pick(act);
       add_input({n, kd}, d, true);  // [out, in]: transposed products, and quantize along K
       int64_t m = std::max<int64_t>(1, std::min<int64_t>(uniform(1, 5), 512 / kd));
-      if (chance(0.5)) add_input({m, kd}, chance(0.7) ? d : pick(act));
-      else add_input({1, m, kd}, chance(0.7) ? d : pick(act));
+      if (chance(0.5))
+        add_input({m, kd}, chance(0.7) ? d : pick(act));
+      else
+        add_input({1, m, kd}, chance(0.7) ? d : pick(act));
       if (chance(0.5)) add_input({kd}, d, true);  // an rms_norm weight in front of the product
-      if (chance(0.4)) add_input({m, n}, d);           // a residual behind it
+      if (chance(0.4)) add_input({m, n}, d);  // a residual behind it
     }
     if (chance(0.6)) {
       add_input({2}, uint32, true);
@@ -633,12 +665,23 @@ class Generator {
   bool propose(Step& s) {
     // Not static: the weights of the language-model ops depend on the program (llm_).
     const std::vector<std::pair<StepKind, int>> weights = {
-        {StepKind::unary, 18},      {StepKind::binary, 20},      {StepKind::scalar, 12},
-        {StepKind::where, 6},       {StepKind::astype, 6},       {StepKind::reduce, 14},
-        {StepKind::reshape, 6},     {StepKind::transpose, 5},    {StepKind::slice, 7},
-        {StepKind::expand_dims, 3}, {StepKind::squeeze, 2},      {StepKind::concatenate, 4},
-        {StepKind::broadcast_to, 2}, {StepKind::copy, 1},        {StepKind::nn, llm_ ? 16 : 3},
-        {StepKind::selection, 3},   {StepKind::random, llm_ ? 10 : 1},
+        {StepKind::unary, 18},
+        {StepKind::binary, 20},
+        {StepKind::scalar, 12},
+        {StepKind::where, 6},
+        {StepKind::astype, 6},
+        {StepKind::reduce, 14},
+        {StepKind::reshape, 6},
+        {StepKind::transpose, 5},
+        {StepKind::slice, 7},
+        {StepKind::expand_dims, 3},
+        {StepKind::squeeze, 2},
+        {StepKind::concatenate, 4},
+        {StepKind::broadcast_to, 2},
+        {StepKind::copy, 1},
+        {StepKind::nn, llm_ ? 16 : 3},
+        {StepKind::selection, 3},
+        {StepKind::random, llm_ ? 10 : 1},
     };
     int total = 0;
     for (auto& w : weights) total += w.second;
@@ -665,12 +708,18 @@ class Generator {
         s.fn = uniform(0, kNumScalarOps - 1);
         s.scalar_left = s.fn <= kLastOperator && chance(0.3);
         int t = uniform(0, 9);
-        s.scalar_type = t < 4 ? ScalarType::f64 : t < 6 ? ScalarType::f32 : t < 9 ? ScalarType::i32 : ScalarType::boolean;
+        s.scalar_type = t < 4   ? ScalarType::f64
+                        : t < 6 ? ScalarType::f32
+                        : t < 9 ? ScalarType::i32
+                                : ScalarType::boolean;
         static const std::vector<double> floats = {2.0, 0.5, -1.5, 3.0, 0.0, 1.0, -0.25, 10.0};
         static const std::vector<double> ints = {-2, -1, 0, 1, 2, 3, 7};
-        if (s.scalar_type == ScalarType::boolean) s.scalar = chance(0.5) ? 1 : 0;
-        else if (s.scalar_type == ScalarType::i32) s.scalar = pick(ints);
-        else s.scalar = pick(floats);
+        if (s.scalar_type == ScalarType::boolean)
+          s.scalar = chance(0.5) ? 1 : 0;
+        else if (s.scalar_type == ScalarType::i32)
+          s.scalar = pick(ints);
+        else
+          s.scalar = pick(floats);
         if (s.fn == 14 || s.fn == 15) s.scalar = std::fabs(s.scalar);  // mostly in-range shifts
         break;
       }
@@ -754,7 +803,8 @@ class Generator {
           const Shape& o = shape_of(v);
           if (o.size() != sh.size()) continue;
           bool good = true;
-          for (int i = 0; i < rank; ++i) good = good && (i == ax || o[static_cast<size_t>(i)] == sh[static_cast<size_t>(i)]);
+          for (int i = 0; i < rank; ++i)
+            good = good && (i == ax || o[static_cast<size_t>(i)] == sh[static_cast<size_t>(i)]);
           if (good) fits.push_back(v);
         }
         int parts = uniform(2, 3);
@@ -822,7 +872,8 @@ class Generator {
       case nn_rms_norm:
       case nn_layer_norm: {
         // Any floating value of rank >= 1, sometimes a weight (and bias) vector as long as its rows.
-        if (shape_of(a).empty()) a = pick_where([&](int v) { return !shape_of(v).empty() && is_floating(dtype_of(v)); });
+        if (shape_of(a).empty())
+          a = pick_where([&](int v) { return !shape_of(v).empty() && is_floating(dtype_of(v)); });
         if (a < 0) return false;
         s.args = {a};
         s.eps = pick(epss);
@@ -837,7 +888,8 @@ class Generator {
         return true;
       }
       case nn_rope: {
-        int x = pick_where([&](int v) { return shape_of(v).size() >= 2 && last_dim(v) >= 2 && is_floating(dtype_of(v)); });
+        int x =
+            pick_where([&](int v) { return shape_of(v).size() >= 2 && last_dim(v) >= 2 && is_floating(dtype_of(v)); });
         if (x < 0) return false;
         s.args = {x};
         const Shape& sh = shape_of(x);
@@ -848,15 +900,15 @@ class Generator {
         static const std::vector<int64_t> offsets = {0, 0, 1, 3, 17, -2, 4096};
         s.offset = pick(offsets);
         if (chance(0.5)) {  // an int32 offset per batch row, or one for all
-          int o = pick_where([&](int v) {
-            return dtype_of(v) == int32 && (shape_of(v).empty() || shape_of(v) == Shape{sh[0]});
-          });
+          int o = pick_where(
+              [&](int v) { return dtype_of(v) == int32 && (shape_of(v).empty() || shape_of(v) == Shape{sh[0]}); });
           if (o >= 0) {
             s.opt |= kOptOffsetArray;
             s.args.push_back(o);
           }
         }
-        int f = chance(0.35) ? pick_where([&](int v) { return is_vector(v, s.k / 2) && is_floating(dtype_of(v)); }) : -1;
+        int f =
+            chance(0.35) ? pick_where([&](int v) { return is_vector(v, s.k / 2) && is_floating(dtype_of(v)); }) : -1;
         if (f >= 0) {
           s.opt |= kOptFreqs;
           s.args.push_back(f);
@@ -916,8 +968,8 @@ class Generator {
         int need = s.fn == nn_qmm ? 2 : 1;
         int w = pick_where([&](int v) {
           const Shape& ws = shape_of(v);
-          return is_activation(dtype_of(v)) && static_cast<int>(ws.size()) >= need && (s.fn == nn_qmm ? ws.size() == 2 : true) &&
-                 ws.back() > 0 && ws.back() % s.group_size == 0;
+          return is_activation(dtype_of(v)) && static_cast<int>(ws.size()) >= need &&
+                 (s.fn == nn_qmm ? ws.size() == 2 : true) && ws.back() > 0 && ws.back() % s.group_size == 0;
         });
         if (w < 0) return false;
         if (s.fn != nn_qmm) {
@@ -971,7 +1023,8 @@ class Generator {
         } catch (const Error&) {
           return false;
         }
-        int u = pick_where([&](int v) { return shape_of(v).size() <= region.size() && broadcastable(shape_of(v), region) && v != a; });
+        int u = pick_where(
+            [&](int v) { return shape_of(v).size() <= region.size() && broadcastable(shape_of(v), region) && v != a; });
         if (u < 0) return false;
         s.args = {a, u};
         s.slices = args;
@@ -1033,7 +1086,8 @@ class Generator {
       case rnd_bernoulli:
       case rnd_categorical:
         if (!is_floating(dtype_of(a)) || (s.fn == rnd_categorical && shape_of(a).empty())) {
-          a = pick_where([&](int v) { return is_floating(dtype_of(v)) && (s.fn == rnd_bernoulli || !shape_of(v).empty()); });
+          a = pick_where(
+              [&](int v) { return is_floating(dtype_of(v)) && (s.fn == rnd_bernoulli || !shape_of(v).empty()); });
           if (a < 0) return false;
         }
         s.args.push_back(a);
@@ -1106,9 +1160,17 @@ std::vector<double> input_values(const InputSpec& in, std::mt19937_64& rng) {
       if (is_unsigned(in.dtype)) x = std::floor(r * 11);
       if (in.dtype == int64 && u(rng) < 0.05) x = (u(rng) < 0.5 ? -1 : 1) * 1099511627776.0;
     } else if (u(rng) < 0.07) {
-      static const double specials[] = {0.0, -0.0, 1.0, -1.0, 0.5, std::numeric_limits<double>::quiet_NaN(),
+      static const double specials[] = {0.0,
+                                        -0.0,
+                                        1.0,
+                                        -1.0,
+                                        0.5,
+                                        std::numeric_limits<double>::quiet_NaN(),
                                         std::numeric_limits<double>::infinity(),
-                                        -std::numeric_limits<double>::infinity(), 1e-6, 70000.0, -3.0};
+                                        -std::numeric_limits<double>::infinity(),
+                                        1e-6,
+                                        70000.0,
+                                        -3.0};
       x = specials[static_cast<size_t>(u(rng) * 11) % 11];
     } else {
       x = r * 8 - 4;
@@ -1203,7 +1265,8 @@ std::vector<Shape> Program::variant_shapes() const {
       continue;
     }
     for (auto& d : s) {
-      if (d > 1 && !is_pinned(d)) d = grown[static_cast<size_t>(std::lower_bound(dims.begin(), dims.end(), d) - dims.begin())];
+      if (d > 1 && !is_pinned(d))
+        d = grown[static_cast<size_t>(std::lower_bound(dims.begin(), dims.end(), d) - dims.begin())];
     }
     out.push_back(s);
   }
@@ -1293,8 +1356,10 @@ void nn_text(std::ostream& os, const Step& s) {
       break;
     case nn_qmm:
       os << "qmm(";
-      if (s.opt & kOptNorm) os << "rms_norm(" << v(0) << ", " << v(2) << ", eps=" << s.eps << ")";
-      else os << v(0);
+      if (s.opt & kOptNorm)
+        os << "rms_norm(" << v(0) << ", " << v(2) << ", eps=" << s.eps << ")";
+      else
+        os << v(0);
       os << ", quantize(" << v(1) << "), ";
       quant();
       os << (s.transpose ? ", T" : "") << ", " << kQmmActivationNames[static_cast<int>(s.activations)] << ")";
@@ -1322,12 +1387,17 @@ std::string Program::step_text(const Step& s) const {
   auto v = [&](size_t i) { return "%" + std::to_string(s.args[i]); };
   switch (s.kind) {
     case StepKind::unary: os << unary_table()[static_cast<size_t>(s.fn)].name << "(" << v(0) << ")"; break;
-    case StepKind::binary: os << binary_table()[static_cast<size_t>(s.fn)].name << "(" << v(0) << ", " << v(1) << ")"; break;
+    case StepKind::binary:
+      os << binary_table()[static_cast<size_t>(s.fn)].name << "(" << v(0) << ", " << v(1) << ")";
+      break;
     case StepKind::scalar: {
       std::string c = scalar_text(s.scalar, s.scalar_type);
-      if (s.fn > kLastOperator) os << kScalarNames[s.fn] << "(" << v(0) << ", " << c << ")";
-      else if (s.scalar_left) os << c << " " << kScalarNames[s.fn] << " " << v(0);
-      else os << v(0) << " " << kScalarNames[s.fn] << " " << c;
+      if (s.fn > kLastOperator)
+        os << kScalarNames[s.fn] << "(" << v(0) << ", " << c << ")";
+      else if (s.scalar_left)
+        os << c << " " << kScalarNames[s.fn] << " " << v(0);
+      else
+        os << v(0) << " " << kScalarNames[s.fn] << " " << c;
       break;
     }
     case StepKind::where: os << "where(" << v(0) << ", " << v(1) << ", " << v(2) << ")"; break;
@@ -1398,7 +1468,6 @@ std::string Program::step_text(const Step& s) const {
   }
   return os.str();
 }
-
 
 std::string Program::listing() const {
   static const char* const ex_names[] = {"", "  ~", "  ?"};
@@ -1559,7 +1628,8 @@ CheckResult check(const Program& p, const CheckOptions& opts) {
     }
     return "";
   };
-  for (CompileMode mode : {CompileMode::disabled, CompileMode::no_simplify, CompileMode::no_fuse, CompileMode::enabled}) {
+  for (CompileMode mode :
+       {CompileMode::disabled, CompileMode::no_simplify, CompileMode::no_fuse, CompileMode::enabled}) {
     std::string ctx = std::string("mode ") + mode_name(mode);
     try {
       set_compile_mode(mode);
@@ -1608,7 +1678,8 @@ CheckResult check(const Program& p, const CheckOptions& opts) {
     try {
       set_compile_mode(CompileMode::enabled);
       CompiledFunction inner = compile(fn, {false, "fuzz_inner"});
-      CompiledFunction outer = compile([inner](const std::vector<Array>& in) { return inner(in); }, {false, "fuzz_outer"});
+      CompiledFunction outer =
+          compile([inner](const std::vector<Array>& in) { return inner(in); }, {false, "fuzz_outer"});
       std::vector<Array> lazy;
       for (auto& a : inputs) lazy.push_back(copy(a));
       std::vector<Array> got = outer(lazy);
@@ -1641,7 +1712,8 @@ CheckResult check(const Program& p, const CheckOptions& opts) {
           // A shapeless function is traced once per rank: a program whose ranks change with
           // the sizes (squeeze() without axes drops the axes of size 1 it meets) has no replay
           // that can match (seeds 5189, 5575 before the generator's op pool grew).
-          for (size_t i = 0; i < all.size() && runs; ++i) runs = static_cast<size_t>(all[i].ndim()) == p.shapes[i].size();
+          for (size_t i = 0; i < all.size() && runs; ++i)
+            runs = static_cast<size_t>(all[i].ndim()) == p.shapes[i].size();
           for (int o : p.outputs) vwant.push_back(all[static_cast<size_t>(o)]);
           if (runs) eval(vwant);
         } catch (const Error&) {
@@ -1711,8 +1783,10 @@ Program remove_value(const Program& p, int v, int with) {
   Program q = p;
   auto remap = [&](int a) { return a == v ? with : a > v ? a - 1 : a; };
   int nin = static_cast<int>(p.inputs.size());
-  if (v < nin) q.inputs.erase(q.inputs.begin() + v);
-  else q.steps.erase(q.steps.begin() + (v - nin));
+  if (v < nin)
+    q.inputs.erase(q.inputs.begin() + v);
+  else
+    q.steps.erase(q.steps.begin() + (v - nin));
   for (auto& s : q.steps) {
     for (auto& a : s.args) a = remap(a);
   }

@@ -19,12 +19,12 @@ namespace kiln::fuzz {
 enum class Exactness : uint8_t { exact, approximate, unreliable };
 
 enum class StepKind : uint8_t {
-  unary,        // fn indexes unary_names()
-  binary,       // fn indexes binary_names()
-  scalar,       // fn indexes scalar_names(); a C++ scalar on one side
-  where,        // where(args[0], args[1], args[2])
+  unary,  // fn indexes unary_names()
+  binary,  // fn indexes binary_names()
+  scalar,  // fn indexes scalar_names(); a C++ scalar on one side
+  where,  // where(args[0], args[1], args[2])
   astype,
-  reduce,       // fn indexes reduce_names()
+  reduce,  // fn indexes reduce_names()
   reshape,
   transpose,
   slice,
@@ -33,9 +33,9 @@ enum class StepKind : uint8_t {
   concatenate,
   broadcast_to,
   copy,
-  nn,         // fn indexes nn_names(): the language-model ops (norms, rope, attention, quantization, slice_update)
+  nn,  // fn indexes nn_names(): the language-model ops (norms, rope, attention, quantization, slice_update)
   selection,  // fn indexes selection_names(): topk, argpartition, partition
-  random,     // fn indexes random_names(); args[0] is a key (uint32 (2,))
+  random,  // fn indexes random_names(); args[0] is a key (uint32 (2,))
 };
 inline constexpr int kStepKinds = static_cast<int>(StepKind::random) + 1;
 
@@ -49,34 +49,34 @@ struct Step {
   bool keepdims = false;
   bool has_axis = false;  // argmax/argmin: axis given
   bool reverse = false, inclusive = true;  // cumsum
-  int axis = 0;           // expand_dims, concatenate, argmax, cumsum
-  Shape shape;            // reshape, broadcast_to
+  int axis = 0;  // expand_dims, concatenate, argmax, cumsum
+  Shape shape;  // reshape, broadcast_to
   std::vector<SliceArg> slices;
   Dtype dtype = float32;  // astype
   double scalar = 0;
   ScalarType scalar_type = ScalarType::f64;
   bool scalar_left = false;
   // nn, selection and random steps
-  unsigned opt = 0;       // kOpt* bits: which optional operands args holds (in the order of the bits)
-  int k = 0;              // rope dims, topk k, argpartition/partition kth, split num
-  int which = 0;          // the output of quantize / topk, the row of a split key
+  unsigned opt = 0;  // kOpt* bits: which optional operands args holds (in the order of the bits)
+  int k = 0;  // rope dims, topk k, argpartition/partition kth, split num
+  int which = 0;  // the output of quantize / topk, the row of a split key
   int group_size = 64, bits = 4;
   QmmActivations activations = QmmActivations::exact;
-  bool transpose = true;    // quantized_matmul
-  bool traditional = false; // rope
-  bool causal = false;      // scaled_dot_product_attention
-  float eps = 1e-5f;        // norms
-  float fscale = 1;         // rope's position scale, attention's score scale
+  bool transpose = true;  // quantized_matmul
+  bool traditional = false;  // rope
+  bool causal = false;  // scaled_dot_product_attention
+  float eps = 1e-5f;  // norms
+  float fscale = 1;  // rope's position scale, attention's score scale
   std::optional<float> base;  // rope (none: freqs given)
-  int64_t offset = 0;       // rope's integer offset
+  int64_t offset = 0;  // rope's integer offset
   double param0 = 0, param1 = 1;  // uniform low/high, normal loc/scale
 };
 
 // Optional operands of nn steps, in args after the required ones in this order.
 inline constexpr unsigned kOptWeight = 1, kOptBias = 2,  // norms
-    kOptOffsetArray = 4, kOptFreqs = 8,                  // rope
-    kOptMask = 16, kOptKeyLengths = 32,                  // attention
-    kOptNorm = 64, kOptResidual = 128;                   // quantized_matmul: rms_norm(x, w) in front, + r behind
+    kOptOffsetArray = 4, kOptFreqs = 8,  // rope
+    kOptMask = 16, kOptKeyLengths = 32,  // attention
+    kOptNorm = 64, kOptResidual = 128;  // quantized_matmul: rms_norm(x, w) in front, + r behind
 
 /* How an input is laid out in memory (same logical values). */
 enum class InputLayout : uint8_t { contiguous, transposed, strided };
@@ -155,11 +155,11 @@ struct CheckOptions {
 
 struct CheckResult {
   bool ok = true;
-  std::string failure;          // what differed, with the listing
+  std::string failure;  // what differed, with the listing
   int outputs_compared = 0;
-  int outputs_inexact = 0;      // approximate outputs that differed in some bit but within tolerance
-  int outputs_unchecked = 0;    // unreliable outputs: compared by shape and dtype only
-  bool variant_checked = false; // the shapeless function also ran on other shapes
+  int outputs_inexact = 0;  // approximate outputs that differed in some bit but within tolerance
+  int outputs_unchecked = 0;  // unreliable outputs: compared by shape and dtype only
+  bool variant_checked = false;  // the shapeless function also ran on other shapes
   bool values_checked = false;  // the compiled function also ran on other input values
 };
 

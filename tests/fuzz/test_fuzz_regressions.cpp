@@ -133,16 +133,12 @@ TEST(FuzzRegression, ShapelessKeepsIdentityBroadcastAndReshape) {
 // empty axis") where eager code returns an empty result. Fixed in src/ops/ops_reduce.cpp:
 // one graph for every size, its max taking -inf over an empty axis (Reduce's empty_ok).
 TEST(FuzzRegression, ShapelessSoftmaxAndLogsumexpAtEmptySizes) {
-  auto fn = [](const std::vector<Array>& in) {
-    return std::vector<Array>{softmax(in[0], {1}), logsumexp(in[0], {1})};
-  };
+  auto fn = [](const std::vector<Array>& in) { return std::vector<Array>{softmax(in[0], {1}), logsumexp(in[0], {1})}; };
   expect_shapeless_replay(fn, {iota_f32({2, 0})}, {iota_f32({2, 3})});
   expect_shapeless_replay(fn, {iota_f32({2, 3})}, {iota_f32({2, 0})});
   // max itself still refuses an empty axis, also beside a softmax of the same input (the
   // two max reductions differ, so common-subexpression elimination keeps both).
-  auto with_max = [](const std::vector<Array>& in) {
-    return std::vector<Array>{softmax(in[0], {1}), max(in[0], {1})};
-  };
+  auto with_max = [](const std::vector<Array>& in) { return std::vector<Array>{softmax(in[0], {1}), max(in[0], {1})}; };
   CompiledFunction f = compile(with_max, {true, "regression"});
   eval(f({iota_f32({2, 3})}));
   EXPECT_THROW(eval(f({iota_f32({2, 0})})), Error);

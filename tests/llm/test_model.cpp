@@ -125,8 +125,8 @@ TEST_F(LlmModel, Float32LogitsMatchTransformers) {
       for (size_t j = 0; j < top_ids.size(); ++j) {
         double want = number(top_values[j]), have = row[top_ids[j].integer];
         scale = std::max(scale, std::abs(want));
-        EXPECT_LE(std::abs(have - want), 1e-3 * scale) << "prompt " << entry << " position " << p << " token "
-                                                        << top_ids[j].integer;
+        EXPECT_LE(std::abs(have - want), 1e-3 * scale)
+            << "prompt " << entry << " position " << p << " token " << top_ids[j].integer;
       }
     }
     if (entry < full_rows) {  // the whole vocabulary at the last position
@@ -172,9 +172,10 @@ Top1 top1_agreement(const std::shared_ptr<Model>& m) {
   if (kParts > 1) {
     EXPECT_GE(t.total, 2000u);
   }
-  std::printf("top-1 over %zu positions: kiln = float32 reference %zu, kiln = llama.cpp %zu; llama.cpp = float32 "
-              "reference %zu, llama.cpp with flash attention = llama.cpp %zu\n",
-              t.total, t.with_float, t.with_llama, t.llama_with_float, t.flash_with_llama);
+  std::printf(
+      "top-1 over %zu positions: kiln = float32 reference %zu, kiln = llama.cpp %zu; llama.cpp = float32 "
+      "reference %zu, llama.cpp with flash attention = llama.cpp %zu\n",
+      t.total, t.with_float, t.with_llama, t.llama_with_float, t.flash_with_llama);
   return t;
 }
 
@@ -278,7 +279,8 @@ TEST_F(LlmModel, BatchedStepEqualsSeparateSessions) {
     }
     std::vector<float> got = m->step(ptrs, next).to_vector<float>();
     for (size_t b = 0; b < 3; ++b)
-      for (size_t t = 0; t < vocab; ++t) ASSERT_NEAR(got[b * vocab + t], alone[b][t], path_tolerance(*m)) << "session " << b;
+      for (size_t t = 0; t < vocab; ++t)
+        ASSERT_NEAR(got[b * vocab + t], alone[b][t], path_tolerance(*m)) << "session " << b;
   }
 }
 

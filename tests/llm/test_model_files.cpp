@@ -69,9 +69,15 @@ TEST(Gguf, EveryTypeMatchesTheReferenceDequantization) {
     const char* type;
     int bits;  // 0: dense
   };
-  for (Expect e : {Expect{"dense.f32", "F32", 0}, {"dense.f16", "F16", 0}, {"dense.bf16", "BF16", 0},
-                   {"q.q8_0", "Q8_0", 8}, {"q.q4_0", "Q4_0", 4}, {"q.q4_1", "Q4_1", 4}, {"q.q4_k", "Q4_K", 4},
-                   {"q.q5_k", "Q5_K", 0}, {"q.q6_k", "Q6_K", 0}}) {
+  for (Expect e : {Expect{"dense.f32", "F32", 0},
+                   {"dense.f16", "F16", 0},
+                   {"dense.bf16", "BF16", 0},
+                   {"q.q8_0", "Q8_0", 8},
+                   {"q.q4_0", "Q4_0", 4},
+                   {"q.q4_1", "Q4_1", 4},
+                   {"q.q4_k", "Q4_K", 4},
+                   {"q.q5_k", "Q5_K", 0},
+                   {"q.q6_k", "Q6_K", 0}}) {
     SCOPED_TRACE(e.name);
     const Array& ref = reference.at(e.name);
     EXPECT_EQ(m->tensor_info(e.name).type, e.type);
@@ -319,8 +325,8 @@ TEST(Safetensors, RopeParametersAndModelTypeAlone) {
   const std::string rope = R"("rope_theta": 500000.0)";
   config.replace(config.find(rope), rope.size(), R"("rope_theta_unused": 1)");
   const size_t scaling = config.find(R"("rope_scaling")");
-  write_text(c.dir + "/config.json", config.substr(0, scaling) +
-                                         R"("rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}})");
+  write_text(c.dir + "/config.json",
+             config.substr(0, scaling) + R"("rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}})");
   auto m = ModelFile::open(c.dir);
   EXPECT_EQ(m->get_string("general.architecture"), "llama");
   EXPECT_EQ(m->get_float("llama.rope.freq_base"), 1e6);
@@ -374,7 +380,8 @@ TEST(Safetensors, ShardedFolderAndSingleFile) {
   int i = 0;
   for (const auto& [name, t] : c.tensors) {
     (i % 2 ? a : b)[name] = t;
-    index += std::string(i ? "," : "") + "\"" + name + "\": \"model-0000" + (i % 2 ? "1" : "2") + "-of-00002.safetensors\"";
+    index +=
+        std::string(i ? "," : "") + "\"" + name + "\": \"model-0000" + (i % 2 ? "1" : "2") + "-of-00002.safetensors\"";
     ++i;
   }
   index += "}}";
@@ -403,7 +410,8 @@ TEST(Safetensors, ShardedFolderAndSingleFile) {
   write_text(c.dir + "/model.safetensors.index.json", wrong);
   e = error_of([&] { ModelFile::open(c.dir); });
   EXPECT_NE(e.find("tensor 'extra.tensor' is not where model.safetensors.index.json puts it"), std::string::npos) << e;
-  write_text(c.dir + "/model.safetensors.index.json", index.substr(0, index.size() - 2) + R"(, "ghost": "model-00001-of-00002.safetensors"}})");
+  write_text(c.dir + "/model.safetensors.index.json",
+             index.substr(0, index.size() - 2) + R"(, "ghost": "model-00001-of-00002.safetensors"}})");
   e = error_of([&] { ModelFile::open(c.dir); });
   EXPECT_NE(e.find("model.safetensors.index.json: tensor 'ghost' is not in its shard"), std::string::npos) << e;
 
@@ -421,11 +429,10 @@ TEST(Safetensors, MlxQuantizedCheckpoint) {
   // dense through a per-module override.
   std::vector<uint32_t> words(32);
   for (size_t k = 0; k < words.size(); ++k) words[k] = 0x9E3779B9u * static_cast<uint32_t>(k + 1);
-  std::map<std::string, Array> t = {
-      {"model.layers.0.mlp.up_proj.weight", array(words, {4, 8})},
-      {"model.layers.0.mlp.up_proj.scales", random_array({4, 2}, float16, 21)},
-      {"model.layers.0.mlp.up_proj.biases", random_array({4, 2}, float16, 22)},
-      {"model.layers.0.mlp.down_proj.weight", random_array({64, 4}, float16, 23)}};
+  std::map<std::string, Array> t = {{"model.layers.0.mlp.up_proj.weight", array(words, {4, 8})},
+                                    {"model.layers.0.mlp.up_proj.scales", random_array({4, 2}, float16, 21)},
+                                    {"model.layers.0.mlp.up_proj.biases", random_array({4, 2}, float16, 22)},
+                                    {"model.layers.0.mlp.down_proj.weight", random_array({64, 4}, float16, 23)}};
   save_params(dir + "/model.safetensors", t);
   write_text(dir + "/config.json", R"({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"],
       "num_attention_heads": 2, "quantization": {"group_size": 32, "bits": 4,
@@ -449,7 +456,9 @@ TEST(Safetensors, MlxQuantizedCheckpoint) {
   write_text(dir + "/config.json", R"({"model_type": "qwen2"})");
   std::string e = error_of([&] { ModelFile::open(dir); });
   EXPECT_NE(e.find("tensor 'model.layers.0.mlp.up_proj.weight' has scales and biases but config.json does not "
-                   "quantize it"), std::string::npos) << e;
+                   "quantize it"),
+            std::string::npos)
+      << e;
   write_text(dir + "/config.json", R"({"model_type": "qwen2", "quantization": {"group_size": 64, "bits": 4}})");
   e = error_of([&] { ModelFile::open(dir); });
   EXPECT_NE(e.find("packed width 8 is not 2 groups of 64 at 4 bits"), std::string::npos) << e;

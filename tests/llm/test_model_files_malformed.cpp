@@ -241,9 +241,11 @@ TEST(SafetensorsMalformed, HeaderDefectsNameTheFileAndTensor) {
   expect(R"({"a": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 8]}})", 8,
          "tensor 'a': shape is too large");
   expect(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
-             "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})", 12, "tensor 'b': data overlaps tensor 'a'");
+             "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+         12, "tensor 'b': data overlaps tensor 'a'");
   expect(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
-             "a": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})", 16, "duplicate key 'a'");
+             "a": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})",
+         16, "duplicate key 'a'");
   expect(R"({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 8]}})", 8, "shape entries must be non-negative");
   expect(R"({"a": {"dtype": "F32", "shape": [0, 4611686018427387904], "data_offsets": [0, 0]}})", 0,
          "tensor 'a': shape is too large");
@@ -264,8 +266,10 @@ TEST(ModelFileFuzzCorpus, SeedsAndRegressionsOnlyEverGiveErrors) {
         std::ifstream in(entry.path(), std::ios::binary);
         std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
         const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
-        if (std::string(kind) == "gguf") kiln_test::exercise_gguf(p, bytes.size());
-        else kiln_test::exercise_safetensors(p, bytes.size());
+        if (std::string(kind) == "gguf")
+          kiln_test::exercise_gguf(p, bytes.size());
+        else
+          kiln_test::exercise_safetensors(p, bytes.size());
         ++files;
       }
     }

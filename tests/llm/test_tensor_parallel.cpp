@@ -32,7 +32,8 @@ double worst_relative(const std::vector<float>& a, const std::vector<float>& b, 
   for (size_t row = 0; row + vocab <= b.size(); row += vocab) {
     double top = 0;
     for (size_t i = row; i < row + vocab; ++i) top = std::max(top, std::fabs(static_cast<double>(b[i])));
-    for (size_t i = row; i < row + vocab; ++i) worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]) / top);
+    for (size_t i = row; i < row + vocab; ++i)
+      worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]) / top);
   }
   return worst;
 }
@@ -46,14 +47,16 @@ std::vector<float> run(const std::shared_ptr<Model>& model, int seed) {
   const std::vector<int32_t> prompt = tokens(13, vocab, seed);
   size_t at = 0;
   for (size_t chunk : {8, 4, 1}) {
-    const std::vector<int32_t> part(prompt.begin() + static_cast<std::ptrdiff_t>(at), prompt.begin() + static_cast<std::ptrdiff_t>(at + chunk));
+    const std::vector<int32_t> part(prompt.begin() + static_cast<std::ptrdiff_t>(at),
+                                    prompt.begin() + static_cast<std::ptrdiff_t>(at + chunk));
     const std::vector<float> l = model->step({&a}, {part}, true).to_vector<float>();
     out.insert(out.end(), l.begin(), l.end());
     at += chunk;
   }
   b.append(tokens(5, vocab, seed + 1));  // another session, at another position
   for (int step = 0; step < 6; ++step) {
-    const std::vector<float> l = model->step({&a, &b}, {{(step * 31 + 3) % vocab}, {(step * 17 + 5) % vocab}}).to_vector<float>();
+    const std::vector<float> l =
+        model->step({&a, &b}, {{(step * 31 + 3) % vocab}, {(step * 17 + 5) % vocab}}).to_vector<float>();
     out.insert(out.end(), l.begin(), l.end());
   }
   return out;
@@ -75,7 +78,8 @@ void expect_same_as_one_rank(const std::shared_ptr<ModelFile>& file, LoadOptions
 }
 
 SyntheticModel small(const std::string& type) {
-  return {.n_layers = 2, .d_model = 128, .n_heads = 4, .n_kv_heads = 2, .ffn_dim = 256, .vocab_size = 320, .type = type};
+  return {
+      .n_layers = 2, .d_model = 128, .n_heads = 4, .n_kv_heads = 2, .ffn_dim = 256, .vocab_size = 320, .type = type};
 }
 
 // Loading `m` with `o` fails with exactly `want`.
@@ -142,30 +146,35 @@ TEST(TensorParallel, WhatDoesNotDivideIsNamed) {
   s.d_model = 192;
   s.n_heads = 6;
   s.n_kv_heads = 3;
-  expect_load_error(s, o, "[llm] synthetic-F32-2x192: tensor parallelism over 2 ranks: n_kv_heads "
-                          "(llama.attention.head_count_kv) = 3 does not divide over 2 ranks");
+  expect_load_error(s, o,
+                    "[llm] synthetic-F32-2x192: tensor parallelism over 2 ranks: n_kv_heads "
+                    "(llama.attention.head_count_kv) = 3 does not divide over 2 ranks");
   s.n_kv_heads = 6;
   o.tensor_parallel = 4;
-  expect_load_error(s, o, "[llm] synthetic-F32-2x192: tensor parallelism over 4 ranks: n_heads "
-                          "(llama.attention.head_count) = 6 does not divide over 4 ranks");
+  expect_load_error(s, o,
+                    "[llm] synthetic-F32-2x192: tensor parallelism over 4 ranks: n_heads "
+                    "(llama.attention.head_count) = 6 does not divide over 4 ranks");
   s = small("F32");
   s.ffn_dim = 255;
   o.tensor_parallel = 2;
-  expect_load_error(s, o, "[llm] synthetic-F32-2x128: tensor parallelism over 2 ranks: ffn_dim "
-                          "(llama.feed_forward_length) = 255 does not divide over 2 ranks");
+  expect_load_error(s, o,
+                    "[llm] synthetic-F32-2x128: tensor parallelism over 2 ranks: ffn_dim "
+                    "(llama.feed_forward_length) = 255 does not divide over 2 ranks");
   // A quantized row-parallel product splits at whole groups: 4 heads of 16 are two groups of 32.
   s = small("Q4");
   s.d_model = 64;
   s.n_kv_heads = 4;
   o.tensor_parallel = 4;
-  expect_load_error(s, o, "[llm] tensor 'blk.0.attn_output.weight': its 2 quantization groups of 32 input features "
-                          "do not divide over 4 ranks");
+  expect_load_error(s, o,
+                    "[llm] tensor 'blk.0.attn_output.weight': its 2 quantization groups of 32 input features "
+                    "do not divide over 4 ranks");
   o.device = Device::cuda(0);
   o.tensor_parallel = std::max(2, cuda_device_count() + 1);
-  expect_load_error(small("F32"), o,
-                    "[llm] tensor parallelism over " + std::to_string(o.tensor_parallel) +
-                        " ranks from cuda:0 needs CUDA devices cuda:0 to cuda:" + std::to_string(o.tensor_parallel - 1) +
-                        "; " + std::to_string(cuda_device_count()) + " are present");
+  expect_load_error(
+      small("F32"), o,
+      "[llm] tensor parallelism over " + std::to_string(o.tensor_parallel) +
+          " ranks from cuda:0 needs CUDA devices cuda:0 to cuda:" + std::to_string(o.tensor_parallel - 1) + "; " +
+          std::to_string(cuda_device_count()) + " are present");
 }
 
 TEST(TensorParallelGpu, LogitsEqualOneGpu) {

@@ -183,17 +183,19 @@ TEST_P(TinyModel, ReducedPrecisionStaysWithinItsRounding) {
   };
   std::vector<Case> cases = {{"bfloat16", {.dtype = bfloat16}, std::ldexp(1.0, -8)},
                              {"float16", {.dtype = float16}, std::ldexp(1.0, -11)}};
-  if (ModelFile::open((tiny_dir() / GetParam()).string())->tensor_info("blk.0.ffn_up.weight").type.rfind("affine", 0) == 0)
+  if (ModelFile::open((tiny_dir() / GetParam()).string())->tensor_info("blk.0.ffn_up.weight").type.rfind("affine", 0) ==
+      0)
     cases.push_back({"int8 activations", {.activations = QmmActivations::int8}, std::ldexp(1.0, -8)});
   for (const Case& c : cases) {
     const Agreement a = compare_logits(Model::load((tiny_dir() / GetParam()).string(), c.options), g);
-    std::printf("%s, %s: largest difference %.2e of the row's largest logit (%.1f units), top-1 differs at %zu of %zu\n",
-                GetParam().c_str(), c.what, a.worst, a.worst / c.unit, a.top1_differ, a.positions);
+    std::printf(
+        "%s, %s: largest difference %.2e of the row's largest logit (%.1f units), top-1 differs at %zu of %zu\n",
+        GetParam().c_str(), c.what, a.worst, a.worst / c.unit, a.top1_differ, a.positions);
     EXPECT_LE(a.worst, 32 * c.unit) << c.what;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Safetensors, TinyModel,
-                         ::testing::Values("llama2-f16", "llama-bf16", "qwen2-bf16", "qwen3-bf16", "mistral-f16", "llama-mlx-4bit",
-                                           "qwen2-mlx-8bit"),
+                         ::testing::Values("llama2-f16", "llama-bf16", "qwen2-bf16", "qwen3-bf16", "mistral-f16",
+                                           "llama-mlx-4bit", "qwen2-mlx-8bit"),
                          test_name);

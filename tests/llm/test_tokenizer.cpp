@@ -107,13 +107,19 @@ TEST(Utf8, SequencesAndReplacement) {
   EXPECT_EQ(utf8::sequence_length("\xC3\xA9", 0), 2u);
   EXPECT_EQ(utf8::sequence_length("\xF0\x9F\x98\x80", 0), 4u);
   EXPECT_EQ(utf8::sequence_length("\xC3", 0), 0u);
-  EXPECT_EQ(utf8::sequence_length("\xC0\x80", 0), 0u);      // overlong
+  EXPECT_EQ(utf8::sequence_length("\xC0\x80", 0), 0u);  // overlong
   EXPECT_EQ(utf8::sequence_length("\xED\xA0\x80", 0), 0u);  // surrogate
   EXPECT_EQ(utf8::sequence_length("\xF4\x90\x80\x80", 0), 0u);  // past U+10FFFF
   EXPECT_TRUE(utf8::is_incomplete_sequence("\xF0\x9F\x98", 0));
-  EXPECT_FALSE(utf8::is_incomplete_sequence("\xF0\x9F" "a", 0));
+  EXPECT_FALSE(
+      utf8::is_incomplete_sequence("\xF0\x9F"
+                                   "a",
+                                   0));
   EXPECT_FALSE(utf8::is_incomplete_sequence("\x80", 0));
-  EXPECT_EQ(utf8::replace_invalid("a\xFF" "b\xC3"), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD");
+  EXPECT_EQ(utf8::replace_invalid("a\xFF"
+                                  "b\xC3"),
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD");
 }
 
 TEST(PreTokenizer, SplitsAsEachModelFamily) {
@@ -130,7 +136,10 @@ TEST(PreTokenizer, SplitsAsEachModelFamily) {
   // Unicode classes: letters of any script, other digits, non-ASCII spaces.
   EXPECT_EQ(split("gpt-2", "caf\xC3\xA9 \xE4\xB8\xAD\xE6\x96\x87"), (V{"caf\xC3\xA9", " \xE4\xB8\xAD\xE6\x96\x87"}));
   EXPECT_EQ(split("smollm", "\xD9\xA3\xD9\xA4"), (V{"\xD9\xA3", "\xD9\xA4"}));  // Arabic-Indic digits are \p{N}
-  EXPECT_EQ(split("gpt-2", "a\xC2\xA0\xC2\xA0" "b"), (V{"a", "\xC2\xA0", "\xC2\xA0", "b"}));
+  EXPECT_EQ(split("gpt-2",
+                  "a\xC2\xA0\xC2\xA0"
+                  "b"),
+            (V{"a", "\xC2\xA0", "\xC2\xA0", "b"}));
   EXPECT_EQ(split("gpt-2", ""), V{});
   EXPECT_EQ(split("", "a+b"), (V{"a", "+", "b"}));  // "default"
 }
@@ -178,7 +187,10 @@ TEST(Bpe, BytesOfAnyKindRoundTrip) {
   EXPECT_EQ(t.decode(ids), text);
   for (TokenId id : ids) EXPECT_LT(id, 256);
   // Invalid UTF-8 is read as U+FFFD, byte by byte (as llama.cpp does).
-  EXPECT_EQ(t.decode(t.encode("a\xFF" "b")), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(t.decode(t.encode("a\xFF"
+                              "b")),
+            "a\xEF\xBF\xBD"
+            "b");
 }
 
 TEST(Bpe, LongWordsMergeInNLogN) {
@@ -270,7 +282,9 @@ TEST(StreamDecoder, CharactersSplitOverTokensComeOutWhole) {
   // A character cut off by a byte that cannot continue it.
   StreamDecoder cut(t);
   EXPECT_EQ(cut.push(3 + 0xC3), "");
-  EXPECT_EQ(cut.push(id_of(t, "a")), "\xEF\xBF\xBD" "a");
+  EXPECT_EQ(cut.push(id_of(t, "a")),
+            "\xEF\xBF\xBD"
+            "a");
 }
 
 TEST(Tokenizer, BadSpecsAreClearErrors) {

@@ -190,7 +190,8 @@ TEST(TokenizerGolden, ChatTemplatesRenderAsJinjaDoes) {
   for (const Json& c : field(golden(), "chats").array) {
     const std::string name = field(c, "template").str;
     std::vector<ChatMessage> messages;
-    for (const Json& m : field(c, "messages").array) messages.push_back({field(m, "role").str, field(m, "content").str});
+    for (const Json& m : field(c, "messages").array)
+      messages.push_back({field(m, "role").str, field(m, "content").str});
     ChatTemplate chat = ChatTemplate::recognize(field(templates, name).str);
     EXPECT_EQ(chat.render(messages, field(c, "add_generation_prompt").boolean), field(c, "text").str) << name;
     ++cases;

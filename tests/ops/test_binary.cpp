@@ -17,7 +17,7 @@ namespace {
 
 using I128 = __int128;
 
-enum class Res { promoted, floating, boolean };     // output dtype from the promoted input dtype
+enum class Res { promoted, floating, boolean };  // output dtype from the promoted input dtype
 enum class Accept { all, no_bool, ints_and_bool };  // input dtypes the op takes
 
 using BinaryFn = Array (*)(const Array&, const Array&);
@@ -35,17 +35,19 @@ BinaryFn registry_fn(const std::string& name) {
 // One row per binary op of the registry (Binary.EveryRegistryRowHasACase checks it).
 struct BinaryCase {
   const char* name;
-  double (*fref)(double a, double b);       // float math (also integers computing in float32)
-  I128 (*iref)(I128 a, I128 b, int bits);   // exact integer result, before wrapping to the dtype
+  double (*fref)(double a, double b);  // float math (also integers computing in float32)
+  I128 (*iref)(I128 a, I128 b, int bits);  // exact integer result, before wrapping to the dtype
   Res res;
   Accept accept;
-  double lo_a, hi_a, lo_b, hi_b;            // float input domain
-  double ilo_a, ihi_a, ilo_b, ihi_b;        // integer input domain
+  double lo_a, hi_a, lo_b, hi_b;  // float input domain
+  double ilo_a, ihi_a, ilo_b, ihi_b;  // integer input domain
 };
 
 const double kNan = std::numeric_limits<double>::quiet_NaN();
 
-I128 floor_div(I128 a, I128 b) { return static_cast<I128>(std::floor(static_cast<double>(a) / static_cast<double>(b))); }
+I128 floor_div(I128 a, I128 b) {
+  return static_cast<I128>(std::floor(static_cast<double>(a) / static_cast<double>(b)));
+}
 
 // Python's // and % on floats: the floor of the exact quotient, the remainder with b's sign.
 double py_floordiv(double a, double b) {
@@ -153,7 +155,9 @@ bool accepts(const BinaryCase& c, Dtype da, Dtype db) {
   if (c.accept == Accept::no_bool) return !(da == bool_ && db == bool_);
   return true;
 }
-bool is_shift(const BinaryCase& c) { return c.name == std::string("left_shift") || c.name == std::string("right_shift"); }
+bool is_shift(const BinaryCase& c) {
+  return c.name == std::string("left_shift") || c.name == std::string("right_shift");
+}
 
 Dtype out_dtype(const BinaryCase& c, Dtype da, Dtype db) {
   Dtype p = promote_types(da, db);
@@ -230,8 +234,10 @@ std::vector<double> expected(const BinaryCase& c, const std::vector<double>& a, 
 }
 
 void check(const Array& got, const std::vector<double>& want, const std::string& ctx) {
-  if (is_floating(got.dtype())) kt::expect_close(got, want, ctx);
-  else EXPECT_EQ(got.to_vector<double>(), want) << ctx;
+  if (is_floating(got.dtype()))
+    kt::expect_close(got, want, ctx);
+  else
+    EXPECT_EQ(got.to_vector<double>(), want) << ctx;
 }
 
 std::vector<double> values_for(const BinaryCase& c, bool is_b, int64_t n, Dtype d, uint64_t seed) {
@@ -297,7 +303,7 @@ TEST_P(BinaryOp, RandomValuesEveryDtypeLayoutAndBroadcast) {
 TEST_P(BinaryOp, MixedDtypesPromote) {
   const BinaryCase& c = GetParam();
   const std::pair<Dtype, Dtype> mixed[] = {
-      {int8, float32}, {uint8, int8},   {bool_, int32},   {float16, bfloat16}, {uint64, int64}, {int32, float16},
+      {int8, float32}, {uint8, int8},    {bool_, int32},  {float16, bfloat16}, {uint64, int64}, {int32, float16},
       {uint32, int16}, {bool_, float64}, {uint16, uint8}, {float32, float64},  {int64, uint8},  {bfloat16, int16},
   };
   uint64_t seed = 5000;
@@ -341,10 +347,18 @@ TEST_P(BinaryOp, ShapesThatDoNotBroadcast) {
   const BinaryCase& c = GetParam();
   Dtype d = c.accept == Accept::all ? float32 : int32;
   std::string tag = std::string("[") + c.name + "] shapes ";
-  kt::expect_error([&] { registry_fn(c.name)(ones({2, 3}, d), ones({4}, d)); }, tag + "(2,3) and (4) cannot be broadcast together");
-  kt::expect_error([&] { registry_fn(c.name)(ones({3, 2}, d), ones({2, 1, 4}, d)); },
-                   tag + "(3,2) and (2,1,4) cannot be broadcast together");
-  kt::expect_error([&] { registry_fn(c.name)(ones({0}, d), ones({2}, d)); }, tag + "(0) and (2) cannot be broadcast together");
+  kt::expect_error(
+      [&] {
+        registry_fn(c.name)(ones({2, 3}, d), ones({4}, d));
+      },
+      tag + "(2,3) and (4) cannot be broadcast together");
+  kt::expect_error(
+      [&] {
+        registry_fn(c.name)(ones({3, 2}, d), ones({2, 1, 4}, d));
+      },
+      tag + "(3,2) and (2,1,4) cannot be broadcast together");
+  kt::expect_error([&] { registry_fn(c.name)(ones({0}, d), ones({2}, d)); },
+                   tag + "(0) and (2) cannot be broadcast together");
 }
 
 INSTANTIATE_TEST_SUITE_P(All, BinaryOp, ::testing::ValuesIn(kCases),
@@ -361,8 +375,9 @@ const BinaryCase& find_case(const std::string& name) {
 
 // The per-op cases and the registry list the same ops, so a new row cannot go untested.
 TEST(Binary, EveryRegistryRowHasACase) {
-  kt::expect_cases_match_registry(kCases, OpCategory::binary, [](const std::string& n) { return registry_fn(n) != nullptr; },
-                                  "tests/ops/test_binary.cpp");
+  kt::expect_cases_match_registry(
+      kCases, OpCategory::binary, [](const std::string& n) { return registry_fn(n) != nullptr; },
+      "tests/ops/test_binary.cpp");
 }
 
 // One op per family over 100000 elements, so the work is split across the thread pool:
@@ -424,14 +439,13 @@ void integer_edges() {
   constexpr T mn = L::min(), mx = L::max();
   constexpr int bits = L::digits + L::is_signed;
   constexpr T twice_max = L::is_signed ? T(-2) : T(mx - 1);  // mx + mx, wrapped
-  constexpr T top = L::is_signed ? mn : T(mx / 2 + 1);         // 1 << (bits - 1)
+  constexpr T top = L::is_signed ? mn : T(mx / 2 + 1);  // 1 << (bits - 1)
   SCOPED_TRACE(dtype_name(dtype_of_v<T>));
   using V = std::vector<T>;
   // Wrap-around of add, subtract, multiply.
   EXPECT_EQ(run2<T>(add, {mx, mx, mn}, {1, mx, mn}), (V{mn, twice_max, T(0)}));
   EXPECT_EQ(run2<T>(subtract, {mn, 0, mx}, {1, 1, mn}), (V{mx, T(T(0) - T(1)), T(T(-1))}));
-  EXPECT_EQ(run2<T>(multiply, {mx, mn, T(1) << (bits / 2)}, {2, T(-1), T(1) << (bits / 2)}),
-            (V{twice_max, mn, 0}));
+  EXPECT_EQ(run2<T>(multiply, {mx, mn, T(1) << (bits / 2)}, {2, T(-1), T(1) << (bits / 2)}), (V{twice_max, mn, 0}));
   // x // 0 and x % 0 give 0; floor division rounds toward negative infinity.
   EXPECT_EQ(run2<T>(floor_divide, {7, mx, mn, 0}, {0, 0, 0, 0}), (V{0, 0, 0, 0}));
   EXPECT_EQ(run2<T>(remainder, {7, mx, mn, 0}, {0, 0, 0, 0}), (V{0, 0, 0, 0}));
@@ -509,7 +523,7 @@ TEST(Binary, FloatFloorDivideAndRemainder) {
   EXPECT_EQ(fd[1], -4);
   EXPECT_EQ(fd[2], -4);
   EXPECT_EQ(fd[3], 3);
-  EXPECT_EQ(fd[4], 4);   // 0.5 / 0.1 is 5.000000000000000x but 0.1 is slightly more than 1/10
+  EXPECT_EQ(fd[4], 4);  // 0.5 / 0.1 is 5.000000000000000x but 0.1 is slightly more than 1/10
   EXPECT_EQ(rm[4], 0.5 - 4 * 0.1);
   EXPECT_EQ(fd[5], INFINITY);
   EXPECT_EQ(fd[6], -INFINITY);

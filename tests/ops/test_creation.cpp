@@ -172,7 +172,8 @@ TEST(Creation, Linspace) {
     double start, stop;
     int64_t num;
   };
-  const Case cases[] = {{0, 1, 5}, {0.3, 0.9, 4}, {2.5, -3.3, 9}, {1, 10, 10}, {-1, 1, 2}, {4, 8, 1}, {4, 8, 0}, {3, 3, 4}};
+  const Case cases[] = {{0, 1, 5},  {0.3, 0.9, 4}, {2.5, -3.3, 9}, {1, 10, 10},
+                        {-1, 1, 2}, {4, 8, 1},     {4, 8, 0},      {3, 3, 4}};
   for (const Case& c : cases) {
     for (Dtype d : kt::float_dtypes()) {
       Array a = linspace(c.start, c.stop, c.num, d);
@@ -207,11 +208,19 @@ TEST(Creation, Linspace) {
 
 TEST(Creation, Eye) {
   for (Dtype d : kt::all_dtypes()) {
-    for (auto [n, m, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-             {3, 3, 0}, {3, 5, 0}, {4, 2, 0}, {3, 4, 1}, {4, 3, -2}, {3, 3, 3}, {3, 3, -5}, {0, 0, 0}, {0, 3, 0}, {1, 1, 0}}) {
+    for (auto [n, m, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3, 3, 0},
+                                                                             {3, 5, 0},
+                                                                             {4, 2, 0},
+                                                                             {3, 4, 1},
+                                                                             {4, 3, -2},
+                                                                             {3, 3, 3},
+                                                                             {3, 3, -5},
+                                                                             {0, 0, 0},
+                                                                             {0, 3, 0},
+                                                                             {1, 1, 0}}) {
       Array e = eye(n, m, k, d);
-      std::string ctx = "eye(" + std::to_string(n) + "," + std::to_string(m) + "," + std::to_string(k) + ") " +
-                        dtype_name(d);
+      std::string ctx =
+          "eye(" + std::to_string(n) + "," + std::to_string(m) + "," + std::to_string(k) + ") " + dtype_name(d);
       ASSERT_EQ(e.dtype(), d) << ctx;
       ASSERT_EQ(e.shape(), (Shape{n, m})) << ctx;
       std::vector<double> want;
@@ -232,8 +241,11 @@ TEST(Creation, Errors) {
   kt::expect_error([] { full({-1, 2}, 1.0); }, "[full] negative dimension in shape (-1,2)");
   kt::expect_error([] { full({-1}, array(1.0f)); }, "[full] negative dimension in shape (-1)");
   kt::expect_error([] { full({2}, Array()); }, "[full] operation on an empty Array handle");
-  kt::expect_error([] { full({2}, array(std::vector<float>{1, 2}, {2})); },
-                   "[full] fill value must have one element, got shape (2)");
+  kt::expect_error(
+      [] {
+        full({2}, array(std::vector<float>{1, 2}, {2}));
+      },
+      "[full] fill value must have one element, got shape (2)");
   kt::expect_error([] { full({2}, zeros({0})); }, "[full] fill value must have one element, got shape (0)");
   kt::expect_error([] { zeros_like(Array()); }, "[zeros_like] operation on an empty Array handle");
   kt::expect_error([] { ones_like(Array()); }, "[ones_like] operation on an empty Array handle");
@@ -243,7 +255,8 @@ TEST(Creation, Errors) {
   kt::expect_error([] { arange(NAN, 1, 1); }, "[arange] start, stop and step must be finite");
   kt::expect_error([] { arange(0, 1, NAN); }, "[arange] start, stop and step must be finite");
   kt::expect_error([] { arange(3, bool_); }, "[arange] bool is not a valid dtype for arange");
-  kt::expect_error([] { arange(-1e300, 1e300, 1.0); }, "[arange] range from -1e+300 to 1e+300 in steps of 1 is too long");
+  kt::expect_error([] { arange(-1e300, 1e300, 1.0); },
+                   "[arange] range from -1e+300 to 1e+300 in steps of 1 is too long");
   kt::expect_error([] { arange(0, 1e19, 1.0); }, "[arange] range from 0 to 1e+19 in steps of 1 is too long");
   kt::expect_error([] { linspace(0, 1, -1); }, "[linspace] number of samples must be non-negative, got -1");
   kt::expect_error([] { linspace(0, 1, 3, int32); }, "[linspace] needs a floating dtype, got int32");

@@ -88,10 +88,36 @@ std::vector<double> astype_values(Dtype d, uint64_t seed) {
   std::vector<double> v;
   if (is_floating(d)) {
     v = kt::random_values(40, d, seed, -300, 300);  // past the 8-bit ranges: saturation
-    for (double x : {static_cast<double>(NAN), static_cast<double>(INFINITY), -static_cast<double>(INFINITY), 0.0,
-                     -0.0, 0.9999, -0.9999, 2.5, -2.5, 127.5, 128.0, -129.0, 255.9, 256.0, 65504.0, 70000.0,
-                     -40000.0, 3e9, -3e9, 5e9, 1e10, -1e10, 2147483648.0, 9.3e18, -9.3e18, 2e19, 1e30, 1e-6,
-                     1.00048828125 /* float16 tie */, 1.00390625 /* bfloat16 tie */}) {
+    for (double x : {static_cast<double>(NAN),
+                     static_cast<double>(INFINITY),
+                     -static_cast<double>(INFINITY),
+                     0.0,
+                     -0.0,
+                     0.9999,
+                     -0.9999,
+                     2.5,
+                     -2.5,
+                     127.5,
+                     128.0,
+                     -129.0,
+                     255.9,
+                     256.0,
+                     65504.0,
+                     70000.0,
+                     -40000.0,
+                     3e9,
+                     -3e9,
+                     5e9,
+                     1e10,
+                     -1e10,
+                     2147483648.0,
+                     9.3e18,
+                     -9.3e18,
+                     2e19,
+                     1e30,
+                     1e-6,
+                     1.00048828125 /* float16 tie */,
+                     1.00390625 /* bfloat16 tie */}) {
       v.push_back(kt::round_to(x, d));
     }
     if (d == float64) {  // doubles between 16-bit ties: must round once
@@ -108,9 +134,9 @@ std::vector<double> astype_values(Dtype d, uint64_t seed) {
     if (size_of(d) >= 4) lo = is_unsigned(d) ? 0 : -3e9, hi = 3e9;  // wraps into 16 and 8 bits
     if (size_of(d) == 4) lo = is_unsigned(d) ? 0 : -2e9, hi = is_unsigned(d) ? 4e9 : 2e9;
     v = kt::random_values(40, d, seed, lo, hi);
-    for (double x : {0.0, 1.0, 127.0, 128.0, 255.0, 256.0, 65535.0, 65536.0, 2049.0, 2051.0, -1.0, -128.0, -129.0,
-                     -2049.0, 65519.0, 65520.0, 16777217.0, 16842753.0 /* 2^24 + 2^16 + 1: above a bfloat16 tie */,
-                     -16842753.0}) {
+    for (double x :
+         {0.0, 1.0, 127.0, 128.0, 255.0, 256.0, 65535.0, 65536.0, 2049.0, 2051.0, -1.0, -128.0, -129.0, -2049.0,
+          65519.0, 65520.0, 16777217.0, 16842753.0 /* 2^24 + 2^16 + 1: above a bfloat16 tie */, -16842753.0}) {
       if (x >= limit_lo(d) && x <= limit_hi(d)) v.push_back(x);  // only values d holds
     }
   }
@@ -148,13 +174,14 @@ TEST(AsType, IntegerExtremes) {
             (std::vector<float>{-9.223372e18f, 9.223372e18f, -1, static_cast<float>(0x123456789abcdefLL)}));
   Array u = array(std::vector<uint64_t>{~uint64_t{0}, uint64_t{1} << 63}, {2});
   EXPECT_EQ(astype(u, int64).to_vector<int64_t>(), (std::vector<int64_t>{-1, L64::min()}));
-  EXPECT_EQ(astype(u, float64).to_vector<double>(), (std::vector<double>{18446744073709551616.0, 9223372036854775808.0}));
-  EXPECT_EQ(astype(u, bfloat16).to_vector<float>(), (std::vector<float>{18446744073709551616.0f, 9223372036854775808.0f}));
+  EXPECT_EQ(astype(u, float64).to_vector<double>(),
+            (std::vector<double>{18446744073709551616.0, 9223372036854775808.0}));
+  EXPECT_EQ(astype(u, bfloat16).to_vector<float>(),
+            (std::vector<float>{18446744073709551616.0f, 9223372036854775808.0f}));
   // Float to integer saturates at the exact limits.
   Array f = array(std::vector<double>{9223372036854775807.0, -9223372036854775808.0, 1.8446744073709552e19, -1.0}, {4});
   EXPECT_EQ(astype(f, int64).to_vector<int64_t>(), (std::vector<int64_t>{L64::max(), L64::min(), L64::max(), -1}));
-  EXPECT_EQ(astype(f, uint64).to_vector<uint64_t>(),
-            (std::vector<uint64_t>{uint64_t{1} << 63, 0, ~uint64_t{0}, 0}));
+  EXPECT_EQ(astype(f, uint64).to_vector<uint64_t>(), (std::vector<uint64_t>{uint64_t{1} << 63, 0, ~uint64_t{0}, 0}));
   Array g = array(std::vector<float>{2147483520.0f, 2147483648.0f, -2147483648.0f, -2147483904.0f}, {4});
   EXPECT_EQ(astype(g, int32).to_vector<int32_t>(),
             (std::vector<int32_t>{2147483520, 2147483647, -2147483647 - 1, -2147483647 - 1}));
@@ -171,8 +198,8 @@ TEST(AsType, LayoutsEmptyAndLarge) {
         std::vector<double> want;
         for (double v : x) want.push_back(ref_convert(v, from, to));
         ASSERT_EQ(y.shape(), s);
-        expect_same(y, want, std::string("astype ") + dtype_name(from) + " -> " + dtype_name(to) + " " +
-                                 kt::layout_name(l));
+        expect_same(y, want,
+                    std::string("astype ") + dtype_name(from) + " -> " + dtype_name(to) + " " + kt::layout_name(l));
       }
       EXPECT_EQ(astype(zeros({0, 3}, from), to).shape(), (Shape{0, 3}));
       EXPECT_EQ(astype(zeros({3, 0}, from), to).to_vector<double>().size(), 0u);
@@ -237,7 +264,8 @@ TEST(Where, EveryDtypeLayoutAndBroadcast) {
       ASSERT_EQ(y.dtype(), d);
       std::vector<double> want(static_cast<size_t>(kt::numel(k.out)));
       for (size_t i = 0; i < want.size(); ++i) {
-        want[i] = cv[source_index(k.out, k.c, i)] != 0 ? av[source_index(k.out, k.a, i)] : bv[source_index(k.out, k.b, i)];
+        want[i] =
+            cv[source_index(k.out, k.c, i)] != 0 ? av[source_index(k.out, k.a, i)] : bv[source_index(k.out, k.b, i)];
       }
       expect_same(y, want, std::string("where ") + dtype_name(d));
     }
@@ -279,8 +307,11 @@ TEST(Where, Large) {
 TEST(Where, Errors) {
   kt::expect_error([] { where(ones({2}, bool_), ones({3}), ones({4})); },
                    "[where] shapes (2) and (3) and (4) cannot be broadcast together");
-  kt::expect_error([] { where(ones({2, 1}, bool_), ones({3}), ones({2, 2})); },
-                   "[where] shapes (2,1) and (3) and (2,2) cannot be broadcast together");
+  kt::expect_error(
+      [] {
+        where(ones({2, 1}, bool_), ones({3}), ones({2, 2}));
+      },
+      "[where] shapes (2,1) and (3) and (2,2) cannot be broadcast together");
   kt::expect_error([] { where(Array(), ones({1}), ones({1})); }, "[where] operation on an empty Array handle");
   kt::expect_error([] { where(ones({1}), Array(), ones({1})); }, "[where] operation on an empty Array handle");
   kt::expect_error([] { where(ones({1}), ones({1}), Array()); }, "[where] operation on an empty Array handle");
@@ -343,12 +374,19 @@ TEST(Clip, NanEmptyCrossedBoundsAndPromotion) {
 }
 
 TEST(Clip, Errors) {
-  kt::expect_error([] { clip(ones({2}), std::nullopt, std::nullopt); }, "[clip] at least one of the bounds must be given");
+  kt::expect_error([] { clip(ones({2}), std::nullopt, std::nullopt); },
+                   "[clip] at least one of the bounds must be given");
   kt::expect_error([] { clip(Array(), array(0.0f), std::nullopt); }, "[clip] operation on an empty Array handle");
-  kt::expect_error([] { clip(ones({2, 3}), ones({4}), std::nullopt); },
-                   "[clip] shapes (2,3) and (4) cannot be broadcast together");
-  kt::expect_error([] { clip(ones({2, 3}), std::nullopt, ones({2, 1, 2})); },
-                   "[clip] shapes (2,3) and (2,1,2) cannot be broadcast together");
+  kt::expect_error(
+      [] {
+        clip(ones({2, 3}), ones({4}), std::nullopt);
+      },
+      "[clip] shapes (2,3) and (4) cannot be broadcast together");
+  kt::expect_error(
+      [] {
+        clip(ones({2, 3}), std::nullopt, ones({2, 1, 2}));
+      },
+      "[clip] shapes (2,3) and (2,1,2) cannot be broadcast together");
   kt::expect_error([] { clip(ones({2}), Array(), std::nullopt); }, "[clip] operation on an empty Array handle");
   kt::expect_error([] { clip(ones({2}), ones({1}), Array()); }, "[clip] operation on an empty Array handle");
 }
@@ -369,34 +407,60 @@ TEST(ScalarOperators, ScalarsNeverWidenTheArrayDtype) {
       for (double v : x) want.push_back(f(v));
       kt::expect_close(y, want, ctx + " " + what);
     };
-    expect_values(a + 3, int_scalar, [](double v) { return v + 3; }, "a + 3");
-    expect_values(3 + a, int_scalar, [](double v) { return 3 + v; }, "3 + a");
-    expect_values(a * 2, int_scalar, [](double v) { return v * 2; }, "a * 2");
-    expect_values(a * 2.5, float_scalar, [](double v) { return v * 2.5; }, "a * 2.5");
-    expect_values(2.5f * a, float_scalar, [](double v) { return 2.5 * v; }, "2.5f * a");
-    expect_values(a - 0.5, float_scalar, [](double v) { return v - 0.5; }, "a - 0.5");
-    expect_values(a / 2, to_floating(int_scalar), [](double v) { return v / 2; }, "a / 2");
-    expect_values(10.0 / a, float_scalar, [](double v) { return 10 / v; }, "10.0 / a");
-    expect_values(a < 4.5, bool_, [](double v) { return double(v < 4.5); }, "a < 4.5");  // not truncated to 4
-    expect_values(a >= 4, bool_, [](double v) { return double(v >= 4); }, "a >= 4");
-    expect_values(a == 1, bool_, [](double v) { return double(v == 1); }, "a == 1");
-    expect_values(a != 1, bool_, [](double v) { return double(v != 1); }, "a != 1");
-    expect_values(maximum(a, 5), int_scalar, [](double v) { return std::max(v, 5.0); }, "maximum(a, 5)");
-    expect_values(minimum(a, 5), int_scalar, [](double v) { return std::min(v, 5.0); }, "minimum(a, 5)");
-    expect_values(power(a, 2), int_scalar, [](double v) { return v * v; }, "power(a, 2)");
+    expect_values(
+        a + 3, int_scalar, [](double v) { return v + 3; }, "a + 3");
+    expect_values(
+        3 + a, int_scalar, [](double v) { return 3 + v; }, "3 + a");
+    expect_values(
+        a * 2, int_scalar, [](double v) { return v * 2; }, "a * 2");
+    expect_values(
+        a * 2.5, float_scalar, [](double v) { return v * 2.5; }, "a * 2.5");
+    expect_values(
+        2.5f * a, float_scalar, [](double v) { return 2.5 * v; }, "2.5f * a");
+    expect_values(
+        a - 0.5, float_scalar, [](double v) { return v - 0.5; }, "a - 0.5");
+    expect_values(
+        a / 2, to_floating(int_scalar), [](double v) { return v / 2; }, "a / 2");
+    expect_values(
+        10.0 / a, float_scalar, [](double v) { return 10 / v; }, "10.0 / a");
+    expect_values(
+        a < 4.5, bool_, [](double v) { return double(v < 4.5); }, "a < 4.5");  // not truncated to 4
+    expect_values(
+        a >= 4, bool_, [](double v) { return double(v >= 4); }, "a >= 4");
+    expect_values(
+        a == 1, bool_, [](double v) { return double(v == 1); }, "a == 1");
+    expect_values(
+        a != 1, bool_, [](double v) { return double(v != 1); }, "a != 1");
+    expect_values(
+        maximum(a, 5), int_scalar, [](double v) { return std::max(v, 5.0); }, "maximum(a, 5)");
+    expect_values(
+        minimum(a, 5), int_scalar, [](double v) { return std::min(v, 5.0); }, "minimum(a, 5)");
+    expect_values(
+        power(a, 2), int_scalar, [](double v) { return v * v; }, "power(a, 2)");
     if (d != bool_) {
-      expect_values(a - 1, d, [](double v) { return v - 1; }, "a - 1");
-      expect_values(a % 4, d, [](double v) { return std::fmod(v, 4); }, "a % 4");  // positive operands
-      expect_values(a + true, d, [](double v) { return v + 1; }, "a + true");  // bool scalars never widen
+      expect_values(
+          a - 1, d, [](double v) { return v - 1; }, "a - 1");
+      expect_values(
+          a % 4, d, [](double v) { return std::fmod(v, 4); }, "a % 4");  // positive operands
+      expect_values(
+          a + true, d, [](double v) { return v + 1; }, "a + true");  // bool scalars never widen
     }
     if (!is_floating(d)) {
-      expect_values(a & 1, int_scalar, [](double v) { return double(static_cast<int64_t>(v) & 1); }, "a & 1");
-      expect_values(a | 2, int_scalar, [](double v) { return double(static_cast<int64_t>(v) | 2); }, "a | 2");
-      expect_values(a ^ 3, int_scalar, [](double v) { return double(static_cast<int64_t>(v) ^ 3); }, "a ^ 3");
-      expect_values(a >> 1, int_scalar, [](double v) { return double(static_cast<int64_t>(v) >> 1); }, "a >> 1");
+      expect_values(
+          a & 1, int_scalar, [](double v) { return double(static_cast<int64_t>(v) & 1); }, "a & 1");
+      expect_values(
+          a | 2, int_scalar, [](double v) { return double(static_cast<int64_t>(v) | 2); }, "a | 2");
+      expect_values(
+          a ^ 3, int_scalar, [](double v) { return double(static_cast<int64_t>(v) ^ 3); }, "a ^ 3");
+      expect_values(
+          a >> 1, int_scalar, [](double v) { return double(static_cast<int64_t>(v) >> 1); }, "a >> 1");
     }
-    if (is_integral(d)) expect_values(a << 2, d, [](double v) { return v * 4; }, "a << 2");
-    if (is_signed_integer(d)) expect_values(~a, d, [](double v) { return -v - 1; }, "~a");
+    if (is_integral(d))
+      expect_values(
+          a << 2, d, [](double v) { return v * 4; }, "a << 2");
+    if (is_signed_integer(d))
+      expect_values(
+          ~a, d, [](double v) { return -v - 1; }, "~a");
   }
 }
 

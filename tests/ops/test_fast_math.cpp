@@ -45,9 +45,15 @@ std::vector<float> sweep() {
   std::vector<float> xs;
   for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099) xs.push_back(std::bit_cast<float>(uint32_t(b)));
   const float m = std::numeric_limits<float>::max(), tiny = std::numeric_limits<float>::denorm_min();
-  for (float v : {0.0f, kInf, std::numeric_limits<float>::quiet_NaN(), m, tiny, std::numeric_limits<float>::min(),
-                  1.0f, 0.5f, 1e-30f, 1e-8f, 88.72283f, 88.72284f, 88.7f, 89.0f, -87.33654f, -87.3f, -103.27893f,
-                  -103.97208f, -103.9721f, -104.0f, -150.0f, 10.0f, 9.0f, 17.0f, 40.0f, 0x1p-12f, 0x1p-13f}) {
+  for (float v : {0.0f,       kInf,        std::numeric_limits<float>::quiet_NaN(),
+                  m,          tiny,        std::numeric_limits<float>::min(),
+                  1.0f,       0.5f,        1e-30f,
+                  1e-8f,      88.72283f,   88.72284f,
+                  88.7f,      89.0f,       -87.33654f,
+                  -87.3f,     -103.27893f, -103.97208f,
+                  -103.9721f, -104.0f,     -150.0f,
+                  10.0f,      9.0f,        17.0f,
+                  40.0f,      0x1p-12f,    0x1p-13f}) {
     xs.push_back(v);
     xs.push_back(-v);
     xs.push_back(std::nextafter(v, kInf));
@@ -182,7 +188,7 @@ void check_narrow_trig(const char* type, unsigned quadrant) {
     const float x = static_cast<float>(H::from_bits(static_cast<uint16_t>(b)));
     const double ref = quadrant ? std::cos(double(x)) : std::sin(double(x));
     const H got(kiln::math::sincos_narrow_f32(x, quadrant)), want = H::from_bits(H::from_double(ref)),
-        accurate(quadrant ? std::cos(x) : std::sin(x));
+                                                             accurate(quadrant ? std::cos(x) : std::sin(x));
     if (std::isnan(ref)) {
       EXPECT_TRUE(std::isnan(float(got))) << type << " x = " << x;
       continue;

@@ -92,9 +92,10 @@ TEST(Copy, TransposesInBlocks) {
     kt::expect_array(copy(transpose(x, {0, 2, 1})), {3, 45, 70}, d, batched, "batched " + name);
     Array one = slice(x, {1, 0, 0}, {2, 70, 45});
     kt::expect_array(copy(transpose(reshape(copy(one), {70, 45}))), {45, 70}, d, flat, "2-D " + name);
-    kt::expect_array(copy(transpose(slice(x, {2, 1, 2}, {3, 70, 45}), {0, 2, 1})), {1, 43, 69}, d, offset, "offset " + name);
-    kt::expect_array(copy(transpose(slice(x, {0, 69, 0}, {1, -71, 45}, {1, -1, 1}), {0, 2, 1})), {1, 45, 70}, d, reversed,
-                     "reversed " + name);
+    kt::expect_array(copy(transpose(slice(x, {2, 1, 2}, {3, 70, 45}), {0, 2, 1})), {1, 43, 69}, d, offset,
+                     "offset " + name);
+    kt::expect_array(copy(transpose(slice(x, {0, 69, 0}, {1, -71, 45}, {1, -1, 1}), {0, 2, 1})), {1, 45, 70}, d,
+                     reversed, "reversed " + name);
     if (d != float64) {
       Array wide = astype(transpose(x, {0, 2, 1}), float64);
       kt::expect_array(wide, {3, 45, 70}, float64, batched, "converted " + name);
@@ -126,7 +127,9 @@ TEST(Copy, ElementwiseOpsWithATransposedOperandWalkInBlocks) {
   }
 }
 
-TEST(Copy, EmptyHandleIsAnError) { kt::expect_error([] { copy(Array()); }, "[copy] operation on an empty Array handle"); }
+TEST(Copy, EmptyHandleIsAnError) {
+  kt::expect_error([] { copy(Array()); }, "[copy] operation on an empty Array handle");
+}
 
 // ---- concatenate --------------------------------------------------------------------
 TEST(Concatenate, AllDtypesAxesAndLayouts) {
@@ -183,9 +186,8 @@ TEST(Concatenate, SingleArrayAndLarge) {
   Shape s1{200, 90}, s2{200, 110};
   auto v1 = kt::random_values(kt::numel(s1), float32, 5);
   auto v2 = kt::random_values(kt::numel(s2), float32, 6);
-  Array r = concatenate({kt::with_layout(v1, s1, float32, Layout::transposed),
-                         kt::with_layout(v2, s2, float32, Layout::contiguous)},
-                        1);
+  Array r = concatenate(
+      {kt::with_layout(v1, s1, float32, Layout::transposed), kt::with_layout(v2, s2, float32, Layout::contiguous)}, 1);
   auto want = kt::build({200, 200}, [&](const Index& i) {
     return i[1] < 90 ? v1[static_cast<size_t>(i[0] * 90 + i[1])] : v2[static_cast<size_t>(i[0] * 110 + i[1] - 90)];
   });
@@ -195,11 +197,17 @@ TEST(Concatenate, SingleArrayAndLarge) {
 TEST(Concatenate, Errors) {
   Array a = zeros({2, 3});
   kt::expect_error([] { concatenate({}); }, "[concatenate] need at least one array to concatenate");
-  kt::expect_error([] { concatenate({array(1.0f), array(2.0f)}); },
-                   "[concatenate] zero-dimensional arrays cannot be concatenated");
+  kt::expect_error(
+      [] {
+        concatenate({array(1.0f), array(2.0f)});
+      },
+      "[concatenate] zero-dimensional arrays cannot be concatenated");
   kt::expect_error([&] { concatenate({a, zeros({3})}); }, "[concatenate] array 1 has rank 1 but array 0 has rank 2");
-  kt::expect_error([&] { concatenate({a, zeros({3, 2})}, 1); },
-                   "[concatenate] array 1 of shape (3,2) does not match array 0 of shape (2,3) off axis 1");
+  kt::expect_error(
+      [&] {
+        concatenate({a, zeros({3, 2})}, 1);
+      },
+      "[concatenate] array 1 of shape (3,2) does not match array 0 of shape (2,3) off axis 1");
   kt::expect_error([&] { concatenate({a, a}, 2); }, "[concatenate] axis 2 is out of range for an array of rank 2");
   kt::expect_error([&] { concatenate({a, a}, -3); }, "[concatenate] axis -3 is out of range for an array of rank 2");
   kt::expect_error([&] { concatenate({a, Array()}); }, "[concatenate] operation on an empty Array handle");
@@ -236,8 +244,11 @@ TEST(Stack, ScalarsEmptyAndErrors) {
   kt::expect_array(stack({array(1.5f), array(-2.0f)}), {2}, float32, {1.5, -2.0}, "0-d");
   kt::expect_array(stack({zeros({0, 2}), zeros({0, 2})}, 1), {0, 2, 2}, float32, {}, "empty");
   kt::expect_error([] { stack({}); }, "[stack] need at least one array to stack");
-  kt::expect_error([] { stack({zeros({2, 3}), zeros({2, 2})}); },
-                   "[stack] array 1 has shape (2,2) but array 0 has shape (2,3)");
+  kt::expect_error(
+      [] {
+        stack({zeros({2, 3}), zeros({2, 2})});
+      },
+      "[stack] array 1 has shape (2,2) but array 0 has shape (2,3)");
   kt::expect_error([] { stack({zeros({2, 3})}, 3); }, "[stack] axis 3 is out of range for an array of rank 3");
   kt::expect_error([] { stack({zeros({2, 3}), Array()}); }, "[stack] operation on an empty Array handle");
 }
@@ -459,8 +470,7 @@ TEST(Take, EmptyAndLarge) {
   std::vector<double> fv(flat.begin(), flat.end());
   Shape fout;
   auto fwant = take_ref(v, {60000}, flat, {40000}, 0, &fout);
-  kt::expect_array(take(reshape(a, {60000}), kt::from_values(fv, {40000}, int32), 0), fout, float32, fwant,
-                   "flat");
+  kt::expect_array(take(reshape(a, {60000}), kt::from_values(fv, {40000}, int32), 0), fout, float32, fwant, "flat");
 }
 
 TEST(Take, OutOfRangeIndicesFailAtEvaluation) {
@@ -475,10 +485,16 @@ TEST(Take, OutOfRangeIndicesFailAtEvaluation) {
                    "[take] index -100 is out of bounds for axis 0 with size 5");
   kt::expect_error([&] { take(a, array(std::vector<uint64_t>{~uint64_t{0}}, {1}), 0).eval(); },
                    "[take] index 18446744073709551615 is out of bounds for axis 0 with size 5");
-  kt::expect_error([&] { take(reshape(a, {1, 5}), array(std::vector<uint8_t>{5}, {1}), -1).eval(); },
-                   "[take] index 5 is out of bounds for axis 1 with size 5");
-  kt::expect_error([] { take(zeros({0, 3}), array(std::vector<int32_t>{0}, {1}), 0).eval(); },
-                   "[take] index 0 is out of bounds for axis 0 with size 0");
+  kt::expect_error(
+      [&] {
+        take(reshape(a, {1, 5}), array(std::vector<uint8_t>{5}, {1}), -1).eval();
+      },
+      "[take] index 5 is out of bounds for axis 1 with size 5");
+  kt::expect_error(
+      [] {
+        take(zeros({0, 3}), array(std::vector<int32_t>{0}, {1}), 0).eval();
+      },
+      "[take] index 0 is out of bounds for axis 0 with size 0");
   // The error reaches a consumer evaluated later, too.
   kt::expect_error([&] { (r + 1.0f).eval(); }, "[take] index 7 is out of bounds for axis 0 with size 5");
 }
@@ -486,8 +502,10 @@ TEST(Take, OutOfRangeIndicesFailAtEvaluation) {
 TEST(Take, Errors) {
   Array a = zeros({5, 4, 3});
   Array i = array(std::vector<int32_t>{0}, {1});
-  kt::expect_error([&] { take(a, array(std::vector<float>{0}, {1}), 0); }, "[take] indices must be integers, got float32");
-  kt::expect_error([&] { take(a, array(std::vector<bool>{true}, {1}), 0); }, "[take] indices must be integers, got bool");
+  kt::expect_error([&] { take(a, array(std::vector<float>{0}, {1}), 0); },
+                   "[take] indices must be integers, got float32");
+  kt::expect_error([&] { take(a, array(std::vector<bool>{true}, {1}), 0); },
+                   "[take] indices must be integers, got bool");
   kt::expect_error([&] { take(a, i, 3); }, "[take] axis 3 is out of range for an array of rank 3");
   kt::expect_error([&] { take(a, i, -4); }, "[take] axis -4 is out of range for an array of rank 3");
   kt::expect_error([&] { take(array(1.0f), i, 0); }, "[take] axis 0 is out of range for an array of rank 0");
@@ -570,16 +588,31 @@ TEST(TakeAlongAxis, Errors) {
   Array a = zeros({4, 5});
   kt::expect_error([&] { take_along_axis(a, array(std::vector<int32_t>{0}, {1}), 0); },
                    "[take_along_axis] indices of rank 1 do not match the array's rank 2");
-  kt::expect_error([&] { take_along_axis(a, zeros({3, 2}, int32), 1); },
-                   "[take_along_axis] indices of shape (3,2) do not broadcast against the array's shape (4,5) off axis 1");
-  kt::expect_error([&] { take_along_axis(a, zeros({1, 1}, float64), 1); },
-                   "[take_along_axis] indices must be integers, got float64");
-  kt::expect_error([&] { take_along_axis(a, zeros({1, 1}, int32), 2); },
-                   "[take_along_axis] axis 2 is out of range for an array of rank 2");
-  kt::expect_error([&] { take_along_axis(a, full({1, 1}, 5.0, int32), 1).eval(); },
-                   "[take_along_axis] index 5 is out of bounds for axis 1 with size 5");
-  kt::expect_error([&] { take_along_axis(a, full({2, 1}, -5.0, int16), 0).eval(); },
-                   "[take_along_axis] index -5 is out of bounds for axis 0 with size 4");
+  kt::expect_error(
+      [&] {
+        take_along_axis(a, zeros({3, 2}, int32), 1);
+      },
+      "[take_along_axis] indices of shape (3,2) do not broadcast against the array's shape (4,5) off axis 1");
+  kt::expect_error(
+      [&] {
+        take_along_axis(a, zeros({1, 1}, float64), 1);
+      },
+      "[take_along_axis] indices must be integers, got float64");
+  kt::expect_error(
+      [&] {
+        take_along_axis(a, zeros({1, 1}, int32), 2);
+      },
+      "[take_along_axis] axis 2 is out of range for an array of rank 2");
+  kt::expect_error(
+      [&] {
+        take_along_axis(a, full({1, 1}, 5.0, int32), 1).eval();
+      },
+      "[take_along_axis] index 5 is out of bounds for axis 1 with size 5");
+  kt::expect_error(
+      [&] {
+        take_along_axis(a, full({2, 1}, -5.0, int16), 0).eval();
+      },
+      "[take_along_axis] index -5 is out of bounds for axis 0 with size 4");
   kt::expect_error([&] { take_along_axis(Array(), zeros({1}, int32), 0); },
                    "[take_along_axis] operation on an empty Array handle");
 }
@@ -668,16 +701,33 @@ TEST(SliceUpdate, Errors) {
   Array a = zeros({6, 5});
   kt::expect_error([&] { slice_update(a, array(1.0f), Shape{0}, Shape{1}); },
                    "[slice_update] start, stop and step need one entry per axis (2)");
-  kt::expect_error([&] { slice_update(a, array(1.0f), {0, 0}, {1, 1}, {1}); },
-                   "[slice_update] start, stop and step need one entry per axis (2)");
-  kt::expect_error([&] { slice_update(a, zeros({3}), {0, 0}, {4, 5}, {2, 1}); },
-                   "[slice_update] cannot broadcast update of shape (3) to the region's shape (2,5)");
-  kt::expect_error([&] { slice_update(a, zeros({1, 2, 5}), {0, 0}, {4, 5}, {2, 1}); },
-                   "[slice_update] cannot broadcast update of shape (1,2,5) to the region's shape (2,5)");
-  kt::expect_error([&] { slice_update(a, array(1.0f), {0, 0}, {4, 5}, {1, 0}); },
-                   "[slice_update] slice step cannot be zero (axis 1)");
-  kt::expect_error([&] { slice_update(Array(), a, Shape{}, Shape{}); }, "[slice_update] operation on an empty Array handle");
-  kt::expect_error([&] { slice_update(a, Array(), {0, 0}, {1, 1}); }, "[slice_update] operation on an empty Array handle");
+  kt::expect_error(
+      [&] {
+        slice_update(a, array(1.0f), {0, 0}, {1, 1}, {1});
+      },
+      "[slice_update] start, stop and step need one entry per axis (2)");
+  kt::expect_error(
+      [&] {
+        slice_update(a, zeros({3}), {0, 0}, {4, 5}, {2, 1});
+      },
+      "[slice_update] cannot broadcast update of shape (3) to the region's shape (2,5)");
+  kt::expect_error(
+      [&] {
+        slice_update(a, zeros({1, 2, 5}), {0, 0}, {4, 5}, {2, 1});
+      },
+      "[slice_update] cannot broadcast update of shape (1,2,5) to the region's shape (2,5)");
+  kt::expect_error(
+      [&] {
+        slice_update(a, array(1.0f), {0, 0}, {4, 5}, {1, 0});
+      },
+      "[slice_update] slice step cannot be zero (axis 1)");
+  kt::expect_error([&] { slice_update(Array(), a, Shape{}, Shape{}); },
+                   "[slice_update] operation on an empty Array handle");
+  kt::expect_error(
+      [&] {
+        slice_update(a, Array(), {0, 0}, {1, 1});
+      },
+      "[slice_update] operation on an empty Array handle");
 }
 
 // ---- the primitives themselves ----------------------------------------------------------
@@ -691,16 +741,29 @@ TEST(LayoutPrimitives, ShapesAreRecomputedFromInputs) {
   // The region resolves against the new input's shape: stop clamps to it.
   SliceUpdate su({SliceArg{1, 100, 2}});
   EXPECT_EQ(su.output_shapes({{9}, {4}})[0], (Shape{9}));
-  kt::expect_error([&] { su.output_shapes({{5}, {4}}); },
-                   "[slice_update] cannot broadcast update of shape (4) to the region's shape (2)");
+  kt::expect_error(
+      [&] {
+        su.output_shapes({{5}, {4}});
+      },
+      "[slice_update] cannot broadcast update of shape (4) to the region's shape (2)");
   kt::expect_error([] { Concatenate(0).output_shapes({}); }, "[concatenate] need at least one array to concatenate");
   kt::expect_error([] { Concatenate(0).output_shapes({Shape{}}); },
                    "[concatenate] zero-dimensional arrays cannot be concatenated");
-  kt::expect_error([] { Concatenate(3).output_shapes({{2, 2}}); },
-                   "[concatenate] axis 3 is out of range for an array of rank 2");
-  kt::expect_error([] { Take(2).output_shapes({{2, 2}, {1}}); }, "[take] axis 2 is out of range for an array of rank 2");
-  kt::expect_error([] { TakeAlongAxis(2).output_shapes({{2, 2}, {1, 1}}); },
-                   "[take_along_axis] axis 2 is out of range for an array of rank 2");
+  kt::expect_error(
+      [] {
+        Concatenate(3).output_shapes({{2, 2}});
+      },
+      "[concatenate] axis 3 is out of range for an array of rank 2");
+  kt::expect_error(
+      [] {
+        Take(2).output_shapes({{2, 2}, {1}});
+      },
+      "[take] axis 2 is out of range for an array of rank 2");
+  kt::expect_error(
+      [] {
+        TakeAlongAxis(2).output_shapes({{2, 2}, {1, 1}});
+      },
+      "[take_along_axis] axis 2 is out of range for an array of rank 2");
 }
 
 TEST(LayoutPrimitives, EquivalenceAndPrinting) {
@@ -715,7 +778,8 @@ TEST(LayoutPrimitives, EquivalenceAndPrinting) {
   EXPECT_TRUE(Pad({{1, 2}}, kNaN).is_equivalent(Pad({{1, 2}}, kNaN)));
   EXPECT_FALSE(Pad({{1, 2}}, 0.0).is_equivalent(Pad({{1, 2}}, -0.0)));
   EXPECT_FALSE(Pad({{1, 2}}, 0.0).is_equivalent(Pad({{2, 1}}, 0.0)));
-  SliceUpdate a({SliceArg{1, 5, 2}, SliceArg{}}), b({SliceArg{1, 5, 2}, SliceArg{}}), c({SliceArg{1, 5, 1}, SliceArg{}});
+  SliceUpdate a({SliceArg{1, 5, 2}, SliceArg{}}), b({SliceArg{1, 5, 2}, SliceArg{}}),
+      c({SliceArg{1, 5, 1}, SliceArg{}});
   EXPECT_TRUE(a.is_equivalent(b));
   EXPECT_FALSE(a.is_equivalent(c));
   EXPECT_EQ(printed(Copy()), "copy");

@@ -180,18 +180,18 @@ struct Case {
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> c = {
-      {{3, 4}, {4, 5}},        {{1, 1}, {1, 1}},          {{4}, {4}},           {{4}, {4, 3}},
-      {{2, 4}, {4}},           {{2, 3, 4}, {4, 5}},       {{3, 4}, {2, 4, 5}},  {{2, 1, 3, 4}, {5, 4, 2}},
-      {{4}, {2, 4, 3}},        {{2, 3, 4}, {4}},          {{0, 4}, {4, 5}},     {{3, 0}, {0, 5}},
-      {{2, 0, 3}, {3, 4}},     {{3, 4}, {4, 1}},          {{1, 4}, {4, 6}},     {{5, 1}, {1, 3}},
-      {{2, 3, 4}, {2, 4, 5}},  {{0, 3, 4}, {4, 2}},       {{7, 9}, {9, 11}},
+      {{3, 4}, {4, 5}},       {{1, 1}, {1, 1}},    {{4}, {4}},          {{4}, {4, 3}},
+      {{2, 4}, {4}},          {{2, 3, 4}, {4, 5}}, {{3, 4}, {2, 4, 5}}, {{2, 1, 3, 4}, {5, 4, 2}},
+      {{4}, {2, 4, 3}},       {{2, 3, 4}, {4}},    {{0, 4}, {4, 5}},    {{3, 0}, {0, 5}},
+      {{2, 0, 3}, {3, 4}},    {{3, 4}, {4, 1}},    {{1, 4}, {4, 6}},    {{5, 1}, {1, 3}},
+      {{2, 3, 4}, {2, 4, 5}}, {{0, 3, 4}, {4, 2}}, {{7, 9}, {9, 11}},
   };
   return c;
 }
 
 std::string describe(Dtype da, Dtype db, const Case& c, Form fa, Form fb) {
-  return std::string(dtype_name(da)) + " " + detail::shape_str(c.a) + " (" + form_name(fa) + ") @ " +
-         dtype_name(db) + " " + detail::shape_str(c.b) + " (" + form_name(fb) + ")";
+  return std::string(dtype_name(da)) + " " + detail::shape_str(c.a) + " (" + form_name(fa) + ") @ " + dtype_name(db) +
+         " " + detail::shape_str(c.b) + " (" + form_name(fb) + ")";
 }
 
 }  // namespace
@@ -217,9 +217,9 @@ TEST(Matmul, EveryDtypeShapeAndLayout) {
 }
 
 TEST(Matmul, MixedDtypesPromote) {
-  const std::vector<std::pair<Dtype, Dtype>> pairs = {{int8, float16},  {uint8, int8},     {bool_, int32},
+  const std::vector<std::pair<Dtype, Dtype>> pairs = {{int8, float16},     {uint8, int8},    {bool_, int32},
                                                       {float16, bfloat16}, {int64, float32}, {uint16, float64},
-                                                      {bool_, bool_},    {uint64, int8}};
+                                                      {bool_, bool_},      {uint64, int8}};
   uint64_t seed = 300;
   for (auto [da, db] : pairs) {
     for (auto& c : cases()) {
@@ -287,8 +287,8 @@ TEST(Matmul, LargeAndBatchedShapesUseEveryPath) {
   uint64_t seed = 700;
   // Large single products (BLAS threads, the integer kernel's row split, half
   // conversion), many small batches side by side, and a transposed large operand.
-  const std::vector<Case> big = {{{96, 130}, {130, 80}}, {{64, 8, 8}, {64, 8, 8}}, {{40, 3, 5}, {5, 7}},
-                                 {{1, 300}, {300, 1}}};
+  const std::vector<Case> big = {
+      {{96, 130}, {130, 80}}, {{64, 8, 8}, {64, 8, 8}}, {{40, 3, 5}, {5, 7}}, {{1, 300}, {300, 1}}};
   for (Dtype d : {float32, float64, float16, int32, int8, bool_}) {
     for (auto& c : big) {
       for (Form f : {Form::contiguous, Form::transposed}) {
@@ -309,10 +309,16 @@ TEST(Matmul, Errors) {
   kt::expect_error([&] { matmul(zeros({2, 3}), zeros({2})); }, "[matmul] inner dimensions differ: (2,3) @ (2)");
   kt::expect_error([&] { matmul(array(1.0f), b); }, "[matmul] 0-d operands are not allowed: () @ (4,5)");
   kt::expect_error([&] { matmul(b, array(1.0f)); }, "[matmul] 0-d operands are not allowed: (4,5) @ ()");
-  kt::expect_error([&] { matmul(zeros({2, 3, 4}), zeros({3, 4, 5})); },
-                   "[matmul] batch dimensions cannot be broadcast: (2,3,4) @ (3,4,5)");
-  kt::expect_error([&] { matmul(zeros({2, 1, 4}), zeros({3, 4, 2})); },
-                   "[matmul] batch dimensions cannot be broadcast: (2,1,4) @ (3,4,2)");
+  kt::expect_error(
+      [&] {
+        matmul(zeros({2, 3, 4}), zeros({3, 4, 5}));
+      },
+      "[matmul] batch dimensions cannot be broadcast: (2,3,4) @ (3,4,5)");
+  kt::expect_error(
+      [&] {
+        matmul(zeros({2, 1, 4}), zeros({3, 4, 2}));
+      },
+      "[matmul] batch dimensions cannot be broadcast: (2,1,4) @ (3,4,2)");
   kt::expect_error([&] { matmul(Array(), b); }, "[matmul] operation on an empty Array handle");
   kt::expect_error([&] { matmul(b, Array()); }, "[matmul] operation on an empty Array handle");
   // A host array combines with a CUDA one (it is copied on use): the product runs on CUDA,
@@ -331,8 +337,14 @@ TEST(Matmul, PrimitiveRechecksShapesOnReplay) {
   Matmul m;
   EXPECT_EQ(m.output_shapes({{2, 1, 3, 4}, {5, 4, 2}})[0], (Shape{2, 5, 3, 2}));
   kt::expect_error([&] { m.output_shapes({{3, 4}, {3, 2}}); }, "[matmul] inner dimensions differ: (3,4) @ (3,2)");
-  kt::expect_error([&] { m.output_shapes({{4}, {4, 2}}); },
-                   "[matmul] operands need at least 2 dimensions here, got (4) @ (4,2)");
-  kt::expect_error([&] { m.output_shapes({{2, 3, 4}, {3, 4, 2}}); },
-                   "[matmul] batch dimensions cannot be broadcast: (2,3,4) @ (3,4,2)");
+  kt::expect_error(
+      [&] {
+        m.output_shapes({{4}, {4, 2}});
+      },
+      "[matmul] operands need at least 2 dimensions here, got (4) @ (4,2)");
+  kt::expect_error(
+      [&] {
+        m.output_shapes({{2, 3, 4}, {3, 4, 2}});
+      },
+      "[matmul] batch dimensions cannot be broadcast: (2,3,4) @ (3,4,2)");
 }

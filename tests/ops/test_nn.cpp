@@ -70,16 +70,19 @@ TEST(Norms, AgainstFloat64ShapesDtypesAndLayouts) {
         auto wv = kt::random_values(static_cast<int64_t>(n), d, 12);
         auto bv = kt::random_values(static_cast<int64_t>(n), d, 13);
         Array x = kt::with_layout(xv, s, d, l);
-        Array w = kt::from_values(wv, {static_cast<int64_t>(n)}, d), b = kt::from_values(bv, {static_cast<int64_t>(n)}, d);
+        Array w = kt::from_values(wv, {static_cast<int64_t>(n)}, d),
+              b = kt::from_values(bv, {static_cast<int64_t>(n)}, d);
         double tol = std::max(kt::rel_tol(d), 1e-6) * 2;
         auto want = rms_norm_ref(xv, &wv, n, 1e-5);
         kt::expect_within(rms_norm(x, w, 1e-5f), want, magnitude(want, 1e-3), tol, "rms_norm " + ctx);
         want = rms_norm_ref(xv, nullptr, n, 1e-3);
-        kt::expect_within(rms_norm(x, std::nullopt, 1e-3f), want, magnitude(want, 1e-3), tol, "rms_norm no weight " + ctx);
+        kt::expect_within(rms_norm(x, std::nullopt, 1e-3f), want, magnitude(want, 1e-3), tol,
+                          "rms_norm no weight " + ctx);
         want = layer_norm_ref(xv, &wv, &bv, n, 1e-5);
         kt::expect_within(layer_norm(x, w, b, 1e-5f), want, magnitude(want, 4.0), tol, "layer_norm " + ctx);
         want = layer_norm_ref(xv, nullptr, &bv, n, 1e-5);
-        kt::expect_within(layer_norm(x, std::nullopt, b, 1e-5f), want, magnitude(want, 4.0), tol, "layer_norm bias " + ctx);
+        kt::expect_within(layer_norm(x, std::nullopt, b, 1e-5f), want, magnitude(want, 4.0), tol,
+                          "layer_norm bias " + ctx);
       }
     }
   }
@@ -121,19 +124,27 @@ TEST(Norms, OneKernelEagerAndCompiledEqualsEager) {
     auto f = compile([](const Array& a, const Array& b, const Array& c) { return rms_norm(a + b, c, 1e-5f) * 2.0f; });
     kt::expect_same_bits(f(xd, rd, wd), rms_norm(xd + rd, wd, 1e-5f) * 2.0f, std::string("rms ") + dtype_name(d));
     auto g = compile([](const Array& a, const Array& b, const Array& c) { return layer_norm(a, b, c, 1e-6f); });
-    kt::expect_same_bits(g(xd, wd, bd), layer_norm(xd, wd, bd, 1e-6f),
-                         std::string("layer ") + dtype_name(d));
+    kt::expect_same_bits(g(xd, wd, bd), layer_norm(xd, wd, bd, 1e-6f), std::string("layer ") + dtype_name(d));
   }
 }
 
 TEST(Norms, ErrorsPrintAndEquivalence) {
-  kt::expect_error([] { rms_norm(ones({2, 4}), ones({3}), 1e-5f); },
-                   "[rms_norm] weight must be a vector as long as the last axis of x (2,4), got (3)");
-  kt::expect_error([] { rms_norm(ones({2, 4}, int32), std::nullopt, 1e-5f); },
-                   "[rms_norm] x must be a floating-point array, got int32");
+  kt::expect_error(
+      [] {
+        rms_norm(ones({2, 4}), ones({3}), 1e-5f);
+      },
+      "[rms_norm] weight must be a vector as long as the last axis of x (2,4), got (3)");
+  kt::expect_error(
+      [] {
+        rms_norm(ones({2, 4}, int32), std::nullopt, 1e-5f);
+      },
+      "[rms_norm] x must be a floating-point array, got int32");
   kt::expect_error([] { rms_norm(ones({}), std::nullopt, 1e-5f); }, "[rms_norm] x must have at least 1 dimension");
-  kt::expect_error([] { layer_norm(ones({2, 4}), ones({4}), ones({2, 4}), 1e-5f); },
-                   "[layer_norm] bias must be a vector as long as the last axis of x (2,4), got (2,4)");
+  kt::expect_error(
+      [] {
+        layer_norm(ones({2, 4}), ones({4}), ones({2, 4}), 1e-5f);
+      },
+      "[layer_norm] bias must be a vector as long as the last axis of x (2,4), got (2,4)");
   EXPECT_TRUE(RmsNorm(1e-5f, true).is_equivalent(RmsNorm(1e-5f, true)));
   EXPECT_FALSE(RmsNorm(1e-5f, true).is_equivalent(RmsNorm(1e-6f, true)));
   EXPECT_FALSE(RmsNorm(1e-5f, true).is_equivalent(RmsNorm(1e-5f, false)));
@@ -236,8 +247,11 @@ TEST(Rope, ErrorsPrintAndEquivalence) {
                    "[rope] dims must be even, positive and at most the last axis of x (2,3,4,8), got 10");
   kt::expect_error([&] { rope(ones({8}), 8, false, 10000.0f, 1.0f, 0); },
                    "[rope] x must have at least 2 dimensions [..., L, D], got (8)");
-  kt::expect_error([&] { rope(x, 8, false, 10000.0f, 1.0f, array({1, 2, 3})); },
-                   "[rope] offset must be a scalar or hold one position per batch row (x (2,3,4,8)), got shape (3)");
+  kt::expect_error(
+      [&] {
+        rope(x, 8, false, 10000.0f, 1.0f, array({1, 2, 3}));
+      },
+      "[rope] offset must be a scalar or hold one position per batch row (x (2,3,4,8)), got shape (3)");
   kt::expect_error([&] { rope(x, 8, false, 10000.0f, 1.0f, array(1.5f)); }, "[rope] offset must be int32, got float32");
   kt::expect_error([&] { rope(x, 8, false, std::nullopt, 1.0f, 0); }, "[rope] give exactly one of base and freqs");
   kt::expect_error([&] { rope(x, 8, false, std::nullopt, 1.0f, 0, ones({3})); },
@@ -349,10 +363,11 @@ TEST(Attention, AgainstFloat64GroupedCausalLengthsAndMasks) {
 }
 
 TEST(Attention, MatchesMlx) {
-  Array q = array(golden::sdpa_q, {1, 4, 3, 8}), k = array(golden::sdpa_k, {1, 2, 6, 8}), v = array(golden::sdpa_v, {1, 2, 6, 8});
+  Array q = array(golden::sdpa_q, {1, 4, 3, 8}), k = array(golden::sdpa_k, {1, 2, 6, 8}),
+        v = array(golden::sdpa_v, {1, 2, 6, 8});
   auto want = kt::as_doubles(golden::sdpa_causal);
-  kt::expect_within(scaled_dot_product_attention(q, k, v, 0.4f, std::nullopt, true), want, ones_scale(want.size()), 4e-6,
-                    "causal");
+  kt::expect_within(scaled_dot_product_attention(q, k, v, 0.4f, std::nullopt, true), want, ones_scale(want.size()),
+                    4e-6, "causal");
   want = kt::as_doubles(golden::sdpa_additive);
   kt::expect_within(scaled_dot_product_attention(q, k, v, 0.4f, array(golden::sdpa_mask, {3, 6})), want,
                     ones_scale(want.size()), 4e-6, "additive");
@@ -392,21 +407,41 @@ TEST(Attention, CompiledEqualsEagerAndErrors) {
   auto f = compile([](const Array& a, const Array& b, const Array& e) {
     return scaled_dot_product_attention(a * 2.0f, b, e, 0.25f, std::nullopt, true) + 1.0f;
   });
-  kt::expect_same_bits(f(q, k, v), scaled_dot_product_attention(q * 2.0f, k, v, 0.25f, std::nullopt, true) + 1.0f, "causal");
+  kt::expect_same_bits(f(q, k, v), scaled_dot_product_attention(q * 2.0f, k, v, 0.25f, std::nullopt, true) + 1.0f,
+                       "causal");
   const char* op = "[scaled_dot_product_attention] ";
-  kt::expect_error([&] { scaled_dot_product_attention(ones({4, 6, 8}), k, v, 1.0f); },
-                   std::string(op) + "q, k and v must be 4-D [B, H, L, D], got (4,6,8), (1,2,6,8), (1,2,6,8)");
-  kt::expect_error([&] { scaled_dot_product_attention(ones({1, 3, 6, 8}), k, v, 1.0f); },
-                   std::string(op) + "the query heads (3) must be a multiple of the key/value heads (2)");
-  kt::expect_error([&] { scaled_dot_product_attention(q, ones({1, 2, 6, 4}), v, 1.0f); },
-                   std::string(op) + "shapes do not agree: q (1,4,6,8), k (1,2,6,4), v (1,2,6,8) (batch and head size "
-                                     "of q and k, heads and length of k and v must match)");
-  kt::expect_error([&] { scaled_dot_product_attention(q, k, v, 1.0f, ones({5, 6})); },
-                   std::string(op) + "mask of shape (5,6) does not broadcast to the scores' shape (1,4,6,6)");
-  kt::expect_error([&] { scaled_dot_product_attention(q, k, v, 1.0f, ones({6, 6}, int32)); },
-                   std::string(op) + "mask must be boolean or floating-point, got int32");
-  kt::expect_error([&] { scaled_dot_product_attention(q, k, v, 1.0f, std::nullopt, false, array({1, 2})); },
-                   std::string(op) + "key_lengths must hold one length per batch row (1), got shape (2)");
+  kt::expect_error(
+      [&] {
+        scaled_dot_product_attention(ones({4, 6, 8}), k, v, 1.0f);
+      },
+      std::string(op) + "q, k and v must be 4-D [B, H, L, D], got (4,6,8), (1,2,6,8), (1,2,6,8)");
+  kt::expect_error(
+      [&] {
+        scaled_dot_product_attention(ones({1, 3, 6, 8}), k, v, 1.0f);
+      },
+      std::string(op) + "the query heads (3) must be a multiple of the key/value heads (2)");
+  kt::expect_error(
+      [&] {
+        scaled_dot_product_attention(q, ones({1, 2, 6, 4}), v, 1.0f);
+      },
+      std::string(op) +
+          "shapes do not agree: q (1,4,6,8), k (1,2,6,4), v (1,2,6,8) (batch and head size "
+          "of q and k, heads and length of k and v must match)");
+  kt::expect_error(
+      [&] {
+        scaled_dot_product_attention(q, k, v, 1.0f, ones({5, 6}));
+      },
+      std::string(op) + "mask of shape (5,6) does not broadcast to the scores' shape (1,4,6,6)");
+  kt::expect_error(
+      [&] {
+        scaled_dot_product_attention(q, k, v, 1.0f, ones({6, 6}, int32));
+      },
+      std::string(op) + "mask must be boolean or floating-point, got int32");
+  kt::expect_error(
+      [&] {
+        scaled_dot_product_attention(q, k, v, 1.0f, std::nullopt, false, array({1, 2}));
+      },
+      std::string(op) + "key_lengths must hold one length per batch row (1), got shape (2)");
   kt::expect_error([&] { scaled_dot_product_attention(q, astype(k, float16), v, 1.0f); },
                    std::string(op) + "q, k and v must share a dtype, got float32, float16, float32");
   using S = ScaledDotProductAttention;
@@ -438,12 +473,19 @@ TEST(DynamicSliceUpdate, ValuesCastsAndErrors) {
   EXPECT_EQ(a.to_vector<double>(), av);  // the input is still held here: copied, not overwritten
   kt::expect_error([&] { slice_update(a, u, array({9}), {2}).eval(); },
                    "[slice_update] start 9 on axis 2 puts the update of length 2 outside the axis of length 10");
-  kt::expect_error([&] { slice_update(a, u, array({1, 2}), {2}); },
-                   "[slice_update] start must be a vector of one index per axis (1), got shape (2)");
-  kt::expect_error([&] { slice_update(a, u, array({1}), {4}); }, "[slice_update] axis 4 is out of range for an array of rank 4");
+  kt::expect_error(
+      [&] {
+        slice_update(a, u, array({1, 2}), {2});
+      },
+      "[slice_update] start must be a vector of one index per axis (1), got shape (2)");
+  kt::expect_error([&] { slice_update(a, u, array({1}), {4}); },
+                   "[slice_update] axis 4 is out of range for an array of rank 4");
   kt::expect_error([&] { slice_update(a, u, array({1.0f}), {2}); }, "[slice_update] start must be int32, got float32");
-  kt::expect_error([&] { slice_update(a, ones({3, 2, 4}), array({1}), {2}); },
-                   "[slice_update] the update of shape (3,2,4) must have the rank of the array (2,3,10,4)");
+  kt::expect_error(
+      [&] {
+        slice_update(a, ones({3, 2, 4}), array({1}), {2});
+      },
+      "[slice_update] the update of shape (3,2,4) must have the rank of the array (2,3,10,4)");
   EXPECT_EQ(printed(DynamicSliceUpdate({0, 2})), "dynamic_slice_update(0,2)");
   EXPECT_FALSE(DynamicSliceUpdate({0, 2}).is_equivalent(DynamicSliceUpdate({2})));
 }
@@ -476,7 +518,8 @@ TEST(DynamicSliceUpdate, AppendsInPlace) {
     EXPECT_EQ(cache.tensor().buffer->data(), data) << t;
     // A call replayed as a CUDA graph runs no host code that could count its bytes.
     const uint64_t counted = detail::counters().layout_bytes_copied.load();
-    EXPECT_TRUE(counted == token_bytes || (cache.device().type == Device::Type::cuda && counted == 0)) << t << ": " << counted;
+    EXPECT_TRUE(counted == token_bytes || (cache.device().type == Device::Type::cuda && counted == 0))
+        << t << ": " << counted;
   }
   auto v = slice(cache, {0, 0, 0, 0}, {1, 1, 6, 1}).to_vector<float>();
   EXPECT_EQ(v, (std::vector<float>{1, 2, 3, 8, 10, 12}));

@@ -109,7 +109,8 @@ TEST(QuantizedMatmul, MatchesMlx) {
     int bits, gs;
     const std::vector<float>* want;
   };
-  for (Case c : {Case{4, 64, &golden::qmm_t_q4_g64}, Case{8, 32, &golden::qmm_t_q8_g32}, Case{3, 128, &golden::qmm_t_q3_g128}}) {
+  for (Case c :
+       {Case{4, 64, &golden::qmm_t_q4_g64}, Case{8, 32, &golden::qmm_t_q8_g32}, Case{3, 128, &golden::qmm_t_q3_g128}}) {
     auto [packed, scales, biases] = quantize(w, c.gs, c.bits);
     Array y = quantized_matmul(x, packed, scales, biases, true, c.gs, c.bits);
     auto want = kt::as_doubles(*c.want);
@@ -127,7 +128,8 @@ TEST(QuantizedMatmul, AgainstFloat64AllBitsShapesAndDtypes) {
   struct Case {
     int64_t m, n, k;
   };
-  for (Case sh : {Case{1, 7, 256}, Case{3, 5, 128}, Case{8, 9, 512}, Case{9, 6, 256}, Case{33, 300, 128}, Case{2, 3, 32}}) {
+  for (Case sh :
+       {Case{1, 7, 256}, Case{3, 5, 128}, Case{8, 9, 512}, Case{9, 6, 256}, Case{33, 300, 128}, Case{2, 3, 32}}) {
     for (int bits : {2, 3, 4, 5, 6, 8}) {
       for (int gs : {32, 128}) {
         if (sh.k % gs != 0) continue;
@@ -156,7 +158,8 @@ TEST(QuantizedMatmul, AgainstFloat64AllBitsShapesAndDtypes) {
             ASSERT_EQ(y.shape(), (Shape{sh.m, sh.n})) << ctx.str();
             ASSERT_EQ(y.dtype(), d);
             std::vector<double> want, mag;
-            matmul_t_ref(xv, wt, static_cast<size_t>(sh.m), static_cast<size_t>(sh.n), static_cast<size_t>(sh.k), want, mag);
+            matmul_t_ref(xv, wt, static_cast<size_t>(sh.m), static_cast<size_t>(sh.n), static_cast<size_t>(sh.k), want,
+                         mag);
             for (size_t i = 0; i < want.size(); ++i) mag[i] += std::fabs(want[i]) * kt::rel_tol(d) / 1e-5;
             kt::expect_within(y, want, mag, 1e-5, ctx.str());
           }
@@ -192,7 +195,8 @@ TEST(QuantizedMatmul, BatchAxesNonContiguousXEmptyAndNaN) {
     rows.resize(static_cast<size_t>(m * 128), 0.5);
     auto y = quantized_matmul(kt::from_values(rows, {m, 128}, float32), packed, scales, biases).to_vector<double>();
     for (int j = 0; j < 16; ++j) EXPECT_TRUE(std::isnan(y[static_cast<size_t>(j)])) << m;
-    for (int j = 0; j < 16; ++j) EXPECT_TRUE(std::isinf(y[static_cast<size_t>(16 + j)]) || std::isnan(y[static_cast<size_t>(16 + j)])) << m;
+    for (int j = 0; j < 16; ++j)
+      EXPECT_TRUE(std::isinf(y[static_cast<size_t>(16 + j)]) || std::isnan(y[static_cast<size_t>(16 + j)])) << m;
     if (m > 2) {
       EXPECT_TRUE(std::isfinite(y[static_cast<size_t>(2 * 16)])) << m;
     }
@@ -213,21 +217,42 @@ TEST(Quantized, Errors) {
   Array w = ones({4, 64});
   kt::expect_error([&] { quantize(w, 16, 4); }, "[quantize] group_size must be 32, 64 or 128, got 16");
   kt::expect_error([&] { quantize(w, 64, 7); }, "[quantize] bits must be 2, 3, 4, 5, 6 or 8, got 7");
-  kt::expect_error([&] { quantize(ones({4, 96}), 64, 4); },
-                   "[quantize] the last axis (96 in (4,96)) must be a multiple of group_size 64");
-  kt::expect_error([&] { quantize(ones({4, 64}, int32), 64, 4); }, "[quantize] w must be float32, float16 or bfloat16, got int32");
+  kt::expect_error(
+      [&] {
+        quantize(ones({4, 96}), 64, 4);
+      },
+      "[quantize] the last axis (96 in (4,96)) must be a multiple of group_size 64");
+  kt::expect_error(
+      [&] {
+        quantize(ones({4, 64}, int32), 64, 4);
+      },
+      "[quantize] w must be float32, float16 or bfloat16, got int32");
   auto [p, s, b] = quantize(w, 64, 4);
-  kt::expect_error([&] { dequantize(astype(p, int32), s, b); }, "[dequantize] packed weights must be uint32, got int32");
+  kt::expect_error([&] { dequantize(astype(p, int32), s, b); },
+                   "[dequantize] packed weights must be uint32, got int32");
   kt::expect_error([&] { dequantize(p, s, b, 32, 4); },
                    "[dequantize] packed weights (4,8) hold 64 values per row at 4 bits, which does not match scales "
                    "(4,1) with groups of 32");
-  kt::expect_error([&] { dequantize(p, s, ones({4, 2})); }, "[dequantize] scales (4,1) and biases (4,2) differ in shape");
-  kt::expect_error([&] { quantized_matmul(ones({2, 32}), p, s, b); },
-                   "[quantized_matmul] inner dimensions differ: x (2,32) against 64 (weights (4,8) transposed at 4 bits)");
-  kt::expect_error([&] { quantized_matmul(ones({2, 64}, float64), p, s, b); },
-                   "[quantized_matmul] x must be float32, float16 or bfloat16, got float64");
-  kt::expect_error([&] { quantized_matmul(ones({2, 64}), reshape(p, {32}), s, b); },
-                   "[quantized_matmul] the packed weights must be 2-D, got (32)");
+  kt::expect_error(
+      [&] {
+        dequantize(p, s, ones({4, 2}));
+      },
+      "[dequantize] scales (4,1) and biases (4,2) differ in shape");
+  kt::expect_error(
+      [&] {
+        quantized_matmul(ones({2, 32}), p, s, b);
+      },
+      "[quantized_matmul] inner dimensions differ: x (2,32) against 64 (weights (4,8) transposed at 4 bits)");
+  kt::expect_error(
+      [&] {
+        quantized_matmul(ones({2, 64}, float64), p, s, b);
+      },
+      "[quantized_matmul] x must be float32, float16 or bfloat16, got float64");
+  kt::expect_error(
+      [&] {
+        quantized_matmul(ones({2, 64}), reshape(p, {32}), s, b);
+      },
+      "[quantized_matmul] the packed weights must be 2-D, got (32)");
 }
 
 TEST(Quantized, PrintAndEquivalence) {

@@ -40,7 +40,8 @@ void round_rows(const std::vector<double>& x, size_t m, size_t k, QmmActivations
       continue;
     }
     const float id = amax > 0 ? max_code(a) / amax : 0.0f;
-    for (size_t i = 0; i < 32; ++i) q[b * 32 + i] = static_cast<int>(std::nearbyint(static_cast<float>(x[b * 32 + i]) * id));
+    for (size_t i = 0; i < 32; ++i)
+      q[b * 32 + i] = static_cast<int>(std::nearbyint(static_cast<float>(x[b * 32 + i]) * id));
     d[b] = amax / max_code(a);
   }
 }
@@ -81,13 +82,17 @@ TEST(QuantizedMatmulIntegers, AgainstFloat64AllBitsGroupsRowsAndDtypes) {
   };
   std::vector<Case> cases;
   for (int64_t m = 1; m <= 9; ++m) cases.push_back({m, m % 2 ? 17 : 8, 128});
-  for (Case c : {Case{1, 1, 32}, Case{2, 33, 64}, Case{3, 9, 96}, Case{1, 8, 160}, Case{5, 20, 384}, Case{12, 40, 256}, Case{1, 70, 576}})
+  for (Case c : {Case{1, 1, 32}, Case{2, 33, 64}, Case{3, 9, 96}, Case{1, 8, 160}, Case{5, 20, 384}, Case{12, 40, 256},
+                 Case{1, 70, 576}})
     cases.push_back(c);
   for (Case sh : cases) {
     for (int bits : {2, 3, 4, 5, 6, 8}) {
       for (int gs : {32, 64, 128}) {
         if (sh.k % gs != 0) continue;
-        for (auto [d, act] : {std::pair{float32, kInt8}, {float16, kInt8}, {bfloat16, kInt8}, {float32, kIntegers[1]},
+        for (auto [d, act] : {std::pair{float32, kInt8},
+                              {float16, kInt8},
+                              {bfloat16, kInt8},
+                              {float32, kIntegers[1]},
                               {bfloat16, kIntegers[1]}}) {
           std::ostringstream ctx;
           ctx << "m " << sh.m << " n " << sh.n << " k " << sh.k << " bits " << bits << " group " << gs << " "
@@ -100,8 +105,8 @@ TEST(QuantizedMatmulIntegers, AgainstFloat64AllBitsGroupsRowsAndDtypes) {
           ASSERT_EQ(y.dtype(), d);
           std::vector<double> want, mag;
           integer_ref(xv, packed.to_vector<uint32_t>(), scales.to_vector<double>(), biases.to_vector<double>(),
-                      static_cast<size_t>(sh.m), static_cast<size_t>(sh.n), static_cast<size_t>(sh.k), gs, bits, act, want,
-                      mag);
+                      static_cast<size_t>(sh.m), static_cast<size_t>(sh.n), static_cast<size_t>(sh.k), gs, bits, act,
+                      want, mag);
           for (size_t i = 0; i < want.size(); ++i) mag[i] += std::fabs(want[i]) * kt::rel_tol(d) / 1e-5;
           kt::expect_within(y, want, mag, 1e-5, ctx.str());
         }
@@ -119,28 +124,29 @@ TEST(QuantizedMatmulIntegers, ApproximatesTheFloatProductAndIsExactOnTheGrid) {
   Array x = kt::from_values(xv, {3, 256}, float32);
   std::vector<double> exact = quantized_matmul(x, packed, scales, biases, true, 32, 4).to_vector<double>();
   for (QmmActivations act : kIntegers) {
-  std::vector<double> rounded = quantized_matmul(x, packed, scales, biases, true, 32, 4, act).to_vector<double>();
-  auto deq = kt::dequantize_ref(packed.to_vector<uint32_t>(), scales.to_vector<double>(), biases.to_vector<double>(), 48,
-                                256, 32, 4);
-  for (size_t i = 0; i < 3; ++i) {
-    for (size_t j = 0; j < 48; ++j) {
-      double bound = 0;  // |w| times half a step (max|x| / (2 max_code)) of each block
-      for (size_t b = 0; b < 8; ++b) {
-        double amax = 0;
-        for (size_t e = 0; e < 32; ++e) amax = std::max(amax, std::fabs(xv[i * 256 + b * 32 + e]));
-        for (size_t e = 0; e < 32; ++e) bound += std::fabs(deq[j * 256 + b * 32 + e]) * amax / (2 * max_code(act));
+    std::vector<double> rounded = quantized_matmul(x, packed, scales, biases, true, 32, 4, act).to_vector<double>();
+    auto deq = kt::dequantize_ref(packed.to_vector<uint32_t>(), scales.to_vector<double>(), biases.to_vector<double>(),
+                                  48, 256, 32, 4);
+    for (size_t i = 0; i < 3; ++i) {
+      for (size_t j = 0; j < 48; ++j) {
+        double bound = 0;  // |w| times half a step (max|x| / (2 max_code)) of each block
+        for (size_t b = 0; b < 8; ++b) {
+          double amax = 0;
+          for (size_t e = 0; e < 32; ++e) amax = std::max(amax, std::fabs(xv[i * 256 + b * 32 + e]));
+          for (size_t e = 0; e < 32; ++e) bound += std::fabs(deq[j * 256 + b * 32 + e]) * amax / (2 * max_code(act));
+        }
+        const double tol = act == kInt8 ? 1e-4 : 2e-5;  // the float32 sums' own rounding
+        EXPECT_LE(std::fabs(rounded[i * 48 + j] - exact[i * 48 + j]), bound * 1.001 + tol) << i << " " << j;
       }
-      const double tol = act == kInt8 ? 1e-4 : 2e-5;  // the float32 sums' own rounding
-      EXPECT_LE(std::fabs(rounded[i * 48 + j] - exact[i * 48 + j]), bound * 1.001 + tol) << i << " " << j;
     }
-  }
-  // Multiples of max / 127 with the max present: the codes are exact (int16's are 128 times them).
-  std::vector<double> grid(256);
-  for (size_t e = 0; e < 256; ++e) grid[e] = e % 32 == 0 ? 127.0 / 64 : static_cast<double>(static_cast<int>(e * 37 % 255) - 127) / 64;
-  Array xg = kt::from_values(grid, {1, 256}, float32);
-  kt::expect_within(quantized_matmul(xg, packed, scales, biases, true, 32, 4, act),
-                    quantized_matmul(xg, packed, scales, biases, true, 32, 4).to_vector<double>(),
-                    std::vector<double>(48, 1.0), 1e-4, "on the grid");
+    // Multiples of max / 127 with the max present: the codes are exact (int16's are 128 times them).
+    std::vector<double> grid(256);
+    for (size_t e = 0; e < 256; ++e)
+      grid[e] = e % 32 == 0 ? 127.0 / 64 : static_cast<double>(static_cast<int>(e * 37 % 255) - 127) / 64;
+    Array xg = kt::from_values(grid, {1, 256}, float32);
+    kt::expect_within(quantized_matmul(xg, packed, scales, biases, true, 32, 4, act),
+                      quantized_matmul(xg, packed, scales, biases, true, 32, 4).to_vector<double>(),
+                      std::vector<double>(48, 1.0), 1e-4, "on the grid");
   }
 }
 
@@ -150,9 +156,9 @@ TEST(QuantizedMatmulIntegers, ZeroNanAndInfiniteBlocks) {
     auto [packed, scales, biases] = quantize(kt::from_values(wv, {16, 128}, float32), 32, bits);
     std::vector<double> xv = kt::random_values(5 * 128, float32, 4);
     for (size_t e = 0; e < 32; ++e) xv[e] = 0;  // row 0: a block of zeros contributes nothing
-    xv[128 + 40] = NAN;                          // row 1: NaN
-    xv[256 + 127] = INFINITY;                    // row 2: infinity
-    xv[384 + 3] = -INFINITY;                     // row 3: -infinity; row 4 stays finite
+    xv[128 + 40] = NAN;  // row 1: NaN
+    xv[256 + 127] = INFINITY;  // row 2: infinity
+    xv[384 + 3] = -INFINITY;  // row 3: -infinity; row 4 stays finite
     Array y = quantized_matmul(kt::from_values(xv, {5, 128}, float32), packed, scales, biases, true, 32, bits, act);
     std::vector<double> got = y.to_vector<double>(), want, mag;
     integer_ref(xv, packed.to_vector<uint32_t>(), scales.to_vector<double>(), biases.to_vector<double>(), 5, 16, 128,
@@ -166,26 +172,31 @@ TEST(QuantizedMatmulIntegers, ZeroNanAndInfiniteBlocks) {
 }
 
 TEST(QuantizedMatmulIntegers, BatchAxesCompiledAndEmpty) {
-  auto [packed, scales, biases] = quantize(kt::from_values(kt::random_values(24 * 64, float32, 8), {24, 64}, float32), 32, 4);
+  auto [packed, scales, biases] =
+      quantize(kt::from_values(kt::random_values(24 * 64, float32, 8), {24, 64}, float32), 32, 4);
   auto xv = kt::random_values(2 * 3 * 64, float32, 9);
   for (QmmActivations act : kIntegers) {
-  Array xs = kt::with_layout(xv, {2, 3, 64}, float32, kt::Layout::transposed);
-  Array y = quantized_matmul(xs, packed, scales, biases, true, 32, 4, act);
-  EXPECT_EQ(y.shape(), (Shape{2, 3, 24}));
-  Array flat = quantized_matmul(kt::from_values(xv, {6, 64}, float32), packed, scales, biases, true, 32, 4, act);
-  kt::expect_same_bits(y, reshape(flat, {2, 3, 24}), "batch axes");
-  auto f = compile([&](const Array& a) { return quantized_matmul(a * 2.0f, packed, scales, biases, true, 32, 4, act); });
-  Array x = kt::from_values(xv, {6, 64}, float32);
-  kt::expect_same_bits(f(x), quantized_matmul(x * 2.0f, packed, scales, biases, true, 32, 4, act), "compiled");
-  EXPECT_EQ(quantized_matmul(zeros({0, 64}), packed, scales, biases, true, 32, 4, act).shape(), (Shape{0, 24}));
+    Array xs = kt::with_layout(xv, {2, 3, 64}, float32, kt::Layout::transposed);
+    Array y = quantized_matmul(xs, packed, scales, biases, true, 32, 4, act);
+    EXPECT_EQ(y.shape(), (Shape{2, 3, 24}));
+    Array flat = quantized_matmul(kt::from_values(xv, {6, 64}, float32), packed, scales, biases, true, 32, 4, act);
+    kt::expect_same_bits(y, reshape(flat, {2, 3, 24}), "batch axes");
+    auto f =
+        compile([&](const Array& a) { return quantized_matmul(a * 2.0f, packed, scales, biases, true, 32, 4, act); });
+    Array x = kt::from_values(xv, {6, 64}, float32);
+    kt::expect_same_bits(f(x), quantized_matmul(x * 2.0f, packed, scales, biases, true, 32, 4, act), "compiled");
+    EXPECT_EQ(quantized_matmul(zeros({0, 64}), packed, scales, biases, true, 32, 4, act).shape(), (Shape{0, 24}));
   }
 }
 
 TEST(QuantizedMatmulIntegers, ErrorsPrintAndEquivalence) {
   // Not transposed, the groups run along N: K may be any length, so int8 blocks of K are refused.
   auto [p, s, b] = quantize(ones({33, 64}), 32, 4);
-  kt::expect_error([&] { quantized_matmul(ones({2, 33}), p, s, b, false, 32, 4, kInt8); },
-                   "[quantized_matmul] int8 activations need transpose (weights [N, K], groups along K)");
+  kt::expect_error(
+      [&] {
+        quantized_matmul(ones({2, 33}), p, s, b, false, 32, 4, kInt8);
+      },
+      "[quantized_matmul] int8 activations need transpose (weights [N, K], groups along K)");
   QuantizedMatmul exact({32, 4}, true), int8({32, 4}, true, kInt8);
   EXPECT_FALSE(exact.is_equivalent(int8));
   EXPECT_TRUE(int8.is_equivalent(QuantizedMatmul({32, 4}, true, kInt8)));
@@ -194,8 +205,11 @@ TEST(QuantizedMatmulIntegers, ErrorsPrintAndEquivalence) {
   EXPECT_EQ(os.str(), "quantized_matmul(group_size=32,bits=4,transpose=true,activations=int8)");
   QuantizedMatmul int16({32, 4}, true, kIntegers[1]);
   EXPECT_FALSE(int16.is_equivalent(int8));
-  kt::expect_error([&] { quantized_matmul(ones({2, 33}), p, s, b, false, 32, 4, kIntegers[1]); },
-                   "[quantized_matmul] int16 activations need transpose (weights [N, K], groups along K)");
+  kt::expect_error(
+      [&] {
+        quantized_matmul(ones({2, 33}), p, s, b, false, 32, 4, kIntegers[1]);
+      },
+      "[quantized_matmul] int16 activations need transpose (weights [N, K], groups along K)");
 }
 
 // kgraph spells the choice as the C++ argument: activations=exact|int8|int16.
@@ -217,7 +231,8 @@ TEST(QuantizedMatmulIntegers, KgraphAttribute) {
     parse_graph(text("fast"), "q.kgraph");
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("[quantized_matmul] attribute 'activations': 'fast' is not one of exact, int8, int16"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "[quantized_matmul] attribute 'activations': 'fast' is not one of exact, int8, int16"),
               std::string::npos)
         << e.what();
   }

@@ -102,8 +102,8 @@ TEST(Random, CompiledEqualsEagerWithTheKeyAsInput) {
     Array ks = random::split(k, 3);
     auto key_at = [&](int i) { return reshape(slice(ks, {i, 0}, {i + 1, 2}), {2}); };
     return std::vector<Array>{random::uniform({5, 7}, key_at(0)), random::normal({33}, key_at(1), float64, 1, 2),
-                              random::bernoulli(full({4, 4}, 0.5), key_at(2)),
-                              random::categorical(in[1], k), random::bits({9}, k)};
+                              random::bernoulli(full({4, 4}, 0.5), key_at(2)), random::categorical(in[1], k),
+                              random::bits({9}, k)};
   };
   auto compiled = compile(draws);
   Array logits = kt::from_values(kt::random_values(6 * 50, float32, 11), {6, 50}, float32);
@@ -142,8 +142,8 @@ TEST(Random, ShapelessReplaysDrawForTheShapeGiven) {
 TEST(Random, DrawsMergeOnlyWithEqualKeysAndShapes) {
   auto fn = [](const std::vector<Array>& in) {
     Array a = random::bits({8}, in[0]), b = random::bits({8}, in[0]);  // the same numbers: merged
-    Array c = random::bits({8}, in[1]);                                // another key
-    Array d = random::bits({9}, in[0]);                                // another shape
+    Array c = random::bits({8}, in[1]);  // another key
+    Array d = random::bits({9}, in[0]);  // another shape
     return std::vector<Array>{a, b, c, d};
   };
   auto out = compile(fn)({random::key(5), random::key(6)});
@@ -276,7 +276,11 @@ TEST(Random, Errors) {
   kt::expect_error([] { random::uniform({2}, zeros({3}, uint32)); },
                    "[uniform] a key is a uint32 array of shape (2); got uint32 (3)");
   kt::expect_error([&] { random::bits({2, -1}, k); }, "[bits] negative dimension in shape (2,-1)");
-  kt::expect_error([&] { random::bits({1 << 20, 1 << 12}, k); }, "[bits] a draw holds at most 2^32 - 1 words; got 4294967296");
+  kt::expect_error(
+      [&] {
+        random::bits({1 << 20, 1 << 12}, k);
+      },
+      "[bits] a draw holds at most 2^32 - 1 words; got 4294967296");
   kt::expect_error([&] { random::split(k, 0); }, "[split] num must be at least 1; got 0");
   kt::expect_error([&] { random::uniform({2}, k, int32); }, "[uniform] dtype must be a floating type; got int32");
   kt::expect_error([&] { random::normal({2}, k, bool_); }, "[normal] dtype must be a floating type; got bool");
@@ -284,9 +288,13 @@ TEST(Random, Errors) {
                    "[uniform] needs low < high with a finite range; got low 1, high 1");
   kt::expect_error([&] { random::uniform({2}, k, float32, -3e38, 3e38); },
                    "[uniform] needs low < high with a finite range; got low -3e+38, high 3e+38");
-  kt::expect_error([&] { random::categorical(zeros({2, 0}), k); },
-                   "[categorical] cannot draw from an empty axis (axis 1 of shape (2,0))");
-  kt::expect_error([&] { random::categorical(zeros({2}), k, 1); }, "[categorical] axis 1 is out of range for an array of rank 1");
+  kt::expect_error(
+      [&] {
+        random::categorical(zeros({2, 0}), k);
+      },
+      "[categorical] cannot draw from an empty axis (axis 1 of shape (2,0))");
+  kt::expect_error([&] { random::categorical(zeros({2}), k, 1); },
+                   "[categorical] axis 1 is out of range for an array of rank 1");
   kt::expect_error([&] { random::bernoulli(Array(), k); }, "[bernoulli] operation on an empty Array handle");
   kt::expect_error([&] { random::bernoulli(zeros({2}), Array()); }, "[bernoulli] operation on an empty Array handle");
 }

@@ -41,8 +41,10 @@ Shape reduced_shape(const Shape& s, const std::vector<int>& axes, bool keepdims)
   Shape out;
   for (size_t i = 0; i < s.size(); ++i) {
     bool r = std::find(axes.begin(), axes.end(), static_cast<int>(i)) != axes.end();
-    if (!r) out.push_back(s[i]);
-    else if (keepdims) out.push_back(1);
+    if (!r)
+      out.push_back(s[i]);
+    else if (keepdims)
+      out.push_back(1);
   }
   return out;
 }
@@ -122,10 +124,10 @@ struct Case {
 // Covers 0-d, 1-d, row/column/strided forms, size-1 and empty axes.
 const std::vector<Case>& cases() {
   static const std::vector<Case> c = {
-      {{}, {}},           {{7}, {}},          {{7}, {0}},         {{3, 5}, {1}},       {{3, 5}, {0}},
-      {{3, 5}, {}},       {{3, 5}, {-1}},     {{2, 3, 4}, {0, 2}}, {{2, 3, 4}, {1}},   {{2, 3, 4}, {-1, 0}},
-      {{2, 1, 4}, {1}},   {{4, 1}, {0}},      {{1, 1}, {}},       {{0, 3}, {0}},       {{0, 3}, {1}},
-      {{3, 0}, {1}},      {{6, 40}, {1}},     {{40, 9}, {0}},     {{5, 33, 17}, {0, 2}}, {{3, 20, 10}, {1}},
+      {{}, {}},         {{7}, {}},      {{7}, {0}},          {{3, 5}, {1}},         {{3, 5}, {0}},
+      {{3, 5}, {}},     {{3, 5}, {-1}}, {{2, 3, 4}, {0, 2}}, {{2, 3, 4}, {1}},      {{2, 3, 4}, {-1, 0}},
+      {{2, 1, 4}, {1}}, {{4, 1}, {0}},  {{1, 1}, {}},        {{0, 3}, {0}},         {{0, 3}, {1}},
+      {{3, 0}, {1}},    {{6, 40}, {1}}, {{40, 9}, {0}},      {{5, 33, 17}, {0, 2}}, {{3, 20, 10}, {1}},
   };
   return c;
 }
@@ -361,7 +363,8 @@ TEST(Reduce, LargeShapesMatchReferenceOnEveryPath) {
         for (int64_t j = 0; j < inner; ++j) {
           int64_t best = 0;
           for (int64_t k = 1; k < n; ++k) {
-            if (v[static_cast<size_t>((o * n + k) * inner + j)] > v[static_cast<size_t>((o * n + best) * inner + j)]) best = k;
+            if (v[static_cast<size_t>((o * n + k) * inner + j)] > v[static_cast<size_t>((o * n + best) * inner + j)])
+              best = k;
           }
           ASSERT_EQ(got[static_cast<size_t>(o * inner + j)], best) << "argmax " << ctx;
         }
@@ -449,7 +452,8 @@ TEST(Reduce, LogsumexpEveryDtype) {
         auto m = ref_reduce<double>(v, c.shape, axes, -kInf, [](double a, double b) { return std::max(a, b); });
         auto oi = output_index(c.shape, axes);
         std::vector<double> se(m.size(), 0.0);
-        for (size_t i = 0; i < v.size(); ++i) se[static_cast<size_t>(oi[i])] += std::exp(v[i] - m[static_cast<size_t>(oi[i])]);
+        for (size_t i = 0; i < v.size(); ++i)
+          se[static_cast<size_t>(oi[i])] += std::exp(v[i] - m[static_cast<size_t>(oi[i])]);
         std::vector<double> want, scale;
         for (size_t i = 0; i < m.size(); ++i) {
           want.push_back(std::isinf(m[i]) ? m[i] : std::log(se[i]) + m[i]);  // empty: -inf
@@ -478,8 +482,8 @@ TEST(Reduce, LogsumexpSpecialValues) {
 
 TEST(Reduce, SoftmaxEveryDtype) {
   uint64_t seed = 3500;
-  const std::vector<Case> sc = {{{}, {}},        {{7}, {-1}},       {{3, 5}, {-1}}, {{3, 5}, {0}},
-                                {{2, 3, 4}, {0, 2}}, {{2, 1, 4}, {1}}, {{6, 40}, {}}, {{0, 3}, {1}}, {{3, 0}, {-1}}};
+  const std::vector<Case> sc = {{{}, {}},         {{7}, {-1}},   {{3, 5}, {-1}}, {{3, 5}, {0}}, {{2, 3, 4}, {0, 2}},
+                                {{2, 1, 4}, {1}}, {{6, 40}, {}}, {{0, 3}, {1}},  {{3, 0}, {-1}}};
   for (Dtype d : kt::all_dtypes()) {
     Dtype out = is_floating(d) ? d : float32;
     for (auto& c : sc) {
@@ -493,7 +497,8 @@ TEST(Reduce, SoftmaxEveryDtype) {
         auto m = ref_reduce<double>(v, c.shape, axes, -kInf, [](double a, double b) { return std::max(a, b); });
         auto oi = output_index(c.shape, axes);
         std::vector<double> se(m.size(), 0.0), want, scale;
-        for (size_t i = 0; i < v.size(); ++i) se[static_cast<size_t>(oi[i])] += std::exp(v[i] - m[static_cast<size_t>(oi[i])]);
+        for (size_t i = 0; i < v.size(); ++i)
+          se[static_cast<size_t>(oi[i])] += std::exp(v[i] - m[static_cast<size_t>(oi[i])]);
         for (size_t i = 0; i < v.size(); ++i) {
           size_t o = static_cast<size_t>(oi[i]);
           want.push_back(std::exp(v[i] - m[o]) / se[o]);
@@ -522,9 +527,9 @@ TEST(Reduce, ArgmaxArgminEveryDtypeAxisAndLayout) {
     Shape shape;
     std::optional<int> axis;
   };
-  const std::vector<AxisCase> ac = {{{}, std::nullopt}, {{7}, std::nullopt}, {{7}, 0},    {{3, 5}, 1},
-                                    {{3, 5}, -2},      {{3, 5}, std::nullopt}, {{2, 3, 4}, 1}, {{2, 1, 4}, 1},
-                                    {{0, 3}, 1},       {{40, 9}, 0},       {{6, 40}, -1}, {{4, 20, 10}, 1}};
+  const std::vector<AxisCase> ac = {{{}, std::nullopt}, {{7}, std::nullopt},    {{7}, 0},       {{3, 5}, 1},
+                                    {{3, 5}, -2},       {{3, 5}, std::nullopt}, {{2, 3, 4}, 1}, {{2, 1, 4}, 1},
+                                    {{0, 3}, 1},        {{40, 9}, 0},           {{6, 40}, -1},  {{4, 20, 10}, 1}};
   uint64_t seed = 4000;
   for (bool is_max : {true, false}) {
     for (Dtype d : kt::all_dtypes()) {
@@ -542,8 +547,8 @@ TEST(Reduce, ArgmaxArgminEveryDtypeAxisAndLayout) {
             int nd = static_cast<int>(c.shape.size());
             Shape flat = c.axis ? c.shape : Shape{kt::numel(c.shape)};
             int ax = c.axis ? (*c.axis < 0 ? *c.axis + nd : *c.axis) : 0;
-            Shape want_shape = c.axis ? reduced_shape(c.shape, {ax}, keep)
-                                      : (keep ? Shape(static_cast<size_t>(nd), 1) : Shape{});
+            Shape want_shape =
+                c.axis ? reduced_shape(c.shape, {ax}, keep) : (keep ? Shape(static_cast<size_t>(nd), 1) : Shape{});
             ASSERT_EQ(y.shape(), want_shape) << ctx;
             int64_t outer = 1, n = flat[static_cast<size_t>(ax)], inner = 1;
             for (int i = 0; i < ax; ++i) outer *= flat[static_cast<size_t>(i)];
@@ -610,8 +615,8 @@ TEST(Reduce, CumsumEveryDtypeAxisDirectionAndLayout) {
     Shape shape;
     int axis;
   };
-  const std::vector<ScanCase> sc = {{{7}, 0},       {{3, 5}, 1},  {{3, 5}, 0},  {{3, 5}, -1}, {{2, 3, 4}, 1},
-                                    {{2, 1, 4}, 1}, {{0, 3}, 0},  {{3, 0}, 1},  {{1}, 0},     {{5, 1100}, 0}};
+  const std::vector<ScanCase> sc = {{{7}, 0},       {{3, 5}, 1}, {{3, 5}, 0}, {{3, 5}, -1}, {{2, 3, 4}, 1},
+                                    {{2, 1, 4}, 1}, {{0, 3}, 0}, {{3, 0}, 1}, {{1}, 0},     {{5, 1100}, 0}};
   uint64_t seed = 6000;
   for (Dtype d : kt::all_dtypes()) {
     for (auto& c : sc) {
@@ -691,7 +696,11 @@ TEST(Reduce, EmptyAxisErrors) {
   kt::expect_error([&] { max(x); }, "[max] cannot reduce over an empty axis (axis 0 of shape (0,3))");
   kt::expect_error([&] { min(x, {0}, true); }, "[min] cannot reduce over an empty axis (axis 0 of shape (0,3))");
   kt::expect_error([&] { argmax(x); }, "[argmax] cannot reduce over an empty axis (axis 0 of shape (0))");
-  kt::expect_error([&] { argmin(zeros({2, 0}), 1); }, "[argmin] cannot reduce over an empty axis (axis 1 of shape (2,0))");
+  kt::expect_error(
+      [&] {
+        argmin(zeros({2, 0}), 1);
+      },
+      "[argmin] cannot reduce over an empty axis (axis 1 of shape (2,0))");
 }
 
 TEST(Reduce, EmptyHandleErrors) {
@@ -715,13 +724,18 @@ TEST(Reduce, PrimitivesRecheckShapesOnReplay) {
   // A shapeless replay re-runs output_shapes on new shapes.
   Reduce<math::Max> mx({1});
   EXPECT_EQ(mx.output_shapes({{4, 5}})[0], (Shape{4, 1}));
-  kt::expect_error([&] { mx.output_shapes({{4, 0}}); }, "[max] cannot reduce over an empty axis (axis 1 of shape (4,0))");
+  kt::expect_error(
+      [&] {
+        mx.output_shapes({{4, 0}});
+      },
+      "[max] cannot reduce over an empty axis (axis 1 of shape (4,0))");
   kt::expect_error([&] { mx.output_shapes({{4}}); }, "[max] axis 1 is out of range for an array of rank 1");
   Reduce<math::Sum> sm({0, 1});
   EXPECT_EQ(sm.output_shapes({{0, 3}})[0], (Shape{1, 1}));
   ArgMax am(1);
   kt::expect_error([&] { am.output_shapes({{3}}); }, "[argmax] axis 1 is out of range for an array of rank 1");
-  kt::expect_error([&] { ArgMin(0).output_shapes({{0}}); }, "[argmin] cannot reduce over an empty axis (axis 0 of shape (0))");
+  kt::expect_error([&] { ArgMin(0).output_shapes({{0}}); },
+                   "[argmin] cannot reduce over an empty axis (axis 0 of shape (0))");
   kt::expect_error([&] { CumSum(1, false, true).output_shapes({{3}}); },
                    "[cumsum] axis 1 is out of range for an array of rank 1");
   EXPECT_TRUE(sm.is_equivalent(Reduce<math::Sum>({0, 1})));
@@ -744,8 +758,8 @@ std::vector<uint32_t> sums_of_fixed_arrays() {
     int axis;
   };
   for (Case c : {Case{1, 300000, 1}, Case{3, 300000, 1}, Case{16, 60000, 1}, Case{20000, 600, 0}}) {
-    Array x = kt::from_values(kt::random_values(c.rows * c.cols, float32, 40 + static_cast<uint64_t>(c.rows)), {c.rows, c.cols},
-                              float32);
+    Array x = kt::from_values(kt::random_values(c.rows * c.cols, float32, 40 + static_cast<uint64_t>(c.rows)),
+                              {c.rows, c.cols}, float32);
     for (float f : sum(x, {c.axis}).to_vector<float>()) {
       uint32_t b;
       std::memcpy(&b, &f, sizeof b);
@@ -769,7 +783,8 @@ std::vector<uint32_t> read_bits(const std::string& path) {
 TEST(Reduce, SumsRoundTheSameAtEveryThreadCount) {
   const std::vector<uint32_t> here = sums_of_fixed_arrays();
   for (int threads : {1, 3}) {
-    const std::string out = ::testing::TempDir() + "kiln_sums_" + std::to_string(threads) + "_" + std::to_string(::getpid());
+    const std::string out =
+        ::testing::TempDir() + "kiln_sums_" + std::to_string(threads) + "_" + std::to_string(::getpid());
     pid_t child = kt::spawn_self("ReduceChild.DISABLED_WriteSums",
                                  {"KILN_NUM_THREADS=" + std::to_string(threads), "KILN_TEST_REDUCE_OUT=" + out});
     ASSERT_GT(child, 0);

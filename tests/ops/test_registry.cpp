@@ -61,7 +61,8 @@ TEST(Registry, KgraphSpellsEveryPublicOp) {
   const std::set<std::string> kgraph = kgraph_ops();
   for (const OpTraits& t : op_registry()) {
     if (t.kgraph) {
-      EXPECT_TRUE(kgraph.count(t.kgraph)) << "op '" << t.name << "' has no entry in the kgraph op table (src/runtime/ops.cpp)";
+      EXPECT_TRUE(kgraph.count(t.kgraph))
+          << "op '" << t.name << "' has no entry in the kgraph op table (src/runtime/ops.cpp)";
     }
   }
   for (const std::string& n : kgraph)
@@ -73,10 +74,10 @@ TEST(Registry, KgraphRunsEveryElementwiseRow) {
   const Array a = array({0.25f, -0.5f, 0.75f}), b = array({0.5f, 0.5f, -0.25f});
   const Array ai = array({1, -2, 3}), bi = array({2, 1, 3});
   std::map<std::string, std::pair<std::vector<Array>, Array>> runs;  // op -> (inputs, front end's result)
-#define KILN_UNARY(F, n, dtypes, ...)                                                   \
-  {                                                                                     \
-    const Array& x = DtypeRule::dtypes == DtypeRule::integer ? ai : a;                  \
-    runs[#n] = {{x}, kiln::n(x)};                                                       \
+#define KILN_UNARY(F, n, dtypes, ...)                                  \
+  {                                                                    \
+    const Array& x = DtypeRule::dtypes == DtypeRule::integer ? ai : a; \
+    runs[#n] = {{x}, kiln::n(x)};                                      \
   }
 #define KILN_BINARY(F, n, dtypes, ...)                                                  \
   {                                                                                     \

@@ -74,9 +74,9 @@ struct Case {
   int axis;
 };
 const std::vector<Case>& cases() {
-  static const std::vector<Case> c = {{{0}, 0},     {{1}, -1},        {{9}, 0},         {{3, 0}, 1},  {{0, 4}, 1},
-                                      {{4, 9}, 1},  {{4, 9}, 0},      {{2, 3, 17}, 1},  {{2, 3, 17}, -1},
-                                      {{5, 64}, -1}, {{1, 1, 1}, 2},  {{3, 700}, -1},   {{700, 3}, 0}};  // long rows: radix
+  static const std::vector<Case> c = {{{0}, 0},       {{1}, -1},      {{9}, 0},        {{3, 0}, 1},      {{0, 4}, 1},
+                                      {{4, 9}, 1},    {{4, 9}, 0},    {{2, 3, 17}, 1}, {{2, 3, 17}, -1}, {{5, 64}, -1},
+                                      {{1, 1, 1}, 2}, {{3, 700}, -1}, {{700, 3}, 0}};  // long rows: radix
   return c;
 }
 
@@ -237,8 +237,8 @@ TEST(Sort, SpecialValuesOrderAsNumpy) {
 TEST(Sort, CompiledEqualsEager) {
   auto fn = [](const std::vector<Array>& in) {
     auto [v, i] = topk(in[0], 5);
-    return std::vector<Array>{sort(in[0], 0), argsort(in[0]), v, i, argpartition(in[0], 3, 0), partition(in[0], -2),
-                              sort(exp(in[0]) + 1.0)};
+    return std::vector<Array>{sort(in[0], 0),       argsort(in[0]),        v, i, argpartition(in[0], 3, 0),
+                              partition(in[0], -2), sort(exp(in[0]) + 1.0)};
   };
   Array x = kt::from_values(tied_values(6 * 40, float32, 9), {6, 40}, float32);
   auto want = fn({x});
@@ -254,10 +254,13 @@ TEST(Sort, CompiledEqualsEager) {
   auto f = compile([](const std::vector<Array>& in) { return std::vector<Array>{topk(in[0], 4).first}; },
                    {.shapeless = true});
   f({zeros({2, 8})})[0].eval();
-  kt::expect_error([&] { f({zeros({2, 3})})[0].eval(); },
-                   "[topk] k 4 is more than the axis holds (3) (a shapeless function replays the sizes its trace "
-                   "fixed, such as a reshape target or topk's k; derive them from the inputs' shapes, or give "
-                   "reshape -1)");
+  kt::expect_error(
+      [&] {
+        f({zeros({2, 3})})[0].eval();
+      },
+      "[topk] k 4 is more than the axis holds (3) (a shapeless function replays the sizes its trace "
+      "fixed, such as a reshape target or topk's k; derive them from the inputs' shapes, or give "
+      "reshape -1)");
 }
 
 TEST(Sort, Errors) {

@@ -13,7 +13,7 @@ using kt::Layout;
 
 namespace {
 
-enum class Out { same, floating, boolean };       // output dtype: input's, to_floating(input), bool
+enum class Out { same, floating, boolean };  // output dtype: input's, to_floating(input), bool
 enum class Accept { all, no_bool, ints_and_bool };  // which input dtypes the op takes
 
 using UnaryFn = Array (*)(const Array&);
@@ -77,14 +77,13 @@ double softplus_ref(double x) {
 const UnaryCase kCases[] = {
     {"abs", [](double x, Dtype) { return std::fabs(x); }, Out::same, Accept::all, -50, 50},
     {"negative", [](double x, Dtype) { return -x; }, Out::same, Accept::no_bool, -50, 50},
-    {"sign", [](double x, Dtype) { return std::isnan(x) ? x : double((x > 0) - (x < 0)); }, Out::same,
-     Accept::all, -3, 3},
+    {"sign", [](double x, Dtype) { return std::isnan(x) ? x : double((x > 0) - (x < 0)); }, Out::same, Accept::all, -3,
+     3},
     {"exp", [](double x, Dtype) { return std::exp(x); }, Out::floating, Accept::all, -4, 4},
     {"expm1", [](double x, Dtype) { return std::expm1(x); }, Out::floating, Accept::all, -4, 4},
     {"log", [](double x, Dtype) { return std::log(x); }, Out::floating, Accept::all, 0.05, 20},
     {"log1p", [](double x, Dtype) { return std::log1p(x); }, Out::floating, Accept::all, -0.9, 20},
-    {"log2", [](double x, Dtype) { return std::log(x) / std::log(2.0); }, Out::floating, Accept::all,
-     0.05, 20},
+    {"log2", [](double x, Dtype) { return std::log(x) / std::log(2.0); }, Out::floating, Accept::all, 0.05, 20},
     {"sqrt", [](double x, Dtype) { return std::sqrt(x); }, Out::floating, Accept::all, 0, 20},
     {"rsqrt", [](double x, Dtype) { return 1 / std::sqrt(x); }, Out::floating, Accept::all, 0.05, 20},
     {"square", [](double x, Dtype) { return x * x; }, Out::same, Accept::all, -50, 50},
@@ -96,8 +95,7 @@ const UnaryCase kCases[] = {
     {"sigmoid", [](double x, Dtype) { return sigmoid_ref(x); }, Out::floating, Accept::all, -8, 8},
     {"erf", [](double x, Dtype) { return std::erf(x); }, Out::floating, Accept::all, -3, 3},
     {"gelu", [](double x, Dtype) { return gelu_ref(x); }, Out::floating, Accept::all, -6, 6},
-    {"gelu_tanh", [](double x, Dtype) { return gelu_tanh_ref(x); }, Out::floating, Accept::all, -6,
-     6},
+    {"gelu_tanh", [](double x, Dtype) { return gelu_tanh_ref(x); }, Out::floating, Accept::all, -6, 6},
     {"floor", [](double x, Dtype) { return std::floor(x); }, Out::same, Accept::all, -9, 9},
     {"ceil", [](double x, Dtype) { return std::ceil(x); }, Out::same, Accept::all, -9, 9},
     // Half to even, written out rather than borrowed from the rounding mode.
@@ -111,12 +109,10 @@ const UnaryCase kCases[] = {
      Out::same, Accept::all, -9, 9},
     {"isnan", [](double x, Dtype) { return double(std::isnan(x)); }, Out::boolean, Accept::all, -9, 9},
     {"isinf", [](double x, Dtype) { return double(std::isinf(x)); }, Out::boolean, Accept::all, -9, 9},
-    {"isfinite", [](double x, Dtype) { return double(std::isfinite(x)); }, Out::boolean, Accept::all,
-     -9, 9},
-    {"logical_not", [](double x, Dtype) { return double(x == 0); }, Out::boolean, Accept::all, -2,
-     2},
-    {"bitwise_not", [](double x, Dtype d) { return d == bool_ ? double(x == 0) : -x - 1; },
-     Out::same, Accept::ints_and_bool, -50, 50},
+    {"isfinite", [](double x, Dtype) { return double(std::isfinite(x)); }, Out::boolean, Accept::all, -9, 9},
+    {"logical_not", [](double x, Dtype) { return double(x == 0); }, Out::boolean, Accept::all, -2, 2},
+    {"bitwise_not", [](double x, Dtype d) { return d == bool_ ? double(x == 0) : -x - 1; }, Out::same,
+     Accept::ints_and_bool, -50, 50},
     {"erfinv", [](double x, Dtype) { return erfinv_ref(x); }, Out::floating, Accept::all, -0.9999, 0.9999},
     {"softplus", [](double x, Dtype) { return softplus_ref(x); }, Out::floating, Accept::all, -40, 40},
 };
@@ -161,9 +157,12 @@ std::vector<double> expected(const UnaryCase& c, const std::vector<double>& x, D
   for (double v : x) {
     if (!is_floating(in)) v += 0.0;  // an integer has no -0 (random_values can round to -0.0)
     double r = c.ref(v, in);
-    if (out == bool_) want.push_back(r != 0);
-    else if (is_floating(out)) want.push_back(kt::round_to(r, out));
-    else want.push_back(wrap_to(r, out));
+    if (out == bool_)
+      want.push_back(r != 0);
+    else if (is_floating(out))
+      want.push_back(kt::round_to(r, out));
+    else
+      want.push_back(wrap_to(r, out));
   }
   return want;
 }
@@ -213,7 +212,8 @@ TEST_P(UnaryOp, NanInfinitiesZerosAndTies) {
   const UnaryCase& c = GetParam();
   if (c.accept == Accept::ints_and_bool) GTEST_SKIP() << "takes no floats";
   const double inf = INFINITY;
-  const std::vector<double> special = {NAN, inf, -inf, 0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 1, -1, 3, 0.125, 100, -100};
+  const std::vector<double> special = {NAN, inf,  -inf, 0.0, -0.0, 0.5,   -0.5, 1.5,
+                                       2.5, -2.5, 1,    -1,  3,    0.125, 100,  -100};
   for (Dtype d : kt::float_dtypes()) {
     std::vector<double> x;
     for (double v : special) x.push_back(kt::round_to(v, d));
@@ -226,7 +226,8 @@ TEST_P(UnaryOp, NanInfinitiesZerosAndTies) {
 
 TEST_P(UnaryOp, EmptyHandleIsAnError) {
   const UnaryCase& c = GetParam();
-  kt::expect_error([&] { registry_fn(c.name)(Array()); }, std::string("[") + c.name + "] operation on an empty Array handle");
+  kt::expect_error([&] { registry_fn(c.name)(Array()); },
+                   std::string("[") + c.name + "] operation on an empty Array handle");
 }
 
 INSTANTIATE_TEST_SUITE_P(All, UnaryOp, ::testing::ValuesIn(kCases),
@@ -236,8 +237,9 @@ INSTANTIATE_TEST_SUITE_P(All, UnaryOp, ::testing::ValuesIn(kCases),
 
 // The per-op cases and the registry list the same ops, so a new row cannot go untested.
 TEST(Unary, EveryRegistryRowHasACase) {
-  kt::expect_cases_match_registry(kCases, OpCategory::unary, [](const std::string& n) { return registry_fn(n) != nullptr; },
-                                  "tests/ops/test_unary.cpp");
+  kt::expect_cases_match_registry(
+      kCases, OpCategory::unary, [](const std::string& n) { return registry_fn(n) != nullptr; },
+      "tests/ops/test_unary.cpp");
 }
 
 namespace {
@@ -260,10 +262,14 @@ TEST(UnaryLarge, AboveThreadPoolThreshold) {
     Layout layout;
   };
   const Big bigs[] = {
-      {"exp", float32, {100000}, Layout::contiguous},  {"sigmoid", bfloat16, {400, 250}, Layout::transposed},
-      {"abs", int32, {250, 400}, Layout::strided},     {"isnan", float16, {100000}, Layout::contiguous},
-      {"bitwise_not", uint16, {400, 250}, Layout::transposed}, {"sqrt", int64, {100000}, Layout::contiguous},
-      {"gelu", bfloat16, {400, 250}, Layout::strided},        {"gelu_tanh", float32, {100000}, Layout::contiguous},
+      {"exp", float32, {100000}, Layout::contiguous},
+      {"sigmoid", bfloat16, {400, 250}, Layout::transposed},
+      {"abs", int32, {250, 400}, Layout::strided},
+      {"isnan", float16, {100000}, Layout::contiguous},
+      {"bitwise_not", uint16, {400, 250}, Layout::transposed},
+      {"sqrt", int64, {100000}, Layout::contiguous},
+      {"gelu", bfloat16, {400, 250}, Layout::strided},
+      {"gelu_tanh", float32, {100000}, Layout::contiguous},
   };
   uint64_t seed = 100;
   for (auto& b : bigs) {
@@ -368,8 +374,7 @@ TEST(Unary, IntegerEdgesWrapAround) {
 
 TEST(Unary, RoundsHalfToEven) {
   std::vector<float> x = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 3.5f, 0.49999997f, 8388609.0f};
-  EXPECT_EQ(round(array(x, {9})).to_vector<float>(),
-            (std::vector<float>{0, 2, 2, -0.0f, -2, -2, 4, 0, 8388609.0f}));
+  EXPECT_EQ(round(array(x, {9})).to_vector<float>(), (std::vector<float>{0, 2, 2, -0.0f, -2, -2, 4, 0, 8388609.0f}));
   EXPECT_TRUE(std::signbit(round(array(-0.4f)).item<float>()));
   EXPECT_TRUE(std::signbit(ceil(array(-0.5)).item<double>()));
 }

@@ -139,7 +139,11 @@ TEST(Reshape, Errors) {
   kt::expect_error([&] { reshape(a, {5, -1}); }, "[reshape] cannot reshape array of size 12 into shape (5,-1)");
   kt::expect_error([&] { reshape(a, {4, 4}); }, "[reshape] cannot reshape array of size 12 into shape (4,4)");
   kt::expect_error([&] { reshape(a, {}); }, "[reshape] cannot reshape array of size 12 into shape ()");
-  kt::expect_error([] { reshape(zeros({0, 3}), {0, -1}); }, "[reshape] cannot reshape array of size 0 into shape (0,-1)");
+  kt::expect_error(
+      [] {
+        reshape(zeros({0, 3}), {0, -1});
+      },
+      "[reshape] cannot reshape array of size 0 into shape (0,-1)");
   kt::expect_error([] { reshape(Array(), {1}); }, "[reshape] operation on an empty Array handle");
 }
 
@@ -378,14 +382,31 @@ TEST(Slice, ShapeFormThreeDimensionalEmptyAndLarge) {
 
 TEST(Slice, Errors) {
   Array a = zeros({5, 6});
-  kt::expect_error([&] { slice(a, {SliceArg{}, SliceArg{}, SliceArg{}}); },
-                   "[slice] got 3 slice arguments for an array of rank 2");
-  kt::expect_error([&] { slice(a, {SliceArg{0, 1, 1}, SliceArg{0, 1, 0}}); }, "[slice] slice step cannot be zero (axis 1)");
-  kt::expect_error([&] { slice(a, Shape{0}, Shape{1, 1}); }, "[slice] start, stop and step need one entry per axis (2)");
-  kt::expect_error([&] { slice(a, Shape{0, 0}, Shape{1, 1}, Shape{1}); },
-                   "[slice] start, stop and step need one entry per axis (2)");
-  kt::expect_error([&] { slice(a, Shape{0, 0}, Shape{1, 1}, Shape{0, 1}); },
-                   "[slice] slice step cannot be zero (axis 0)");
+  kt::expect_error(
+      [&] {
+        slice(a, {SliceArg{}, SliceArg{}, SliceArg{}});
+      },
+      "[slice] got 3 slice arguments for an array of rank 2");
+  kt::expect_error(
+      [&] {
+        slice(a, {SliceArg{0, 1, 1}, SliceArg{0, 1, 0}});
+      },
+      "[slice] slice step cannot be zero (axis 1)");
+  kt::expect_error(
+      [&] {
+        slice(a, Shape{0}, Shape{1, 1});
+      },
+      "[slice] start, stop and step need one entry per axis (2)");
+  kt::expect_error(
+      [&] {
+        slice(a, Shape{0, 0}, Shape{1, 1}, Shape{1});
+      },
+      "[slice] start, stop and step need one entry per axis (2)");
+  kt::expect_error(
+      [&] {
+        slice(a, Shape{0, 0}, Shape{1, 1}, Shape{0, 1});
+      },
+      "[slice] slice step cannot be zero (axis 0)");
   kt::expect_error([] { slice(Array(), std::vector<SliceArg>{}); }, "[slice] operation on an empty Array handle");
 }
 
@@ -401,8 +422,12 @@ TEST(Views, ShareTheInputBufferOnEveryDevice) {
   Array placed = to(host, default_device());  // the GPU's copy under KILN_TEST_DEVICE=cuda, else host itself
   EXPECT_EQ(placed.tensor().buffer->on_host(), default_device().type == Device::Type::cpu);
   auto views = [](const Array& b) {
-    return std::vector<Array>{reshape(b, {6, 4}), flatten(b), transpose(b), swapaxes(b, 0, 2),
-                              slice(b, {{1, 2}, {0, 3, 2}}), broadcast_to(expand_dims(b, 0), {3, 2, 3, 4}),
+    return std::vector<Array>{reshape(b, {6, 4}),
+                              flatten(b),
+                              transpose(b),
+                              swapaxes(b, 0, 2),
+                              slice(b, {{1, 2}, {0, 3, 2}}),
+                              broadcast_to(expand_dims(b, 0), {3, 2, 3, 4}),
                               squeeze(expand_dims(b, 1))};
   };
   for (const Array& base : {host, placed}) {

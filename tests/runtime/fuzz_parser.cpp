@@ -18,9 +18,9 @@
 
 namespace {
 
-constexpr int64_t kSymbol = 2;             // symbolic dimensions of the inputs that run
-constexpr int64_t kMaxValue = 1 << 16;     // elements of any one value of a graph that runs
-constexpr int64_t kMaxTotal = 1 << 20;     // elements of all its values together
+constexpr int64_t kSymbol = 2;  // symbolic dimensions of the inputs that run
+constexpr int64_t kMaxValue = 1 << 16;  // elements of any one value of a graph that runs
+constexpr int64_t kMaxTotal = 1 << 20;  // elements of all its values together
 
 // Whether every value of g stays small on inputs of kSymbol rows (checked on placeholders,
 // which cost nothing), so that running it fits the fuzzer's time and memory budget.

@@ -102,9 +102,12 @@ graph main {
   for (ExecMode m : kModes) {
     Executable exe(g, m, kiln_test::test_device());
     auto t0 = std::chrono::steady_clock::now();
-    kt::expect_error([&] { exe.run_typed({{"n", array(int32_t{0})}}); },
-                     "<text>:15:3: node 'r' (while): [while] did not finish within max_iters=65536 iterations (the "
-                     "default; give max_iters for a longer loop)");
+    kt::expect_error(
+        [&] {
+          exe.run_typed({{"n", array(int32_t{0})}});
+        },
+        "<text>:15:3: node 'r' (while): [while] did not finish within max_iters=65536 iterations (the "
+        "default; give max_iters for a longer loop)");
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0) << exec_mode_name(m);
   }
 }
@@ -144,7 +147,7 @@ graph g {
   EXPECT_EQ(exe.run_typed({{"x", astype(array({1.0f, 2.0f}), float16)}})[0].to_vector<float>(),
             (std::vector<float>{2.0f, -2.0f}));
   EXPECT_THROW(exe.set_param_typed("w", wf, sizeof wf, float32), Error);  // no widening
-  EXPECT_THROW(exe.set_param_typed("w", raw, 2, float16), Error);         // wrong size
+  EXPECT_THROW(exe.set_param_typed("w", raw, 2, float16), Error);  // wrong size
   EXPECT_THROW(exe.set_param("nope", wf, 2), Error);
   // run() converts float32 in and out; run_typed insists on the declared dtype.
   auto r = exe.run({{"x", HostTensor{{2}, {1.0f, 4.0f}}}});
@@ -154,10 +157,10 @@ graph g {
 
 TEST(Executable, InputChecks) {
   auto exe = load_example("mlp.kgraph", ExecMode::lazy);
-  EXPECT_THROW(exe->run_typed({}), Error);                                                   // missing
-  EXPECT_THROW(exe->run_typed({{"x", zeros({4, 9})}}), Error);                               // fixed dim
-  EXPECT_THROW(exe->run_typed({{"x", zeros({33, 8})}}), Error);                              // above bound
-  EXPECT_THROW(exe->run_typed({{"x", zeros({4, 8})}, {"extra", zeros({1})}}), Error);        // unknown
+  EXPECT_THROW(exe->run_typed({}), Error);  // missing
+  EXPECT_THROW(exe->run_typed({{"x", zeros({4, 9})}}), Error);  // fixed dim
+  EXPECT_THROW(exe->run_typed({{"x", zeros({33, 8})}}), Error);  // above bound
+  EXPECT_THROW(exe->run_typed({{"x", zeros({4, 8})}, {"extra", zeros({1})}}), Error);  // unknown
   EXPECT_NO_THROW(exe->run_typed({{"x", zeros({5, 8})}}));
 }
 
@@ -311,7 +314,8 @@ TEST(Executable, BundledParamsAreMapped) {
   EXPECT_TRUE(exe->has_param("w_q"));
   auto file = load_params(kiln_test::examples_dir() + "decoder.safetensors");
   auto fresh = sample_params(exe->graph());
-  for (const auto& [k, v] : fresh) EXPECT_EQ(rel_diff(file.at(k), v), 0.0) << k << " (regenerate with kiln init-params)";
+  for (const auto& [k, v] : fresh)
+    EXPECT_EQ(rel_diff(file.at(k), v), 0.0) << k << " (regenerate with kiln init-params)";
 }
 
 TEST(Executable, SymbolBoundIsSharedBetweenInputs) {
@@ -339,7 +343,7 @@ graph main {
   std::string two = text;
   two.replace(two.find("int32[S]"), 8, "int32[S<=32]");
   kt::expect_error([&] { parse_graph(two, "two.kgraph"); },
-                          "two.kgraph: [verify] symbol S is bounded by 64 at input 'x' but by 32 at input 't'");
+                   "two.kgraph: [verify] symbol S is bounded by 64 at input 'x' but by 32 at input 't'");
 }
 
 TEST(Executable, ModesAgreeWhenControlFlowPassesAConstantThrough) {
@@ -414,9 +418,10 @@ graph main {
 
 TEST(Executable, MessagesNameWhatIsWrong) {
   // A missing params file: as the graph wrote it, and the absolute path it resolved to.
-  Graph g = parse_graph("kgraph 1\nparams \"nope.safetensors\"\ngraph g {\n  input x : float32[2]\n"
-                        "  param w : float32[2]\n  y = add(x, w)\n  output y\n}\n",
-                        "sub/p.kgraph");
+  Graph g = parse_graph(
+      "kgraph 1\nparams \"nope.safetensors\"\ngraph g {\n  input x : float32[2]\n"
+      "  param w : float32[2]\n  y = add(x, w)\n  output y\n}\n",
+      "sub/p.kgraph");
   const std::string abs = std::filesystem::absolute("sub/nope.safetensors").lexically_normal().string();
   kt::expect_error([&] { Executable exe(g, ExecMode::lazy); },
                    "[executable] params \"nope.safetensors\" of sub/p.kgraph: [load_params] cannot open '" + abs +

@@ -15,21 +15,21 @@ struct OpCase {
 // One line per op family; `safe` documents whether the extent can skip dead rows.
 const OpCase kCases[] = {
     {"y = exp(x)", true},
-    {"y = add(x, p3)", true},                                   // broadcast from a rank-lower operand
+    {"y = add(x, p3)", true},  // broadcast from a rank-lower operand
     {"y = add(x, x)", true},
     {"y = where(xb, x, p3)", true},
     {"y = sum(x) {axes=[2]}", true},
     {"y = softmax(x) {axes=[-1]}", true},
     {"y = mean(x) {axes=[1, 2], keepdims=true}", true},
-    {"y = matmul(x, p)", true},                                  // rows times a weight
-    {"y = reshape(x) {shape=[8, 24]}", true},                    // leading axis kept
+    {"y = matmul(x, p)", true},  // rows times a weight
+    {"y = reshape(x) {shape=[8, 24]}", true},  // leading axis kept
     {"y = transpose(x) {perm=[0, 2, 1]}", true},
-    {"y = cumsum(x) {axis=0}", true},                            // a forward scan only looks back
-    {"y = take(p, t) {axis=0}", true},                           // an embedding lookup
+    {"y = cumsum(x) {axis=0}", true},  // a forward scan only looks back
+    {"y = take(p, t) {axis=0}", true},  // an embedding lookup
     {"y = slice(x) {axes=[2], start=[1], stop=[4]}", true},
     {"y = pad(x) {widths=[0, 0, 1, 1, 0, 0]}", true},
     {"s0, s1 = split(x) {axis=2, sections=2}\n  y = concatenate(s1, s0) {axis=2}", true},
-    {"y = sum(x) {axes=[0]}", false},                            // reduces over rows
+    {"y = sum(x) {axes=[0]}", false},  // reduces over rows
     {"y = sum(x)", false},
     {"y = cumsum(x) {axis=0, reverse=true}", false},
     {"xt = transpose(x) {perm=[2, 1, 0]}\n  y = transpose(xt) {perm=[2, 1, 0]}", false},

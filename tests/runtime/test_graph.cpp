@@ -62,7 +62,7 @@ graph g {
 struct BadCase {
   const char* text;
   const char* where;  // expected "file:line:column"
-  const char* what;   // expected part of the message
+  const char* what;  // expected part of the message
 };
 
 TEST(Graph, BadInputNamesFileLineColumn) {
@@ -80,8 +80,8 @@ TEST(Graph, BadInputNamesFileLineColumn) {
        "bad.kgraph:5:3", "[add]"},
       {"kgraph 1\ngraph g {\n  input x : float32[6]\n  r = reshape(x) {shape=[4, 2]}\n  output r\n}\n",
        "bad.kgraph:4:3", "reshape"},
-      {"kgraph 1\ngraph g {\n  input x : float32[6]\n  r = sum(x) {axes=\"zero\"}\n  output r\n}\n",
-       "bad.kgraph:4:3", "must be a list of integers"},
+      {"kgraph 1\ngraph g {\n  input x : float32[6]\n  r = sum(x) {axes=\"zero\"}\n  output r\n}\n", "bad.kgraph:4:3",
+       "must be a list of integers"},
       {"kgraph 1\ngraph g {\n  input x : float32[6]\n  r = sum(x) {axis=0}\n  output r\n}\n", "bad.kgraph:4:3",
        "unknown attribute 'axis'"},
       {"kgraph 1\ngraph g {\n  const c : float32[3] = [1, 2]\n  output c\n}\n", "bad.kgraph:3:26",

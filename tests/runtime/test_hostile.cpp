@@ -114,11 +114,13 @@ TEST(Hostile, IntegerAttributesOutsideIntAreErrors) {
 
 TEST(Hostile, SplitSectionsMustMatchTheNamedOutputs) {
   // 2^31 - 1 sections of an empty axis made 2^31 arrays (4.2 GB) from a 106-byte file.
-  std::string text = "kgraph 1\ngraph g {\n  input x : float32[0]\n  y = split(x) {sections=2147483647}\n  output y\n}\n";
+  std::string text =
+      "kgraph 1\ngraph g {\n  input x : float32[0]\n  y = split(x) {sections=2147483647}\n  output y\n}\n";
   std::string e = error_of([&] { parse_graph(text, "split.kgraph"); });
   EXPECT_TRUE(contains(e, "[split] 'sections' is 2147483647 but the node names 1 outputs")) << e;
   // Matching counts still split, an empty axis too.
-  Graph ok = parse_graph("kgraph 1\ngraph g {\n  input x : float32[0]\n  a, b = split(x) {sections=2}\n  output a, b\n}\n");
+  Graph ok =
+      parse_graph("kgraph 1\ngraph g {\n  input x : float32[0]\n  a, b = split(x) {sections=2}\n  output a, b\n}\n");
   Executable exe(ok, ExecMode::lazy);
   auto out = exe.run_typed({{"x", zeros({0})}});
   ASSERT_EQ(out.size(), 2u);
@@ -139,8 +141,9 @@ TEST(Hostile, CycleThroughALongChainIsReportedWithoutRecursion) {
   EXPECT_LT(e.size(), 400u);
   // A short one names its whole path.
   e = error_of([] {
-    parse_graph("kgraph 1\ngraph g {\n  input x : float32[2]\n  a = add(x, b)\n  b = add(c, x)\n  c = add(a, x)\n"
-                "  output c\n}\n");
+    parse_graph(
+        "kgraph 1\ngraph g {\n  input x : float32[2]\n  a = add(x, b)\n  b = add(c, x)\n  c = add(a, x)\n"
+        "  output c\n}\n");
   });
   EXPECT_TRUE(contains(e, "cycle: 'a' depends on itself (b <- a -> c -> a)")) << e;
 }
@@ -172,7 +175,8 @@ std::string nested(int depth, bool loops) {
                : "  p = sum(x)\n  y = if(p, x) {then=@" + in + ", else=@" + in + "}\n";
     t += "  output y\n}\n";
   }
-  t += "graph main {\n  input x : float32[4]\n  p = sum(x)\n  y = if(p, x) {then=@g" + std::to_string(depth) + ", else=@g0}\n";
+  t += "graph main {\n  input x : float32[4]\n  p = sum(x)\n  y = if(p, x) {then=@g" + std::to_string(depth) +
+       ", else=@g0}\n";
   t += "  output y\n}\n";
   return t;
 }

@@ -42,9 +42,7 @@ std::vector<float> zip(const std::vector<float>& a, const std::vector<float>& b,
 }
 
 // The body every compiled-function test uses: several elementwise ops, so they fuse.
-std::vector<Array> body(const std::vector<Array>& in) {
-  return {maximum(in[0] * in[1], in[0] + in[1]) - in[0] * 0.5f};
-}
+std::vector<Array> body(const std::vector<Array>& in) { return {maximum(in[0] * in[1], in[0] + in[1]) - in[0] * 0.5f}; }
 std::vector<float> body_ref(const std::vector<float>& a, const std::vector<float>& b) {
   return zip(a, b, [](float x, float y) { return ref_max(x * y, x + y) - x * 0.5f; });
 }
@@ -63,7 +61,7 @@ void check(const Array& a, const std::vector<float>& want, const std::string& ct
 // ---- a random lazy DAG with known values and known dependencies ----
 
 struct Dag {
-  std::vector<Ref> nodes;              // leaves first, then inner nodes
+  std::vector<Ref> nodes;  // leaves first, then inner nodes
   std::vector<std::vector<int>> deps;  // input node indices of each node
   int leaves = 0;
 };
@@ -79,7 +77,9 @@ Dag make_dag(uint64_t seed, int leaves, int inner, int64_t n) {
   for (int i = 0; i < inner; ++i) {
     int size = static_cast<int>(d.nodes.size());
     // Favour recent nodes so the graph is deep as well as wide.
-    auto pick = [&] { return std::max(0, size - 1 - static_cast<int>(rng() % static_cast<uint64_t>(std::min(size, 12)))); };
+    auto pick = [&] {
+      return std::max(0, size - 1 - static_cast<int>(rng() % static_cast<uint64_t>(std::min(size, 12))));
+    };
     int x = pick(), y = pick();
     const Ref &a = d.nodes[static_cast<size_t>(x)], &b = d.nodes[static_cast<size_t>(y)];
     Ref r;
@@ -196,7 +196,8 @@ TEST(Threads, OverlappingGraphsComputeEachNodeOnce) {
     size_t expected = reachable_inner(dag, all_roots);
     std::vector<std::vector<Array>> handles(kThreads);
     for (int t = 0; t < kThreads; ++t) {
-      for (int i : roots[static_cast<size_t>(t)]) handles[static_cast<size_t>(t)].push_back(dag.nodes[static_cast<size_t>(i)].a);
+      for (int i : roots[static_cast<size_t>(t)])
+        handles[static_cast<size_t>(t)].push_back(dag.nodes[static_cast<size_t>(i)].a);
     }
     for (auto& node : dag.nodes) node.a = Array();  // only the threads hold the graph now
     Stats before = stats();
@@ -204,7 +205,10 @@ TEST(Threads, OverlappingGraphsComputeEachNodeOnce) {
       auto& mine = handles[static_cast<size_t>(t)];
       switch ((t + round) % 3) {
         case 0: eval(mine); break;
-        case 1: async_eval(mine); eval(mine); break;
+        case 1:
+          async_eval(mine);
+          eval(mine);
+          break;
         default: break;  // to_vector below evaluates one root at a time
       }
       for (size_t i = 0; i < mine.size(); ++i) {
@@ -329,9 +333,9 @@ TEST(Threads, FunctionFreedOnAnotherThreadRemovesEntries) {
 TEST(Threads, NewFunctionAtAReusedAddressStartsEmpty) {
   constexpr int kIters = 40;
   size_t base = compiler::live_cache_entries();
-  std::mutex mu;                                // guards mailbox, freed, reused
+  std::mutex mu;  // guards mailbox, freed, reused
   std::vector<std::vector<CompiledFunction>> mailbox(kThreads);
-  std::unordered_set<const void*> freed;        // addresses of Impls known to be destroyed
+  std::unordered_set<const void*> freed;  // addresses of Impls known to be destroyed
   int reused = 0;
   Stats before = stats();
   stress::run_together([&](int t) {
@@ -377,8 +381,7 @@ TEST(Threads, NewFunctionAtAReusedAddressStartsEmpty) {
   EXPECT_EQ(d.cache_hits, static_cast<uint64_t>(kThreads * kIters));
   EXPECT_EQ(compiler::live_cache_entries(), base);
   RecordProperty("reused_addresses", reused);
-  std::printf("[ info ] %d of %d functions were allocated at the address of a freed one\n", reused,
-              kThreads * kIters);
+  std::printf("[ info ] %d of %d functions were allocated at the address of a freed one\n", reused, kThreads * kIters);
 }
 
 // Bad input and throwing traces on some threads while others call the same

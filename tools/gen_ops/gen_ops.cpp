@@ -49,7 +49,8 @@ std::string go_function(const Row& r, bool binary) {
        << "(o, x, y) })\n}\n";
   } else {
     os << "func " << r.functor << "(a *Array) (*Array, error) {\n"
-       << "\treturn unary(a, func(o *C.kiln_array, x C.kiln_array) C.int { return C.kiln_" << r.name << "(o, x) })\n}\n";
+       << "\treturn unary(a, func(o *C.kiln_array, x C.kiln_array) C.int { return C.kiln_" << r.name
+       << "(o, x) })\n}\n";
   }
   return os.str();
 }

@@ -33,7 +33,7 @@ struct LlmOptions {
   GenerateOptions gen;
   LoadOptions load;
   int prompt_tokens = 512, gen_tokens = 128, repetitions = 3;  // bench-llm
-  std::vector<int> batches, threads;                            // bench-llm --batch, --threads
+  std::vector<int> batches, threads;  // bench-llm --batch, --threads
   bool json = false;
 };
 
@@ -49,7 +49,8 @@ double to_double(const std::string& flag, const std::string& v) {
 
 int to_count(const std::string& flag, const std::string& v) {
   double x = to_double(flag, v);
-  if (x < 0 || x != static_cast<double>(static_cast<int>(x))) fail("kiln", flag, " needs a whole number >= 0, got '", v, "'");
+  if (x < 0 || x != static_cast<double>(static_cast<int>(x)))
+    fail("kiln", flag, " needs a whole number >= 0, got '", v, "'");
   return static_cast<int>(x);
 }
 
@@ -90,31 +91,55 @@ LlmOptions parse(int argc, char** argv) {
       if (i + 1 >= argc) fail("kiln", a, " needs a value");
       return argv[++i];
     };
-    if (a == "--prompt" || a == "-p") o.prompt = value();
-    else if (a == "--system") o.system = value();
-    else if (a == "--raw") o.raw = true;
-    else if (a == "-n" || a == "--max-tokens") o.gen.max_tokens = o.gen_tokens = to_count(a, value());
-    else if (a == "--temp") s.temperature = static_cast<float>(to_double(a, value()));
-    else if (a == "--top-k") s.top_k = to_count(a, value());
-    else if (a == "--top-p") s.top_p = static_cast<float>(to_double(a, value()));
-    else if (a == "--min-p") s.min_p = static_cast<float>(to_double(a, value()));
-    else if (a == "--repeat-penalty") s.repetition_penalty = static_cast<float>(to_double(a, value()));
-    else if (a == "--seed") s.seed = static_cast<uint64_t>(to_count(a, value()));
-    else if (a == "--device") o.load.device = parse_device(value()), device_given = true;
-    else if (a == "--dtype") o.load.dtype = dtype_from_name(value());
-    else if (a == "--activations") o.load.activations = parse_activations(value());
-    else if (a == "--tp") o.load.tensor_parallel = std::max(1, to_count(a, value()));
-    else if (a == "--pp") o.prompt_tokens = to_count(a, value());
-    else if (a == "--tg") o.gen_tokens = to_count(a, value());
-    else if (a == "-r" || a == "--repetitions") o.repetitions = std::max(1, to_count(a, value()));
-    else if (a == "--batch") o.batches = to_counts(a, value());
-    else if (a == "--threads") o.threads = to_counts(a, value());
-    else if (a == "--json") o.json = true;
-    else if (!a.empty() && a[0] == '-') fail("kiln", "unknown option '", a, "'");
-    else if (o.model.empty()) o.model = a;
-    else fail("kiln", "more than one model given ('", o.model, "' and '", a, "')");
+    if (a == "--prompt" || a == "-p")
+      o.prompt = value();
+    else if (a == "--system")
+      o.system = value();
+    else if (a == "--raw")
+      o.raw = true;
+    else if (a == "-n" || a == "--max-tokens")
+      o.gen.max_tokens = o.gen_tokens = to_count(a, value());
+    else if (a == "--temp")
+      s.temperature = static_cast<float>(to_double(a, value()));
+    else if (a == "--top-k")
+      s.top_k = to_count(a, value());
+    else if (a == "--top-p")
+      s.top_p = static_cast<float>(to_double(a, value()));
+    else if (a == "--min-p")
+      s.min_p = static_cast<float>(to_double(a, value()));
+    else if (a == "--repeat-penalty")
+      s.repetition_penalty = static_cast<float>(to_double(a, value()));
+    else if (a == "--seed")
+      s.seed = static_cast<uint64_t>(to_count(a, value()));
+    else if (a == "--device")
+      o.load.device = parse_device(value()), device_given = true;
+    else if (a == "--dtype")
+      o.load.dtype = dtype_from_name(value());
+    else if (a == "--activations")
+      o.load.activations = parse_activations(value());
+    else if (a == "--tp")
+      o.load.tensor_parallel = std::max(1, to_count(a, value()));
+    else if (a == "--pp")
+      o.prompt_tokens = to_count(a, value());
+    else if (a == "--tg")
+      o.gen_tokens = to_count(a, value());
+    else if (a == "-r" || a == "--repetitions")
+      o.repetitions = std::max(1, to_count(a, value()));
+    else if (a == "--batch")
+      o.batches = to_counts(a, value());
+    else if (a == "--threads")
+      o.threads = to_counts(a, value());
+    else if (a == "--json")
+      o.json = true;
+    else if (!a.empty() && a[0] == '-')
+      fail("kiln", "unknown option '", a, "'");
+    else if (o.model.empty())
+      o.model = a;
+    else
+      fail("kiln", "more than one model given ('", o.model, "' and '", a, "')");
   }
-  if (o.load.tensor_parallel > 1 && !device_given) o.load.device = Device::cuda(0);  // --tp is for GPUs; --device cpu to try it on threads
+  if (o.load.tensor_parallel > 1 && !device_given)
+    o.load.device = Device::cuda(0);  // --tp is for GPUs; --device cpu to try it on threads
   if (o.model.empty() || o.model == "default") {
     o.model = default_model_path();
     if (!fs::exists(o.model))
@@ -226,13 +251,14 @@ int cmd_bench(const LlmOptions& o) {
   const double weights_mb = static_cast<double>(model->weight_bytes()) / 1e6;
   const Stats st = stats();  // traces after the warm-up mean a step shape recompiles
   if (o.json) {
-    std::printf("{\"engine\":\"kiln\",\"model\":\"%s\",\"device\":\"%s\",\"activations\":\"%s\",\"weight_mb\":%.3f,"
-                "\"pp\":%d,\"pp_tokens_per_s\":%.3f,\"tg\":%d,\"tg_tokens_per_s\":%.3f,\"repetitions\":%d,"
-                "\"traces\":%llu,\"kernels\":%llu}\n",
-                fs::path(o.model).filename().c_str(), model->device().str().c_str(),
-                kQmmActivationNames[static_cast<int>(model->activations())], weights_mb, o.prompt_tokens,
-                median(pp), o.gen_tokens, median(tg), o.repetitions, static_cast<unsigned long long>(st.traces),
-                static_cast<unsigned long long>(st.kernels_launched));
+    std::printf(
+        "{\"engine\":\"kiln\",\"model\":\"%s\",\"device\":\"%s\",\"activations\":\"%s\",\"weight_mb\":%.3f,"
+        "\"pp\":%d,\"pp_tokens_per_s\":%.3f,\"tg\":%d,\"tg_tokens_per_s\":%.3f,\"repetitions\":%d,"
+        "\"traces\":%llu,\"kernels\":%llu}\n",
+        fs::path(o.model).filename().c_str(), model->device().str().c_str(),
+        kQmmActivationNames[static_cast<int>(model->activations())], weights_mb, o.prompt_tokens, median(pp),
+        o.gen_tokens, median(tg), o.repetitions, static_cast<unsigned long long>(st.traces),
+        static_cast<unsigned long long>(st.kernels_launched));
   } else {
     std::printf("| model | device | weights (MB) | test | tokens/s |\n|---|---|---|---|---|\n");
     std::printf("| %s | %s | %.1f | pp%d | %.1f |\n", fs::path(o.model).filename().c_str(),
@@ -244,11 +270,12 @@ int cmd_bench(const LlmOptions& o) {
   }
   for (const SessionsSpeed& r : kiln::cli::bench_sessions(model, o.batches, o.threads, o.gen_tokens)) {
     if (o.json)
-      std::printf("{\"engine\":\"kiln\",\"model\":\"%s\",\"device\":\"%s\",\"activations\":\"%s\",\"tg\":%d,"
-                  "\"%s\":%d,\"aggregate_tokens_per_s\":%.3f}\n",
-                  fs::path(o.model).filename().c_str(), model->device().str().c_str(),
-                  kQmmActivationNames[static_cast<int>(model->activations())], o.gen_tokens, r.mode.c_str(), r.count,
-                  r.tokens_per_s);
+      std::printf(
+          "{\"engine\":\"kiln\",\"model\":\"%s\",\"device\":\"%s\",\"activations\":\"%s\",\"tg\":%d,"
+          "\"%s\":%d,\"aggregate_tokens_per_s\":%.3f}\n",
+          fs::path(o.model).filename().c_str(), model->device().str().c_str(),
+          kQmmActivationNames[static_cast<int>(model->activations())], o.gen_tokens, r.mode.c_str(), r.count,
+          r.tokens_per_s);
     else
       std::printf("| %s | %s | %.1f | tg%d, %s %d | %.1f (all sessions) |\n", fs::path(o.model).filename().c_str(),
                   model->device().str().c_str(), weights_mb, o.gen_tokens, r.mode.c_str(), r.count, r.tokens_per_s);

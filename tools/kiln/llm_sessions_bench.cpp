@@ -47,7 +47,7 @@ double batched(const std::shared_ptr<Model>& model, int sessions, int tokens) {
   };
   model->step(all, prompts);
   model->step(all, one_each());  // traces the decode shape before the clock starts
-  wait_for_kernels();             // and the clock times the fused tier, not the interpreter
+  wait_for_kernels();  // and the clock times the fused tier, not the interpreter
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < tokens; ++i) model->step(all, one_each());
   return sessions * tokens / seconds_since(t0);

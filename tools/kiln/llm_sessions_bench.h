@@ -11,7 +11,7 @@ namespace kiln::cli {
 
 struct SessionsSpeed {
   std::string mode;  // "batch": one step over all sessions; "threads": a session per thread
-  int count;         // sessions in the step, or threads
+  int count;  // sessions in the step, or threads
   double tokens_per_s;  // all sessions' tokens together
 };
 

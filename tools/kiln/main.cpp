@@ -57,7 +57,7 @@ struct Options {
   uint64_t seed = 1;
   int64_t size = 64;  // symbolic dimensions of sample inputs (or their bound, when smaller)
   std::string out;
-  bool fused = false;          // kiln dot: after fusion
+  bool fused = false;  // kiln dot: after fusion
   bool random_params = false;  // parameters the params file lacks: deterministic samples
 };
 
@@ -79,12 +79,16 @@ Options parse_args(int argc, char** argv, int first) {
       if (i + 1 >= argc) fail("kiln", a, " needs a value");
       return argv[++i];
     };
-    if (a == "--mode") o.modes.push_back(exec_mode_from_name(value()));
+    if (a == "--mode")
+      o.modes.push_back(exec_mode_from_name(value()));
     else if (a == "--device") {
       std::string d = value();
-      if (d == "cpu") o.device = Device::cpu();
-      else if (d.rfind("cuda", 0) == 0) o.device = Device::cuda(d.size() > 5 ? static_cast<int>(to_int(a, d.substr(5))) : 0);
-      else fail("kiln", "unknown device '", d, "' (cpu or cuda[:N])");
+      if (d == "cpu")
+        o.device = Device::cpu();
+      else if (d.rfind("cuda", 0) == 0)
+        o.device = Device::cuda(d.size() > 5 ? static_cast<int>(to_int(a, d.substr(5))) : 0);
+      else
+        fail("kiln", "unknown device '", d, "' (cpu or cuda[:N])");
     } else if (a == "--input") {
       std::string kv = value();
       auto eq = kv.find('=');
@@ -93,15 +97,24 @@ Options parse_args(int argc, char** argv, int first) {
     } else if (a == "--bench") {
       o.bench = static_cast<int>(to_int(a, value()));
       if (o.bench < 1) fail("kiln", "--bench needs at least 1");
-    } else if (a == "--extent") o.extent = to_int(a, value());
-    else if (a == "--size") o.size = to_int(a, value());
-    else if (a == "--seed") o.seed = static_cast<uint64_t>(to_int(a, value()));
-    else if (a == "--out") o.out = value();
-    else if (a == "--fused") o.fused = true;
-    else if (a == "--random-params") o.random_params = true;
-    else if (!a.empty() && a[0] == '-') fail("kiln", "unknown option '", a, "'");
-    else if (o.file.empty()) o.file = a;
-    else fail("kiln", "unexpected argument '", a, "'");
+    } else if (a == "--extent")
+      o.extent = to_int(a, value());
+    else if (a == "--size")
+      o.size = to_int(a, value());
+    else if (a == "--seed")
+      o.seed = static_cast<uint64_t>(to_int(a, value()));
+    else if (a == "--out")
+      o.out = value();
+    else if (a == "--fused")
+      o.fused = true;
+    else if (a == "--random-params")
+      o.random_params = true;
+    else if (!a.empty() && a[0] == '-')
+      fail("kiln", "unknown option '", a, "'");
+    else if (o.file.empty())
+      o.file = a;
+    else
+      fail("kiln", "unexpected argument '", a, "'");
   }
   if (o.file.empty()) fail("kiln", "missing FILE");
   return o;
@@ -170,8 +183,7 @@ void ensure_params(Executable& exe, const Graph& g, const Options& o) {
   for (size_t i = 0; i < missing.size() && i < 8; ++i) list += (i ? ", " : "") + missing[i];
   if (missing.size() > 8) list += ", ... (" + std::to_string(missing.size()) + " in all)";
   if (!o.random_params) {
-    std::string where = g.params_file.empty() ? "the graph names no params file"
-                                              : "not in " + params_path(g);
+    std::string where = g.params_file.empty() ? "the graph names no params file" : "not in " + params_path(g);
     fail("kiln", "parameters without values: ", list, " (", where,
          "); pass --random-params for deterministic samples, or write a file with kiln init-params");
   }
@@ -198,7 +210,8 @@ void say_extent(const Executable& exe, const std::map<std::string, Array>& input
   }
   std::string why = exe.extent_blocker(shapes);
   if (why.empty())
-    std::printf("active extent: %lld of %lld rows computed\n", static_cast<long long>(n), static_cast<long long>(bucket));
+    std::printf("active extent: %lld of %lld rows computed\n", static_cast<long long>(n),
+                static_cast<long long>(bucket));
   else
     std::printf("active extent: falls back to the full bucket (%lld rows computed, %lld returned): %s\n",
                 static_cast<long long>(bucket), static_cast<long long>(n), why.c_str());
@@ -228,8 +241,8 @@ int cmd_run(const Options& o) {
     const bool first_interim = interim_calls() > before;
     if (m == ExecMode::compiled) {
       if (size_t n = kernels_compiling()) {
-        std::printf("compiling %zu fused kernel%s in the background; runs use the interpreter until they are ready\n", n,
-                    n == 1 ? "" : "s");
+        std::printf("compiling %zu fused kernel%s in the background; runs use the interpreter until they are ready\n",
+                    n, n == 1 ? "" : "s");
       }
       std::printf("first compiled run: %.3f ms, %s tier\n", first_ms, first_interim ? "interim" : "fused");
     }
@@ -248,8 +261,10 @@ int cmd_run(const Options& o) {
       for (size_t i = 0; i < out.size(); ++i) summarize(g.outputs[i], out[i]);
       std::printf("time per run (median of %d, min):\n", o.bench);
     }
-    if (!ms.empty()) std::printf("  %-9s %9.3f ms  %9.3f ms", exec_mode_name(m), ms[ms.size() / 2], ms[0]);
-    else std::printf("  %-9s %9s     %9s    ", exec_mode_name(m), "-", "-");
+    if (!ms.empty())
+      std::printf("  %-9s %9.3f ms  %9.3f ms", exec_mode_name(m), ms[ms.size() / 2], ms[0]);
+    else
+      std::printf("  %-9s %9s     %9s    ", exec_mode_name(m), "-", "-");
     if (!interim_ms.empty()) {
       std::printf("  (%zu of %d runs interim: %.3f ms median%s)", interim_ms.size(), o.bench,
                   interim_ms[interim_ms.size() / 2], ms.empty() ? "" : "; the rest fused");
@@ -290,11 +305,13 @@ void write_fused_dot(std::ostream& os, const Graph& g, const Options& o) {
   for (const GraphNode* p : g.params()) names.captured.emplace_back(exe.param(p->outputs[0]), p->outputs[0]);
   Executable* e = &exe;
   auto ins = exe.input_names();
-  auto f = compile([e, ins](const std::vector<Array>& args) {
-    std::map<std::string, Array> m;
-    for (size_t i = 0; i < ins.size(); ++i) m[ins[i]] = args[i];
-    return e->build_lazy(m);
-  }, CompileOptions{false, g.name});
+  auto f = compile(
+      [e, ins](const std::vector<Array>& args) {
+        std::map<std::string, Array> m;
+        for (size_t i = 0; i < ins.size(); ++i) m[ins[i]] = args[i];
+        return e->build_lazy(m);
+      },
+      CompileOptions{false, g.name});
   export_to_dot(os, f, in, names);
 }
 
@@ -305,9 +322,12 @@ int cmd_dot(const Options& o) {
   const bool cf = has_control_flow(g);
   const char* why = "its If/While nodes run on the host, calling each subgraph's own compiled function";
   if (o.out.empty()) {
-    if (!o.fused) write_graph_dot(std::cout, g);
-    else if (cf) fail("kiln", "dot --fused: graph '", g.name, "' has no single fused form (", why, ")");
-    else write_fused_dot(std::cout, g, o);
+    if (!o.fused)
+      write_graph_dot(std::cout, g);
+    else if (cf)
+      fail("kiln", "dot --fused: graph '", g.name, "' has no single fused form (", why, ")");
+    else
+      write_fused_dot(std::cout, g, o);
     std::cout.flush();
     return 0;
   }
@@ -319,8 +339,10 @@ int cmd_dot(const Options& o) {
     std::fprintf(stderr, "wrote %s\n", path.c_str());
   };
   write(o.out + ".dot", [&](std::ostream& os) { write_graph_dot(os, g); });
-  if (cf) std::fprintf(stderr, "no %s.fused.dot: %s\n", o.out.c_str(), why);
-  else write(o.out + ".fused.dot", [&](std::ostream& os) { write_fused_dot(os, g, o); });
+  if (cf)
+    std::fprintf(stderr, "no %s.fused.dot: %s\n", o.out.c_str(), why);
+  else
+    write(o.out + ".fused.dot", [&](std::ostream& os) { write_fused_dot(os, g, o); });
   return 0;
 }
 
@@ -363,8 +385,10 @@ int cmd_info() {
   int gpus = cuda_device_count();
   std::printf("devices: cpu");
   for (int i = 0; i < gpus; ++i) std::printf(", cuda:%d", i);
-  if (gpus) std::printf("\n");
-  else std::printf("  (no GPU: %s)\n", cuda_unavailable_reason().c_str());
+  if (gpus)
+    std::printf("\n");
+  else
+    std::printf("  (no GPU: %s)\n", cuda_unavailable_reason().c_str());
   fs::path dir = kernel_cache_dir();
   std::error_code ec;
   bool exists = fs::exists(dir, ec);

@@ -42,7 +42,8 @@ void collect(nb::handle h, std::vector<kiln::Array>& out) {
 std::string repr(const kiln::Array& a) {
   nb::object np = nb::module_::import_("numpy");
   nb::object values = to_numpy(a, false);
-  std::string body = nb::cast<std::string>(np.attr("array2string")(values, "separator"_a = ", ", "prefix"_a = "array("));
+  std::string body =
+      nb::cast<std::string>(np.attr("array2string")(values, "separator"_a = ", ", "prefix"_a = "array("));
   return "array(" + body + ", dtype=" + kiln::dtype_name(a.dtype()) + ")";
 }
 
@@ -76,7 +77,8 @@ void init_array(nb::module_& m) {
           "astype", [](const kiln::Array& a, kiln::Dtype d) { return kiln::astype(a, d); }, "dtype"_a,
           "Converts the element type (float to integer truncates toward zero and saturates).")
       .def(
-          "to", [](const kiln::Array& a, kiln::Device d) {
+          "to",
+          [](const kiln::Array& a, kiln::Device d) {
             nb::gil_scoped_release nogil;
             return kiln::to(a, d);
           },
@@ -102,7 +104,8 @@ void init_array(nb::module_& m) {
            })
       .def("__repr__", &repr)
       .def("__copy__", [](const kiln::Array& a) { return a; })
-      .def("__deepcopy__", [](const kiln::Array& a, nb::handle) { return a; }, "memo"_a);
+      .def(
+          "__deepcopy__", [](const kiln::Array& a, nb::handle) { return a; }, "memo"_a);
   init_numpy(array);
   init_indexing(array);
   init_operators(array);
@@ -116,9 +119,12 @@ void init_array(nb::module_& m) {
       "asarray",
       [](nb::handle obj, std::optional<kiln::Dtype> dtype) {
         kiln::Array a;
-        if (nb::isinstance<kiln::Array>(obj)) a = nb::cast<const kiln::Array&>(obj);
-        else if (is_buffer_like(obj)) return from_buffer(obj, true, dtype);
-        else a = to_array_like(obj).get();
+        if (nb::isinstance<kiln::Array>(obj))
+          a = nb::cast<const kiln::Array&>(obj);
+        else if (is_buffer_like(obj))
+          return from_buffer(obj, true, dtype);
+        else
+          a = to_array_like(obj).get();
         return dtype && *dtype != a.dtype() ? kiln::astype(a, *dtype) : a;
       },
       "obj"_a, "dtype"_a = nb::none(),

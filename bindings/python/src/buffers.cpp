@@ -13,10 +13,14 @@ using kiln::Dtype;
 nb::dlpack::dtype to_dlpack(Dtype d) {
   using nb::dlpack::dtype_code;
   dtype_code code = dtype_code::Float;
-  if (d == kiln::bool_) code = dtype_code::Bool;
-  else if (d == kiln::bfloat16) code = dtype_code::Bfloat;
-  else if (kiln::is_unsigned(d)) code = dtype_code::UInt;
-  else if (kiln::is_integral(d)) code = dtype_code::Int;
+  if (d == kiln::bool_)
+    code = dtype_code::Bool;
+  else if (d == kiln::bfloat16)
+    code = dtype_code::Bfloat;
+  else if (kiln::is_unsigned(d))
+    code = dtype_code::UInt;
+  else if (kiln::is_integral(d))
+    code = dtype_code::Int;
   return {static_cast<uint8_t>(code), static_cast<uint8_t>(kiln::size_of(d) * 8), 1};
 }
 
@@ -48,8 +52,7 @@ Dtype from_dlpack_dtype(nb::dlpack::dtype t, const char* op) {
       case dtype_code::Bfloat:
         if (t.bits == 16) return kiln::bfloat16;
         break;
-      default:
-        break;
+      default: break;
     }
   }
   kiln::fail(op, "no kiln dtype for DLPack type code ", int(t.code), " with ", int(t.bits), " bits and ", int(t.lanes),
@@ -94,7 +97,8 @@ kiln::Array share(const Imported& nd, Dtype dtype, kiln::Device device) {
     nb::gil_scoped_acquire gil;
     delete keep;
   });
-  t.buffer = kd::Buffer::external(data + lo * item, static_cast<size_t>((hi - lo + 1) * item), std::move(owner), device);
+  t.buffer =
+      kd::Buffer::external(data + lo * item, static_cast<size_t>((hi - lo + 1) * item), std::move(owner), device);
   t.offset = -lo;
   return kiln::Array::from_tensor(std::move(t), device);
 }
@@ -152,7 +156,8 @@ void eval_nogil(const std::vector<kiln::Array>& arrays) {
 kiln::Array from_buffer(nb::handle h, bool share_memory, std::optional<Dtype> dtype) {
   Imported nd;
   if (!nb::try_cast(h, nd, false)) {
-    if (nb::hasattr(h, "__array_interface__")) return from_buffer(nb::module_::import_("numpy").attr("asarray")(h), share_memory, dtype);
+    if (nb::hasattr(h, "__array_interface__"))
+      return from_buffer(nb::module_::import_("numpy").attr("asarray")(h), share_memory, dtype);
     kiln::fail("array", "cannot read ", nb::cast<std::string>(nb::repr(nb::type_name(h.type()))),
                " as an array (it offers neither the buffer protocol nor DLPack in a type kiln has)");
   }
@@ -181,28 +186,20 @@ kiln::Array from_buffer(nb::handle h, bool share_memory, std::optional<Dtype> dt
 
 kiln::Array ArrayLike::get() const {
   switch (kind) {
-    case Kind::array:
-      return array;
-    case Kind::boolean:
-      return kiln::array(i != 0);
-    case Kind::integer:
-      return i >= INT32_MIN && i <= INT32_MAX ? kiln::array(static_cast<int32_t>(i)) : kiln::array(i);
-    case Kind::floating:
-      return kiln::array(static_cast<float>(f));
+    case Kind::array: return array;
+    case Kind::boolean: return kiln::array(i != 0);
+    case Kind::integer: return i >= INT32_MIN && i <= INT32_MAX ? kiln::array(static_cast<int32_t>(i)) : kiln::array(i);
+    case Kind::floating: return kiln::array(static_cast<float>(f));
   }
   return array;
 }
 
 kiln::Array ArrayLike::like(const kiln::Array& other) const {
   switch (kind) {
-    case Kind::array:
-      return array;
-    case Kind::boolean:
-      return kiln::scalar_int(i, kiln::promote_with_scalar(other.dtype(), kiln::ScalarKind::boolean));
-    case Kind::integer:
-      return kiln::scalar_int(i, kiln::promote_with_scalar(other.dtype(), kiln::ScalarKind::integer));
-    case Kind::floating:
-      return kiln::scalar(f, kiln::promote_with_scalar(other.dtype(), kiln::ScalarKind::floating));
+    case Kind::array: return array;
+    case Kind::boolean: return kiln::scalar_int(i, kiln::promote_with_scalar(other.dtype(), kiln::ScalarKind::boolean));
+    case Kind::integer: return kiln::scalar_int(i, kiln::promote_with_scalar(other.dtype(), kiln::ScalarKind::integer));
+    case Kind::floating: return kiln::scalar(f, kiln::promote_with_scalar(other.dtype(), kiln::ScalarKind::floating));
   }
   return array;
 }
@@ -218,7 +215,8 @@ ArrayLike to_array_like(nb::handle h) {
     a.kind = ArrayLike::Kind::integer;
     int overflow = 0;
     a.i = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
-    if (overflow) kiln::fail("array", "the Python integer ", nb::cast<std::string>(nb::str(h)), " does not fit in int64");
+    if (overflow)
+      kiln::fail("array", "the Python integer ", nb::cast<std::string>(nb::str(h)), " does not fit in int64");
   } else if (PyFloat_Check(h.ptr())) {
     a.kind = ArrayLike::Kind::floating;
     a.f = PyFloat_AsDouble(h.ptr());

@@ -17,7 +17,8 @@ namespace {
 
 /* Marks where an array goes in a template: a unique object. */
 nb::object array_slot() {
-  static nb::object* slot = new nb::object(nb::steal(PyObject_CallNoArgs(reinterpret_cast<PyObject*>(&PyBaseObject_Type))));
+  static nb::object* slot =
+      new nb::object(nb::steal(PyObject_CallNoArgs(reinterpret_cast<PyObject*>(&PyBaseObject_Type))));
   return *slot;
 }
 
@@ -78,9 +79,10 @@ nb::object flatten(nb::handle h, std::string& key, std::vector<kiln::Array>& arr
       return array_slot();
     }
   }
-  kiln::fail("compile", outputs ? "a compiled function returns arrays, or tuples, lists and dicts of arrays, not "
-                                : "arguments are arrays or constants (None, bool, int, float, str), or tuples, lists "
-                                  "and dicts of them, not ",
+  kiln::fail("compile",
+             outputs ? "a compiled function returns arrays, or tuples, lists and dicts of arrays, not "
+                     : "arguments are arrays or constants (None, bool, int, float, str), or tuples, lists "
+                       "and dicts of them, not ",
              nb::cast<std::string>(nb::repr(nb::type_name(h.type()))));
 }
 
@@ -102,8 +104,8 @@ nb::object fill(nb::handle t, const std::vector<kiln::Array>& arrays, size_t& ne
 
 /* What a traced function returned, as a template; the same for every trace of one entry. */
 struct Outputs {
-  std::mutex mu;                       // guards both fields
-  std::shared_ptr<nb::object> tmpl;    // null until the first trace
+  std::mutex mu;  // guards both fields
+  std::shared_ptr<nb::object> tmpl;  // null until the first trace
   std::string key;
 };
 
@@ -169,7 +171,8 @@ class Compiled {
   }
 
  private:
-  std::shared_ptr<Entry> lookup(const nb::args& args, const nb::kwargs& kwargs, bool plain, std::vector<kiln::Array>& in) {
+  std::shared_ptr<Entry> lookup(const nb::args& args, const nb::kwargs& kwargs, bool plain,
+                                std::vector<kiln::Array>& in) {
     std::string key;
     in.clear();
     nb::object targs = flatten(args, key, in, false);
@@ -223,9 +226,9 @@ class Compiled {
 
   std::shared_ptr<nb::object> fn_;
   kiln::CompileOptions options_;
-  std::shared_mutex mu_;                                              // guards entries_ and positional_
-  std::unordered_map<std::string, std::shared_ptr<Entry>> entries_;   // by structure and constants
-  std::vector<std::shared_ptr<Entry>> positional_;                    // calls of n arrays and no keywords
+  std::shared_mutex mu_;  // guards entries_ and positional_
+  std::unordered_map<std::string, std::shared_ptr<Entry>> entries_;  // by structure and constants
+  std::vector<std::shared_ptr<Entry>> positional_;  // calls of n arrays and no keywords
 };
 
 }  // namespace

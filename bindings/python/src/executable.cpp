@@ -50,8 +50,9 @@ void init_executable(nb::module_& m) {
       .def_prop_ro("device", &kiln::Executable::device)
       .def_prop_ro("input_names", &kiln::Executable::input_names)
       .def_prop_ro("output_names", &kiln::Executable::output_names)
-      .def_prop_ro("text", [](const kiln::Executable& e) { return kiln::print_graph(e.graph()); },
-                   "The program's canonical .kgraph text.")
+      .def_prop_ro(
+          "text", [](const kiln::Executable& e) { return kiln::print_graph(e.graph()); },
+          "The program's canonical .kgraph text.")
       .def(
           "set_param",
           [](kiln::Executable& e, const std::string& name, const ArrayLike& value) {
@@ -77,9 +78,8 @@ void init_executable(nb::module_& m) {
           "Runs on inputs by name and returns the outputs (evaluated). active_extent: only the first n\n"
           "rows of inputs with a symbolic leading axis are live.");
   m.def(
-      "sample_inputs",
-      [](const kiln::Executable& e, uint64_t seed) { return kiln::sample_inputs(e.graph(), seed); }, "executable"_a,
-      "seed"_a = 1, "Deterministic pseudo-random inputs for a program (floats in [-1, 1)).");
+      "sample_inputs", [](const kiln::Executable& e, uint64_t seed) { return kiln::sample_inputs(e.graph(), seed); },
+      "executable"_a, "seed"_a = 1, "Deterministic pseudo-random inputs for a program (floats in [-1, 1)).");
 }
 
 }  // namespace kpy

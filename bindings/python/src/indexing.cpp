@@ -11,15 +11,15 @@ namespace {
 /* One axis of the input as an index selects it. */
 struct AxisSel {
   int64_t start = 0, step = 1, length = 0;  // the positions start + k*step, k < length
-  bool squeeze = false;                      // an integer index: the axis goes away
+  bool squeeze = false;  // an integer index: the axis goes away
 };
 
 struct Index {
-  std::vector<AxisSel> axes;           // one per input axis
-  std::optional<kiln::Array> take;     // the one integer-array index
-  int take_axis = -1;                  // its input axis
-  bool take_first = false;             // NumPy puts its dimensions first (advanced indices apart)
-  std::vector<int> new_axes;           // output positions of None, ascending
+  std::vector<AxisSel> axes;  // one per input axis
+  std::optional<kiln::Array> take;  // the one integer-array index
+  int take_axis = -1;  // its input axis
+  bool take_first = false;  // NumPy puts its dimensions first (advanced indices apart)
+  std::vector<int> new_axes;  // output positions of None, ascending
 };
 
 bool is_array_index(nb::handle h) {
@@ -30,7 +30,8 @@ kiln::Array index_array(nb::handle h) {
   kiln::Array idx = to_array_like(h).get();
   if (idx.dtype() == kiln::bool_)
     kiln::fail("getitem", "a boolean mask gives a shape that depends on the data; use kiln.where instead");
-  if (!kiln::is_integral(idx.dtype())) kiln::fail("getitem", "array indices must be integers, not ", kiln::dtype_name(idx.dtype()));
+  if (!kiln::is_integral(idx.dtype()))
+    kiln::fail("getitem", "array indices must be integers, not ", kiln::dtype_name(idx.dtype()));
   return idx;
 }
 
@@ -44,14 +45,17 @@ Index parse(const kiln::Array& a, nb::handle key, const char* op) {
   int consuming = 0, ellipses = 0;
   for (nb::handle h : items) {
     if (h.is_none()) continue;
-    if (h.ptr() == Py_Ellipsis) ++ellipses;
-    else ++consuming;
+    if (h.ptr() == Py_Ellipsis)
+      ++ellipses;
+    else
+      ++consuming;
   }
   if (ellipses > 1) throw nb::index_error("an index can only have a single ellipsis ('...')");
   const int nd = a.ndim();
   if (consuming > nd)
     throw nb::index_error(("too many indices: the array has " + std::to_string(nd) + " dimensions but " +
-                           std::to_string(consuming) + " were indexed").c_str());
+                           std::to_string(consuming) + " were indexed")
+                              .c_str());
   Index ix;
   ix.axes.resize(static_cast<size_t>(nd));
   int axis = 0, out = 0;
@@ -73,7 +77,8 @@ Index parse(const kiln::Array& a, nb::handle key, const char* op) {
       int64_t i = nb::cast<int64_t>(h), n = a.shape(axis);
       if (i < -n || i >= n)
         throw nb::index_error(("index " + std::to_string(i) + " is out of bounds for axis " + std::to_string(axis) +
-                               " with size " + std::to_string(n)).c_str());
+                               " with size " + std::to_string(n))
+                                  .c_str());
       ix.axes[axis++] = {i < 0 ? i + n : i, 1, 1, true};
       advanced.push_back(static_cast<int>(k));
     } else if (is_array_index(h)) {
@@ -92,14 +97,15 @@ Index parse(const kiln::Array& a, nb::handle key, const char* op) {
       ix.axes[axis++] = {v < 0 ? v + n : v, 1, 1, true};
       advanced.push_back(static_cast<int>(k));
     } else {
-      throw nb::index_error(("kiln arrays cannot be indexed by " +
-                             nb::cast<std::string>(nb::repr(nb::type_name(h.type())))).c_str());
+      throw nb::index_error(
+          ("kiln arrays cannot be indexed by " + nb::cast<std::string>(nb::repr(nb::type_name(h.type())))).c_str());
     }
   }
   while (axis < nd) full(axis++);
   // With an array index, NumPy counts integers as advanced indices too; when they are not side
   // by side the array index's dimensions go first.
-  if (ix.take && advanced.size() > 1) ix.take_first = advanced.back() - advanced.front() + 1 != static_cast<int>(advanced.size());
+  if (ix.take && advanced.size() > 1)
+    ix.take_first = advanced.back() - advanced.front() + 1 != static_cast<int>(advanced.size());
   return ix;
 }
 
@@ -147,8 +153,9 @@ kiln::Array get(const kiln::Array& a, nb::handle key) {
 void set(kiln::Array& a, nb::handle key, const ArrayLike& value) {
   Index ix = parse(a, key, "setitem");
   if (ix.take)
-    kiln::fail("setitem", "assignment through an array index needs a scatter, which kiln does not have; "
-                          "use slices and integers");
+    kiln::fail("setitem",
+               "assignment through an array index needs a scatter, which kiln does not have; "
+               "use slices and integers");
   const int nd = a.ndim();
   kiln::Shape start(nd), stop(nd), step(nd), region(nd), selected;
   std::vector<int> reverse;
@@ -185,7 +192,8 @@ void init_indexing(ArrayClass& array) {
             "NumPy indexing: integers, slices, ..., None, and one integer array (kiln.take) on one axis.\n"
             "Views (slices) share the buffer; nothing is computed until evaluation.");
   array.def(
-      "__setitem__", [](kiln::Array& a, nb::handle key, const ArrayLike& v) { set(a, key, v); }, "key"_a.none(), "value"_a,
+      "__setitem__", [](kiln::Array& a, nb::handle key, const ArrayLike& v) { set(a, key, v); }, "key"_a.none(),
+      "value"_a,
       "a[key] = value through kiln.slice_update: the value, broadcast to the selected region and\n"
       "cast to a's dtype, replaces it in a new array that this handle then refers to (other handles\n"
       "to the old array keep the old values).");

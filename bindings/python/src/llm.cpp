@@ -17,8 +17,10 @@ nb::str utf8(const std::string& s) {
 std::vector<ChatMessage> messages_arg(nb::handle messages) {
   std::vector<ChatMessage> out;
   for (nb::handle m : messages) {
-    if (PyDict_Check(m.ptr())) out.push_back({nb::cast<std::string>(m["role"]), nb::cast<std::string>(m["content"])});
-    else out.push_back({nb::cast<std::string>(m[0]), nb::cast<std::string>(m[1])});
+    if (PyDict_Check(m.ptr()))
+      out.push_back({nb::cast<std::string>(m["role"]), nb::cast<std::string>(m["content"])});
+    else
+      out.push_back({nb::cast<std::string>(m[0]), nb::cast<std::string>(m[1])});
   }
   return out;
 }
@@ -47,7 +49,9 @@ GenerateOptions options_arg(int max_tokens, float temperature, int top_k, float 
 class Chat {
  public:
   Chat(std::shared_ptr<Model> model, std::optional<std::string> system)
-      : model_(std::move(model)), tok_(model_->file()), session_(model_),
+      : model_(std::move(model)),
+        tok_(model_->file()),
+        session_(model_),
         template_(ChatTemplate::recognize(tok_.chat_template())) {
     if (system) messages_.push_back({"system", *system});
   }
@@ -90,10 +94,10 @@ class Chat {
   std::vector<ChatMessage> messages_;
 };
 
-#define KPY_GENERATE_ARGS                                                                                      \
-  "max_tokens"_a = 256, "temperature"_a = 0.8f, "top_k"_a = 40, "top_p"_a = 0.95f, "min_p"_a = 0.05f,          \
-      "repetition_penalty"_a = 1.0f, "repeat_last_n"_a = 64, "seed"_a = 0, "stop_tokens"_a = std::vector<TokenId>{}, \
-      "callback"_a = nb::none()
+#define KPY_GENERATE_ARGS                                                                                        \
+  "max_tokens"_a = 256, "temperature"_a = 0.8f, "top_k"_a = 40, "top_p"_a = 0.95f, "min_p"_a = 0.05f,            \
+  "repetition_penalty"_a = 1.0f, "repeat_last_n"_a = 64, "seed"_a = 0, "stop_tokens"_a = std::vector<TokenId>{}, \
+  "callback"_a = nb::none()
 
 }  // namespace
 
@@ -152,7 +156,8 @@ void init_llm(nb::module_& top) {
           "session and all_positions).");
 
   nb::class_<Tokenizer>(m, "Tokenizer", "Text to token ids and back, from the model file's metadata.")
-      .def("__init__", [](Tokenizer* t, const Model& mdl) { new (t) Tokenizer(mdl.file()); }, "model"_a)
+      .def(
+          "__init__", [](Tokenizer* t, const Model& mdl) { new (t) Tokenizer(mdl.file()); }, "model"_a)
       .def(
           "encode",
           [](const Tokenizer& t, const std::string& text, bool add_special, bool parse_special) {
@@ -167,18 +172,24 @@ void init_llm(nb::module_& top) {
             return utf8(t.decode(ids, render_special));
           },
           "ids"_a, "render_special"_a = false)
-      .def("piece", [](const Tokenizer& t, TokenId id, bool special) { return nb::bytes(t.piece(id, special).data(), t.piece(id, special).size()); },
-           "id"_a, "render_special"_a = false, "The bytes one token stands for.")
+      .def(
+          "piece",
+          [](const Tokenizer& t, TokenId id, bool special) {
+            return nb::bytes(t.piece(id, special).data(), t.piece(id, special).size());
+          },
+          "id"_a, "render_special"_a = false, "The bytes one token stands for.")
       .def_prop_ro("vocab_size", &Tokenizer::vocab_size)
       .def_prop_ro("bos", &Tokenizer::bos)
       .def_prop_ro("eos", &Tokenizer::eos)
       .def_prop_ro("eot", &Tokenizer::eot)
       .def_prop_ro("chat_template", &Tokenizer::chat_template)
       .def("is_end_of_generation", &Tokenizer::is_end_of_generation, "id"_a)
-      .def("find_token", [](const Tokenizer& t, const std::string& s) { return t.find_token(s); }, "text"_a);
+      .def(
+          "find_token", [](const Tokenizer& t, const std::string& s) { return t.find_token(s); }, "text"_a);
 
   nb::class_<ChatTemplate>(m, "ChatTemplate", "A chat template recognized from its Jinja source (ChatML or Llama 3).")
-      .def_static("recognize", [](const std::string& src) { return ChatTemplate::recognize(src); }, "source"_a)
+      .def_static(
+          "recognize", [](const std::string& src) { return ChatTemplate::recognize(src); }, "source"_a)
       .def(
           "render",
           [](const ChatTemplate& t, nb::handle messages, bool add_generation_prompt) {
@@ -214,8 +225,8 @@ void init_llm(nb::module_& top) {
 
   m.def(
       "generate",
-      [](Session& s, const Tokenizer& t, const std::vector<TokenId>& prompt, int max_tokens, float temperature, int top_k,
-         float top_p, float min_p, float repetition_penalty, int repeat_last_n, uint64_t seed,
+      [](Session& s, const Tokenizer& t, const std::vector<TokenId>& prompt, int max_tokens, float temperature,
+         int top_k, float top_p, float min_p, float repetition_penalty, int repeat_last_n, uint64_t seed,
          std::vector<TokenId> stop_tokens, const nb::object& callback) {
         GenerateOptions o = options_arg(max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, repeat_last_n,
                                         seed, std::move(stop_tokens));

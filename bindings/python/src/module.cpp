@@ -11,7 +11,8 @@ void init_dtypes(nb::module_& m) {
     dtype.value(kiln::dtype_name(d) == std::string("bool") ? "bool_" : kiln::dtype_name(d), d);
   }
   dtype.export_values();
-  dtype.def_prop_ro("itemsize", [](kiln::Dtype d) { return kiln::size_of(d); }, "Bytes per element.");
+  dtype.def_prop_ro(
+      "itemsize", [](kiln::Dtype d) { return kiln::size_of(d); }, "Bytes per element.");
   m.def("promote_types", &kiln::promote_types, "a"_a, "b"_a,
         "The dtype two array operands combine to (docs/dtypes.md has the table).");
   m.def("is_floating", &kiln::is_floating, "dtype"_a);
@@ -23,7 +24,9 @@ namespace {
 
 void init_devices(nb::module_& m) {
   nb::class_<kiln::Device> device(m, "Device", "Where an array lives: the CPU or a CUDA device.");
-  nb::enum_<kiln::Device::Type>(device, "Type").value("cpu", kiln::Device::Type::cpu).value("cuda", kiln::Device::Type::cuda);
+  nb::enum_<kiln::Device::Type>(device, "Type")
+      .value("cpu", kiln::Device::Type::cpu)
+      .value("cuda", kiln::Device::Type::cuda);
   device.def(nb::init<kiln::Device::Type, int>(), "type"_a, "index"_a = 0)
       .def_rw("type", &kiln::Device::type)
       .def_rw("index", &kiln::Device::index)
@@ -35,8 +38,7 @@ void init_devices(nb::module_& m) {
   m.def("cuda", &kiln::Device::cuda, "index"_a = 0, "The CUDA device of that index.");
   m.def("default_device", &kiln::default_device, "The device new arrays are placed on.");
   m.def("set_default_device", &kiln::set_default_device, "device"_a);
-  m.def("cuda_available", &kiln::cuda_available,
-        "Whether kiln was built with CUDA and finds a driver and a GPU.");
+  m.def("cuda_available", &kiln::cuda_available, "Whether kiln was built with CUDA and finds a driver and a GPU.");
   m.def("cuda_device_count", &kiln::cuda_device_count);
   m.def(
       "to",

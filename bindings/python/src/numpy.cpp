@@ -141,8 +141,10 @@ void init_numpy(ArrayClass& array) {
           "__array__",
           [](const kiln::Array& a, nb::object dtype, nb::object copy) {
             nb::object out = to_numpy(a, false);
-            if (!dtype.is_none()) out = out.attr("astype")(dtype);
-            else if (!copy.is_none() && nb::cast<bool>(copy)) out = out.attr("copy")();
+            if (!dtype.is_none())
+              out = out.attr("astype")(dtype);
+            else if (!copy.is_none() && nb::cast<bool>(copy))
+              out = out.attr("copy")();
             return out;
           },
           "dtype"_a.none() = nb::none(), "copy"_a.none() = nb::none(),

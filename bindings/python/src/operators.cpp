@@ -44,8 +44,8 @@ kiln::Array transpose_args(const kiln::Array& a, const nb::args& args) {
 
 void init_operators(ArrayClass& c) {
   const auto op = nb::is_operator();
-#define KPY_BINARY(py, fn)                                      \
-  c.def("__" py "__", &forward<&kiln::fn>, "other"_a, op);     \
+#define KPY_BINARY(py, fn)                                 \
+  c.def("__" py "__", &forward<&kiln::fn>, "other"_a, op); \
   c.def("__r" py "__", &reflected<&kiln::fn>, "other"_a, op);
   KPY_BINARY("add", add)
   KPY_BINARY("sub", subtract)
@@ -70,17 +70,16 @@ void init_operators(ArrayClass& c) {
   c.def("__neg__", [](const kiln::Array& a) { return kiln::negative(a); });
   c.def("__pos__", [](const kiln::Array& a) { return a; });
   c.def("__abs__", [](const kiln::Array& a) { return kiln::abs(a); });
-  c.def("__invert__", [](const kiln::Array& a) {
-    return a.dtype() == kiln::bool_ ? kiln::logical_not(a) : kiln::bitwise_not(a);
-  });
+  c.def("__invert__",
+        [](const kiln::Array& a) { return a.dtype() == kiln::bool_ ? kiln::logical_not(a) : kiln::bitwise_not(a); });
 
   // Methods mirroring ops, as NumPy arrays have them.
-#define KPY_REDUCE_METHOD(name)                                                                              \
-  c.def(                                                                                                    \
-      #name,                                                                                                \
-      [](const kiln::Array& a, const std::optional<nb::object>& axis, bool keepdims) {                      \
-        return kiln::name(a, axes_arg(axis), keepdims);                                                     \
-      },                                                                                                    \
+#define KPY_REDUCE_METHOD(name)                                                        \
+  c.def(                                                                               \
+      #name,                                                                           \
+      [](const kiln::Array& a, const std::optional<nb::object>& axis, bool keepdims) { \
+        return kiln::name(a, axes_arg(axis), keepdims);                                \
+      },                                                                               \
       "axis"_a = nb::none(), "keepdims"_a = false, "kiln." #name " over the given axes (None: every axis).");
   KPY_REDUCE_METHOD(sum)
   KPY_REDUCE_METHOD(prod)
@@ -90,14 +89,18 @@ void init_operators(ArrayClass& c) {
   KPY_REDUCE_METHOD(all)
   KPY_REDUCE_METHOD(any)
 #undef KPY_REDUCE_METHOD
-  c.def("reshape", &shape_args, "The array in a new shape (a view when contiguous); a.reshape(2, 3) or a.reshape((2, 3)).");
+  c.def("reshape", &shape_args,
+        "The array in a new shape (a view when contiguous); a.reshape(2, 3) or a.reshape((2, 3)).");
   c.def("transpose", &transpose_args, "Axes permuted (reversed when none are given).");
-  c.def_prop_ro("T", [](const kiln::Array& a) { return kiln::transpose(a); }, "The axes reversed.");
+  c.def_prop_ro(
+      "T", [](const kiln::Array& a) { return kiln::transpose(a); }, "The axes reversed.");
   c.def("flatten", [](const kiln::Array& a) { return kiln::flatten(a); });
   c.def(
-      "squeeze", [](const kiln::Array& a, const std::optional<nb::object>& axis) { return kiln::squeeze(a, axes_arg(axis)); },
+      "squeeze",
+      [](const kiln::Array& a, const std::optional<nb::object>& axis) { return kiln::squeeze(a, axes_arg(axis)); },
       "axis"_a = nb::none());
-  c.def("swapaxes", [](const kiln::Array& a, int x, int y) { return kiln::swapaxes(a, x, y); }, "axis1"_a, "axis2"_a);
+  c.def(
+      "swapaxes", [](const kiln::Array& a, int x, int y) { return kiln::swapaxes(a, x, y); }, "axis1"_a, "axis2"_a);
 }
 
 }  // namespace kpy

@@ -36,7 +36,10 @@ Group group_or_single(const std::optional<Group>& g) { return g ? *g : Group(); 
 void bind_all_sum(nb::module_& m) {
   distributed_module(m);
   m.def(
-      "all_sum", [](const ArrayLike& x, const std::optional<Group>& group) { return kiln::all_sum(x.get(), group_or_single(group)); },
+      "all_sum",
+      [](const ArrayLike& x, const std::optional<Group>& group) {
+        return kiln::all_sum(x.get(), group_or_single(group));
+      },
       "x"_a, "group"_a = nb::none(), op_doc("all_sum"));
 }
 

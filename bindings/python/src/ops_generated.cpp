@@ -22,21 +22,22 @@ nb::list registry_ops() {
 
 void init_generated_ops(nb::module_& m) {
 #define KILN_UNARY(F, n, ...) \
-  m.def(#n, [](const ArrayLike& a) { return kiln::n(a.get()); }, "a"_a, op_doc(#n));
-#define KILN_BINARY(F, n, ...)                  \
-  m.def(                                        \
-      #n,                                       \
+  m.def(                      \
+      #n, [](const ArrayLike& a) { return kiln::n(a.get()); }, "a"_a, op_doc(#n));
+#define KILN_BINARY(F, n, ...)                     \
+  m.def(                                           \
+      #n,                                          \
       [](const ArrayLike& a, const ArrayLike& b) { \
-        auto [x, y] = operands(a, b);           \
-        return kiln::n(x, y);                   \
-      },                                        \
+        auto [x, y] = operands(a, b);              \
+        return kiln::n(x, y);                      \
+      },                                           \
       "a"_a, "b"_a, op_doc(#n));
-#define KILN_REDUCE(F, n)                                                                 \
-  m.def(                                                                                  \
-      #n,                                                                                 \
-      [](const ArrayLike& a, const std::optional<nb::object>& axis, bool keepdims) {      \
-        return kiln::n(a.get(), axes_arg(axis), keepdims);                                \
-      },                                                                                  \
+#define KILN_REDUCE(F, n)                                                            \
+  m.def(                                                                             \
+      #n,                                                                            \
+      [](const ArrayLike& a, const std::optional<nb::object>& axis, bool keepdims) { \
+        return kiln::n(a.get(), axes_arg(axis), keepdims);                           \
+      },                                                                             \
       "a"_a, "axis"_a = nb::none(), "keepdims"_a = false, op_doc(#n));
 #define KILN_REDUCE_COMPOSITE(n) KILN_REDUCE(, n)
 #include "ops/op_table.def"

@@ -40,8 +40,9 @@ void bind_transpose(nb::module_& m) {
 
 void bind_broadcast_to(nb::module_& m) {
   m.def(
-      "broadcast_to", [](const ArrayLike& a, const ShapeLike& shape) { return kiln::broadcast_to(a.get(), shape.dims); },
-      "a"_a, "shape"_a, op_doc("broadcast_to"));
+      "broadcast_to",
+      [](const ArrayLike& a, const ShapeLike& shape) { return kiln::broadcast_to(a.get(), shape.dims); }, "a"_a,
+      "shape"_a, op_doc("broadcast_to"));
 }
 
 void bind_slice(nb::module_& m) {
@@ -58,7 +59,8 @@ void bind_slice(nb::module_& m) {
 
 void bind_squeeze(nb::module_& m) {
   m.def(
-      "squeeze", [](const ArrayLike& a, const std::optional<nb::object>& axis) { return kiln::squeeze(a.get(), axes_arg(axis)); },
+      "squeeze",
+      [](const ArrayLike& a, const std::optional<nb::object>& axis) { return kiln::squeeze(a.get(), axes_arg(axis)); },
       "a"_a, "axis"_a = nb::none(), op_doc("squeeze"));
 }
 
@@ -69,7 +71,8 @@ void bind_expand_dims(nb::module_& m) {
 }
 
 void bind_flatten(nb::module_& m) {
-  m.def("flatten", [](const ArrayLike& a) { return kiln::flatten(a.get()); }, "a"_a, op_doc("flatten"));
+  m.def(
+      "flatten", [](const ArrayLike& a) { return kiln::flatten(a.get()); }, "a"_a, op_doc("flatten"));
 }
 
 void bind_swapaxes(nb::module_& m) {
@@ -79,13 +82,14 @@ void bind_swapaxes(nb::module_& m) {
 }
 
 void bind_copy(nb::module_& m) {
-  m.def("copy", [](const ArrayLike& a) { return kiln::copy(a.get()); }, "a"_a, op_doc("copy"));
+  m.def(
+      "copy", [](const ArrayLike& a) { return kiln::copy(a.get()); }, "a"_a, op_doc("copy"));
 }
 
 void bind_concatenate(nb::module_& m) {
   m.def(
-      "concatenate", [](nb::handle arrays, int axis) { return kiln::concatenate(arrays_arg(arrays), axis); }, "arrays"_a,
-      "axis"_a = 0, op_doc("concatenate"));
+      "concatenate", [](nb::handle arrays, int axis) { return kiln::concatenate(arrays_arg(arrays), axis); },
+      "arrays"_a, "axis"_a = 0, op_doc("concatenate"));
 }
 
 void bind_stack(nb::module_& m) {
@@ -165,7 +169,9 @@ void bind_take(nb::module_& m) {
 void bind_take_along_axis(nb::module_& m) {
   m.def(
       "take_along_axis",
-      [](const ArrayLike& a, const ArrayLike& idx, int axis) { return kiln::take_along_axis(a.get(), idx.get(), axis); },
+      [](const ArrayLike& a, const ArrayLike& idx, int axis) {
+        return kiln::take_along_axis(a.get(), idx.get(), axis);
+      },
       "a"_a, "indices"_a, "axis"_a, op_doc("take_along_axis"));
 }
 

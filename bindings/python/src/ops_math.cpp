@@ -35,27 +35,30 @@ void bind_clip(nb::module_& m) {
 
 void bind_argmax(nb::module_& m) {
   m.def(
-      "argmax", [](const ArrayLike& a, std::optional<int> axis, bool keepdims) { return kiln::argmax(a.get(), axis, keepdims); },
+      "argmax",
+      [](const ArrayLike& a, std::optional<int> axis, bool keepdims) { return kiln::argmax(a.get(), axis, keepdims); },
       "a"_a, "axis"_a = nb::none(), "keepdims"_a = false, op_doc("argmax"));
 }
 
 void bind_argmin(nb::module_& m) {
   m.def(
-      "argmin", [](const ArrayLike& a, std::optional<int> axis, bool keepdims) { return kiln::argmin(a.get(), axis, keepdims); },
+      "argmin",
+      [](const ArrayLike& a, std::optional<int> axis, bool keepdims) { return kiln::argmin(a.get(), axis, keepdims); },
       "a"_a, "axis"_a = nb::none(), "keepdims"_a = false, op_doc("argmin"));
 }
 
 void bind_cumsum(nb::module_& m) {
   m.def(
       "cumsum",
-      [](const ArrayLike& a, int axis, bool reverse, bool inclusive) { return kiln::cumsum(a.get(), axis, reverse, inclusive); },
+      [](const ArrayLike& a, int axis, bool reverse, bool inclusive) {
+        return kiln::cumsum(a.get(), axis, reverse, inclusive);
+      },
       "a"_a, "axis"_a, "reverse"_a = false, "inclusive"_a = true, op_doc("cumsum"));
 }
 
 void bind_matmul(nb::module_& m) {
   m.def(
-      "matmul",
-      [](const ArrayLike& a, const ArrayLike& b) { return kiln::matmul(a.get(), b.get()); }, "a"_a, "b"_a,
+      "matmul", [](const ArrayLike& a, const ArrayLike& b) { return kiln::matmul(a.get(), b.get()); }, "a"_a, "b"_a,
       op_doc("matmul"));
 }
 

@@ -15,8 +15,9 @@ std::optional<kiln::Array> optional_array(const std::optional<ArrayLike>& a) {
 
 void bind_quantize(nb::module_& m) {
   m.def(
-      "quantize", [](const ArrayLike& w, int group_size, int bits) { return kiln::quantize(w.get(), group_size, bits); },
-      "w"_a, "group_size"_a = 64, "bits"_a = 4,
+      "quantize",
+      [](const ArrayLike& w, int group_size, int bits) { return kiln::quantize(w.get(), group_size, bits); }, "w"_a,
+      "group_size"_a = 64, "bits"_a = 4,
       "Affine quantization as MLX's: (packed uint32, scales, biases), w ~= scale*q + bias per group\n"
       "of group_size along the last axis.");
 }
@@ -83,12 +84,14 @@ void bind_scaled_dot_product_attention(nb::module_& m) {
          const std::optional<ArrayLike>& key_lengths) {
         std::optional<kiln::Array> mk;
         if (PyUnicode_Check(mask.ptr())) {
-          if (nb::cast<std::string>(mask) != "causal") kiln::fail("scaled_dot_product_attention", "mask is an array or \"causal\"");
+          if (nb::cast<std::string>(mask) != "causal")
+            kiln::fail("scaled_dot_product_attention", "mask is an array or \"causal\"");
           causal = true;
         } else if (!mask.is_none()) {
           mk = to_array_like(mask).get();
         }
-        return kiln::scaled_dot_product_attention(q.get(), k.get(), v.get(), scale, mk, causal, optional_array(key_lengths));
+        return kiln::scaled_dot_product_attention(q.get(), k.get(), v.get(), scale, mk, causal,
+                                                  optional_array(key_lengths));
       },
       "q"_a, "k"_a, "v"_a, "scale"_a, "mask"_a.none() = nb::none(), "causal"_a = false, "key_lengths"_a = nb::none(),
       "softmax(q k^T * scale + mask) v with q [B, Hq, Lq, D], k and v [B, Hkv, Lk, D] (grouped-query\n"

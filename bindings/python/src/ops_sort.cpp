@@ -4,7 +4,9 @@
 namespace kpy {
 
 void bind_sort(nb::module_& m) {
-  m.def("sort", [](const ArrayLike& a, int axis) { return kiln::sort(a.get(), axis); }, "a"_a, "axis"_a = -1, op_doc("sort"));
+  m.def(
+      "sort", [](const ArrayLike& a, int axis) { return kiln::sort(a.get(), axis); }, "a"_a, "axis"_a = -1,
+      op_doc("sort"));
 }
 
 void bind_argsort(nb::module_& m) {

@@ -57,18 +57,18 @@ typedef struct kiln_stream {
 } kiln_stream;
 
 typedef enum kiln_compile_mode {
-  KILN_COMPILE_DISABLED = 0,    /* call the function directly */
+  KILN_COMPILE_DISABLED = 0, /* call the function directly */
   KILN_COMPILE_NO_SIMPLIFY = 1, /* trace and replay, without graph passes */
-  KILN_COMPILE_NO_FUSE = 2,     /* passes, but no fusion */
-  KILN_COMPILE_ENABLED = 3      /* everything */
+  KILN_COMPILE_NO_FUSE = 2, /* passes, but no fusion */
+  KILN_COMPILE_ENABLED = 3 /* everything */
 } kiln_compile_mode;
 
 /* How compiled calls get the generated kernels of their fused CPU regions, as
    kiln::FusedKernels (docs/codegen.md, "Tiers"; the default comes from KILN_FUSED_KERNELS). */
 typedef enum kiln_fused_kernels {
   KILN_FUSED_KERNELS_BACKGROUND = 0, /* interpreted at once while a pool compiles them */
-  KILN_FUSED_KERNELS_WAIT = 1,       /* a call compiles (or waits for) them first */
-  KILN_FUSED_KERNELS_OFF = 2         /* never generated: the interpreter runs fused regions */
+  KILN_FUSED_KERNELS_WAIT = 1, /* a call compiles (or waits for) them first */
+  KILN_FUSED_KERNELS_OFF = 2 /* never generated: the interpreter runs fused regions */
 } kiln_fused_kernels;
 
 /* Process-wide counters, as kiln::Stats. */
@@ -339,8 +339,8 @@ int kiln_flatten(kiln_array* out, const kiln_array a);
 int kiln_copy(kiln_array* out, const kiln_array a);
 /* start/stop/step for every one of the n axes (step NULL means all ones); values
    follow Python slicing: clamped, negative counting from the end. */
-int kiln_slice(kiln_array* out, const kiln_array a, const int64_t* start, const int64_t* stop,
-               const int64_t* step, int n);
+int kiln_slice(kiln_array* out, const kiln_array a, const int64_t* start, const int64_t* stop, const int64_t* step,
+               int n);
 /* A copy of a with the region start:stop:step replaced by update (broadcast). */
 int kiln_slice_update(kiln_array* out, const kiln_array a, const kiln_array update, const int64_t* start,
                       const int64_t* stop, const int64_t* step, int n);
@@ -379,8 +379,8 @@ int kiln_rope(kiln_array* out, const kiln_array x, int dims, bool traditional, f
               const kiln_array offset, const kiln_array freqs);
 /* Fused attention softmax(q k^T scale + mask) v, q [B, Hq, Lq, D], k/v [B, Hkv, Lk, D];
    mask (boolean keep or additive) and key_lengths (int32 [B]) may be NULL. */
-int kiln_scaled_dot_product_attention(kiln_array* out, const kiln_array q, const kiln_array k, const kiln_array v, float scale,
-              const kiln_array mask, bool causal, const kiln_array key_lengths);
+int kiln_scaled_dot_product_attention(kiln_array* out, const kiln_array q, const kiln_array k, const kiln_array v,
+                                      float scale, const kiln_array mask, bool causal, const kiln_array key_lengths);
 /* a with update written at start (int32, one entry per axis in axes) along the
    naxes axes; in place when nothing else holds a's buffer. */
 int kiln_slice_update_at(kiln_array* out, const kiln_array a, const kiln_array update, const kiln_array start,

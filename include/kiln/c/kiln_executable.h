@@ -16,9 +16,9 @@ extern "C" {
 typedef struct kiln_executable_s* kiln_executable;
 
 typedef enum kiln_exec_mode {
-  KILN_EXEC_EAGER = 0,    /* evaluate after each node */
-  KILN_EXEC_LAZY = 1,     /* build the whole graph, evaluate once */
-  KILN_EXEC_COMPILED = 2  /* trace once per input signature, replay */
+  KILN_EXEC_EAGER = 0, /* evaluate after each node */
+  KILN_EXEC_LAZY = 1, /* build the whole graph, evaluate once */
+  KILN_EXEC_COMPILED = 2 /* trace once per input signature, replay */
 } kiln_exec_mode;
 
 /* No active extent: every row of the inputs is live. */
@@ -80,8 +80,7 @@ int kiln_executable_clear_feeds(kiln_executable e);
    every committed run and stores their outputs in commit order, one run after another
    (runs * num_outputs arrays), with the number of runs in *runs; the first error of
    any run is reported after all have finished. */
-int kiln_executable_commit(kiln_executable e, const char* const* names, const kiln_vector_array inputs,
-                           int64_t extent);
+int kiln_executable_commit(kiln_executable e, const char* const* names, const kiln_vector_array inputs, int64_t extent);
 int kiln_executable_sync(kiln_vector_array* out, size_t* runs, kiln_executable e);
 /* Runs each of n input sets (all with the same names), overlapping one set's preparation
    with the previous one's evaluation; *out as kiln_executable_sync's. */

@@ -18,9 +18,9 @@ typedef struct kiln_llm_session_s* kiln_llm_session;
 /* What kiln::llm::SamplerOptions holds; kiln_llm_sampling_default fills the defaults. */
 typedef struct kiln_llm_sampling {
   float temperature; /* 0 or less: greedy */
-  int top_k;         /* 0: off */
-  float top_p;       /* 1: off */
-  float min_p;       /* 0: off */
+  int top_k; /* 0: off */
+  float top_p; /* 1: off */
+  float min_p; /* 0: off */
   float repetition_penalty;
   int repeat_last_n;
   uint64_t seed;
@@ -36,27 +36,27 @@ typedef struct kiln_llm_model_info {
   int head_dim;
   int64_t context_length;
   size_t weight_bytes; /* read by one decode step */
-  int ffn_dim;         /* the feed-forward's hidden size */
-  int rope_dims;       /* features of each head that RoPE rotates */
+  int ffn_dim; /* the feed-forward's hidden size */
+  int rope_dims; /* features of each head that RoPE rotates */
   float rope_base;
-  float rope_scale;      /* position multiplier (linear rope scaling: 1 / factor) */
+  float rope_scale; /* position multiplier (linear rope scaling: 1 / factor) */
   bool rope_traditional; /* rotate adjacent pairs (GGUF llama), else halves (NeoX, Qwen) */
-  float norm_eps;        /* RMSNorm's epsilon */
-  bool qkv_bias;         /* biases on q, k and v (Qwen2) */
-  bool qk_norm;          /* RMSNorm over each head of q and k (Qwen3) */
-  bool tied_embeddings;  /* no output.weight: the token embedding projects to the vocabulary */
+  float norm_eps; /* RMSNorm's epsilon */
+  bool qkv_bias; /* biases on q, k and v (Qwen2) */
+  bool qk_norm; /* RMSNorm over each head of q and k (Qwen3) */
+  bool tied_embeddings; /* no output.weight: the token embedding projects to the vocabulary */
   int64_t sliding_window; /* each query attends to the last this many keys (Mistral); 0: all */
-  int32_t bos_token;     /* -1 when the vocabulary has none (or the file has no tokenizer) */
-  int32_t eos_token;     /* -1 when none */
-  int32_t eot_token;     /* end of turn ("<|im_end|>", "<|eot_id|>"); -1 when none */
+  int32_t bos_token; /* -1 when the vocabulary has none (or the file has no tokenizer) */
+  int32_t eos_token; /* -1 when none */
+  int32_t eot_token; /* end of turn ("<|im_end|>", "<|eot_id|>"); -1 when none */
 } kiln_llm_model_info;
 
 /* Why kiln_llm_generate stopped. */
 typedef enum kiln_llm_stop_reason {
-  KILN_LLM_STOP_TOKEN = 0,    /* an end-of-generation or stop token (not passed to the callback) */
+  KILN_LLM_STOP_TOKEN = 0, /* an end-of-generation or stop token (not passed to the callback) */
   KILN_LLM_STOP_MAX_TOKENS = 1,
   KILN_LLM_STOP_CONTEXT_FULL = 2,
-  KILN_LLM_STOP_CALLBACK = 3  /* the callback returned non-zero */
+  KILN_LLM_STOP_CALLBACK = 3 /* the callback returned non-zero */
 } kiln_llm_stop_reason;
 
 /* What kiln::llm::GenerateOptions holds; kiln_llm_generate_options_default fills the defaults. */

@@ -17,7 +17,7 @@ inline constexpr int64_t kGrain = 1 << 15;
 /* Float sums split pairwise above this many elements, so rounding error grows with log(n). */
 inline constexpr int64_t kPairwiseLeaf = 2048;
 template <class F, class A>
-inline constexpr bool pairwise = std::is_same_v<F, math::Sum> && math::is_float_v<A>;
+inline constexpr bool pairwise = std::is_same_v<F, math::Sum>&& math::is_float_v<A>;
 
 /* get(0) ... get(n - 1) in 16 independent lanes, the rest in one more, folded as a tree. */
 template <class F, class A, class Get>

@@ -37,9 +37,13 @@ template <class T>
 using unsigned_t = std::make_unsigned_t<T>;
 
 template <class T>
-KILN_HD inline T wrap_add(T a, T b) { return static_cast<T>(static_cast<unsigned_t<T>>(a) + static_cast<unsigned_t<T>>(b)); }
+KILN_HD inline T wrap_add(T a, T b) {
+  return static_cast<T>(static_cast<unsigned_t<T>>(a) + static_cast<unsigned_t<T>>(b));
+}
 template <class T>
-KILN_HD inline T wrap_sub(T a, T b) { return static_cast<T>(static_cast<unsigned_t<T>>(a) - static_cast<unsigned_t<T>>(b)); }
+KILN_HD inline T wrap_sub(T a, T b) {
+  return static_cast<T>(static_cast<unsigned_t<T>>(a) - static_cast<unsigned_t<T>>(b));
+}
 template <class T>
 KILN_HD inline T wrap_mul(T a, T b) {
   // Promote to at least unsigned int so uint16*uint16 does not overflow a signed int.
@@ -49,23 +53,34 @@ KILN_HD inline T wrap_mul(T a, T b) {
 
 // ---- unary --------------------------------------------------------------------
 struct Abs {
-  template <class T> KILN_HD T operator()(T x) const {
-    if constexpr (is_float_v<T>) return std::fabs(x);
-    else if constexpr (std::is_signed_v<T>) return x < 0 ? wrap_sub(T(0), x) : x;
-    else return x;
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    if constexpr (is_float_v<T>)
+      return std::fabs(x);
+    else if constexpr (std::is_signed_v<T>)
+      return x < 0 ? wrap_sub(T(0), x) : x;
+    else
+      return x;
   }
 };
 struct Negative {
-  template <class T> KILN_HD T operator()(T x) const {
-    if constexpr (is_int_v<T>) return wrap_sub(T(0), x);
-    else return -x;
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    if constexpr (is_int_v<T>)
+      return wrap_sub(T(0), x);
+    else
+      return -x;
   }
 };
 struct Sign {
-  template <class T> KILN_HD T operator()(T x) const {
-    if constexpr (is_float_v<T>) return std::isnan(x) ? x : static_cast<T>((x > 0) - (x < 0));
-    else if constexpr (std::is_signed_v<T>) return static_cast<T>((x > 0) - (x < 0));
-    else return static_cast<T>(x > 0);
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    if constexpr (is_float_v<T>)
+      return std::isnan(x) ? x : static_cast<T>((x > 0) - (x < 0));
+    else if constexpr (std::is_signed_v<T>)
+      return static_cast<T>((x > 0) - (x < 0));
+    else
+      return static_cast<T>(x > 0);
   }
 };
 #if !defined(__CUDACC__)
@@ -161,27 +176,67 @@ KILN_HD inline float sincos_f32(float xf, unsigned quadrant) {
 #endif
 struct Exp {
   KILN_FLOATS_ONLY
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T>
+  KILN_HD T operator()(T x) const {
 #if !defined(__CUDACC__)
     if constexpr (std::is_same_v<T, float>) return exp_f32(x);
 #endif
     return std::exp(x);
   }
 };
-struct Expm1 { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::expm1(x); } };
-struct Log { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::log(x); } };
-struct Log1p { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::log1p(x); } };
-struct Log2 { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::log2(x); } };
-struct Sqrt { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::sqrt(x); } };
-struct Rsqrt { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return T(1) / std::sqrt(x); } };
-struct Square {
-  template <class T> KILN_HD T operator()(T x) const {
-    if constexpr (is_int_v<T>) return wrap_mul(x, x);
-    else if constexpr (std::is_same_v<T, bool>) return x;
-    else return x * x;
+struct Expm1 {
+  KILN_FLOATS_ONLY template <class T>
+  KILN_HD T operator()(T x) const {
+    return std::expm1(x);
   }
 };
-struct Reciprocal { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return T(1) / x; } };
+struct Log {
+  KILN_FLOATS_ONLY template <class T>
+  KILN_HD T operator()(T x) const {
+    return std::log(x);
+  }
+};
+struct Log1p {
+  KILN_FLOATS_ONLY template <class T>
+  KILN_HD T operator()(T x) const {
+    return std::log1p(x);
+  }
+};
+struct Log2 {
+  KILN_FLOATS_ONLY template <class T>
+  KILN_HD T operator()(T x) const {
+    return std::log2(x);
+  }
+};
+struct Sqrt {
+  KILN_FLOATS_ONLY template <class T>
+  KILN_HD T operator()(T x) const {
+    return std::sqrt(x);
+  }
+};
+struct Rsqrt {
+  KILN_FLOATS_ONLY template <class T>
+  KILN_HD T operator()(T x) const {
+    return T(1) / std::sqrt(x);
+  }
+};
+struct Square {
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    if constexpr (is_int_v<T>)
+      return wrap_mul(x, x);
+    else if constexpr (std::is_same_v<T, bool>)
+      return x;
+    else
+      return x * x;
+  }
+};
+struct Reciprocal {
+  KILN_FLOATS_ONLY template <class T>
+  KILN_HD T operator()(T x) const {
+    return T(1) / x;
+  }
+};
 // The float sin and cos forms below share their ends: t = x 2/pi + 1.5 * 2^23 holds
 // k = round(x 2/pi) in its low bits (and t - 1.5 * 2^23 is k), and the pick of sin r or cos r
 // for quadrant k + quadrant, with its sign.
@@ -207,7 +262,7 @@ KILN_HD inline float sincos_narrow_core_f32(float x, unsigned quadrant) {
   const float t = quadrant_shifted(x);
   const float k = quadrant_k(t);
   float r = std::fma(-k, 1.57079625f, x);  // 0x1.921fb4p+0
-  r = std::fma(-k, 7.54979013e-08f, r);    // 0x1.4442d2p-24
+  r = std::fma(-k, 7.54979013e-08f, r);  // 0x1.4442d2p-24
   const float u = r * r;
   const float s = r * std::fma(u, std::fma(u, std::fma(u, -0.000195147208f, 0.00833215937f), -0.166666552f), 1.0f);
   const float c = std::fma(u, std::fma(u, std::fma(u, -0.00135894399f, 0.0416555963f), -0.499998808f), 1.0f);
@@ -228,8 +283,8 @@ KILN_HD inline float sincos_fma_core_f32(float x, unsigned quadrant) {
   const float t = quadrant_shifted(x);
   const float k = quadrant_k(t);
   float r = std::fma(-k, 1.57079625f, x);  // 0x3fc90fda
-  r = std::fma(-k, 7.54978942e-08f, r);    // 0x33a22168
-  r = std::fma(-k, 5.39030295e-15f, r);    // 0x27c234c5
+  r = std::fma(-k, 7.54978942e-08f, r);  // 0x33a22168
+  r = std::fma(-k, 5.39030295e-15f, r);  // 0x27c234c5
   const float u = r * r;
   const float sp = std::fma(std::fma(u, -0.0001951463200384751f, 0.008332155644893646f), u, -0.16666655242443085f);
   const float cp = std::fma(std::fma(u, 2.443241282890085e-05f, -0.0013887309469282627f), u, 0.04166664555668831f);
@@ -243,7 +298,8 @@ KILN_HD inline float sincos_fma_f32(float x, unsigned quadrant) {
 }
 struct Sin {
   KILN_FLOATS_ONLY
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T>
+  KILN_HD T operator()(T x) const {
 #if !defined(__CUDACC__)
     if constexpr (std::is_same_v<T, float>) return sincos_f32(x, 0u);
 #else
@@ -254,7 +310,8 @@ struct Sin {
 };
 struct Cos {
   KILN_FLOATS_ONLY
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T>
+  KILN_HD T operator()(T x) const {
 #if !defined(__CUDACC__)
     if constexpr (std::is_same_v<T, float>) return sincos_f32(x, 1u);
 #else
@@ -263,7 +320,12 @@ struct Cos {
     return std::cos(x);
   }
 };
-struct Tan { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::tan(x); } };
+struct Tan {
+  KILN_FLOATS_ONLY template <class T>
+  KILN_HD T operator()(T x) const {
+    return std::tan(x);
+  }
+};
 #if !defined(__CUDACC__)
 // float tanh without libm, branch-free and in float throughout, so loops vectorize with the
 // full float width (8 lanes on AVX2, 16 with AVX-512; the double version before ran half
@@ -288,23 +350,23 @@ KILN_HD inline float tanh_f32(float xf) {
   p = p * a2 + -0.333333283662796f;
   float small = a + a * (a2 * p);
   float z = -2.0f * select_f32(a > 9.125f, 9.125f, a);  // NaN passes
-  constexpr float shifter = 12582912.0f;                  // 1.5 * 2^23: t's low bits hold round(z/ln2)
+  constexpr float shifter = 12582912.0f;  // 1.5 * 2^23: t's low bits hold round(z/ln2)
   float t = z * 1.44269502f + shifter;
-  float k = t - shifter;                                  // in [-27, 0]
-  float r = z - k * 0.693145751953125f;                   // ln2 = hi + lo, hi of 16 bits: k * hi exact
+  float k = t - shifter;  // in [-27, 0]
+  float r = z - k * 0.693145751953125f;  // ln2 = hi + lo, hi of 16 bits: k * hi exact
   r = r - k * 1.42860677e-06f;
   float e = 0.00138144672f;
   e = e * r + 0.00836878084f;
   e = e * r + 0.0416683927f;
   e = e * r + 0.166665196f;
   e = e * r + 0.49999994f;
-  float m = r + r * (r * e);                                            // e^r - 1
+  float m = r + r * (r * e);  // e^r - 1
   float p2 = std::bit_cast<float>((std::bit_cast<uint32_t>(t) + 128u) << 23);  // 2^(k+1), integer ops only
-  float hi = 1.0f - p2;                                                 // exact for k + 1 <= 0
-  float lo = p2 * m;                                                    // exact
-  float t2 = p2 + lo;                                                   // 2t
+  float hi = 1.0f - p2;  // exact for k + 1 <= 0
+  float lo = p2 * m;  // exact
+  float t2 = p2 + lo;  // 2t
   float s = hi - lo;
-  float s_err = (hi - s) - lo;                                          // exact: |hi| >= |lo| here
+  float s_err = (hi - s) - lo;  // exact: |hi| >= |lo| here
   float big = s + (s_err + t2 * (t2 / (2.0f + t2)));
   float th = select_f32(a < 0.66f, small, big);
   return std::bit_cast<float>(std::bit_cast<uint32_t>(th) ^ sign);
@@ -312,7 +374,8 @@ KILN_HD inline float tanh_f32(float xf) {
 #endif
 struct Tanh {
   KILN_FLOATS_ONLY
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T>
+  KILN_HD T operator()(T x) const {
 #if !defined(__CUDACC__)
     if constexpr (std::is_same_v<T, float>) return tanh_f32(x);
 #endif
@@ -321,21 +384,28 @@ struct Tanh {
 };
 struct Sigmoid {
   KILN_FLOATS_ONLY
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T>
+  KILN_HD T operator()(T x) const {
 #if !defined(__CUDACC__)
     if constexpr (std::is_same_v<T, float>) return sigmoid_f32(x);
 #endif
     return T(1) / (T(1) + std::exp(-x));
   }
 };
-struct Erf { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T x) const { return std::erf(x); } };
+struct Erf {
+  KILN_FLOATS_ONLY template <class T>
+  KILN_HD T operator()(T x) const {
+    return std::erf(x);
+  }
+};
 // erfinv in double. A closed form good to about 2e-3 (Winitzki's) starts three Halley steps
 // on erf(x) = |y|; above 0.5 they solve erfc(x) = 1 - |y| instead, which is exact there and
 // keeps the digits that 1 - erf(x) would cancel near 1. +-1 give +-inf; |y| > 1 and NaN, NaN.
 KILN_HD inline double erfinv_f64(double y) {
   const double a = std::fabs(y);
-  if (!(a < 1.0)) return a == 1.0 ? std::copysign(std::numeric_limits<double>::infinity(), y)
-                                  : std::numeric_limits<double>::quiet_NaN();
+  if (!(a < 1.0))
+    return a == 1.0 ? std::copysign(std::numeric_limits<double>::infinity(), y)
+                    : std::numeric_limits<double>::quiet_NaN();
   const double q = 1.0 - a;
   const double l = std::log(q * (1.0 + a));  // log(1 - y^2)
   const double t = 4.330746750799873 + 0.5 * l;  // 2 / (pi 0.147) + l / 2
@@ -343,20 +413,24 @@ KILN_HD inline double erfinv_f64(double y) {
   double x = s > 0 ? std::sqrt(s) : 0.0;
   for (int i = 0; i < 3; ++i) {
     const double r = a > 0.5 ? q - std::erfc(x) : std::erf(x) - a;  // erf(x) - |y|
-    const double d = r / (1.1283791670955126 * std::exp(-x * x));     // over erf'(x)
+    const double d = r / (1.1283791670955126 * std::exp(-x * x));  // over erf'(x)
     x -= d / (1.0 + x * d);
   }
   return std::copysign(x, y);
 }
 struct Erfinv {
   KILN_FLOATS_ONLY
-  template <class T> KILN_HD T operator()(T x) const { return static_cast<T>(erfinv_f64(static_cast<double>(x))); }
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    return static_cast<T>(erfinv_f64(static_cast<double>(x)));
+  }
 };
 // log(1 + e^x) as max(x, 0) + log1p(e^-|x|): no overflow for large x, and e^x's own digits
 // for very negative x. +inf gives inf, -inf 0; NaN passes.
 struct Softplus {
   KILN_FLOATS_ONLY
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T>
+  KILN_HD T operator()(T x) const {
     return (x > T(0) ? x : T(0)) + std::log1p(std::exp(-std::fabs(x)));
   }
 };
@@ -419,13 +493,15 @@ KILN_HD inline float gelu_tanh_split_f32(float xf) {
 }
 struct Gelu {
   KILN_FLOATS_ONLY
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T>
+  KILN_HD T operator()(T x) const {
     return static_cast<T>(gelu_f64(static_cast<double>(x)));
   }
 };
 struct GeluTanh {
   KILN_FLOATS_ONLY
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T>
+  KILN_HD T operator()(T x) const {
 #if !defined(__CUDACC__)
     if constexpr (std::is_same_v<T, float>) return gelu_tanh_f32(x);
 #else
@@ -435,67 +511,118 @@ struct GeluTanh {
   }
 };
 struct Floor {
-  template <class T> KILN_HD T operator()(T x) const {
-    if constexpr (is_float_v<T>) return std::floor(x); else return x;
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    if constexpr (is_float_v<T>)
+      return std::floor(x);
+    else
+      return x;
   }
 };
 struct Ceil {
-  template <class T> KILN_HD T operator()(T x) const {
-    if constexpr (is_float_v<T>) return std::ceil(x); else return x;
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    if constexpr (is_float_v<T>)
+      return std::ceil(x);
+    else
+      return x;
   }
 };
 struct Round {  // half to even (the default rounding mode)
-  template <class T> KILN_HD T operator()(T x) const {
-    if constexpr (is_float_v<T>) return std::nearbyint(x); else return x;
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    if constexpr (is_float_v<T>)
+      return std::nearbyint(x);
+    else
+      return x;
   }
 };
 struct IsNaN {
-  template <class T> KILN_HD bool operator()(T x) const {
-    if constexpr (is_float_v<T>) return std::isnan(x); else return false;
+  template <class T>
+  KILN_HD bool operator()(T x) const {
+    if constexpr (is_float_v<T>)
+      return std::isnan(x);
+    else
+      return false;
   }
 };
 struct IsInf {
-  template <class T> KILN_HD bool operator()(T x) const {
-    if constexpr (is_float_v<T>) return std::isinf(x); else return false;
+  template <class T>
+  KILN_HD bool operator()(T x) const {
+    if constexpr (is_float_v<T>)
+      return std::isinf(x);
+    else
+      return false;
   }
 };
 struct IsFinite {
-  template <class T> KILN_HD bool operator()(T x) const {
-    if constexpr (is_float_v<T>) return std::isfinite(x); else return true;
+  template <class T>
+  KILN_HD bool operator()(T x) const {
+    if constexpr (is_float_v<T>)
+      return std::isfinite(x);
+    else
+      return true;
   }
 };
-struct LogicalNot { template <class T> KILN_HD bool operator()(T x) const { return !x; } };
+struct LogicalNot {
+  template <class T>
+  KILN_HD bool operator()(T x) const {
+    return !x;
+  }
+};
 struct BitwiseNot {
-  template <class T> requires(!is_float_v<T>) KILN_HD T operator()(T x) const {
-    if constexpr (std::is_same_v<T, bool>) return !x; else return static_cast<T>(~x);
+  template <class T>
+  requires(!is_float_v<T>) KILN_HD T operator()(T x) const {
+    if constexpr (std::is_same_v<T, bool>)
+      return !x;
+    else
+      return static_cast<T>(~x);
   }
 };
 
 // ---- binary -------------------------------------------------------------------
 struct Add {
-  template <class T> KILN_HD T operator()(T a, T b) const {
-    if constexpr (is_int_v<T>) return wrap_add(a, b);
-    else if constexpr (std::is_same_v<T, bool>) return a || b;
-    else return a + b;
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (is_int_v<T>)
+      return wrap_add(a, b);
+    else if constexpr (std::is_same_v<T, bool>)
+      return a || b;
+    else
+      return a + b;
   }
 };
 struct Subtract {
-  template <class T> KILN_HD T operator()(T a, T b) const {
-    if constexpr (is_int_v<T>) return wrap_sub(a, b);
-    else if constexpr (std::is_same_v<T, bool>) return a != b;
-    else return a - b;
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (is_int_v<T>)
+      return wrap_sub(a, b);
+    else if constexpr (std::is_same_v<T, bool>)
+      return a != b;
+    else
+      return a - b;
   }
 };
 struct Multiply {
-  template <class T> KILN_HD T operator()(T a, T b) const {
-    if constexpr (is_int_v<T>) return wrap_mul(a, b);
-    else if constexpr (std::is_same_v<T, bool>) return a && b;
-    else return a * b;
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (is_int_v<T>)
+      return wrap_mul(a, b);
+    else if constexpr (std::is_same_v<T, bool>)
+      return a && b;
+    else
+      return a * b;
   }
 };
-struct Divide { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T a, T b) const { return a / b; } };
+struct Divide {
+  KILN_FLOATS_ONLY template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    return a / b;
+  }
+};
 struct FloorDivide {
-  template <class T> KILN_HD T operator()(T a, T b) const {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
     if constexpr (is_float_v<T>) {
       if (b == 0) return a / b;
       // floor of the exact quotient: (a - fmod(a, b)) / b is exact before rounding.
@@ -521,11 +648,14 @@ struct FloorDivide {
   }
 };
 struct Remainder {
-  template <class T> KILN_HD T operator()(T a, T b) const {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
     if constexpr (is_float_v<T>) {
       T r = std::fmod(a, b);
-      if (r != 0 && ((r < 0) != (b < 0))) r += b;
-      else if (r == 0) r = std::copysign(T(0), b);
+      if (r != 0 && ((r < 0) != (b < 0)))
+        r += b;
+      else if (r == 0)
+        r = std::copysign(T(0), b);
       return r;
     } else if constexpr (std::is_same_v<T, bool>) {
       return false;
@@ -543,7 +673,8 @@ struct Remainder {
   }
 };
 struct Power {
-  template <class T> KILN_HD T operator()(T a, T b) const {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
     if constexpr (is_float_v<T>) {
       return std::pow(a, b);
     } else if constexpr (std::is_same_v<T, bool>) {
@@ -565,7 +696,8 @@ struct Power {
   }
 };
 struct Maximum {
-  template <class T> KILN_HD T operator()(T a, T b) const {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
 #if defined(__CUDA_ARCH__)
     // The same result (a NaN is returned as it is) in three instructions rather than four.
     if constexpr (std::is_same_v<T, float>) return (a < b || b != b) ? b : a;
@@ -577,7 +709,8 @@ struct Maximum {
   }
 };
 struct Minimum {
-  template <class T> KILN_HD T operator()(T a, T b) const {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
 #if defined(__CUDA_ARCH__)
     if constexpr (std::is_same_v<T, float>) return (b < a || b != b) ? b : a;
 #endif
@@ -587,29 +720,85 @@ struct Minimum {
     return b < a ? b : a;
   }
 };
-struct Arctan2 { KILN_FLOATS_ONLY template <class T> KILN_HD T operator()(T a, T b) const { return std::atan2(a, b); } };
+struct Arctan2 {
+  KILN_FLOATS_ONLY template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    return std::atan2(a, b);
+  }
+};
 // log(e^a + e^b) as max(a, b) + log1p(e^-|a - b|). Equal arguments give a + log 2, which
 // also covers two equal infinities (where a - b is NaN); NaN passes.
 struct LogAddExp {
   KILN_FLOATS_ONLY
-  template <class T> KILN_HD T operator()(T a, T b) const {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
     if (a == b) return a + T(0.6931471805599453);
     return (a > b ? a : b) + std::log1p(std::exp(-std::fabs(a - b)));
   }
 };
-struct Equal { template <class T> KILN_HD bool operator()(T a, T b) const { return a == b; } };
-struct NotEqual { template <class T> KILN_HD bool operator()(T a, T b) const { return a != b; } };
-struct Less { template <class T> KILN_HD bool operator()(T a, T b) const { return a < b; } };
-struct LessEqual { template <class T> KILN_HD bool operator()(T a, T b) const { return a <= b; } };
-struct Greater { template <class T> KILN_HD bool operator()(T a, T b) const { return a > b; } };
-struct GreaterEqual { template <class T> KILN_HD bool operator()(T a, T b) const { return a >= b; } };
-struct LogicalAnd { template <class T> KILN_HD bool operator()(T a, T b) const { return a && b; } };
-struct LogicalOr { template <class T> KILN_HD bool operator()(T a, T b) const { return a || b; } };
-struct BitwiseAnd { template <class T> requires(!is_float_v<T>) KILN_HD T operator()(T a, T b) const { return static_cast<T>(a & b); } };
-struct BitwiseOr { template <class T> requires(!is_float_v<T>) KILN_HD T operator()(T a, T b) const { return static_cast<T>(a | b); } };
-struct BitwiseXor { template <class T> requires(!is_float_v<T>) KILN_HD T operator()(T a, T b) const { return static_cast<T>(a ^ b); } };
+struct Equal {
+  template <class T>
+  KILN_HD bool operator()(T a, T b) const {
+    return a == b;
+  }
+};
+struct NotEqual {
+  template <class T>
+  KILN_HD bool operator()(T a, T b) const {
+    return a != b;
+  }
+};
+struct Less {
+  template <class T>
+  KILN_HD bool operator()(T a, T b) const {
+    return a < b;
+  }
+};
+struct LessEqual {
+  template <class T>
+  KILN_HD bool operator()(T a, T b) const {
+    return a <= b;
+  }
+};
+struct Greater {
+  template <class T>
+  KILN_HD bool operator()(T a, T b) const {
+    return a > b;
+  }
+};
+struct GreaterEqual {
+  template <class T>
+  KILN_HD bool operator()(T a, T b) const {
+    return a >= b;
+  }
+};
+struct LogicalAnd {
+  template <class T>
+  KILN_HD bool operator()(T a, T b) const {
+    return a && b;
+  }
+};
+struct LogicalOr {
+  template <class T>
+  KILN_HD bool operator()(T a, T b) const {
+    return a || b;
+  }
+};
+struct BitwiseAnd {
+  template <class T>
+  requires(!is_float_v<T>) KILN_HD T operator()(T a, T b) const { return static_cast<T>(a & b); }
+};
+struct BitwiseOr {
+  template <class T>
+  requires(!is_float_v<T>) KILN_HD T operator()(T a, T b) const { return static_cast<T>(a | b); }
+};
+struct BitwiseXor {
+  template <class T>
+  requires(!is_float_v<T>) KILN_HD T operator()(T a, T b) const { return static_cast<T>(a ^ b); }
+};
 struct LeftShift {
-  template <class T> requires(!is_float_v<T>) KILN_HD T operator()(T a, T b) const {
+  template <class T>
+  requires(!is_float_v<T>) KILN_HD T operator()(T a, T b) const {
     constexpr int bits = static_cast<int>(sizeof(T) * 8);
     if constexpr (std::is_same_v<T, bool>) {
       return b ? false : a;
@@ -620,14 +809,17 @@ struct LeftShift {
   }
 };
 struct RightShift {
-  template <class T> requires(!is_float_v<T>) KILN_HD T operator()(T a, T b) const {
+  template <class T>
+  requires(!is_float_v<T>) KILN_HD T operator()(T a, T b) const {
     constexpr int bits = static_cast<int>(sizeof(T) * 8);
     if constexpr (std::is_same_v<T, bool>) {
       return b ? false : a;
     } else {
       if (b < 0 || b >= bits) {
-        if constexpr (std::is_signed_v<T>) return a < 0 ? T(-1) : T(0);
-        else return 0;
+        if constexpr (std::is_signed_v<T>)
+          return a < 0 ? T(-1) : T(0);
+        else
+          return 0;
       }
       return static_cast<T>(a >> b);
     }
@@ -636,7 +828,10 @@ struct RightShift {
 
 // ---- where and conversion ------------------------------------------------------
 struct Select {
-  template <class T> KILN_HD T operator()(bool c, T a, T b) const { return c ? a : b; }
+  template <class T>
+  KILN_HD T operator()(bool c, T a, T b) const {
+    return c ? a : b;
+  }
 };
 
 /* Converts between element types: float to integer truncates toward zero and
@@ -650,8 +845,10 @@ KILN_HD inline To convert(From x) {
   if constexpr (to_half && std::is_same_v<From, double>) {
     return To::from_bits(To::from_double(v));  // rounding through float would round twice
   } else if constexpr (to_half && is_int_v<From> && sizeof(From) >= 4) {
-    if constexpr (std::is_signed_v<From>) return To::from_bits(To::from_int(v));
-    else return To::from_bits(To::from_uint(v));
+    if constexpr (std::is_signed_v<From>)
+      return To::from_bits(To::from_int(v));
+    else
+      return To::from_bits(To::from_uint(v));
   } else if constexpr (std::is_same_v<CT, bool>) {
     return static_cast<To>(v != CF(0));
   } else if constexpr (is_float_v<CF> && is_int_v<CT>) {
@@ -666,19 +863,35 @@ KILN_HD inline To convert(From x) {
 
 // ---- reductions: init() is the identity, operator() folds one element in ----------
 struct Sum {
-  template <class T> KILN_HD static T init() { return T(0); }
-  template <class T> KILN_HD T operator()(T acc, T x) const { return Add{}(acc, x); }
+  template <class T>
+  KILN_HD static T init() {
+    return T(0);
+  }
+  template <class T>
+  KILN_HD T operator()(T acc, T x) const {
+    return Add{}(acc, x);
+  }
 };
 struct Prod {
-  template <class T> KILN_HD static T init() { return T(1); }
-  template <class T> KILN_HD T operator()(T acc, T x) const { return Multiply{}(acc, x); }
+  template <class T>
+  KILN_HD static T init() {
+    return T(1);
+  }
+  template <class T>
+  KILN_HD T operator()(T acc, T x) const {
+    return Multiply{}(acc, x);
+  }
 };
 struct Max {
-  template <class T> KILN_HD static T init() {
-    if constexpr (is_float_v<T>) return -std::numeric_limits<T>::infinity();
-    else return std::numeric_limits<T>::lowest();
+  template <class T>
+  KILN_HD static T init() {
+    if constexpr (is_float_v<T>)
+      return -std::numeric_limits<T>::infinity();
+    else
+      return std::numeric_limits<T>::lowest();
   }
-  template <class T> KILN_HD T operator()(T acc, T x) const {
+  template <class T>
+  KILN_HD T operator()(T acc, T x) const {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     // One instruction that keeps a NaN (as the canonical NaN, like the CPU); of two zeros it
     // may keep either sign, as a different reduction order may.
@@ -692,11 +905,15 @@ struct Max {
   }
 };
 struct Min {
-  template <class T> KILN_HD static T init() {
-    if constexpr (is_float_v<T>) return std::numeric_limits<T>::infinity();
-    else return std::numeric_limits<T>::max();
+  template <class T>
+  KILN_HD static T init() {
+    if constexpr (is_float_v<T>)
+      return std::numeric_limits<T>::infinity();
+    else
+      return std::numeric_limits<T>::max();
   }
-  template <class T> KILN_HD T operator()(T acc, T x) const {
+  template <class T>
+  KILN_HD T operator()(T acc, T x) const {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if constexpr (std::is_same_v<T, float>) {  // as Max
       float r;
@@ -708,12 +925,24 @@ struct Min {
   }
 };
 struct All {
-  template <class T> KILN_HD static T init() { return T(1); }
-  template <class T> KILN_HD T operator()(T acc, T x) const { return static_cast<T>(acc && x); }
+  template <class T>
+  KILN_HD static T init() {
+    return T(1);
+  }
+  template <class T>
+  KILN_HD T operator()(T acc, T x) const {
+    return static_cast<T>(acc && x);
+  }
 };
 struct Any {
-  template <class T> KILN_HD static T init() { return T(0); }
-  template <class T> KILN_HD T operator()(T acc, T x) const { return static_cast<T>(acc || x); }
+  template <class T>
+  KILN_HD static T init() {
+    return T(0);
+  }
+  template <class T>
+  KILN_HD T operator()(T acc, T x) const {
+    return static_cast<T>(acc || x);
+  }
 };
 
 }  // namespace kiln::math

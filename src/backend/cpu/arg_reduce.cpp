@@ -14,8 +14,10 @@ inline bool better(A v, A best) {
   if constexpr (math::is_float_v<A>) {
     if (v != v) return best == best;
   }
-  if constexpr (IsMax) return v > best;
-  else return v < best;
+  if constexpr (IsMax)
+    return v > best;
+  else
+    return v < best;
 }
 
 /* Best value and its index over [r0, r1) of the axis for outputs [o0, o1). */

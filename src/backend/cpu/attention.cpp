@@ -17,7 +17,7 @@ using detail::Tensor;
 
 namespace {
 
-constexpr int64_t kKeyBlock = 64;     // keys scored at once
+constexpr int64_t kKeyBlock = 64;  // keys scored at once
 constexpr int64_t kTileQueries = 64;  // queries (heads x rows) per task, at most
 
 /* max that propagates NaN (from q, k or an additive mask) into the softmax. */
@@ -63,7 +63,7 @@ inline float nan_max(float a, float b) { return std::isnan(a) || std::isnan(b) ?
 template <class T>
 struct AttentionArgs {
   const T *q, *k, *v;  // row-major [B, H, L, D]
-  T* out;              // row-major [B, Hq, Lq, Dv]
+  T* out;  // row-major [B, Hq, Lq, Dv]
   int64_t batch, hq, hkv, lq, lk, d, dv;
   int64_t rows_per_tile;  // query rows of one head per task
   float scale;
@@ -76,7 +76,8 @@ struct AttentionArgs {
 
 /* The converted rows [j0, j0 + n) of a [L, width] matrix of T, or the rows themselves for float. */
 template <class T>
-[[gnu::always_inline]] inline const float* float_rows(const T* base, int64_t j0, int64_t n, int64_t width, std::vector<float>& buf) {
+[[gnu::always_inline]] inline const float* float_rows(const T* base, int64_t j0, int64_t n, int64_t width,
+                                                      std::vector<float>& buf) {
   if constexpr (std::is_same_v<T, float>) {
     return base + j0 * width;
   } else {
@@ -122,7 +123,8 @@ template <class T>
         float dot = detail::dot_lanes(qn, kb + j * a.d, a.d);
         if (j0 + j >= lim) dot = neg_inf;
         if (a.mask_kind != ScaledDotProductAttention::Mask::none) {
-          const int64_t at = b * a.mask_strides[0] + h * a.mask_strides[1] + i * a.mask_strides[2] + (j0 + j) * a.mask_strides[3];
+          const int64_t at =
+              b * a.mask_strides[0] + h * a.mask_strides[1] + i * a.mask_strides[2] + (j0 + j) * a.mask_strides[3];
           if (a.mask_kind == ScaledDotProductAttention::Mask::keep) {
             if (!static_cast<const bool*>(a.mask)[at]) dot = neg_inf;
           } else {
@@ -183,15 +185,22 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<Tensor>& in, std::vec
   detail::dispatch_float(q.dtype, [&](auto z) {
     using T = decltype(z);
     if constexpr (!std::is_same_v<T, double>) {
-      AttentionArgs<T> a{q.data<T>(), k.data<T>(), v.data<T>(), y.data<T>(), q.shape[0], q.shape[1], k.shape[1],
-                         q.shape[2], k.shape[2], q.shape[3], v.shape[3], 1, scale_, causal_, mask_,
-                         mask_ != Mask::none ? mask.raw() : nullptr, mask_strides,
-                         has_key_lengths_ ? lengths.data() : nullptr};
+      AttentionArgs<T> a{q.data<T>(),  k.data<T>(),
+                         v.data<T>(),  y.data<T>(),
+                         q.shape[0],   q.shape[1],
+                         k.shape[1],   q.shape[2],
+                         k.shape[2],   q.shape[3],
+                         v.shape[3],   1,
+                         scale_,       causal_,
+                         mask_,        mask_ != Mask::none ? mask.raw() : nullptr,
+                         mask_strides, has_key_lengths_ ? lengths.data() : nullptr};
       a.rows_per_tile = std::max<int64_t>(1, kTileQueries / (a.hq / a.hkv));
       const int64_t tasks = a.batch * a.hkv * ((a.lq + a.rows_per_tile - 1) / a.rows_per_tile);
       detail::parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
-        if (avx2) attention_tasks_avx2(a, t0, t1);
-        else attention_tasks_plain(a, t0, t1);
+        if (avx2)
+          attention_tasks_avx2(a, t0, t1);
+        else
+          attention_tasks_plain(a, t0, t1);
       });
     }
   });

@@ -23,10 +23,10 @@ struct CompilePoolState {
   const size_t limit;
   const CompileFn compile;
 
-  mutable std::mutex mu;            // guards everything below, and every job's state and tickets
-  std::condition_variable work;     // a job was queued, or the pool stops
+  mutable std::mutex mu;  // guards everything below, and every job's state and tickets
+  std::condition_variable work;  // a job was queued, or the pool stops
   std::condition_variable finished;  // a job finished
-  std::deque<std::shared_ptr<CompileJob>> queue;                     // oldest first
+  std::deque<std::shared_ptr<CompileJob>> queue;  // oldest first
   std::unordered_map<std::string, std::shared_ptr<CompileJob>> live;  // key -> queued or running job
   size_t running = 0;
   bool stopping = false;
@@ -46,9 +46,9 @@ struct CompilePoolState {
     std::lock_guard<std::mutex> lock(mu);
     job->kernel = std::move(k);
     job->error = std::move(error);
-    job->finished_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           std::chrono::steady_clock::now().time_since_epoch())
-                           .count();
+    job->finished_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count();
     job->source.clear();
     job->source.shrink_to_fit();
     job->state = CompileJob::State::done;

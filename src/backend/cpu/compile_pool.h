@@ -24,12 +24,12 @@ namespace kiln::cpu {
 struct CompileJob {
   std::string key, source, symbol;
   enum class State { queued, running, done } state = State::queued;  // guarded by the pool's mutex
-  int tickets = 0;                     // guarded by the pool's mutex: requesters still interested
+  int tickets = 0;  // guarded by the pool's mutex: requesters still interested
   detail::ProcessCanceller canceller;  // kills the compiler when the last ticket goes, or at exit
-  std::atomic<bool> finished{false};   // set (release) after the three results below
-  JitKernel kernel;                    // empty when the compile failed
-  std::string error;                   // why it failed ("" when it did not)
-  int64_t finished_ns = 0;             // steady clock
+  std::atomic<bool> finished{false};  // set (release) after the three results below
+  JitKernel kernel;  // empty when the compile failed
+  std::string error;  // why it failed ("" when it did not)
+  int64_t finished_ns = 0;  // steady clock
 };
 
 struct CompilePoolState;

@@ -13,7 +13,6 @@ namespace kiln::cpu {
 using detail::Tensor;
 using math::compute_t;
 
-
 // Cost weights keep cheap ops (add) from fanning out on small arrays.
 constexpr int64_t kCheapOp = 1;
 constexpr int64_t kMathOp = 8;
@@ -30,7 +29,7 @@ struct result_of {
   using type = std::tuple_element_t<0, std::tuple<T...>>;
 };
 template <class F, class... T>
-  requires std::is_invocable_v<F, compute_t<T>...>
+requires std::is_invocable_v<F, compute_t<T>...>
 struct result_of<F, T...> {
   using R = std::invoke_result_t<F, compute_t<T>...>;
   using type = std::conditional_t<std::is_same_v<R, bool>, bool, std::tuple_element_t<0, std::tuple<T...>>>;
@@ -94,7 +93,6 @@ void binary_typed(const Tensor& a, const Tensor& b, Tensor& y) {
   }
 }
 
-
 // Types a kernel is instantiated for: float-only functors skip the integers.
 template <class F, class T>
 constexpr bool instantiate_for() {
@@ -108,8 +106,10 @@ void run_unary(const Tensor& x, Tensor& y) {
   if (y.size() == 0) return;
   detail::dispatch_dtype(x.dtype, [&](auto t) {
     using T = decltype(t);
-    if constexpr (instantiate_for<F, T>()) unary_typed<F, T, result_t<F, T>>(x, y);
-    else fail(op_name(op_kind_of<F>::value), "unsupported dtype ", dtype_name(x.dtype));
+    if constexpr (instantiate_for<F, T>())
+      unary_typed<F, T, result_t<F, T>>(x, y);
+    else
+      fail(op_name(op_kind_of<F>::value), "unsupported dtype ", dtype_name(x.dtype));
   });
 }
 
@@ -119,8 +119,10 @@ void run_binary(const Tensor& a, const Tensor& b, Tensor& y) {
   if (y.size() == 0) return;
   detail::dispatch_dtype(a.dtype, [&](auto t) {
     using T = decltype(t);
-    if constexpr (instantiate_for<F, T>()) binary_typed<F, T, result_t<F, T, T>>(a, b, y);
-    else fail(op_name(op_kind_of<F>::value), "unsupported dtype ", dtype_name(a.dtype));
+    if constexpr (instantiate_for<F, T>())
+      binary_typed<F, T, result_t<F, T, T>>(a, b, y);
+    else
+      fail(op_name(op_kind_of<F>::value), "unsupported dtype ", dtype_name(a.dtype));
   });
 }
 

@@ -18,7 +18,7 @@ namespace {
 
 // Axis merging for any number of operands (operand 0 is the contiguous output shape).
 struct Layout {
-  Shape shape;                   // merged, never empty
+  Shape shape;  // merged, never empty
   std::vector<Strides> strides;  // per operand
 };
 
@@ -99,14 +99,16 @@ void Fused::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
     std::vector<void*> op;
   };
   auto scratch = [&] {
-    Scratch w{std::vector<int64_t>(nin + 1), std::vector<int64_t>(nin), std::vector<const void*>(nin), std::vector<void*>(nout)};
+    Scratch w{std::vector<int64_t>(nin + 1), std::vector<int64_t>(nin), std::vector<const void*>(nin),
+              std::vector<void*>(nout)};
     for (size_t k = 0; k < nin; ++k) w.st[k] = L.strides[k + 1].back();
     return w;
   };
   auto run = [&](Scratch& w, int64_t r, int64_t start, int64_t n) {
     row_offsets(L, r, w.off);
     for (size_t k = 0; k < nin; ++k) {
-      w.ip[k] = static_cast<const char*>(in[k].raw()) + (w.off[k + 1] + start * w.st[k]) * static_cast<int64_t>(in[k].itemsize());
+      w.ip[k] = static_cast<const char*>(in[k].raw()) +
+                (w.off[k + 1] + start * w.st[k]) * static_cast<int64_t>(in[k].itemsize());
     }
     int64_t out_off = w.off[0] + start;  // outputs are contiguous and share the layout of operand 0
     for (size_t o = 0; o < nout; ++o) {
@@ -121,8 +123,9 @@ void Fused::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
     // 4096 x 4096 on the 2-core VM, 64 to 256 columns 32.6, 28.5 and 26.5 ms).
     constexpr int64_t kBlockColumns = 256;
     const int64_t R = L.shape[L.shape.size() - 2];
-    detail::parallel_row_blocks<kBlockColumns>(rows / R, R, inner, std::max<int64_t>(1, chunk / (detail::kBlock * inner)), scratch,
-                                               [&](Scratch& w, int64_t m, int64_t r, int64_t c0, int64_t n) { run(w, m * R + r, c0, n); });
+    detail::parallel_row_blocks<kBlockColumns>(
+        rows / R, R, inner, std::max<int64_t>(1, chunk / (detail::kBlock * inner)), scratch,
+        [&](Scratch& w, int64_t m, int64_t r, int64_t c0, int64_t n) { run(w, m * R + r, c0, n); });
     return;
   }
   detail::parallel_for(rows * pieces_per_row, grain, [&](int64_t b, int64_t e) {

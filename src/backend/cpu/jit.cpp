@@ -33,20 +33,19 @@ using Library = std::shared_ptr<void>;
 // into FMAs either (clang contracts by default). -frounding-math stops the compiler folding
 // libm calls on arguments it can prove (expm1f(1) is correctly rounded at compile time, one
 // ulp away from glibc's run-time result); tests/fuzz/test_fuzz_regressions.cpp has the case.
-const std::vector<std::string> base_flags = {"-O3",   "-march=native",   "-std=c++20",       "-fPIC",
-                                             "-shared", "-fno-math-errno", "-ffp-contract=off",
-                                             "-frounding-math"};
+const std::vector<std::string> base_flags = {"-O3",     "-march=native",   "-std=c++20",        "-fPIC",
+                                             "-shared", "-fno-math-errno", "-ffp-contract=off", "-frounding-math"};
 constexpr size_t max_diagnostics = 16000;
 
 // Everything a compile or lookup depends on; immutable once built, replaced as a whole.
 struct JitConfig {
   bool available = false;
   std::vector<std::string> compiler;  // argv prefix: the program and any words from KILN_CXX
-  std::string identity;               // the compiler's --version output
+  std::string identity;  // the compiler's --version output
   std::vector<std::string> flags;
   std::shared_ptr<detail::KernelStore> store;  // the disk cache; null: refused, nothing persists
-  std::string dump_dir;     // KILN_DUMP_KERNELS, or empty
-  Hash128 fingerprint;      // compiler identity, flags, headers and CPU: the source is added to it
+  std::string dump_dir;  // KILN_DUMP_KERNELS, or empty
+  Hash128 fingerprint;  // compiler identity, flags, headers and CPU: the source is added to it
 };
 
 // Settings the tests (and tools) override; otherwise the environment decides.
@@ -157,7 +156,7 @@ class Workspace {
   }
 
  private:
-  std::mutex mu_;        // guards dir_ and include_
+  std::mutex mu_;  // guards dir_ and include_
   std::string dir_, include_;
 };
 
@@ -171,29 +170,29 @@ class JitState {
   template <class F>
   void reconfigure(F change, bool clear_memory);
 
-  std::atomic<uint64_t> compiles_{0};     // statistics; relaxed
-  std::atomic<uint64_t> disk_loads_{0};   // statistics; relaxed
+  std::atomic<uint64_t> compiles_{0};  // statistics; relaxed
+  std::atomic<uint64_t> disk_loads_{0};  // statistics; relaxed
   kiln::detail::BoundedCache<JitKernel> kernels_{4096};  // by cache key and symbol; guarded inside
 
  private:
   std::shared_ptr<JitConfig> build_config(const Settings& s);
   Library load_cached(const JitConfig& c, const std::string& key);
-  Library run_compiler(const JitConfig& c, const std::string& key, const std::string& source,
-                       const std::string& symbol, bool replacing, detail::ProcessCanceller* cancel, int niceness);
+  Library run_compiler(const JitConfig& c, const std::string& key, const std::string& source, const std::string& symbol,
+                       bool replacing, detail::ProcessCanceller* cancel, int niceness);
   void dump_source(const JitConfig& c, const std::string& key, const std::string& source);
   bool warn_once(std::atomic<bool>& flag, const std::string& message);
 
   std::mutex probe_mu_;  // held while a config is built, so the compiler is probed once
   std::shared_mutex mu_;  // guards settings_ and config_
-  Settings settings_;     // guarded by mu_
-  std::shared_ptr<const JitConfig> config_;                 // guarded by mu_; null until built
+  Settings settings_;  // guarded by mu_
+  std::shared_ptr<const JitConfig> config_;  // guarded by mu_; null until built
 
  public:
   std::atomic<bool> warned_compiler_{false};  // said once; reset by reset_jit_for_tests
-  std::atomic<bool> warned_cache_{false};     // said once; reset by reset_jit_for_tests
-  std::atomic<bool> warned_dump_{false};      // said once; reset by reset_jit_for_tests
-  std::atomic<bool> warned_store_{false};     // said once; reset by reset_jit_for_tests
-  Workspace workspace_;                       // guarded inside
+  std::atomic<bool> warned_cache_{false};  // said once; reset by reset_jit_for_tests
+  std::atomic<bool> warned_dump_{false};  // said once; reset by reset_jit_for_tests
+  std::atomic<bool> warned_store_{false};  // said once; reset by reset_jit_for_tests
+  Workspace workspace_;  // guarded inside
 };
 
 JitState& state() {
@@ -298,8 +297,9 @@ Library JitState::load_cached(const JitConfig& c, const std::string& key) {
   const std::string name = key + ".so";
   std::string bytes, why;
   if (!c.store->read(name, &bytes, &why)) {
-    if (!why.empty()) std::fprintf(stderr, "kiln: removed cached kernel %s/%s (%s); rebuilding it\n",
-                                   c.store->path().c_str(), name.c_str(), why.c_str());
+    if (!why.empty())
+      std::fprintf(stderr, "kiln: removed cached kernel %s/%s (%s); rebuilding it\n", c.store->path().c_str(),
+                   name.c_str(), why.c_str());
     return nullptr;
   }
   Library lib;
@@ -313,8 +313,8 @@ Library JitState::load_cached(const JitConfig& c, const std::string& key) {
     }
   }
   if (!lib) {
-    std::fprintf(stderr, "kiln: removing unloadable cached kernel %s/%s (%s)\n", c.store->path().c_str(),
-                 name.c_str(), why.c_str());
+    std::fprintf(stderr, "kiln: removing unloadable cached kernel %s/%s (%s)\n", c.store->path().c_str(), name.c_str(),
+                 why.c_str());
     c.store->remove(name);
     return nullptr;
   }
@@ -349,16 +349,18 @@ Library JitState::run_compiler(const JitConfig& c, const std::string& key, const
       out = out.substr(0, max_diagnostics) + "\n... (" + std::to_string(out.size() - max_diagnostics) + " more bytes)";
     std::string where = c.dump_dir.empty() ? "set KILN_DUMP_KERNELS=<dir> to keep the source"
                                            : "source in " + c.dump_dir + "/" + key + ".cpp";
-    fail("jit", "the C++ compiler rejected kernel '", symbol, "' (", c.compiler[0], " ", r.describe(), "; ",
-         where, "):\n", out);
+    fail("jit", "the C++ compiler rejected kernel '", symbol, "' (", c.compiler[0], " ", r.describe(), "; ", where,
+         "):\n", out);
   }
   // Stored with its checksum for later processes, then loaded by the name disk loads use, so
   // that each symbol of one source shares one loaded library (dlopen matches names).
   std::string bytes, stored;
   if (c.store && detail::read_file(so, &bytes)) {
-    if (c.store->write(key + ".so", bytes, &why)) stored = c.store->fd_path(key + ".so");
-    else warn_once(warned_store_, "cannot store compiled kernels in '" + c.store->path() + "' (" + why +
-                                      "); they are compiled again by each process");
+    if (c.store->write(key + ".so", bytes, &why))
+      stored = c.store->fd_path(key + ".so");
+    else
+      warn_once(warned_store_, "cannot store compiled kernels in '" + c.store->path() + "' (" + why +
+                                   "); they are compiled again by each process");
   }
   Library lib;
   if (!stored.empty() && !replacing) lib = open_library(stored, &why);
@@ -394,8 +396,8 @@ JitKernel JitState::compile(const std::string& source, const std::string& symbol
     if (Library lib = load_cached(*c, key)) {
       if (void* fn = ::dlsym(lib.get(), symbol.c_str())) return JitKernel{fn, std::move(lib)};
       // A stored library without the symbol may not be what this source builds: build it again.
-      std::fprintf(stderr, "kiln: cached kernel %s/%s.so has no symbol '%s'; rebuilding it\n",
-                   c->store->path().c_str(), key.c_str(), symbol.c_str());
+      std::fprintf(stderr, "kiln: cached kernel %s/%s.so has no symbol '%s'; rebuilding it\n", c->store->path().c_str(),
+                   key.c_str(), symbol.c_str());
       c->store->remove(key + ".so");
       replacing = true;
     }
@@ -449,8 +451,8 @@ void set_jit_cache_dir(const std::string& path) {
 }
 
 void set_jit_dump_dir(const std::string& path) {
-  state().reconfigure(
-      [&](Settings& s) { s.dump_dir = path.empty() ? std::nullopt : std::optional<std::string>(path); }, false);
+  state().reconfigure([&](Settings& s) { s.dump_dir = path.empty() ? std::nullopt : std::optional<std::string>(path); },
+                      false);
 }
 
 void clear_jit_memory_cache() { state().kernels_.clear(); }
@@ -475,7 +477,8 @@ bool read_cache_entry(const std::string& name, std::string* bytes) {
   if (!c->store) return false;
   if (c->store->read(name, bytes, &why)) return true;
   if (!why.empty())
-    std::fprintf(stderr, "kiln: removed cached kernel %s/%s (%s)\n", c->store->path().c_str(), name.c_str(), why.c_str());
+    std::fprintf(stderr, "kiln: removed cached kernel %s/%s (%s)\n", c->store->path().c_str(), name.c_str(),
+                 why.c_str());
   return false;
 }
 

@@ -14,7 +14,7 @@ class ProcessCanceller;  // jit_support.h
 }
 
 struct JitKernel {
-  void* fn = nullptr;             // address of the requested symbol
+  void* fn = nullptr;  // address of the requested symbol
   std::shared_ptr<void> library;  // keeps the dlopen handle alive while anyone holds the kernel
   explicit operator bool() const { return fn != nullptr; }
 };

@@ -188,9 +188,7 @@ std::string new_private_temp_dir() {
   return templ;
 }
 
-bool ProcessResult::succeeded() const {
-  return started && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
-}
+bool ProcessResult::succeeded() const { return started && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0; }
 
 std::string ProcessResult::describe() const {
   if (!started) return "could not be started: " + error;

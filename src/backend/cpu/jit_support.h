@@ -46,9 +46,9 @@ std::string new_private_temp_dir();
 
 struct ProcessResult {
   bool started = false;  // false: the program could not be run at all (see error)
-  int wait_status = 0;   // as waitpid reports it
-  std::string output;    // stdout and stderr, interleaved
-  std::string error;     // why it did not start
+  int wait_status = 0;  // as waitpid reports it
+  std::string output;  // stdout and stderr, interleaved
+  std::string error;  // why it did not start
   bool succeeded() const;
   std::string describe() const;  // "exited with 1", "killed by signal 9", ...
 };
@@ -64,7 +64,7 @@ class ProcessCanceller {
  private:
   friend struct ProcessRun;
   mutable std::mutex mu_;  // guards pid_ and cancelled_
-  pid_t pid_ = -1;         // the running child, not yet reaped (so its id is not reused)
+  pid_t pid_ = -1;  // the running child, not yet reaped (so its id is not reused)
   bool cancelled_ = false;
 };
 
@@ -72,6 +72,7 @@ class ProcessCanceller {
    stdout+stderr captured into an anonymous file, and waits for it. Safe in threaded programs.
    With a canceller the child runs in a process group of its own, which cancel() kills.
    `niceness` above 0 lowers the child's priority (set before it can start children). */
-ProcessResult run_process(const std::vector<std::string>& argv, ProcessCanceller* canceller = nullptr, int niceness = 0);
+ProcessResult run_process(const std::vector<std::string>& argv, ProcessCanceller* canceller = nullptr,
+                          int niceness = 0);
 
 }  // namespace kiln::cpu::detail

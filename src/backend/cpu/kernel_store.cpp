@@ -28,8 +28,8 @@ void make_path(const std::string& path) {
 // Why a file or directory of the store may not be trusted: empty when it is ours alone.
 std::string untrusted(const struct stat& st) {
   if (st.st_uid != ::geteuid()) {
-    return "it belongs to uid " + std::to_string(st.st_uid) + ", not to this user (uid " +
-           std::to_string(::geteuid()) + ")";
+    return "it belongs to uid " + std::to_string(st.st_uid) + ", not to this user (uid " + std::to_string(::geteuid()) +
+           ")";
   }
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     char mode[8];
@@ -54,8 +54,10 @@ bool read_at(int dir, const std::string& name, std::string* out, std::string* wh
   }
   struct stat st;
   bool ok = ::fstat(fd, &st) == 0;
-  if (ok && !S_ISREG(st.st_mode)) *why = name + " is not a regular file";
-  else if (ok) *why = untrusted(st);
+  if (ok && !S_ISREG(st.st_mode))
+    *why = name + " is not a regular file";
+  else if (ok)
+    *why = untrusted(st);
   ok = ok && why->empty();
   out->clear();
   char buf[65536];
@@ -122,13 +124,17 @@ std::unique_ptr<KernelStore> KernelStore::open(const std::string& path, std::str
   if (fd < 0) {
     int err = errno;
     struct stat st;
-    if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) *why = "it is a symbolic link";
-    else *why = "it is not writable: cannot create or open it (" + errno_text(err) + ")";
+    if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+      *why = "it is a symbolic link";
+    else
+      *why = "it is not writable: cannot create or open it (" + errno_text(err) + ")";
     return nullptr;
   }
   struct stat st;
-  if (::fstat(fd, &st) != 0) *why = "cannot stat it: " + errno_text(errno);
-  else if ((*why = untrusted(st)).empty() && (st.st_mode & S_IRWXU) != S_IRWXU) *why = "it is not writable";
+  if (::fstat(fd, &st) != 0)
+    *why = "cannot stat it: " + errno_text(errno);
+  else if ((*why = untrusted(st)).empty() && (st.st_mode & S_IRWXU) != S_IRWXU)
+    *why = "it is not writable";
   if (!why->empty()) {
     ::close(fd);
     return nullptr;

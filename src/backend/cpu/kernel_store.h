@@ -48,9 +48,9 @@ class KernelStore {
   bool reopen(std::string* why);  // after the directory was deleted
 
   const std::string path_;
-  std::atomic<int> fd_;          // the directory now; replaced when it is made again
-  std::mutex reopen_mu_;         // guards retired_ and serializes reopen
-  std::vector<int> retired_;     // earlier descriptors, kept open: another thread may be using one
+  std::atomic<int> fd_;  // the directory now; replaced when it is made again
+  std::mutex reopen_mu_;  // guards retired_ and serializes reopen
+  std::vector<int> retired_;  // earlier descriptors, kept open: another thread may be using one
 };
 
 /* The checksum stored beside an entry: a 128-bit hash of the bytes and their length. */

@@ -35,7 +35,6 @@ void dispatch_width(size_t bytes, F&& f) {
   fail("layout", "unsupported element size ", bytes);
 }
 
-
 /* Copies src into dst elementwise (same shape, any strides on both). */
 void copy_elements(const Tensor& src, Tensor& dst) {
   if (dst.size() == 0) return;
@@ -77,7 +76,6 @@ void fill(Tensor& t, double value) {
   });
 }
 
-
 /* y[i] = a[a_off(i) + idx[idx_off(i)] * axis_stride], the offsets following a_strides and
    idx_strides over y's shape: one strided walk serves take and take_along_axis. */
 void gather(const Tensor& a, const Strides& a_strides, int64_t axis_stride, const std::vector<int64_t>& idx,
@@ -109,8 +107,8 @@ void gather(const Tensor& a, const Strides& a_strides, int64_t axis_stride, cons
 /* Makes y the input a itself when a arrived donated (nothing else can see its buffer) in a
    layout the update may write through; else y is a fresh copy of a. */
 void start_from(const Tensor& a, Tensor& y) {
-  const bool reuse = a.donated && a.buffer && a.buffer->on_host() && a.buffer->owned() && a.row_contiguous() &&
-                     a.dtype == y.dtype;
+  const bool reuse =
+      a.donated && a.buffer && a.buffer->on_host() && a.buffer->owned() && a.row_contiguous() && a.dtype == y.dtype;
   if (reuse) {
     y.view_of(a, a.strides, a.offset);
     return;

@@ -56,7 +56,8 @@ void pack(const Mat<T>& m, std::vector<D>& out) {
   out.resize(static_cast<size_t>(m.rows * m.cols));
   D* o = out.data();
   for (int64_t i = 0; i < m.rows; ++i) {
-    for (int64_t j = 0; j < m.cols; ++j) o[i * m.cols + j] = static_cast<D>(static_cast<math::compute_t<T>>(m.at(i, j)));
+    for (int64_t j = 0; j < m.cols; ++j)
+      o[i * m.cols + j] = static_cast<D>(static_cast<math::compute_t<T>>(m.at(i, j)));
   }
 }
 
@@ -64,8 +65,8 @@ inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, co
                  int ldb, float* c, int ldc) {
   cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
 }
-inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const double* a, int lda,
-                 const double* b, int ldb, double* c, int ldc) {
+inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const double* a, int lda, const double* b,
+                 int ldb, double* c, int ldc) {
   cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
 }
 
@@ -154,9 +155,12 @@ void int_matmul(const Mat<T>& a, const Mat<T>& b, T* c) {
 
 template <class T>
 void matmul_one(const Mat<T>& a, const Mat<T>& b, T* c) {
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) blas_matmul(a, b, c);
-  else if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) half_matmul(a, b, c);
-  else int_matmul(a, b, c);
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+    blas_matmul(a, b, c);
+  else if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>)
+    half_matmul(a, b, c);
+  else
+    int_matmul(a, b, c);
 }
 
 /* Per output batch axis, the stride of each operand (0 where it broadcasts or is absent). */
@@ -179,8 +183,10 @@ int64_t stacked_row_stride(const Shape& batch, const Strides& sa, const Strides&
   int64_t stride = 0, size = 1;
   auto push = [&](int64_t n, int64_t st) {
     if (n == 1) return true;
-    if (size == 1) stride = st;
-    else if (st != stride * size) return false;
+    if (size == 1)
+      stride = st;
+    else if (st != stride * size)
+      return false;
     size *= n;
     return true;
   };
@@ -289,7 +295,10 @@ void MatmulEpilogue::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>
     using T = decltype(t);
     if constexpr (math::is_float_v<math::compute_t<T>>) {
       switch (act_) {
-        case Activation::none: bias_activation<T>(p, bias, y, [](auto v) { return v; }, 1); break;
+        case Activation::none:
+          bias_activation<T>(
+              p, bias, y, [](auto v) { return v; }, 1);
+          break;
         case Activation::gelu: bias_activation<T>(p, bias, y, math::Gelu{}, 8); break;
         case Activation::gelu_tanh: bias_activation<T>(p, bias, y, math::GeluTanh{}, 8); break;
       }

@@ -47,8 +47,10 @@ void RmsNorm::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) 
   const float eps = eps_;
   for_each_row(in[0], out[0], [&]<class T, class A>(const T* x, T* y, int64_t n) {
     const A* w = nullptr;
-    if constexpr (std::is_same_v<A, double>) w = wd.empty() ? nullptr : wd.data();
-    else w = wf.empty() ? nullptr : wf.data();
+    if constexpr (std::is_same_v<A, double>)
+      w = wd.empty() ? nullptr : wd.data();
+    else
+      w = wf.empty() ? nullptr : wf.data();
     const A ss = fold::range<math::Sum, A>(0, n, [&](int64_t a, int64_t b) {
       return fold::run<math::Sum, A>(b - a, [&](int64_t i) {
         const A v = static_cast<A>(x[a + i]);
@@ -71,9 +73,12 @@ void LayerNorm::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out
   const float eps = eps_;
   for_each_row(in[0], out[0], [&]<class T, class A>(const T* x, T* y, int64_t n) {
     const auto& p = [&]() -> const auto& {
-      if constexpr (std::is_same_v<A, double>) return pd;
-      else return pf;
-    }();
+      if constexpr (std::is_same_v<A, double>)
+        return pd;
+      else
+        return pf;
+    }
+    ();
     const A* w = p.first.empty() ? nullptr : p.first.data();
     const A* b = p.second.empty() ? nullptr : p.second.data();
     auto sum = [&](auto&& term) {

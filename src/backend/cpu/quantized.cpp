@@ -127,7 +127,8 @@ void Dequantize::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& ou
         for (int64_t i = 0; i < k; ++i) {
           const int64_t g = i / q.group_size;
           // Rounded to T after the product and after the sum, as MLX computes in T.
-          const float scaled = static_cast<float>(static_cast<T>(s[g] * static_cast<float>(unpack_one(row, i, q.bits))));
+          const float scaled =
+              static_cast<float>(static_cast<T>(s[g] * static_cast<float>(unpack_one(row, i, q.bits))));
           yp[r * k + i] = static_cast<T>(scaled + b[g]);
         }
       }
@@ -274,16 +275,17 @@ void gemv_avx2(const QmmProblem& p) {
       xsum[static_cast<size_t>(m * groups + g)] = sum;
     }
   }
-  detail::parallel_for(p.n, std::max<int64_t>(2, (1 << 15) / std::max<int64_t>(p.k * p.m, 1)), [&](int64_t n0, int64_t n1) {
-    int64_t m = 0;
-    for (; m + 4 <= p.m; m += 4) gemv_avx2_block<B, 4>(p, xp.data(), xsum.data(), m, n0, n1);
-    switch (p.m - m) {
-      case 3: gemv_avx2_block<B, 3>(p, xp.data(), xsum.data(), m, n0, n1); break;
-      case 2: gemv_avx2_block<B, 2>(p, xp.data(), xsum.data(), m, n0, n1); break;
-      case 1: gemv_avx2_block<B, 1>(p, xp.data(), xsum.data(), m, n0, n1); break;
-      default: break;
-    }
-  });
+  detail::parallel_for(p.n, std::max<int64_t>(2, (1 << 15) / std::max<int64_t>(p.k * p.m, 1)),
+                       [&](int64_t n0, int64_t n1) {
+                         int64_t m = 0;
+                         for (; m + 4 <= p.m; m += 4) gemv_avx2_block<B, 4>(p, xp.data(), xsum.data(), m, n0, n1);
+                         switch (p.m - m) {
+                           case 3: gemv_avx2_block<B, 3>(p, xp.data(), xsum.data(), m, n0, n1); break;
+                           case 2: gemv_avx2_block<B, 2>(p, xp.data(), xsum.data(), m, n0, n1); break;
+                           case 1: gemv_avx2_block<B, 1>(p, xp.data(), xsum.data(), m, n0, n1); break;
+                           default: break;
+                         }
+                       });
 }
 
 /* Many rows: tiles of the weights dequantized to float32 in parallel, each multiplied by sgemm. */
@@ -337,11 +339,16 @@ void QuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor
     QmmProblem p{x.data(), w.data<uint32_t>(), sb.scales, sb.biases, m, n, k, w.shape.back(), q_, yp};
     const bool decode = transpose_ && m <= kGemvRows;
     const bool simd = decode && p.words % 8 == 0 && cpu_has_avx2_fma();
-    if (simd && q_.bits == 4) gemv_avx2<4>(p);
-    else if (simd && q_.bits == 8) gemv_avx2<8>(p);
-    else if (simd && q_.bits == 2) gemv_avx2<2>(p);
-    else if (decode) gemv_generic(p);
-    else gemm_tiled(p, transpose_);
+    if (simd && q_.bits == 4)
+      gemv_avx2<4>(p);
+    else if (simd && q_.bits == 8)
+      gemv_avx2<8>(p);
+    else if (simd && q_.bits == 2)
+      gemv_avx2<2>(p);
+    else if (decode)
+      gemv_generic(p);
+    else
+      gemm_tiled(p, transpose_);
   }
   if (!yf.empty()) {
     Tensor src(y.shape, float32);
@@ -388,7 +395,8 @@ void FusedQuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<T
     detail::dispatch_float(y.dtype, [&](auto z) {
       using T = decltype(z);
       T* yp = y.data<T>();
-      for (int64_t i = 0; i < y.size(); ++i) yp[i] = static_cast<T>(static_cast<double>(yp[i]) + r[static_cast<size_t>(i)]);
+      for (int64_t i = 0; i < y.size(); ++i)
+        yp[i] = static_cast<T>(static_cast<double>(yp[i]) + r[static_cast<size_t>(i)]);
     });
   }
 }

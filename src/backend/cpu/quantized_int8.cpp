@@ -25,9 +25,9 @@
 namespace kiln::detail {
 namespace {
 
-constexpr int kQ8Block = 32;       // values of x that share one int8 scale
-constexpr int64_t kPanel = 16;   // weight rows converted and multiplied together (a few KB: L1)
-constexpr int64_t kGemmRows = 4; // from this many rows of x, 4-bit codes are unpacked once a panel
+constexpr int kQ8Block = 32;  // values of x that share one int8 scale
+constexpr int64_t kPanel = 16;  // weight rows converted and multiplied together (a few KB: L1)
+constexpr int64_t kGemmRows = 4;  // from this many rows of x, 4-bit codes are unpacked once a panel
 
 bool cpu_has_avx2() {
   static const bool yes =
@@ -150,14 +150,15 @@ __attribute__((target("avx2,fma"))) float quantize_block_avx2(const float* x, in
   const __m256 id = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
   __m256i i32[4];
   for (int i = 0; i < 4; ++i)
-    i32[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    i32[i] =
+        _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   sum = store_codes(i32, q, even_odd);
   return amax / 127.0f;
 }
 
 /* The same with AVX2 (the same codes), each digit in the kernel's order. */
 __attribute__((target("avx2,fma"))) float quantize_block16_avx2(const float* x, int8_t* hi, int8_t* lo, int& sum_hi,
-                                                               int& sum_lo, bool even_odd) {
+                                                                int& sum_lo, bool even_odd) {
   __m256 v[4];
   const float amax = load_block_avx2(x, v);
   sum_hi = sum_lo = 0;
@@ -170,7 +171,8 @@ __attribute__((target("avx2,fma"))) float quantize_block16_avx2(const float* x, 
   const __m256i top = _mm256_set1_epi32(16256), bottom = _mm256_set1_epi32(-16256), low7 = _mm256_set1_epi32(127);
   __m256i h[4], l[4];
   for (int i = 0; i < 4; ++i) {
-    __m256i c = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m256i c =
+        _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     c = _mm256_min_epi32(_mm256_max_epi32(c, bottom), top);
     h[i] = _mm256_srai_epi32(c, 7);
     l[i] = _mm256_and_si256(c, low7);
@@ -196,8 +198,10 @@ Int8Rows quantize_rows(const float* x, int64_t m, int64_t k, int group_size, Cod
   const int digits = codes == Codes::digits ? 2 : 1;
   const int64_t rows = m * digits;
   Int8Rows r;
-  if (codes == Codes::wide) r.wide.resize(static_cast<size_t>(rows * k));
-  else r.q.resize(static_cast<size_t>(rows * k));
+  if (codes == Codes::wide)
+    r.wide.resize(static_cast<size_t>(rows * k));
+  else
+    r.q.resize(static_cast<size_t>(rows * k));
   r.d.resize(static_cast<size_t>(rows * blocks));
   r.dsum.assign(static_cast<size_t>(rows * groups), 0.0f);
   auto code = [&](int64_t row, int64_t j) { return r.q.data() + row * k + j * kQ8Block; };
@@ -213,13 +217,15 @@ Int8Rows quantize_rows(const float* x, int64_t m, int64_t k, int group_size, Cod
         int sum = 0, sum_lo = 0;
         if (codes == Codes::wide) {
           alignas(32) int8_t hi[kQ8Block], lo[kQ8Block];
-          const float d = simd ? quantize_block16_avx2(xb, hi, lo, sum, sum_lo, false) : quantize_block16(xb, hi, lo, sum, sum_lo);
+          const float d =
+              simd ? quantize_block16_avx2(xb, hi, lo, sum, sum_lo, false) : quantize_block16(xb, hi, lo, sum, sum_lo);
           int16_t* c = r.wide.data() + i * k + j * kQ8Block;
           for (int e = 0; e < kQ8Block; ++e)  // evens, then odds: as unpack_panel16 lays the weights
             c[(e & 1) * 16 + e / 2] = static_cast<int16_t>(128 * hi[e] + lo[e]);
           record(row, j, d, 128 * sum + sum_lo);
         } else if (digits == 1) {
-          const float d = simd ? quantize_block_avx2(xb, code(row, j), sum, even_odd) : quantize_block(xb, code(row, j), sum);
+          const float d =
+              simd ? quantize_block_avx2(xb, code(row, j), sum, even_odd) : quantize_block(xb, code(row, j), sum);
           record(row, j, d, sum);
         } else {
           const float d = simd ? quantize_block16_avx2(xb, code(row, j), code(row + 1, j), sum, sum_lo, even_odd)
@@ -265,7 +271,8 @@ void floats_of(const Tensor& t, int64_t i0, int64_t count, float* out) {
     case Dtype::bfloat16:
       for (int64_t i = 0; i < count; ++i) out[i] = static_cast<float>(t.data<bfloat16_t>()[i0 + i]);
       return;
-    default: fail("quantized_matmul", "scales and biases must be float32, float16 or bfloat16, got ", dtype_name(t.dtype));
+    default:
+      fail("quantized_matmul", "scales and biases must be float32, float16 or bfloat16, got ", dtype_name(t.dtype));
   }
 }
 
@@ -356,7 +363,7 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const Problem& p, const float
 /* Two blocks of x codes in pairs order (evens of both at x, odds of both at x + 32) against 4-bit
    codes unpacked to lo (evens) and hi (odds): lanes 0-3 sum the first block, 4-7 the second. */
 __attribute__((target("avx2"), always_inline)) inline __m256i pair_dot(__m256i lo, __m256i hi, const int8_t* x,
-                                                                        __m256i ones) {
+                                                                       __m256i ones) {
   const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
   const __m256i o = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + kQ8Block));
   return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, e), _mm256_maddubs_epi16(hi, o)), ones);
@@ -369,7 +376,7 @@ __attribute__((target("avx2"), always_inline)) inline __m256i block_dot(__m256i 
 
 /* One block of 8-bit codes as magnitudes wq and signs ws against x's 32 codes, in 8 int32 sums. */
 __attribute__((target("avx2"), always_inline)) inline __m256i signed_block_dot(__m256i wq, __m256i ws, const int8_t* x,
-                                                                                __m256i ones) {
+                                                                               __m256i ones) {
   const __m256i xs = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)), ws);
   return _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xs), ones);
 }
@@ -403,8 +410,8 @@ __attribute__((target("avx2,fma"))) void tile_avx2_digits(const Problem& p, cons
       _mm_prefetch(reinterpret_cast<const char*>(src + NR * p.row_bytes), _MM_HINT_T0);
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
       const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-      const __m256i d = _mm256_add_epi32(_mm256_slli_epi32(pair_dot(lo, hi, xh + at, ones), 7),
-                                         pair_dot(lo, hi, xl + at, ones));
+      const __m256i d =
+          _mm256_add_epi32(_mm256_slli_epi32(pair_dot(lo, hi, xh + at, ones), 7), pair_dot(lo, hi, xl + at, ones));
       const __m256 ws = _mm256_set_m128(_mm_broadcast_ss(s1), _mm_broadcast_ss(s0));
       acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(dx, ws), acc[c]);
     }
@@ -435,7 +442,8 @@ __attribute__((target("avx2,fma"))) void tile_avx2_digits(const Problem& p, cons
   const float* dl = dh + p.groups;
 #pragma GCC unroll 8
   for (int c = 0; c < NR; ++c)
-    y[i * p.n + n0 + c] = hsum(acc[c]) + bias_term(bw + c * p.groups, dh, p.groups) + bias_term(bw + c * p.groups, dl, p.groups);
+    y[i * p.n + n0 + c] =
+        hsum(acc[c]) + bias_term(bw + c * p.groups, dh, p.groups) + bias_term(bw + c * p.groups, dl, p.groups);
 }
 
 /* Value i of a packed row (any bits; values may straddle words). */
@@ -456,7 +464,8 @@ void tile_generic(const Problem& p, const float* sw, const float* bw, int64_t m0
         const int8_t* q = p.x->q.data() + r * p.k + j * kQ8Block;
         int32_t dot = 0;
         for (int i = 0; i < kQ8Block; ++i) dot += code_at(row, j * kQ8Block + i, p.bits) * q[i];
-        acc += static_cast<float>(dot) * (p.x->d[static_cast<size_t>(r * p.blocks + j)] * sw[c * p.groups + (j >> p.group_shift)]);
+        acc += static_cast<float>(dot) *
+               (p.x->d[static_cast<size_t>(r * p.blocks + j)] * sw[c * p.groups + (j >> p.group_shift)]);
       }
       p.y[r * p.n + n0 + c] = acc + bias_term(bw + c * p.groups, p.x->dsum.data() + r * p.groups, p.groups);
     }
@@ -523,7 +532,7 @@ struct Int16Codes {
 /* acc += the block's products * scale. */
 template <class C>
 __attribute__((target("avx2,fma"), always_inline)) inline void dot_step(__m256& acc, typename C::Block w,
-                                                                          typename C::Block x, __m256 scale) {
+                                                                        typename C::Block x, __m256 scale) {
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(C::sums(w, x)), scale, acc);
 }
 
@@ -591,7 +600,8 @@ __attribute__((target("avx2"), always_inline)) inline void unpack_block4(__m128i
 __attribute__((target("avx2"), always_inline)) inline void unpack_block4(__m128i raw, int16_t* out) {
   const __m128i low4 = _mm_set1_epi8(0x0F);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepu8_epi16(_mm_and_si128(raw, low4)));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16), _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), low4)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16),
+                      _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), low4)));
 }
 
 template <class W>
@@ -636,8 +646,17 @@ void quantized_matmul_integer(const float* x, int64_t m, int64_t k, const uint32
   const int64_t x_rows = codes == Codes::digits ? 2 * m : m;  // the kernels' rows of x
   const Tensor s = row_major(scales), b = row_major(biases);
   std::vector<float> digit_rows(static_cast<size_t>(codes == Codes::digits && !fused_digits ? x_rows * n : 0));
-  Problem p{&xq, x_rows, n, k, k / kQ8Block, k / q.group_size, std::countr_zero(static_cast<unsigned>(q.group_size / kQ8Block)),
-            q.bits, reinterpret_cast<const uint8_t*>(w), k * q.bits / 8, digit_rows.empty() ? y : digit_rows.data()};
+  Problem p{&xq,
+            x_rows,
+            n,
+            k,
+            k / kQ8Block,
+            k / q.group_size,
+            std::countr_zero(static_cast<unsigned>(q.group_size / kQ8Block)),
+            q.bits,
+            reinterpret_cast<const uint8_t*>(w),
+            k * q.bits / 8,
+            digit_rows.empty() ? y : digit_rows.data()};
   const int64_t panels = (n + kPanel - 1) / kPanel;
   // Chunks of at least 32 KB of weights a thread, fewer for many rows of x.
   const int64_t grain = std::max<int64_t>(1, (1 << 15) / (kPanel * p.row_bytes * std::min<int64_t>(x_rows, 8)));
@@ -653,13 +672,20 @@ void quantized_matmul_integer(const float* x, int64_t m, int64_t k, const uint32
       // 8 bits: the kernels use code - 128, so each group's bias gains 128 scales.
       if (simd && q.bits == 8)
         for (int64_t i = 0; i < rows * p.groups; ++i) bw[static_cast<size_t>(i)] += 128.0f * sw[static_cast<size_t>(i)];
-      if (fused_digits && q.bits == 4) panel_avx2_digits<4>(p, sw.data(), bw.data(), n0, rows, y);
-      else if (fused_digits) panel_avx2_digits<8>(p, sw.data(), bw.data(), n0, rows, y);
-      else if (gemm && int16) panel_gemm4<Int16Codes>(p, sw.data(), bw.data(), n0, rows, wu16.data(), st.data());
-      else if (gemm) panel_gemm4<Int8Codes>(p, sw.data(), bw.data(), n0, rows, wu.data(), st.data());
-      else if (simd && q.bits == 4) panel_avx2<4>(p, sw.data(), bw.data(), n0, rows);
-      else if (simd) panel_avx2<8>(p, sw.data(), bw.data(), n0, rows);
-      else tile_generic(p, sw.data(), bw.data(), 0, p.m, n0, rows);
+      if (fused_digits && q.bits == 4)
+        panel_avx2_digits<4>(p, sw.data(), bw.data(), n0, rows, y);
+      else if (fused_digits)
+        panel_avx2_digits<8>(p, sw.data(), bw.data(), n0, rows, y);
+      else if (gemm && int16)
+        panel_gemm4<Int16Codes>(p, sw.data(), bw.data(), n0, rows, wu16.data(), st.data());
+      else if (gemm)
+        panel_gemm4<Int8Codes>(p, sw.data(), bw.data(), n0, rows, wu.data(), st.data());
+      else if (simd && q.bits == 4)
+        panel_avx2<4>(p, sw.data(), bw.data(), n0, rows);
+      else if (simd)
+        panel_avx2<8>(p, sw.data(), bw.data(), n0, rows);
+      else
+        tile_generic(p, sw.data(), bw.data(), 0, p.m, n0, rows);
     }
   });
   if (!digit_rows.empty())  // each row's two digits' products

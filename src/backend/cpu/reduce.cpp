@@ -30,13 +30,14 @@ ReduceLayout make_reduce_layout(const Tensor& x, const std::vector<int>& axes) {
     L.red_size *= reduced[i] ? x.shape[i] : 1;
     L.out_size *= reduced[i] ? 1 : x.shape[i];
     if (x.shape[i] == 1) continue;  // never moves the index
-    if (reduced[i]) red_axes.push_back(i);
-    else push_axis(L.kept, L.kept_x, x.shape[i], x.strides[i]);
+    if (reduced[i])
+      red_axes.push_back(i);
+    else
+      push_axis(L.kept, L.kept_x, x.shape[i], x.strides[i]);
   }
   // Reduction order is free: walk the largest strides outermost.
-  std::stable_sort(red_axes.begin(), red_axes.end(), [&](size_t a, size_t b) {
-    return std::abs(x.strides[a]) > std::abs(x.strides[b]);
-  });
+  std::stable_sort(red_axes.begin(), red_axes.end(),
+                   [&](size_t a, size_t b) { return std::abs(x.strides[a]) > std::abs(x.strides[b]); });
   for (size_t i : red_axes) push_axis(L.red, L.red_x, x.shape[i], x.strides[i]);
   if (L.kept.empty()) L.kept = {1}, L.kept_x = {0};
   if (L.red.empty()) L.red = {1}, L.red_x = {1};
@@ -51,7 +52,7 @@ void run_reduce(const Tensor& x, Tensor& y, const std::vector<int>& axes) {
   detail::dispatch_dtype(x.dtype, [&](auto t) {
     using T = decltype(t);
     // All/Any only ever see bool (the front end converts), so skip the other types.
-    if constexpr ((std::is_same_v<F, math::All> || std::is_same_v<F, math::Any>) && !std::is_same_v<T, bool>) {
+    if constexpr ((std::is_same_v<F, math::All> || std::is_same_v<F, math::Any>)&&!std::is_same_v<T, bool>) {
       fail(op_name(op_kind_of<F>::value), "unsupported dtype ", dtype_name(x.dtype));
     } else {
       reduce_typed<F, T>(x, y, L);

@@ -36,10 +36,10 @@ class Scratch {
 inline constexpr int64_t kReduceGrain = fold::kGrain;
 
 struct ReduceLayout {
-  Shape kept;       // output axes in output order, merged; never empty
-  Strides kept_x;   // their input strides
-  Shape red;        // reduced axes, outer to inner (smallest stride last), merged; never empty
-  Strides red_x;    // their input strides
+  Shape kept;  // output axes in output order, merged; never empty
+  Strides kept_x;  // their input strides
+  Shape red;  // reduced axes, outer to inner (smallest stride last), merged; never empty
+  Strides red_x;  // their input strides
   int64_t out_size = 1, red_size = 1;
 
   int64_t inner() const { return red.back(); }
@@ -114,8 +114,7 @@ A reduce_flat(const T* base, const ReduceLayout& L, int64_t r0, int64_t r1) {
 /* Column form: dst[j] (j < lanes) reduces base[j + r-th reduced offset] over r in [r0, r1).
    `scratch` holds room for the pairwise levels. */
 template <class F, class A, class T>
-void reduce_columns(const T* base, const ReduceLayout& L, int64_t r0, int64_t r1, int64_t lanes, A* dst,
-                    A* scratch) {
+void reduce_columns(const T* base, const ReduceLayout& L, int64_t r0, int64_t r1, int64_t lanes, A* dst, A* scratch) {
   if constexpr (fold::pairwise<F, A>) {
     if (r1 - r0 > 128) {
       int64_t mid = r0 + (r1 - r0) / 2;
@@ -163,7 +162,9 @@ void reduce_block(const T* x, const ReduceLayout& L, int64_t o0, int64_t o1, int
 inline int64_t min_outputs(const ReduceLayout& L) { return column_form(L) ? 64 : 1; }
 
 /* The length of the pieces of every output's reduced range (the whole range: one piece). */
-inline int64_t piece_length(const ReduceLayout& L) { return fold::piece_length(L.out_size, L.red_size, min_outputs(L)); }
+inline int64_t piece_length(const ReduceLayout& L) {
+  return fold::piece_length(L.out_size, L.red_size, min_outputs(L));
+}
 
 /* Reduces x into y (allocated here) over L, in parallel when the work is large. */
 template <class F, class T>

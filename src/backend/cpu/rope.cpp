@@ -33,7 +33,8 @@ void Rope::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
     for (int64_t l = 0; l < len; ++l) {
       const double pos = (static_cast<double>(offsets[b]) + static_cast<double>(l)) * scale_;
       for (int64_t i = 0; i < half; ++i) {
-        const size_t at = (b * static_cast<size_t>(len) + static_cast<size_t>(l)) * static_cast<size_t>(half) + static_cast<size_t>(i);
+        const size_t at = (b * static_cast<size_t>(len) + static_cast<size_t>(l)) * static_cast<size_t>(half) +
+                          static_cast<size_t>(i);
         cos_t[at] = std::cos(pos * inv_freq[static_cast<size_t>(i)]);
         sin_t[at] = std::sin(pos * inv_freq[static_cast<size_t>(i)]);
       }

@@ -106,7 +106,8 @@ void RowFused::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out)
   for (auto& t : out) op.push_back(t.raw());
   int64_t cost = n * static_cast<int64_t>(program_->ops.size());
   int64_t grain = std::max<int64_t>(1, detail::kParallelGrain / std::max<int64_t>(1, cost));
-  detail::parallel_for(rows, grain, [&](int64_t b, int64_t e) { fn(b, e, rows, n, ip.data(), rs.data(), cs.data(), op.data()); });
+  detail::parallel_for(rows, grain,
+                       [&](int64_t b, int64_t e) { fn(b, e, rows, n, ip.data(), rs.data(), cs.data(), op.data()); });
 }
 
 void RowFused::run_unfused(const std::vector<Tensor>& in, std::vector<Tensor>& out) {

@@ -22,8 +22,10 @@ using detail::Tensor;
 
 template <class A>
 inline bool is_nan(A v) {
-  if constexpr (math::is_float_v<A>) return v != v;
-  else return false;
+  if constexpr (math::is_float_v<A>)
+    return v != v;
+  else
+    return false;
 }
 
 template <class A>
@@ -51,8 +53,10 @@ int64_t set_nan_apart(const T* src, int64_t n, bool nan_first, Out* out, Wrap&& 
   int64_t front = 0, back = n;
   for (int64_t i = 0; i < n; ++i) {
     const A v = static_cast<A>(src[i]);
-    if (is_nan(v) == nan_first) out[front++] = wrap(v, i);
-    else out[--back] = wrap(v, i);
+    if (is_nan(v) == nan_first)
+      out[front++] = wrap(v, i);
+    else
+      out[--back] = wrap(v, i);
   }
   if (!nan_first) std::reverse(out + back, out + n);  // NaN was written backwards
   return nan_first ? front : n - back;
@@ -128,8 +132,10 @@ void select_rows(OpKind kind, int64_t k, const T* x, int64_t rows, int64_t n, st
       if (values_only) {
         A* v = vals.data();
         const int64_t m = n - set_nan_apart<A>(src, n, false, v, [](A a, int64_t) { return a; });
-        if (kind == OpKind::Sort) std::sort(v, v + m);
-        else if (k < m) std::nth_element(v, v + k, v + m);  // else kth is a NaN, already in place
+        if (kind == OpKind::Sort)
+          std::sort(v, v + m);
+        else if (k < m)
+          std::nth_element(v, v + k, v + m);  // else kth is a NaN, already in place
         for (int64_t i = 0; i < n; ++i) values[r * n + i] = static_cast<T>(v[i]);
         continue;
       }
@@ -141,8 +147,10 @@ void select_rows(OpKind kind, int64_t k, const T* x, int64_t rows, int64_t n, st
         if (k > nans) largest(en + nans, en + n, k - nans);
       } else {
         const int64_t m = n - set_nan_apart<A>(src, n, false, en, wrap);
-        if (kind == OpKind::ArgSort) std::sort(en, en + m, ascending<A>);
-        else if (k < m) std::nth_element(en, en + k, en + m, ascending<A>);
+        if (kind == OpKind::ArgSort)
+          std::sort(en, en + m, ascending<A>);
+        else if (k < m)
+          std::nth_element(en, en + k, en + m, ascending<A>);
       }
       for (int64_t i = 0; i < width; ++i) {
         if (values) values[r * width + i] = static_cast<T>(en[i].v);

@@ -18,7 +18,7 @@ namespace kiln::detail {
 
 template <int N>
 struct StridedLayout {
-  Shape shape;                  // merged axes; never empty (a 0-d shape becomes {1})
+  Shape shape;  // merged axes; never empty (a 0-d shape becomes {1})
   std::array<Strides, N> strides;
 
   int64_t inner() const { return shape.back(); }
@@ -164,19 +164,20 @@ void parallel_blocks(const StridedLayout<N>& L, int64_t cost_per_element, Row&& 
   const int64_t R = L.shape[nd - 2], C = L.shape[nd - 1];
   std::array<int64_t, N> inner;
   for (int k = 0; k < N; ++k) inner[k] = L.strides[k][nd - 1];
-  const int64_t grain =
-      std::max<int64_t>(1, kParallelGrain / saturating_mul(saturating_mul(kBlock, C), std::max<int64_t>(cost_per_element, 1)));
-  parallel_row_blocks<kBlock>(shape_size(L.shape) / (R * C), R, C, grain, [] { return 0; },
-                              [&](int, int64_t m, int64_t r, int64_t c0, int64_t n) {
-                                std::array<int64_t, N> off;
-                                for (int k = 0; k < N; ++k) off[k] = r * L.strides[k][nd - 2] + c0 * inner[k];
-                                for (int64_t d = nd - 3, rem = m; d >= 0; --d) {  // the outer axes' index
-                                  const int64_t i = rem % L.shape[d];
-                                  rem /= L.shape[d];
-                                  for (int k = 0; k < N; ++k) off[k] += i * L.strides[k][d];
-                                }
-                                row(off, n, inner);
-                              });
+  const int64_t grain = std::max<int64_t>(
+      1, kParallelGrain / saturating_mul(saturating_mul(kBlock, C), std::max<int64_t>(cost_per_element, 1)));
+  parallel_row_blocks<kBlock>(
+      shape_size(L.shape) / (R * C), R, C, grain, [] { return 0; },
+      [&](int, int64_t m, int64_t r, int64_t c0, int64_t n) {
+        std::array<int64_t, N> off;
+        for (int k = 0; k < N; ++k) off[k] = r * L.strides[k][nd - 2] + c0 * inner[k];
+        for (int64_t d = nd - 3, rem = m; d >= 0; --d) {  // the outer axes' index
+          const int64_t i = rem % L.shape[d];
+          rem /= L.shape[d];
+          for (int k = 0; k < N; ++k) off[k] += i * L.strides[k][d];
+        }
+        row(off, n, inner);
+      });
 }
 
 /* Runs row() over every row of the layout, in parallel for large work; in blocks where an

@@ -21,7 +21,8 @@ void* TieredKernel::settle_locked(bool report) {
     unavailable_ = true;
     error_ = r.error;
     // A rejected source is kiln's bug, worth a line; cancellation (at exit) is not.
-    if (report && !error_.empty() && error_.rfind("cancelled", 0) != 0 && error_.find("was cancelled") == std::string::npos)
+    if (report && !error_.empty() && error_.rfind("cancelled", 0) != 0 &&
+        error_.find("was cancelled") == std::string::npos)
       std::fprintf(stderr, "kiln: %s\nkiln: that fused region keeps running through the interpreter\n", error_.c_str());
   }
   ticket_.reset();

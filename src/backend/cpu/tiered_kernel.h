@@ -39,15 +39,15 @@ class TieredKernel {
  private:
   void* settle_locked(bool report);  // takes a finished ticket's result; report: say a failure on stderr
 
-  std::atomic<void*> fn_{nullptr};       // the kernel, once ready: the replay's lock-free path
-  std::atomic<int64_t> ready_ns_{0};     // set before fn_ (release)
-  std::mutex mu_;                        // guards everything below
-  bool looked_up_ = false;               // memory and disk caches tried
-  bool unavailable_ = false;             // no compiler, or the compile failed: interpreted for good
-  std::string error_;                    // the failed compile's error
-  Source source_;                        // kept until a compile is queued (a full queue is asked again)
+  std::atomic<void*> fn_{nullptr};  // the kernel, once ready: the replay's lock-free path
+  std::atomic<int64_t> ready_ns_{0};  // set before fn_ (release)
+  std::mutex mu_;  // guards everything below
+  bool looked_up_ = false;  // memory and disk caches tried
+  bool unavailable_ = false;  // no compiler, or the compile failed: interpreted for good
+  std::string error_;  // the failed compile's error
+  Source source_;  // kept until a compile is queued (a full queue is asked again)
   std::shared_ptr<CompileTicket> ticket_;
-  JitKernel kernel_;                     // keeps the library loaded
+  JitKernel kernel_;  // keeps the library loaded
 };
 
 }  // namespace kiln::cpu

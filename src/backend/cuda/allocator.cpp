@@ -19,7 +19,7 @@ namespace {
 
 // One device's free blocks.
 struct DevicePool {
-  std::mutex mu;                                           // guards free, cached and in_use
+  std::mutex mu;  // guards free, cached and in_use
   std::map<CUstream, std::multimap<size_t, Block*>> free;  // free blocks by owning stream, then size
   size_t cached = 0, in_use = 0;
 };

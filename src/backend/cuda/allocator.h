@@ -20,11 +20,11 @@ struct Block {
   CUdeviceptr ptr = 0;
   size_t size = 0;
   int device = 0;
-  CUstream stream = nullptr;      // the stream that allocates, writes and reuses it
-  std::mutex mu;                  // guards written, ready and users
-  CUevent ready = nullptr;        // recorded on `stream` when another stream must wait for it
-  bool written = false;           // written on `stream` since it was allocated
-  std::vector<CUstream> users;    // other streams that read it since it was allocated
+  CUstream stream = nullptr;  // the stream that allocates, writes and reuses it
+  std::mutex mu;  // guards written, ready and users
+  CUevent ready = nullptr;  // recorded on `stream` when another stream must wait for it
+  bool written = false;  // written on `stream` since it was allocated
+  std::vector<CUstream> users;  // other streams that read it since it was allocated
 };
 
 /* A fresh device buffer of at least `bytes` on this thread's stream. Out of memory:
@@ -37,9 +37,7 @@ void allocate_output(int device, detail::Tensor& t);
    (row-major from its start, same dtype): true then, and y holds the donor's values; else y
    gets a buffer of its own (false) for the caller to fill. */
 bool allocate_from(int device, const detail::Tensor& donor, detail::Tensor& y);
-inline Block* block_of(const detail::Tensor& t) {
-  return t.buffer ? static_cast<Block*>(t.buffer->block()) : nullptr;
-}
+inline Block* block_of(const detail::Tensor& t) { return t.buffer ? static_cast<Block*>(t.buffer->block()) : nullptr; }
 /* Whether t's data lives on a CUDA device. */
 inline bool on_device(const detail::Tensor& t) { return t.buffer && !t.buffer->on_host(); }
 

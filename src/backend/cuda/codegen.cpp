@@ -23,8 +23,8 @@ namespace {
 void open_kernel(std::ostringstream& s, const compiler::FusedProgram& p, const char* args, bool bounded) {
   const size_t operands = p.outputs.size() + static_cast<size_t>(p.num_inputs());
   s << "#include \"" << kSupportHeader << "\"\n\n";
-  s << "extern \"C\" __global__ void " << (bounded ? "__launch_bounds__(256) " : "") << "kiln_kernel(const kiln::cuda::args::"
-    << args << "<" << operands << "> a) {\n";
+  s << "extern \"C\" __global__ void " << (bounded ? "__launch_bounds__(256) " : "")
+    << "kiln_kernel(const kiln::cuda::args::" << args << "<" << operands << "> a) {\n";
 }
 
 // Pointers to every operand: outputs out<o> (operand o), inputs in<k> after them.
@@ -75,8 +75,8 @@ std::string cuda_member_expr(const Ops& ops, size_t i, bool fast = false) {
   };
   if (fast && has_fast_form(ops, i)) {
     const bool f32 = op.dtype == float32;
-    const std::string call = std::string(k == OpKind::Sin ? "kiln_sin" : "kiln_cos") + (f32 ? "f" : "") + "_fast(" +
-                             arg + ", slow)";
+    const std::string call =
+        std::string(k == OpKind::Sin ? "kiln_sin" : "kiln_cos") + (f32 ? "f" : "") + "_fast(" + arg + ", slow)";
     return f32 ? call : narrowed(call);
   }
   const char* narrow = k == OpKind::GeluTanh ? "kiln_gelu_tanh_narrow"
@@ -86,8 +86,10 @@ std::string cuda_member_expr(const Ops& ops, size_t i, bool fast = false) {
   if (narrow && sixteen_bit(op.dtype) && same_type_unary(ops, i)) {
     return narrowed(std::string(narrow) + "(" + arg + ")");
   }
-  const char* native = k == OpKind::Add ? "kiln_bf16_add" : k == OpKind::Subtract ? "kiln_bf16_sub"
-                       : k == OpKind::Multiply ? "kiln_bf16_mul" : nullptr;
+  const char* native = k == OpKind::Add        ? "kiln_bf16_add"
+                       : k == OpKind::Subtract ? "kiln_bf16_sub"
+                       : k == OpKind::Multiply ? "kiln_bf16_mul"
+                                               : nullptr;
   bool bf16 = op.dtype == bfloat16 && op.args.size() == 2;
   for (int a : op.args) bf16 &= ops[static_cast<size_t>(a)].dtype == bfloat16;
   if (!native || !bf16) return compiler::member_expr(ops, i);
@@ -111,16 +113,18 @@ void emit_element(std::ostringstream& s, const compiler::FusedProgram& p, const 
   }
   for (size_t o = 0; o < p.outputs.size(); ++o) {
     int v = p.outputs[o];
-    std::string value = "kiln_narrow<" + std::string(cpp_type(p.ops[static_cast<size_t>(v)].dtype)) + ">(t" +
-                        std::to_string(v) + ")";
+    std::string value =
+        "kiln_narrow<" + std::string(cpp_type(p.ops[static_cast<size_t>(v)].dtype)) + ">(t" + std::to_string(v) + ")";
     s << indent << store(static_cast<int>(o), value) << ";\n";
   }
 }
 
 // Output vectors r<o> of `vec` elements, declared at `indent`.
-void declare_output_vectors(std::ostringstream& s, const compiler::FusedProgram& p, int vec, const std::string& indent) {
+void declare_output_vectors(std::ostringstream& s, const compiler::FusedProgram& p, int vec,
+                            const std::string& indent) {
   for (size_t o = 0; o < p.outputs.size(); ++o) {
-    s << indent << "kiln_vec<" << cpp_type(p.ops[static_cast<size_t>(p.outputs[o])].dtype) << ", " << vec << "> r" << o << ";\n";
+    s << indent << "kiln_vec<" << cpp_type(p.ops[static_cast<size_t>(p.outputs[o])].dtype) << ", " << vec << "> r" << o
+      << ";\n";
   }
 }
 
@@ -135,8 +139,9 @@ void emit_vectors(std::ostringstream& s, const compiler::FusedProgram& p, int ve
   auto elements = [&](bool fast_forms, const std::string& in) {
     for (int e = 0; e < vec; ++e) {
       s << in << "{\n" << in << "  constexpr int e = " << e << ";\n";
-      emit_element(s, p, in + "  ", load, [](int o, const std::string& val) { return compiler::numbered("r", o) + ".v[e] = " + val; },
-                   fast_forms);
+      emit_element(
+          s, p, in + "  ", load,
+          [](int o, const std::string& val) { return compiler::numbered("r", o) + ".v[e] = " + val; }, fast_forms);
       s << in << "}\n";
     }
   };
@@ -168,7 +173,9 @@ std::string elementwise_source(const compiler::FusedProgram& p) {
   s << "    }\n";
   emit_element(
       s, p, "    ", [&](int k) { return compiler::numbered("in", k) + compiler::numbered("[o", nout + k) + "]"; },
-      [](int o, const std::string& v) { return compiler::numbered("out", o) + compiler::numbered("[o", o) + "] = " + v; });
+      [](int o, const std::string& v) {
+        return compiler::numbered("out", o) + compiler::numbered("[o", o) + "] = " + v;
+      });
   s << "  }\n}\n";
   return s.str();
 }
@@ -197,7 +204,8 @@ std::string elementwise_flat_source(const compiler::FusedProgram& p, uint64_t sc
       << v << ">*>(in" << k << ")[b];\n";
   }
   declare_output_vectors(s, p, vec, "    ");
-  emit_vectors(s, p, vec, "    ", [&](int k) { return scalar(k) ? compiler::numbered("s", k) : compiler::numbered("a", k) + ".v[e]"; });
+  emit_vectors(s, p, vec, "    ",
+               [&](int k) { return scalar(k) ? compiler::numbered("s", k) : compiler::numbered("a", k) + ".v[e]"; });
   for (int o = 0; o < nout; ++o) {
     s << "    reinterpret_cast<decltype(r" << o << ")*>(out" << o << ")[b] = r" << o << ";\n";
   }
@@ -212,7 +220,7 @@ std::string elementwise_flat_source(const compiler::FusedProgram& p, uint64_t sc
 std::string row_member_expr(const std::vector<compiler::RowOp>& ops, size_t i) { return cuda_member_expr(ops, i); }
 
 std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t row_inputs, uint64_t strided, int vec,
-                                   bool narrow) {
+                                    bool narrow) {
   const int nin = p.num_inputs(), nout = static_cast<int>(p.outputs.size()), nops = nin + nout;
   auto per_row = [&](int k) { return ((row_inputs >> k) & 1) != 0; };
   auto stepped = [&](int operand) { return ((strided >> operand) & 1) != 0; };
@@ -220,18 +228,22 @@ std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t ro
   std::ostringstream s;
   open_kernel(s, p, "ElementwiseRows", true);
   s << "  const " << index << " rows = static_cast<" << index << ">(a.head.rows), per_row = static_cast<" << index
-    << ">(a.head.row_length / " << v << ");\n  const int outer = static_cast<int>(a.head.outer);  // the axes before the last\n";
+    << ">(a.head.row_length / " << v
+    << ");\n  const int outer = static_cast<int>(a.head.outer);  // the axes before the last\n";
   emit_pointers(s, p);
   for (int k = 0; k < nops; ++k) {
     if (stepped(k)) s << "  const long step" << k << " = a.operand[" << k << "].step;  // along the rows\n";
   }
-  s << "  for (" << index << " w = static_cast<" << index << ">(blockIdx.x) * blockDim.x + threadIdx.x; w < rows * per_row; "
+  s << "  for (" << index << " w = static_cast<" << index
+    << ">(blockIdx.x) * blockDim.x + threadIdx.x; w < rows * per_row; "
     << "w += static_cast<" << index << ">(gridDim.x) * blockDim.x) {\n";
-  s << "    const " << index << " r = w / per_row;\n    const long c = static_cast<long>(w - r * per_row) * " << v << ";\n";
+  s << "    const " << index << " r = w / per_row;\n    const long c = static_cast<long>(w - r * per_row) * " << v
+    << ";\n";
   // Each operand's offset of row r (operand o: outputs first, then inputs).
   s << "    long at[" << nops << "] = {};\n";
   s << "    if (outer == 1) {\n";
-  s << "#pragma unroll\n      for (int o = 0; o < " << nops << "; ++o) at[o] = static_cast<long>(r) * a.operand[o].strides[0];\n";
+  s << "#pragma unroll\n      for (int o = 0; o < " << nops
+    << "; ++o) at[o] = static_cast<long>(r) * a.operand[o].strides[0];\n";
   s << "    } else {\n      " << index << " rem = r;\n      for (int d = outer - 1; d >= 0; --d) {\n";
   s << "        const " << index << " size = static_cast<" << index << ">(a.head.shape[d]), q = rem / size;\n";
   s << "        const long i = static_cast<long>(rem - q * size);\n        rem = q;\n";
@@ -239,12 +251,13 @@ std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t ro
   s << "      }\n    }\n";
   for (auto& op : p.ops) {
     if (op.prim || stepped(nout + op.input)) continue;
-    const std::string k = std::to_string(op.input), t = cpp_type(op.dtype), at = compiler::numbered("at[", nout + op.input) + "]";
+    const std::string k = std::to_string(op.input), t = cpp_type(op.dtype),
+                      at = compiler::numbered("at[", nout + op.input) + "]";
     if (per_row(op.input)) {
       s << "    const " << t << " s" << k << " = in" << k << "[" << at << "];\n";
     } else {
-      s << "    const kiln_vec<" << t << ", " << v << "> a" << k << " = *reinterpret_cast<const kiln_vec<" << t << ", " << v
-        << ">*>(in" << k << " + " << at << " + c);\n";
+      s << "    const kiln_vec<" << t << ", " << v << "> a" << k << " = *reinterpret_cast<const kiln_vec<" << t << ", "
+        << v << ">*>(in" << k << " + " << at << " + c);\n";
     }
   }
   declare_output_vectors(s, p, vec, "    ");
@@ -255,11 +268,12 @@ std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t ro
   });
   for (int o = 0; o < nout; ++o) {
     if (!stepped(o)) {  // by index into vectors, which NVCC stores at once (through a cast pointer, in 4-byte parts)
-      s << "    reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + at[" << o << "])[c / " << v << "] = r" << o << ";\n";
+      s << "    reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + at[" << o << "])[c / " << v << "] = r" << o
+        << ";\n";
       continue;
     }
-    s << "#pragma unroll\n    for (int e = 0; e < " << v << "; ++e) out" << o << "[at[" << o << "] + (c + e) * step" << o << "] = r" << o
-      << ".v[e];\n";
+    s << "#pragma unroll\n    for (int e = 0; e < " << v << "; ++e) out" << o << "[at[" << o << "] + (c + e) * step"
+      << o << "] = r" << o << ".v[e];\n";
   }
   s << "  }\n}\n";
   return s.str();
@@ -279,15 +293,18 @@ std::string elementwise_tiled_source(const compiler::FusedProgram& p, uint64_t r
   s << "  const long R = a.head.rows, C = a.head.cols;\n  const bool words = a.head.words != 0;\n";
   emit_pointers(s, p);
   for (int o = 0; o < nout; ++o) {
-    s << "  const long ob" << o << " = a.operand[" << o << "].batch_stride, osr" << o << " = a.operand[" << o << "].line_stride;\n";
+    s << "  const long ob" << o << " = a.operand[" << o << "].batch_stride, osr" << o << " = a.operand[" << o
+      << "].line_stride;\n";
   }
   each_input([&](int in, const std::string& k, const std::string& t) {
     const std::string at = "a.operand[" + std::to_string(nout + in) + "]";
-    s << "  const long sb" << k << " = " << at << ".batch_stride, " << (tiled(in) ? "sc" : "sr") << k << " = " << at << ".line_stride;\n";
+    s << "  const long sb" << k << " = " << at << ".batch_stride, " << (tiled(in) ? "sc" : "sr") << k << " = " << at
+      << ".line_stride;\n";
     if (tiled(in)) s << "  __shared__ " << t << " tile" << k << "[64][65];  // [column][row] of the tile\n";
   });
   s << "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n";
-  s << "  const unsigned tiles_r = static_cast<unsigned>((R + 63) / 64), tiles_c = static_cast<unsigned>((C + 63) / 64);\n";
+  s << "  const unsigned tiles_r = static_cast<unsigned>((R + 63) / 64), tiles_c = static_cast<unsigned>((C + 63) / "
+       "64);\n";
   s << "  const unsigned tiles = static_cast<unsigned>(a.head.batch) * tiles_r * tiles_c;\n";
   s << "  for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {\n";
   s << "    const long b = t / (tiles_r * tiles_c), r0 = static_cast<long>(t / tiles_c % tiles_r) * 64, "
@@ -306,14 +323,17 @@ std::string elementwise_tiled_source(const compiler::FusedProgram& p, uint64_t r
   s << "    if (whole) {\n#pragma unroll\n      for (int k = 0; k < 64; k += 8) {\n        const int q = ty + k;\n";
   each_input([&](int in, const std::string& k, const std::string& t) {
     if (!tiled(in)) return;
-    s << "        const kiln_vec<" << t << ", 2> x" << k << " = *reinterpret_cast<const kiln_vec<" << t << ", 2>*>(in" << k
-      << " + col" << k << " + k * sc" << k << ");\n";
-    s << "        tile" << k << "[q][2 * tx] = x" << k << ".v[0];\n        tile" << k << "[q][2 * tx + 1] = x" << k << ".v[1];\n";
+    s << "        const kiln_vec<" << t << ", 2> x" << k << " = *reinterpret_cast<const kiln_vec<" << t << ", 2>*>(in"
+      << k << " + col" << k << " + k * sc" << k << ");\n";
+    s << "        tile" << k << "[q][2 * tx] = x" << k << ".v[0];\n        tile" << k << "[q][2 * tx + 1] = x" << k
+      << ".v[1];\n";
   });
-  s << "      }\n    } else {\n      for (int k = 0; k < 64 && c0 + ty + k < C; k += 8) {\n        const int q = ty + k;\n";
+  s << "      }\n    } else {\n      for (int k = 0; k < 64 && c0 + ty + k < C; k += 8) {\n        const int q = ty + "
+       "k;\n";
   s << "        for (int e = 0; e < 2 && rt + e < R; ++e) {\n";
   each_input([&](int in, const std::string& k, const std::string&) {
-    if (tiled(in)) s << "          tile" << k << "[q][2 * tx + e] = in" << k << "[col" << k << " + k * sc" << k << " + e];\n";
+    if (tiled(in))
+      s << "          tile" << k << "[q][2 * tx + e] = in" << k << "[col" << k << " + k * sc" << k << " + e];\n";
   });
   s << "        }\n      }\n    }\n    __syncthreads();\n";
   s << "    const long ry = r0 + ty, c = c0 + 2 * tx;  // rows ry + k, columns c and c + 1\n";
@@ -329,15 +349,16 @@ std::string elementwise_tiled_source(const compiler::FusedProgram& p, uint64_t r
   }
   auto per_row_loads = [&](const std::string& indent) {
     each_input([&](int in, const std::string& k, const std::string& t) {
-      if (per_row(in)) s << indent << "const " << t << " s" << k << " = in" << k << "[row" << k << " + k * sr" << k << "];\n";
+      if (per_row(in))
+        s << indent << "const " << t << " s" << k << " = in" << k << "[row" << k << " + k * sr" << k << "];\n";
     });
   };
   s << "    if (whole) {\n#pragma unroll\n      for (int k = 0; k < 64; k += 8) {\n        const int q = ty + k;\n";
   per_row_loads("        ");
   each_input([&](int in, const std::string& k, const std::string& t) {
     if (!per_row(in) && !tiled(in)) {
-      s << "        const kiln_vec<" << t << ", 2> in" << k << "_pair = *reinterpret_cast<const kiln_vec<" << t << ", 2>*>(in"
-        << k << " + row" << k << " + k * sr" << k << ");\n";
+      s << "        const kiln_vec<" << t << ", 2> in" << k << "_pair = *reinterpret_cast<const kiln_vec<" << t
+        << ", 2>*>(in" << k << " + row" << k << " + k * sr" << k << ");\n";
     }
   });
   // Input k's element e of the pair at row q, column 2 tx (a row-major input's from its
@@ -353,7 +374,8 @@ std::string elementwise_tiled_source(const compiler::FusedProgram& p, uint64_t r
   declare_output_vectors(s, p, 2, "        ");
   emit_vectors(s, p, 2, "        ", load(true));
   for (int o = 0; o < nout; ++o) {
-    s << "        reinterpret_cast<decltype(r" << o << ")*>(out" << o << ")[pair" << o << " + k * pair_sr" << o << "] = r" << o << ";\n";
+    s << "        reinterpret_cast<decltype(r" << o << ")*>(out" << o << ")[pair" << o << " + k * pair_sr" << o
+      << "] = r" << o << ";\n";
   }
   s << "      }\n    } else {\n      for (int k = 0; k < 64 && ry + k < R; k += 8) {\n        const int q = ty + k;\n";
   per_row_loads("        ");

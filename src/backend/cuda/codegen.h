@@ -37,7 +37,7 @@ std::string elementwise_flat_source(const compiler::FusedProgram& p, uint64_t sc
    computes `vec` neighbours of a row (the row length a multiple of it); `narrow`: the index
    fits 32 bits. Reads args::ElementwiseRows<operands>. */
 std::string elementwise_rows_source(const compiler::FusedProgram& p, uint64_t row_inputs, uint64_t strided, int vec,
-                                   bool narrow);
+                                    bool narrow);
 
 /* The program over (batch, R, C) in 64 x 64 tiles, for outputs that run along the rows
    where the inputs in `tiled_inputs` (a bit each) run down the columns: each passes through
@@ -53,11 +53,11 @@ struct ElementwiseVariant {
   enum class Form { strided, flat, rows, tiled };
   Form form = Form::strided;
   uint64_t scalar_inputs = 0;  // flat
-  uint64_t row_inputs = 0;     // rows, tiled
-  uint64_t tiled_inputs = 0;   // tiled
-  uint64_t strided = 0;        // rows
-  int vec = 1;                 // flat, rows
-  bool narrow = false;         // rows
+  uint64_t row_inputs = 0;  // rows, tiled
+  uint64_t tiled_inputs = 0;  // tiled
+  uint64_t strided = 0;  // rows
+  int vec = 1;  // flat, rows
+  bool narrow = false;  // rows
   bool operator==(const ElementwiseVariant&) const = default;
   size_t hash() const;
 };
@@ -68,15 +68,15 @@ std::string elementwise_source(const compiler::FusedProgram& p, const Elementwis
    split rows (few long rows of a program with one pass and only per-row outputs) one
    operand per reduction for its partials. */
 struct RowVariant {
-  int threads = 256;           // per block, a power of two from 32
+  int threads = 256;  // per block, a power of two from 32
   // Staged (chunks == 0): elementwise work is recomputed in each pass over the row.
   uint64_t cached_inputs = 0;  // inputs (a bit each, cs == 1) staged a row at a time in shared memory
-  bool vector_in = false;      // staged with 16-byte loads (every row start 16-byte aligned, n a multiple)
-  bool async_stage = false;    // vector_in through asynchronous copies (kiln_stage16), no register held
+  bool vector_in = false;  // staged with 16-byte loads (every row start 16-byte aligned, n a multiple)
+  bool async_stage = false;  // vector_in through asynchronous copies (kiln_stage16), no register held
   // Staged rows split over a thread-block cluster of this many blocks (sm_90), each staging
   // a part of 16-element multiples and folding the reductions through distributed shared memory.
   int cluster = 1;
-  int vector_out = 1;          // per-element outputs written this many at a time (aligned, n a multiple)
+  int vector_out = 1;  // per-element outputs written this many at a time (aligned, n a multiple)
   // Every pass reads vector_out neighbouring elements at a time: one vector load per input
   // (cached, or cs == 1 with aligned rows) instead of one load per element.
   bool vector_passes = false;
@@ -85,8 +85,8 @@ struct RowVariant {
   // vec > 1 needs cs == 1, n a multiple of vec and every row start and output aligned to it.
   int chunks = 0;
   int vec = 1;
-  int min_blocks = 0;     // resident blocks per SM asked of the compiler (0: its choice)
-  bool exact = false;     // n == chunks * threads * vec: no element lies past the row
+  int min_blocks = 0;  // resident blocks per SM asked of the compiler (0: its choice)
+  bool exact = false;  // n == chunks * threads * vec: no element lies past the row
   // Split rows (staged, nothing cached): 1, each block reduces one part of a row into its
   // partials; 2, each block folds a row's partials and computes its per-row ops and outputs;
   // 3, as 1 for rows next to each other (rs == 1), each thread reducing a part of one row

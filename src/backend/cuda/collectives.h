@@ -27,6 +27,7 @@ std::string nccl_unique_id();
 /* A collective on the device (eval.cpp): its input made contiguous, its output allocated, the NCCL
    call issued on this thread's stream and kept in a compiled call's recording, so the call's CUDA
    graph captures it with the rest. The group of one rank copies. */
-void run_collective(int device, const Primitive& prim, std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out);
+void run_collective(int device, const Primitive& prim, std::vector<detail::Tensor>& in,
+                    std::vector<detail::Tensor>& out);
 
 }  // namespace kiln::cuda

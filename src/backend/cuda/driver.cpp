@@ -37,12 +37,12 @@ State* load() {
     return s;
   }
   bool all = true;
-#define KILN_CU_FN(name)                                                                                  \
-  {                                                                                                       \
-    void* p = nullptr;                                                                                    \
-    CUdriverProcAddressQueryResult q{};                                                                   \
-    if (get(#name, &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS || !p) all = false;        \
-    s->driver.name = reinterpret_cast<decltype(s->driver.name)>(p);                                       \
+#define KILN_CU_FN(name)                                                                           \
+  {                                                                                                \
+    void* p = nullptr;                                                                             \
+    CUdriverProcAddressQueryResult q{};                                                            \
+    if (get(#name, &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS || !p) all = false; \
+    s->driver.name = reinterpret_cast<decltype(s->driver.name)>(p);                                \
   }
 #include "backend/cuda/driver_fns.def"
 #undef KILN_CU_FN

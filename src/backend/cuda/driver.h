@@ -31,10 +31,10 @@ void check(CUresult r, const char* what);
 
 struct DeviceInfo {
   int major = 0, minor = 0, sms = 0;
-  int shared_optin = 0;   // bytes of shared memory a block may ask for beyond the default 48 KB
+  int shared_optin = 0;  // bytes of shared memory a block may ask for beyond the default 48 KB
   int shared_per_sm = 0;  // bytes of shared memory of an SM, for all its blocks
   int threads_per_sm = 0;  // resident threads an SM holds
-  int l2_bytes = 0;        // the L2 cache
+  int l2_bytes = 0;  // the L2 cache
   size_t memory_bytes = 0;  // the device's memory
   std::string name;
   std::string arch() const { return "sm_" + std::to_string(major) + std::to_string(minor); }

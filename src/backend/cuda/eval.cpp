@@ -37,13 +37,13 @@
 
 namespace kiln::cuda {
 
-using detail::Tensor;
-using detail::view;
 using compiler::FusedOp;
 using compiler::FusedProgram;
+using compiler::row_col_strides;
 using compiler::RowOp;
 using compiler::RowProgram;
-using compiler::row_col_strides;
+using detail::Tensor;
+using detail::view;
 
 namespace {
 
@@ -73,9 +73,10 @@ void copy_tiles(int dev, const detail::ColumnRuns& t, const Tensor& src, const T
   const bool words = w > 1 && ptr_bits(src) % word == 0 && ptr_bits(dst) % word == 0 && t.src_batch % w == 0 &&
                      t.src_col % w == 0 && t.dst_batch % w == 0 && t.dst_row % w == 0;
   const int64_t tiles = t.batch * ((t.rows + side - 1) / side) * ((t.cols + side - 1) / side);
-  const args::Transpose a{t.batch,     t.rows,        t.cols,        t.src_batch, t.src_col,
-                          t.dst_batch, t.dst_row,     data_ptr(src), data_ptr(dst), words ? 1 : 0};
-  const std::string call = std::string(item < 4 ? "copy::transpose_packed<" : "copy::transpose_tiles<") + word_type(dst.itemsize()) + ">";
+  const args::Transpose a{t.batch,     t.rows,    t.cols,        t.src_batch,   t.src_col,
+                          t.dst_batch, t.dst_row, data_ptr(src), data_ptr(dst), words ? 1 : 0};
+  const std::string call =
+      std::string(item < 4 ? "copy::transpose_packed<" : "copy::transpose_tiles<") + word_type(dst.itemsize()) + ">";
   launch_struct(dev, kCopyHeader, "Transpose", call, a,
                 static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{device_info(dev).sms} * 32)), 256);
 }
@@ -93,7 +94,8 @@ struct DeviceVariant {
 // replayed compiled call), else from the source-keyed cache (eager ops). A template, so a
 // replay's call passes its source maker without allocating.
 template <class Variant, class MakeSource>
-Kernel program_kernel(int dev, const compiler::KernelSlots* slots, const Variant& variant, const MakeSource& make_source) {
+Kernel program_kernel(int dev, const compiler::KernelSlots* slots, const Variant& variant,
+                      const MakeSource& make_source) {
   const DeviceVariant<Variant> key{dev, variant};
   if (slots) {
     if (const void* k = slots->find(key)) return *static_cast<const Kernel*>(k);
@@ -146,8 +148,10 @@ bool plainly_flat(const Shape& shape, int64_t n, const std::vector<Tensor>& ins,
   }
   scalars = 0;
   for (size_t i = 0; i < ins.size(); ++i) {
-    if (ins[i].size() == 1) scalars |= uint64_t{1} << i;
-    else if (ins[i].shape != shape || !ins[i].row_contiguous()) return false;
+    if (ins[i].size() == 1)
+      scalars |= uint64_t{1} << i;
+    else if (ins[i].shape != shape || !ins[i].row_contiguous())
+      return false;
   }
   return true;
 }
@@ -293,8 +297,10 @@ void run_program(int dev, const FusedProgram& p, const Shape& shape, const std::
   for (int k = 0; k < nops && flat; ++k) {
     int64_t st = ms.empty() ? 1 : strides[static_cast<size_t>(k)][0];
     bool is_out = k < static_cast<int>(outs.size());
-    if (st == 0 && !is_out) scalars |= uint64_t{1} << (k - static_cast<int>(outs.size()));
-    else if (st != 1) flat = false;
+    if (st == 0 && !is_out)
+      scalars |= uint64_t{1} << (k - static_cast<int>(outs.size()));
+    else if (st != 1)
+      flat = false;
   }
   if (flat) return run_flat(dev, p, n, ins, outs, scalars, slots);
   if (run_rows(dev, p, ms, strides, ins, outs, slots)) return;
@@ -377,7 +383,8 @@ int widest_element_item(const RowProgram& p, const std::vector<Tensor>& ins, con
     }
   }
   for (size_t o = 0; o < outs.size(); ++o) {
-    if (!p.ops[static_cast<size_t>(p.outputs[o])].per_row) widest = std::max(widest, static_cast<int>(outs[o].itemsize()));
+    if (!p.ops[static_cast<size_t>(p.outputs[o])].per_row)
+      widest = std::max(widest, static_cast<int>(outs[o].itemsize()));
   }
   return widest;
 }
@@ -458,9 +465,12 @@ int long_row_threads(int dev, size_t smem) {
   if (tuning().long_row_threads > 0) return tuning().long_row_threads;
   constexpr size_t kBlockReserve = 1024;  // the block's own arrays and the driver's share
   const DeviceInfo& info = device_info(dev);
-  const size_t blocks = std::max<size_t>(static_cast<size_t>(std::max(info.shared_per_sm, 0)) / (smem + kBlockReserve), 1);
+  const size_t blocks =
+      std::max<size_t>(static_cast<size_t>(std::max(info.shared_per_sm, 0)) / (smem + kBlockReserve), 1);
   int threads = 32;
-  while (threads < 1024 && static_cast<size_t>(threads) * 2 * blocks <= static_cast<size_t>(std::max(info.threads_per_sm, 1024))) threads *= 2;
+  while (threads < 1024 &&
+         static_cast<size_t>(threads) * 2 * blocks <= static_cast<size_t>(std::max(info.threads_per_sm, 1024)))
+    threads *= 2;
   return threads;
 }
 
@@ -500,7 +510,8 @@ size_t staged_variant(const RowProgram& p, const std::vector<Tensor>& ins, const
     if (smem + bytes > shared_cap) continue;
     smem += bytes;
     var.cached_inputs |= uint64_t{1} << k;
-    aligned_in = aligned_in && ptr_bits(ins[k]) % 16 == 0 && (a.operand[k].row_stride * item) % 16 == 0 && (n * item) % 16 == 0;
+    aligned_in =
+        aligned_in && ptr_bits(ins[k]) % 16 == 0 && (a.operand[k].row_stride * item) % 16 == 0 && (n * item) % 16 == 0;
   }
   var.vector_in = var.cached_inputs != 0 && aligned_in;
   var.async_stage = var.vector_in && tuning().row_async_stage;
@@ -608,8 +619,8 @@ Parts column_parts(const RowProgram& p, const RowArgs& a, int64_t rows, int64_t 
 }
 
 // Few long rows: a block reduces a part of a row, parts starting on a vector.
-Parts row_parts(const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
-                const RowArgs& a, int64_t rows, int64_t n, int64_t target) {
+Parts row_parts(const RowProgram& p, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs, const RowArgs& a,
+                int64_t rows, int64_t n, int64_t target) {
   constexpr int64_t kMinPart = 4096;  // elements: a block's share, worth its partial and fold
   Parts parts;
   staged_variant(p, ins, outs, a, n, parts.var, 0, 0);
@@ -628,8 +639,8 @@ Parts row_parts(const RowProgram& p, const std::vector<Tensor>& ins, const std::
 // first kernel reduces parts of rows into partials and a second folds each row's partials
 // in order. Deterministic: the parts depend only on the shape, layout and device. False
 // when not taken.
-bool split_rows(int dev, const RowProgram& p, int64_t rows, int64_t n, RowArgs a,
-                const std::vector<Tensor>& ins, const std::vector<Tensor>& outs, const compiler::KernelSlots* slots) {
+bool split_rows(int dev, const RowProgram& p, int64_t rows, int64_t n, RowArgs a, const std::vector<Tensor>& ins,
+                const std::vector<Tensor>& outs, const compiler::KernelSlots* slots) {
   if (!tuning().row_split || n < 2) return false;
   for (int o : p.outputs) {
     if (!p.ops[static_cast<size_t>(o)].per_row) return false;
@@ -659,7 +670,8 @@ bool split_rows(int dev, const RowProgram& p, int64_t rows, int64_t n, RowArgs a
   const std::vector<long> words = a.words();
   const int64_t most = sms * 32;
   Kernel first = program_kernel(dev, slots, parts.var, [&] { return row_source(p, parts.var); });
-  launch(dev, first, static_cast<unsigned>(std::min(parts.blocks, most)), static_cast<unsigned>(parts.var.threads), words, 0);
+  launch(dev, first, static_cast<unsigned>(std::min(parts.blocks, most)), static_cast<unsigned>(parts.var.threads),
+         words, 0);
   RowVariant fold;
   fold.threads = 128;
   fold.split = 2;
@@ -711,7 +723,8 @@ void run_rows(int dev, const RowProgram& p, const Shape& full, std::vector<Tenso
   // to 128 an SM, nearly a block a row, which ends more evenly (both as measured).
   if (var.chunks > 0) per_sm = resident_blocks(f, static_cast<unsigned>(var.threads), 0);
   const int64_t most = per_sm == 0 ? INT32_MAX : int64_t{device_info(dev).sms} * per_sm;
-  const int64_t clusters = std::min(rows, std::max<int64_t>(most / var.cluster, 1));  // a cluster a row (var.cluster blocks)
+  const int64_t clusters =
+      std::min(rows, std::max<int64_t>(most / var.cluster, 1));  // a cluster a row (var.cluster blocks)
   const unsigned grid = static_cast<unsigned>(clusters * var.cluster);
   launch(dev, f, grid, static_cast<unsigned>(var.threads), a.words(), static_cast<unsigned>(smem));
 }
@@ -788,7 +801,8 @@ void arg_reduce(int dev, const ArgReduce& prim, const Tensor& x, Tensor& y) {
     constexpr int64_t kMinPart = 2048;  // positions: a block's share
     // At most one wave of blocks (8 resident a SM): a few parts past it ran alone after it.
     const auto [part_len, parts] =  // parts of 16 positions: aligned rows give aligned 16-byte loads
-        cut(len, std::clamp(sms * 8 * tuning().part_waves / rows, int64_t{1}, std::max<int64_t>(len / kMinPart, 1)), 16);
+        cut(len, std::clamp(sms * 8 * tuning().part_waves / rows, int64_t{1}, std::max<int64_t>(len / kMinPart, 1)),
+            16);
     Tensor values(Shape{rows * parts}, float64), indices(Shape{rows * parts}, int64);  // 8 bytes a value: any type
     allocate_output(dev, values);
     allocate_output(dev, indices);
@@ -799,7 +813,8 @@ void arg_reduce(int dev, const ArgReduce& prim, const Tensor& x, Tensor& y) {
                   grid_for(dev, rows * 32, 128), 128);  // a warp a row
     return;
   }
-  launch_struct(dev, kArgReduceHeader, "ArgReduce", "argreduce::first_extreme" + types, a, grid_for(dev, rows, 128), 128);
+  launch_struct(dev, kArgReduceHeader, "ArgReduce", "argreduce::first_extreme" + types, a, grid_for(dev, rows, 128),
+                128);
 }
 
 void cumsum(int dev, const CumSum& prim, const Tensor& x, Tensor& y) {
@@ -851,8 +866,8 @@ Tensor normalized_indices(int dev, const char* op, const Tensor& idx, int64_t si
   if (idx.size() == 0) return out;
   const Tensor in = idx.row_contiguous() ? idx : contiguous_on_device(idx, dev);
   args::Indices a{idx.size(), size, data_ptr(in), data_ptr(out)};
-  launch_struct(dev, kGatherHeader, "Indices",
-                "gather::normalize_indices<" + type_name(idx.dtype) + ">", a, grid_for(dev, idx.size(), 256), 256);
+  launch_struct(dev, kGatherHeader, "Indices", "gather::normalize_indices<" + type_name(idx.dtype) + ">", a,
+                grid_for(dev, idx.size(), 256), 256);
   return out;
 }
 
@@ -882,8 +897,8 @@ void gather(int dev, const Tensor& a, const Strides& as, int64_t axis_stride, co
 void random_bits(int dev, const Tensor& key, Tensor& y) {
   if (y.size() == 0) return;
   const args::RandomBits a{y.size(), data_ptr(key), key.strides[0], data_ptr(y)};
-  launch_struct(dev, "backend/cuda/kernels/random.cuh", "RandomBits", "random::bits", a, grid_for(dev, (y.size() + 1) / 2, 256),
-                256);
+  launch_struct(dev, "backend/cuda/kernels/random.cuh", "RandomBits", "random::bits", a,
+                grid_for(dev, (y.size() + 1) / 2, 256), 256);
 }
 
 // topk of up to 1024 picks a row on the device (topk::largest); false for more.
@@ -1014,8 +1029,10 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
       break;
     case OpCategory::matmul:
       allocate_output(dev, out[0]);
-      if (k == OpKind::MatmulEpilogue) matmul_epilogue(dev, static_cast<const MatmulEpilogue&>(prim), in, out[0]);
-      else matmul(dev, in[0], in[1], out[0]);
+      if (k == OpKind::MatmulEpilogue)
+        matmul_epilogue(dev, static_cast<const MatmulEpilogue&>(prim), in, out[0]);
+      else
+        matmul(dev, in[0], in[1], out[0]);
       break;
     case OpCategory::layout: {
       Tensor& y = out[0];
@@ -1074,19 +1091,13 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
       }
       break;
     }
-    case OpCategory::nn:
-      eval_llm(dev, prim, in, out);
-      break;
+    case OpCategory::nn: eval_llm(dev, prim, in, out); break;
     case OpCategory::random:
       allocate_output(dev, out[0]);
       random_bits(dev, in[0], out[0]);
       break;
-    case OpCategory::selection:
-      select(dev, prim, in, out);
-      break;
-    case OpCategory::collective:
-      run_collective(dev, prim, in, out);
-      break;
+    case OpCategory::selection: select(dev, prim, in, out); break;
+    case OpCategory::collective: run_collective(dev, prim, in, out); break;
     case OpCategory::fused:
       if (k == OpKind::Fused) {
         auto& f = static_cast<const compiler::Fused&>(prim);
@@ -1101,9 +1112,7 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
         run_rows(dev, rf.program(), full, in, out, &rf.program().gpu_kernels);
       }
       break;
-    case OpCategory::compiled:
-      run_compiled(dev, static_cast<const compiler::CompiledCall&>(prim), in, out);
-      return;
+    case OpCategory::compiled: run_compiled(dev, static_cast<const compiler::CompiledCall&>(prim), in, out); return;
   }
   finish_outputs(dev, out);
 }

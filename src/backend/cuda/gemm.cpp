@@ -37,18 +37,18 @@ struct Lt {
   bool ok = false;
   std::string why;
 #define KILN_LT_FN(name) decltype(&::name) name = nullptr;
-#define KILN_LT_FNS                               \
-  KILN_LT_FN(cublasLtCreate)                      \
-  KILN_LT_FN(cublasLtMatmulDescCreate)            \
-  KILN_LT_FN(cublasLtMatmulDescDestroy)           \
-  KILN_LT_FN(cublasLtMatmulDescSetAttribute)      \
-  KILN_LT_FN(cublasLtMatrixLayoutCreate)          \
-  KILN_LT_FN(cublasLtMatrixLayoutDestroy)         \
-  KILN_LT_FN(cublasLtMatrixLayoutSetAttribute)    \
-  KILN_LT_FN(cublasLtMatmulPreferenceCreate)      \
-  KILN_LT_FN(cublasLtMatmulPreferenceDestroy)     \
+#define KILN_LT_FNS                                \
+  KILN_LT_FN(cublasLtCreate)                       \
+  KILN_LT_FN(cublasLtMatmulDescCreate)             \
+  KILN_LT_FN(cublasLtMatmulDescDestroy)            \
+  KILN_LT_FN(cublasLtMatmulDescSetAttribute)       \
+  KILN_LT_FN(cublasLtMatrixLayoutCreate)           \
+  KILN_LT_FN(cublasLtMatrixLayoutDestroy)          \
+  KILN_LT_FN(cublasLtMatrixLayoutSetAttribute)     \
+  KILN_LT_FN(cublasLtMatmulPreferenceCreate)       \
+  KILN_LT_FN(cublasLtMatmulPreferenceDestroy)      \
   KILN_LT_FN(cublasLtMatmulPreferenceSetAttribute) \
-  KILN_LT_FN(cublasLtMatmulAlgoGetHeuristic)      \
+  KILN_LT_FN(cublasLtMatmulAlgoGetHeuristic)       \
   KILN_LT_FN(cublasLtMatmul)
   KILN_LT_FNS
 #undef KILN_LT_FN
@@ -64,8 +64,8 @@ const Lt& lt() {
       return r;
     }
     bool all = true;
-#define KILN_LT_FN(name)                                                     \
-  r->name = reinterpret_cast<decltype(r->name)>(::dlsym(h, #name));          \
+#define KILN_LT_FN(name)                                            \
+  r->name = reinterpret_cast<decltype(r->name)>(::dlsym(h, #name)); \
   all = all && r->name;
     KILN_LT_FNS
 #undef KILN_LT_FN
@@ -133,7 +133,8 @@ Operand prepare(int device, const Tensor& x, const Shape& batch) {
   bool col_ok = (rs == 1 || rows == 1) && (cs >= rows || cols == 1);
   if (batch_ok && (row_ok || col_ok)) {
     op.col_major = !row_ok;
-    op.ld = op.col_major ? std::max<int64_t>(cs, std::max<int64_t>(rows, 1)) : std::max<int64_t>(rs, std::max<int64_t>(cols, 1));
+    op.ld = op.col_major ? std::max<int64_t>(cs, std::max<int64_t>(rows, 1))
+                         : std::max<int64_t>(rs, std::max<int64_t>(cols, 1));
     if (rows == 1 && !op.col_major) op.ld = std::max<int64_t>(cols, 1);
     if (cols == 1 && op.col_major) op.ld = std::max<int64_t>(rows, 1);
     return op;
@@ -192,8 +193,9 @@ void naive_matmul(int device, const Tensor& a, const Tensor& b, Tensor& y, const
   g.a = data_ptr(a);
   g.b = data_ptr(b);
   g.y = data_ptr(y);
-  launch_struct(device, "backend/cuda/kernels/matmul.cuh", "Matmul", std::string("matmul::naive<") + compiler::cpp_type(y.dtype) + ">",
-                g, grid_for(device, y.size(), 128), 128);
+  launch_struct(device, "backend/cuda/kernels/matmul.cuh", "Matmul",
+                std::string("matmul::naive<") + compiler::cpp_type(y.dtype) + ">", g, grid_for(device, y.size(), 128),
+                128);
 }
 
 std::atomic<uint64_t> g_in_cublaslt{0}, g_declined{0};  // atomic: counted from any thread
@@ -302,10 +304,14 @@ class PlannedProduct final : public HostStep {
     }
     // Stored shapes, column-major: our B is (N x K) when row-major, else (K x N) transposed.
     const uint64_t M = static_cast<uint64_t>(s.m), N = static_cast<uint64_t>(s.n), K = static_cast<uint64_t>(s.k);
-    if (s.b_col) layout(la_, K, N, s.ldb, s.batch_b);
-    else layout(la_, N, K, s.ldb, s.batch_b);
-    if (s.a_col) layout(lb_, M, K, s.lda, s.batch_a);
-    else layout(lb_, K, M, s.lda, s.batch_a);
+    if (s.b_col)
+      layout(la_, K, N, s.ldb, s.batch_b);
+    else
+      layout(la_, N, K, s.ldb, s.batch_b);
+    if (s.a_col)
+      layout(lb_, M, K, s.lda, s.batch_a);
+    else
+      layout(lb_, K, M, s.lda, s.batch_a);
     layout(lc_, N, M, s.n, s.m * s.n);
     cublasLtMatmulPreference_t pref = nullptr;
     lt_check(L.cublasLtMatmulPreferenceCreate(&pref), "preference");
@@ -326,8 +332,8 @@ class PlannedProduct final : public HostStep {
     }
     cublasLtMatmulHeuristicResult_t result{};
     int count = 0;
-    const cublasStatus_t hs = L.cublasLtMatmulAlgoGetHeuristic(handle(s.device), desc_, la_, lb_, lc_, lc_, pref, 1,
-                                                                &result, &count);
+    const cublasStatus_t hs =
+        L.cublasLtMatmulAlgoGetHeuristic(handle(s.device), desc_, la_, lb_, lc_, lc_, pref, 1, &result, &count);
     if (s.epilogue == CUBLASLT_EPILOGUE_DEFAULT) lt_check(hs, "heuristic");
     found = hs == CUBLAS_STATUS_SUCCESS && count > 0;
     algo_ = result.algo;
@@ -371,8 +377,8 @@ class PlannedProduct final : public HostStep {
     const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
     const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
     auto ptr = [&](size_t i) { return reinterpret_cast<void*>(words[i]); };
-    return L.cublasLtMatmul(handle(device), desc_, alpha, ptr(0), la_, ptr(1), lb_, beta, ptr(2), lc_, ptr(2), lc_, &algo_,
-                            workspace, workspace_, stream(device));
+    return L.cublasLtMatmul(handle(device), desc_, alpha, ptr(0), la_, ptr(1), lb_, beta, ptr(2), lc_, ptr(2), lc_,
+                            &algo_, workspace, workspace_, stream(device));
   }
 
   void layout(cublasLtMatrixLayout_t& l, uint64_t rows, uint64_t cols, int64_t ld, int64_t batch_stride) {
@@ -434,8 +440,10 @@ bool product(int device, const Tensor& a, const Tensor& b, Tensor& y, const Tens
   ProductSpec s;
   s.device = device;
   s.dtype = d;
-  if (d == float64) s.compute = CUBLAS_COMPUTE_64F;
-  else if (d == float32 && cuda_matmul_allow_tf32()) s.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  if (d == float64)
+    s.compute = CUBLAS_COMPUTE_64F;
+  else if (d == float32 && cuda_matmul_allow_tf32())
+    s.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
   s.a_col = A.col_major;
   s.b_col = B.col_major;
   s.m = M;

@@ -34,12 +34,12 @@ Tensor contiguous_on_device(const Tensor& t, int device);  // eval.cpp
 namespace {
 
 constexpr unsigned kThreads = 256;
-constexpr int kGemvRows = 8;         // activation rows the decode product holds in registers
+constexpr int kGemvRows = 8;  // activation rows the decode product holds in registers
 constexpr int64_t kManyRows = 8192;  // weight rows from which a decode product's warp takes four
 constexpr int64_t kKeysPerSplit = 256;  // keys one attention block scores
 constexpr unsigned kAttentionThreads = 256;  // its 8 warps take 4 keys each a step
-constexpr int kNormLaneValues = 32;     // llm.cuh: the longest row a warp normalizes holds 32 * 32 values
-constexpr int kLaneDims = 8;            // llm.cuh: head dims a lane holds (at most 256)
+constexpr int kNormLaneValues = 32;  // llm.cuh: the longest row a warp normalizes holds 32 * 32 values
+constexpr int kLaneDims = 8;  // llm.cuh: head dims a lane holds (at most 256)
 
 constexpr const char* kHeader = "backend/cuda/kernels/llm.cuh";
 
@@ -84,11 +84,15 @@ void dequantize_into(int dev, const QuantParams& q, const Tensor& w, const Tenso
   const int64_t k = y.shape.empty() ? 0 : y.shape.back(), rows = k ? y.size() / k : 0;
   if (rows == 0) return;
   const Tensor pw = dense(dev, w, 16), ps = dense(dev, s), pb = as_dtype(dev, b, s.dtype);
-  args::Dequantize a{rows, k, q.group_size, reinterpret_cast<const void*>(ptr_bits(pw)),
-                     reinterpret_cast<const void*>(ptr_bits(ps)), reinterpret_cast<const void*>(ptr_bits(pb)),
+  args::Dequantize a{rows,
+                     k,
+                     q.group_size,
+                     reinterpret_cast<const void*>(ptr_bits(pw)),
+                     reinterpret_cast<const void*>(ptr_bits(ps)),
+                     reinterpret_cast<const void*>(ptr_bits(pb)),
                      reinterpret_cast<void*>(ptr_bits(y))};
-  run(dev, "Dequantize", "dequantize<" + type(s.dtype) + ", " + type(y.dtype) + ", " + std::to_string(q.bits) + ">",
-      a, grid_for(dev, rows * (k / 32), kThreads), kThreads);
+  run(dev, "Dequantize", "dequantize<" + type(s.dtype) + ", " + type(y.dtype) + ", " + std::to_string(q.bits) + ">", a,
+      grid_for(dev, rows * (k / 32), kThreads), kThreads);
 }
 
 void norm(int dev, const std::vector<Tensor>& in, Tensor& y, double eps, bool layer, bool has_weight, bool has_bias);
@@ -139,12 +143,20 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
     Tensor nw, r;
     if (with_norm) nw = dense(dev, with_norm->weight, 16);
     if (addend) r = dense(dev, *addend);
-    args::QuantizedGemv a{m, n, k, q.group_size, with_norm ? with_norm->eps : 0.0,
+    args::QuantizedGemv a{m,
+                          n,
+                          k,
+                          q.group_size,
+                          with_norm ? with_norm->eps : 0.0,
                           with_norm ? reinterpret_cast<const void*>(ptr_bits(nw)) : nullptr,
-                          reinterpret_cast<const void*>(ptr_bits(px)), reinterpret_cast<const void*>(ptr_bits(pw)),
-                          reinterpret_cast<const void*>(ptr_bits(ps)), reinterpret_cast<const void*>(ptr_bits(pb)),
+                          reinterpret_cast<const void*>(ptr_bits(px)),
+                          reinterpret_cast<const void*>(ptr_bits(pw)),
+                          reinterpret_cast<const void*>(ptr_bits(ps)),
+                          reinterpret_cast<const void*>(ptr_bits(pb)),
                           addend ? reinterpret_cast<const void*>(ptr_bits(r)) : nullptr,
-                          reinterpret_cast<void*>(ptr_bits(y)), fixed_during_recording(pw) ? 1L : 0L, glu ? 1L : 0L};
+                          reinterpret_cast<void*>(ptr_bits(y)),
+                          fixed_during_recording(pw) ? 1L : 0L,
+                          glu ? 1L : 0L};
     // Rows a warp takes, their loads in flight together: a gate and its up row; four of a large
     // product (a vocabulary's), whose warps would otherwise wait in many waves.
     const int64_t rows = glu ? 2 : n >= kManyRows && n % 4 == 0 ? 4 : 1;
@@ -186,11 +198,16 @@ void norm(int dev, const std::vector<Tensor>& in, Tensor& y, double eps, bool la
   Tensor w, b;
   if (has_weight) w = as_dtype(dev, in[1], wd);
   if (has_bias) b = as_dtype(dev, in[has_weight ? 2 : 1], wd);
-  args::Norm a{rows, n, eps, reinterpret_cast<const void*>(ptr_bits(x)),
+  args::Norm a{rows,
+               n,
+               eps,
+               reinterpret_cast<const void*>(ptr_bits(x)),
                has_weight ? reinterpret_cast<const void*>(ptr_bits(w)) : nullptr,
-               has_bias ? reinterpret_cast<const void*>(ptr_bits(b)) : nullptr, reinterpret_cast<void*>(ptr_bits(y))};
+               has_bias ? reinterpret_cast<const void*>(ptr_bits(b)) : nullptr,
+               reinterpret_cast<void*>(ptr_bits(y))};
   const std::string types = type(x.dtype) + ", " + type(wd) + ", " + (layer ? "true" : "false") + ">";
-  if (n <= 32 * kNormLaneValues && rows >= 64) {  // a warp a row: many short rows (one row: a block's loads in parallel)
+  if (n <= 32 * kNormLaneValues &&
+      rows >= 64) {  // a warp a row: many short rows (one row: a block's loads in parallel)
     constexpr unsigned kWarps = 4;
     run(dev, "Norm", "norm_warp<" + types, a, static_cast<unsigned>((rows + kWarps - 1) / kWarps), 32 * kWarps);
   } else {
@@ -208,8 +225,17 @@ void rope(int dev, const Rope& prim, const std::vector<Tensor>& in, Tensor& y) {
   if (prim.has_freqs()) freqs = as_dtype(dev, in[2], float32);
   const int64_t half = prim.dims() / 2;
   const bool trad = prim.traditional();
-  args::Rope a{rows, d, len, prim.dims(), half, rows / offsets.size(), trad ? 1 : half, trad ? 2 : 1,
-               prim.base().value_or(0.0f), prim.scale(), reinterpret_cast<const void*>(ptr_bits(x)),
+  args::Rope a{rows,
+               d,
+               len,
+               prim.dims(),
+               half,
+               rows / offsets.size(),
+               trad ? 1 : half,
+               trad ? 2 : 1,
+               prim.base().value_or(0.0f),
+               prim.scale(),
+               reinterpret_cast<const void*>(ptr_bits(x)),
                reinterpret_cast<const void*>(ptr_bits(offsets)),
                prim.has_freqs() ? reinterpret_cast<const void*>(ptr_bits(freqs)) : nullptr,
                reinterpret_cast<void*>(ptr_bits(y))};
@@ -228,7 +254,8 @@ void attention(int dev, const ScaledDotProductAttention& prim, const std::vector
   const int64_t batch = q.shape[0], hq = q.shape[1], lq = q.shape[2], d = q.shape[3];
   const int64_t hkv = k.shape[1], lk = k.shape[2], dv = v.shape[3];
   if (d > 32 * kLaneDims || dv > 32 * kLaneDims)
-    fail("scaled_dot_product_attention", "head dims above ", 32 * kLaneDims, " on a CUDA device (q ", d, ", v ", dv, ")");
+    fail("scaled_dot_product_attention", "head dims above ", 32 * kLaneDims, " on a CUDA device (q ", d, ", v ", dv,
+         ")");
   size_t next = 3;
   Tensor mask;
   Strides mask_strides(4, 0);
@@ -342,16 +369,12 @@ void eval_llm(int dev, Primitive& prim, std::vector<Tensor>& in, std::vector<Ten
       allocate_output(dev, y);
       return norm(dev, in, y, p.eps(), true, p.has_weight(), p.has_bias());
     }
-    case OpKind::Rope:
-      allocate_output(dev, y);
-      return rope(dev, static_cast<const Rope&>(prim), in, y);
+    case OpKind::Rope: allocate_output(dev, y); return rope(dev, static_cast<const Rope&>(prim), in, y);
     case OpKind::ScaledDotProductAttention:
       allocate_output(dev, y);
       return attention(dev, static_cast<const ScaledDotProductAttention&>(prim), in, y);
-    case OpKind::DynamicSliceUpdate:
-      return slice_update(dev, static_cast<const DynamicSliceUpdate&>(prim), in, y);
-    default:
-      break;
+    case OpKind::DynamicSliceUpdate: return slice_update(dev, static_cast<const DynamicSliceUpdate&>(prim), in, y);
+    default: break;
   }
   // Quantize (once per weight, at load) and products with int8 activations (llama.cpp's CPU
   // rounding, the CPU's default for models) run on the host, their results uploaded.

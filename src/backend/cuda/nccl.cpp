@@ -37,8 +37,8 @@ const Loaded& loaded() {
       return r;
     }
     bool all = true;
-#define KILN_NCCL_FN(name)                                                       \
-  r->lib.name = reinterpret_cast<decltype(r->lib.name)>(::dlsym(h, #name));      \
+#define KILN_NCCL_FN(name)                                                  \
+  r->lib.name = reinterpret_cast<decltype(r->lib.name)>(::dlsym(h, #name)); \
   all = all && r->lib.name;
 #include "backend/cuda/nccl_fns.def"
 #undef KILN_NCCL_FN
@@ -73,7 +73,8 @@ void nccl_check(ncclResult_t r, const char* op, const char* what, ncclComm_t com
 #else
 
 const std::string& nccl_unavailable_reason() {
-  static const std::string why = "kiln was built without NCCL's header (nccl.h was not found beside the CUDA toolkit's)";
+  static const std::string why =
+      "kiln was built without NCCL's header (nccl.h was not found beside the CUDA toolkit's)";
   return why;
 }
 

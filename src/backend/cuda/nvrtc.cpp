@@ -118,9 +118,12 @@ const Headers& headers() {
 
 std::vector<std::string> options(const DeviceInfo& info) {
   // No contraction into FMAs, as on the CPU, so results stay within rounding of the CPU's.
-  return {"--gpu-architecture=" + info.arch(), "-std=c++20", "-default-device",
+  return {"--gpu-architecture=" + info.arch(),
+          "-std=c++20",
+          "-default-device",
           tuning().fmad ? "--fmad=true" : "--fmad=false",
-          "-DKILN_HD=__device__", "-DKILN_CUDA_DEVICE=1"};
+          "-DKILN_HD=__device__",
+          "-DKILN_CUDA_DEVICE=1"};
 }
 
 std::string compile_cubin(const std::string& source, const std::string& name, const DeviceInfo& info) {
@@ -162,10 +165,10 @@ std::string compile_cubin(const std::string& source, const std::string& name, co
 struct Module {
   int device;
   CUmodule handle;
-  std::mutex mu;                                           // guards shared_allowed and resident
-  unsigned shared_allowed = kDefaultSharedBytes;           // dynamic shared memory the kernel may ask for
+  std::mutex mu;  // guards shared_allowed and resident
+  unsigned shared_allowed = kDefaultSharedBytes;  // dynamic shared memory the kernel may ask for
   std::map<std::pair<unsigned, unsigned>, int> resident;  // (block, shared bytes) -> blocks an SM holds
-  static inline std::atomic<size_t> loaded{0};             // modules alive; relaxed
+  static inline std::atomic<size_t> loaded{0};  // modules alive; relaxed
 
   Module(int d, CUmodule h) : device(d), handle(h) { loaded.fetch_add(1, std::memory_order_relaxed); }
   ~Module() {

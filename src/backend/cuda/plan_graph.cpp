@@ -26,9 +26,10 @@ using detail::Tensor;
 
 namespace {
 
-constexpr int kMaxLayouts = 4;   // graphs kept per plan and stream; more layouts replay step by step
+constexpr int kMaxLayouts = 4;  // graphs kept per plan and stream; more layouts replay step by step
 constexpr int kMaxAttempts = 3;  // recordings spoiled by uploads (constants go up once) before giving up
-constexpr size_t kStageBytes = size_t{1} << 20;  // per-call operands of a product copied through the graph's own buffers
+constexpr size_t kStageBytes =
+    size_t{1} << 20;  // per-call operands of a product copied through the graph's own buffers
 std::atomic<uint64_t> g_replays{0}, g_host_steps{0}, g_recaptures{0};
 
 bool graphs_enabled() { return tuning().graphs; }
@@ -78,13 +79,13 @@ struct Layout {
 
   const std::string key;
   const CUstream stream;  // the only stream that records and replays it (a thread's, recycled after it exits)
-  std::mutex mu;          // guards everything below (a recycled stream may serve a new thread)
+  std::mutex mu;  // guards everything below (a recycled stream may serve a new thread)
   int attempts = 0;
   bool ready = false, failed = false;
   std::vector<Segment> segments;
   std::vector<CUgraphNode> nodes;  // per launch (null for a host step run from the host)
   std::vector<size_t> segment_of;  // per launch in a graph: its segment
-  std::vector<char> captured;      // per launch: a host step captured into its segment
+  std::vector<char> captured;  // per launch: a host step captured into its segment
   std::vector<std::vector<std::shared_ptr<Buffer>>> kept;  // per captured step: buffers its graph uses
   std::vector<LaunchRecord> launches;
   std::vector<Patch> patches;
@@ -187,7 +188,8 @@ std::vector<Patch> find_patches(const std::vector<LaunchRecord>& launches, const
         }
       }
       for (size_t j = 0; j < per_call.size(); ++j) {
-        if (within(words[w], *per_call[j])) patches.push_back({li, w, -static_cast<int>(j) - 1, words[w] - address(*per_call[j])});
+        if (within(words[w], *per_call[j]))
+          patches.push_back({li, w, -static_cast<int>(j) - 1, words[w] - address(*per_call[j])});
       }
     }
   }
@@ -230,11 +232,12 @@ void stage_products(int device, Layout& l, const std::vector<Tensor>& in,
   std::vector<std::vector<LaunchRecord>> after(launches.size());  // copies to outputs, after their product
   std::vector<std::vector<Patch>> after_patches(launches.size());  // their destinations (launch: among them)
   std::vector<char> staged(patches.size(), 0);
-  auto stageable = [&](const Patch& p) {  // an output only where no other launch uses it; never a donated input (written in place)
-    const size_t bytes = buffer(p.operand).bytes();
-    return bytes > 0 && bytes <= kStageBytes &&
-           (p.operand >= 0 ? !in[static_cast<size_t>(p.operand)].donated : users[p.operand].size() == 1);
-  };
+  auto stageable =
+      [&](const Patch& p) {  // an output only where no other launch uses it; never a donated input (written in place)
+        const size_t bytes = buffer(p.operand).bytes();
+        return bytes > 0 && bytes <= kStageBytes &&
+               (p.operand >= 0 ? !in[static_cast<size_t>(p.operand)].donated : users[p.operand].size() == 1);
+      };
   for (size_t li = 0; li < launches.size(); ++li) {
     const bool host = launches[li].host != nullptr;
     bool captures = true;  // a product writing an output it cannot stage runs from the host: nothing to stage
@@ -338,7 +341,7 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
   for (size_t i = 0; i < n; ++i) {
     if (!l.launches[i].host) continue;
     bool writes_output = false;  // an output is new each call: it would be captured again every call
-    bool patched = false;        // reads or writes a buffer that may move between calls
+    bool patched = false;  // reads or writes a buffer that may move between calls
     for (auto& p : l.patches) {
       writes_output = writes_output || (p.launch == i && p.operand < 0);
       patched = patched || p.launch == i;
@@ -356,8 +359,9 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
     Segment& g = l.segments.back();
     CUgraphNode previous = g.end > g.first ? l.nodes[i - 1] : nullptr;
     if (children[i]) {
-      const CUresult r = d.cuGraphAddChildGraphNode(&l.nodes[i], g.graph, previous ? &previous : nullptr, previous ? 1 : 0,
-                                                    children[i]);  // copies the child graph
+      const CUresult r =
+          d.cuGraphAddChildGraphNode(&l.nodes[i], g.graph, previous ? &previous : nullptr, previous ? 1 : 0,
+                                     children[i]);  // copies the child graph
       d.cuGraphDestroy(children[i]);
       children[i] = nullptr;
       check(r, "cuGraphAddChildGraphNode");
@@ -407,7 +411,8 @@ void replay(int device, Layout& l, const std::vector<Tensor>& in, std::vector<Te
   for (size_t bytes : l.output_bytes) per_call.push_back(allocate(device, bytes));
   changed.assign(l.launches.size(), 0);
   for (const Patch& p : l.patches) {
-    const Buffer& b = p.operand >= 0 ? *in[static_cast<size_t>(p.operand)].buffer : *per_call[static_cast<size_t>(-p.operand - 1)];
+    const Buffer& b =
+        p.operand >= 0 ? *in[static_cast<size_t>(p.operand)].buffer : *per_call[static_cast<size_t>(-p.operand - 1)];
     long& word = l.launches[p.launch].words[p.word];
     const long value = address(b) + p.offset;
     if (word != value) changed[p.launch] = 1;

@@ -51,23 +51,30 @@ class RowSource {
       for (auto& op : ops_) {
         if (!element_input(op)) continue;
         const std::string k = std::to_string(op.input);
-        s_ << "    const " << cpp_type(op.dtype) << "* __restrict__ in" << k << " = in" << k << "_all + j0 * cs" << k << ";\n";
+        s_ << "    const " << cpp_type(op.dtype) << "* __restrict__ in" << k << " = in" << k << "_all + j0 * cs" << k
+           << ";\n";
       }
     } else if (clustered()) {  // row r: cluster r of the grid's clusters
-      s_ << "  for (long r = blockIdx.x / " << var_.cluster << "; r < rows; r += gridDim.x / " << var_.cluster << ") {\n";
+      s_ << "  for (long r = blockIdx.x / " << var_.cluster << "; r < rows; r += gridDim.x / " << var_.cluster
+         << ") {\n";
     } else {
       s_ << "  for (long r = blockIdx.x; r < rows; r += gridDim.x) {\n";
     }
-    if (registers()) load_row_registers();
-    else stage_row();
+    if (registers())
+      load_row_registers();
+    else
+      stage_row();
     emit_row_ops(0);
     for (int pass = 1; pass <= passes_; ++pass) {
       std::vector<size_t> reductions, roots;
       reductions_at(pass, reductions, roots);
       for (size_t i : reductions) s_ << "    " << wide(i) << " acc" << i << " = " << init(i) << ";\n";
-      if (var_.split == 2) fold_partials(reductions);
-      else if (registers()) register_pass(reductions, roots);
-      else staged_pass(reductions, roots);
+      if (var_.split == 2)
+        fold_partials(reductions);
+      else if (registers())
+        register_pass(reductions, roots);
+      else
+        staged_pass(reductions, roots);
       if (var_.split == 1) {  // this part's partials; the per-row work is the second kernel's
         for (size_t i : reductions) {
           s_ << "    const " << wide(i) << " p" << i << " = " << block_reduce(i) << ";\n";
@@ -82,8 +89,8 @@ class RowSource {
         if (clustered()) {  // the blocks' parts folded in rank order
           s_ << "    const " << wide(i) << " b" << i << " = " << value << ";\n";
           s_ << "    if (tid == 0) *reinterpret_cast<" << wide(i) << "*>(&cl" << i << ") = b" << i << ";\n";
-          value = std::string("kiln_cluster_reduce<") + functor(kind(i)) + ">(&cl" + std::to_string(i) + ", " + init(i) +
-                  ", " + std::to_string(var_.cluster) + ")";
+          value = std::string("kiln_cluster_reduce<") + functor(kind(i)) + ">(&cl" + std::to_string(i) + ", " +
+                  init(i) + ", " + std::to_string(var_.cluster) + ")";
         }
         s_ << "    const " << ct << " t" << i << " = static_cast<" << ct << ">(static_cast<" << cpp_type(ops_[i].dtype)
            << ">(" << value << "));\n";
@@ -97,8 +104,10 @@ class RowSource {
       if (!ops_[static_cast<size_t>(o)].per_row) elem_outputs.push_back(static_cast<size_t>(o));
     }
     if (!elem_outputs.empty()) {
-      if (registers()) register_outputs(elem_outputs);
-      else staged_outputs(elem_outputs);
+      if (registers())
+        register_outputs(elem_outputs);
+      else
+        staged_outputs(elem_outputs);
     }
     s_ << "    if (tid == 0" << (clustered() ? " && rank == 0" : "") << ") {\n";
     for (size_t o = 0; o < p_.outputs.size(); ++o) {
@@ -130,17 +139,20 @@ class RowSource {
   }
   // Reduction i's starting value in its accumulator type, and its fold over the block.
   std::string init(size_t i) const {
-    return std::string("static_cast<") + wide(i) + ">(" + functor(kind(i)) + "::init<" + compute_type(ops_[i].dtype) + ">())";
+    return std::string("static_cast<") + wide(i) + ">(" + functor(kind(i)) + "::init<" + compute_type(ops_[i].dtype) +
+           ">())";
   }
   std::string block_reduce(size_t i) const {
-    return std::string("kiln_block_reduce<") + functor(kind(i)) + ">(acc" + std::to_string(i) + ", " + init(i) + ", sh" +
-           std::to_string(i) + ")";
+    return std::string("kiln_block_reduce<") + functor(kind(i)) + ">(acc" + std::to_string(i) + ", " + init(i) +
+           ", sh" + std::to_string(i) + ")";
   }
   const RowOp& output_op(size_t o) const { return ops_[static_cast<size_t>(p_.outputs[o])]; }
   bool cached(int k) const { return ((var_.cached_inputs >> k) & 1) != 0; }
   // An input read per element (not one value per row, not one constant).
   static bool element_input(const RowOp& op) { return !op.prim && !op.per_row && !op.uniform; }
-  std::string vec_type(Dtype d, int v) const { return "kiln_vec<" + std::string(cpp_type(d)) + ", " + std::to_string(v) + ">"; }
+  std::string vec_type(Dtype d, int v) const {
+    return "kiln_vec<" + std::string(cpp_type(d)) + ", " + std::to_string(v) + ">";
+  }
 
   // A float division of every element by one value of the row: one reciprocal per row.
   bool divides_by_row_value(size_t i) const {
@@ -167,7 +179,8 @@ class RowSource {
        << (registers() && var_.min_blocks > 0 ? ", " + std::to_string(var_.min_blocks) : "") << ")"
        << (clustered() ? " __cluster_dims__(" + std::to_string(var_.cluster) + ", 1, 1)" : "")
        << " kiln_kernel(const kiln::cuda::args::Row<" << nin_ + nout + nred << "> a) {\n";
-    s_ << "  const long rows = a.head.rows, " << (parted() ? "n_all" : "n") << " = a.head.n;\n  const int tid = threadIdx.x;\n";
+    s_ << "  const long rows = a.head.rows, " << (parted() ? "n_all" : "n")
+       << " = a.head.n;\n  const int tid = threadIdx.x;\n";
     if (clustered()) {  // block `rank` of each cluster holds elements j0 ... of its row (n of them)
       s_ << "  const unsigned rank = blockIdx.x % " << var_.cluster << ";\n";
       s_ << "  const long n_part = ((n_all + " << var_.cluster - 1 << ") / " << var_.cluster << " + 15) / 16 * 16;\n";
@@ -181,8 +194,8 @@ class RowSource {
       const char* t = cpp_type(op.dtype);
       std::string k = std::to_string(op.input);
       const bool offset = parted() && element_input(op);  // each part points in<k> at its start
-      s_ << "  const " << t << "* __restrict__ in" << k << (offset ? "_all" : "") << " = static_cast<const " << t << "*>("
-         << operand(op.input) << ".data);\n";
+      s_ << "  const " << t << "* __restrict__ in" << k << (offset ? "_all" : "") << " = static_cast<const " << t
+         << "*>(" << operand(op.input) << ".data);\n";
       s_ << "  const long rs" << k << " = " << operand(op.input) << ".row_stride, cs" << k << " = " << operand(op.input)
          << ".col_stride;\n";
       if (clustered() && element_input(op)) {
@@ -190,12 +203,14 @@ class RowSource {
       }
       if (cached(op.input) && !registers()) {  // this row of the input, staged in shared memory (cs == 1)
         s_ << "  " << t << "* c" << k << " = reinterpret_cast<" << t << "*>(kiln_smem + smem_at);\n";
-        s_ << "  smem_at += (" << (clustered() ? "n_part" : "n") << " * static_cast<long>(sizeof(" << t << ")) + 15) / 16 * 16;\n";
+        s_ << "  smem_at += (" << (clustered() ? "n_part" : "n") << " * static_cast<long>(sizeof(" << t
+           << ")) + 15) / 16 * 16;\n";
       }
     }
     for (int o = 0; o < nout; ++o) {
       const char* t = cpp_type(output_op(static_cast<size_t>(o)).dtype);
-      s_ << "  " << t << "* __restrict__ out" << o << " = static_cast<" << t << "*>(" << operand(nin_ + o) << ".data);\n";
+      s_ << "  " << t << "* __restrict__ out" << o << " = static_cast<" << t << "*>(" << operand(nin_ + o)
+         << ".data);\n";
     }
     for (size_t i = 0; i < ops_.size(); ++i) {
       if (!compiler::is_row_reduce(ops_[i])) continue;
@@ -212,8 +227,11 @@ class RowSource {
     if (registers()) {
       // Chunk c of a thread holds elements (c * threads + tid) * vec ...; only the last chunk
       // can run past the row.
-      if (var_.exact) s_ << "  constexpr bool last_ok = true;\n";
-      else s_ << "  const bool last_ok = (" << (var_.chunks - 1) << "L * " << var_.threads << " + tid) * " << var_.vec << " < n;\n";
+      if (var_.exact)
+        s_ << "  constexpr bool last_ok = true;\n";
+      else
+        s_ << "  const bool last_ok = (" << (var_.chunks - 1) << "L * " << var_.threads << " + tid) * " << var_.vec
+           << " < n;\n";
     }
   }
 
@@ -251,10 +269,13 @@ class RowSource {
         const std::string to = "reinterpret_cast<" + vec + "*>(c" + k + ") + j";
         const std::string from = "reinterpret_cast<const " + vec + "*>(in" + k + " + r * rs" + k + ") + j";
         s_ << "    for (long j = tid; j < n / " << v << "; j += blockDim.x) ";
-        if (var_.async_stage) s_ << "kiln_stage16(" << to << ", " << from << ");\n";
-        else s_ << "*(" << to << ") = *(" << from << ");\n";
+        if (var_.async_stage)
+          s_ << "kiln_stage16(" << to << ", " << from << ");\n";
+        else
+          s_ << "*(" << to << ") = *(" << from << ");\n";
       } else {
-        s_ << "    for (long j = tid; j < n; j += blockDim.x) c" << k << "[j] = in" << k << "[r * rs" << k << " + j];\n";
+        s_ << "    for (long j = tid; j < n; j += blockDim.x) c" << k << "[j] = in" << k << "[r * rs" << k
+           << " + j];\n";
       }
     }
     if (var_.vector_in && var_.async_stage) s_ << "    kiln_stage_wait();\n";
@@ -289,10 +310,14 @@ class RowSource {
     if (op.per_row || op.uniform) {
       s_ << "static_cast<" << ct << ">(in" << k << "[r * rs" << k << "]);\n";
       row_value_defined(i, indent);
-    } else if (registers()) s_ << "static_cast<" << ct << ">(a" << k << "[" << c << "].v[" << e << "]);\n";
-    else if (var_.vector_passes) s_ << "static_cast<" << ct << ">(a" << k << ".v[" << e << "]);\n";
-    else if (cached(op.input)) s_ << "static_cast<" << ct << ">(c" << k << "[j]);\n";
-    else s_ << "static_cast<" << ct << ">(in" << k << "[r * rs" << k << " + j * cs" << k << "]);\n";
+    } else if (registers())
+      s_ << "static_cast<" << ct << ">(a" << k << "[" << c << "].v[" << e << "]);\n";
+    else if (var_.vector_passes)
+      s_ << "static_cast<" << ct << ">(a" << k << ".v[" << e << "]);\n";
+    else if (cached(op.input))
+      s_ << "static_cast<" << ct << ">(c" << k << "[j]);\n";
+    else
+      s_ << "static_cast<" << ct << ">(in" << k << "[r * rs" << k << " + j * cs" << k << "]);\n";
   }
 
   void emit_row_ops(int lvl) {
@@ -337,7 +362,8 @@ class RowSource {
     std::vector<size_t> reductions, roots;
     reductions_at(1, reductions, roots);
     const std::set<size_t> closure = compiler::row_element_closure(p_, roots);
-    s_ << "  __shared__ __align__(8) unsigned char kiln_colsh[8 * " << span + 1 << " * 8];  // a warp's row of 8-byte slots\n";
+    s_ << "  __shared__ __align__(8) unsigned char kiln_colsh[8 * " << span + 1
+       << " * 8];  // a warp's row of 8-byte slots\n";
     s_ << "  const int lane = tid & 31, warp = tid >> 5;\n";
     s_ << "  const long row_blocks = (rows + " << span - 1 << ") / " << span << ";\n";
     s_ << "  for (long w = blockIdx.x; w < row_blocks * splits; w += gridDim.x) {\n";
@@ -353,8 +379,8 @@ class RowSource {
       const RowOp& op = ops_[i];
       if (!element_input(op)) continue;
       const std::string k = std::to_string(op.input), vt = vec_type(op.dtype, v);
-      s_ << "        const " << vt << " a" << k << " = *reinterpret_cast<const " << vt << "*>(in" << k << " + r + j * cs" << k
-         << ");\n";
+      s_ << "        const " << vt << " a" << k << " = *reinterpret_cast<const " << vt << "*>(in" << k
+         << " + r + j * cs" << k << ");\n";
     }
     fold_vector(closure, reductions, v, "        ", true);
     s_ << "      }\n    }\n";
@@ -366,7 +392,8 @@ class RowSource {
       s_ << "      __syncthreads();\n";
       s_ << "      for (int q = tid; q < " << span << " && r0 + q < rows; q += blockDim.x) {\n";
       s_ << "        " << wide(i) << " t = " << sh << "[q];\n";
-      s_ << "        for (int k = 1; k < 8; ++k) t = " << functor(kind(i)) << "{}(t, " << sh << "[k * " << span + 1 << " + q]);\n";
+      s_ << "        for (int k = 1; k < 8; ++k) t = " << functor(kind(i)) << "{}(t, " << sh << "[k * " << span + 1
+         << " + q]);\n";
       s_ << "        part" << i << "[(r0 + q) * splits + s] = t;\n      }\n";
       s_ << "      __syncthreads();  // the slots are written again next\n    }\n";
     }
@@ -398,7 +425,8 @@ class RowSource {
         // wait on each other (one load in flight left the bfloat16 sum at 0.87 of a copy).
         s_ << "    for (; jv + " << kLoadsInFlight - 1 << " * blockDim.x < n / " << v << "; jv += " << kLoadsInFlight
            << " * blockDim.x) {\n";
-        for (int u = 0; u < kLoadsInFlight; ++u) load_vectors(closure, "_" + std::to_string(u), " + " + std::to_string(u) + " * blockDim.x");
+        for (int u = 0; u < kLoadsInFlight; ++u)
+          load_vectors(closure, "_" + std::to_string(u), " + " + std::to_string(u) + " * blockDim.x");
         for (int u = 0; u < kLoadsInFlight; ++u) {
           s_ << "      {\n";
           for (size_t i : closure) {
@@ -467,7 +495,9 @@ class RowSource {
       s_ << "      }\n";
     }
     for (size_t o = 0; o < p_.outputs.size(); ++o) {
-      if (!output_op(o).per_row) s_ << "      reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + " << out_row() << ")[jv] = r" << o << ";\n";
+      if (!output_op(o).per_row)
+        s_ << "      reinterpret_cast<decltype(r" << o << ")*>(out" << o << " + " << out_row() << ")[jv] = r" << o
+           << ";\n";
     }
     s_ << "    }\n";
   }
@@ -489,8 +519,8 @@ class RowSource {
   // Chunk c's elements, one scope each: earlier element values are read back from their
   // slots v<i>[q], new ones computed once and kept there for later passes (constant indices
   // keep the slots in registers).
-  void register_chunk(const std::set<size_t>& closure, int c, const std::function<void(int, int, const std::string&)>& body,
-                      const std::string& indent) {
+  void register_chunk(const std::set<size_t>& closure, int c,
+                      const std::function<void(int, int, const std::string&)>& body, const std::string& indent) {
     const std::string in = indent + "  ";
     for (int e = 0; e < var_.vec; ++e) {
       const int q = c * var_.vec + e;
@@ -512,15 +542,19 @@ class RowSource {
 
   void register_pass(const std::vector<size_t>& reductions, const std::vector<size_t>& roots) {
     const std::set<size_t> closure = compiler::row_element_closure(p_, roots);
-    register_elements(closure, [&](int c, int, const std::string& in) {
-      for (size_t i : reductions) fold(i, in, c == var_.chunks - 1 ? "last_ok ? " : "");
-    }, "    ");
+    register_elements(
+        closure,
+        [&](int c, int, const std::string& in) {
+          for (size_t i : reductions) fold(i, in, c == var_.chunks - 1 ? "last_ok ? " : "");
+        },
+        "    ");
     done_.insert(closure.begin(), closure.end());
   }
 
   void register_outputs(const std::vector<size_t>& elem_outputs) {
     for (size_t o = 0; o < p_.outputs.size(); ++o) {
-      if (!output_op(o).per_row) s_ << "    " << vec_type(output_op(o).dtype, var_.vec) << " r" << o << "[" << var_.chunks << "];\n";
+      if (!output_op(o).per_row)
+        s_ << "    " << vec_type(output_op(o).dtype, var_.vec) << " r" << o << "[" << var_.chunks << "];\n";
     }
     const std::set<size_t> closure = compiler::row_element_closure(p_, elem_outputs);
     auto store = [&](int c, int e, const std::string& in) { store_element("[" + std::to_string(c) + "]", e, in); };
@@ -574,10 +608,10 @@ class RowSource {
 
 }  // namespace
 
-int64_t cluster_part(int64_t n, int cluster) { return ((n + cluster - 1) / cluster + 15) / 16 * 16; }  // as header() emits
+int64_t cluster_part(int64_t n, int cluster) {
+  return ((n + cluster - 1) / cluster + 15) / 16 * 16;
+}  // as header() emits
 
-std::string row_source(const compiler::RowProgram& p, const RowVariant& variant) {
-  return RowSource(p, variant).str();
-}
+std::string row_source(const compiler::RowProgram& p, const RowVariant& variant) { return RowSource(p, variant).str(); }
 
 }  // namespace kiln::cuda

@@ -37,10 +37,10 @@ std::vector<long> struct_words(const Args& a) {
 /* Launches `call`(args) on this thread's stream, compiled once per call string. A kernel that
    `waits_for_inputs` runs kiln_wait_for_inputs() before it reads what earlier kernels wrote. */
 template <class Args>
-void launch_struct(int device, const std::string& header, const char* args_name, const std::string& call,
-                   const Args& a, unsigned grid, unsigned block, unsigned shared = 0, bool waits_for_inputs = false) {
-  Kernel f = kernel(device, header + ":" + call, "kiln_kernel",
-                    [&] { return struct_kernel_source(header, args_name, call); });
+void launch_struct(int device, const std::string& header, const char* args_name, const std::string& call, const Args& a,
+                   unsigned grid, unsigned block, unsigned shared = 0, bool waits_for_inputs = false) {
+  Kernel f =
+      kernel(device, header + ":" + call, "kiln_kernel", [&] { return struct_kernel_source(header, args_name, call); });
   f.waits_for_inputs = waits_for_inputs;
   launch(device, f, grid, block, struct_words(a), shared);
 }
@@ -64,7 +64,8 @@ struct OperandArgs {
   std::vector<long> words() const {
     std::vector<long> w((sizeof(Head) + operand.size() * sizeof(Operand)) / sizeof(long));
     std::memcpy(w.data(), &head, sizeof(Head));
-    if (!operand.empty()) std::memcpy(w.data() + sizeof(Head) / sizeof(long), operand.data(), operand.size() * sizeof(Operand));
+    if (!operand.empty())
+      std::memcpy(w.data() + sizeof(Head) / sizeof(long), operand.data(), operand.size() * sizeof(Operand));
     return w;
   }
 };

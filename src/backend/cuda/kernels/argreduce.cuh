@@ -7,13 +7,18 @@
 
 namespace kiln::cuda::argreduce {
 
-template <class T> __device__ inline bool is_nan(T x) {
-  if constexpr (kiln::math::is_float_v<T>) return x != x; else return false;
+template <class T>
+__device__ inline bool is_nan(T x) {
+  if constexpr (kiln::math::is_float_v<T>)
+    return x != x;
+  else
+    return false;
 }
 
 // Whether (v, i) comes before (best, bi) as the first extreme: NaN first, then the larger
 // (IsMax) or smaller value, then the lower index. A total order, so any order of picks agrees.
-template <class CT, bool IsMax> __device__ inline bool better(CT v, long i, CT best, long bi) {
+template <class CT, bool IsMax>
+__device__ inline bool better(CT v, long i, CT best, long bi) {
   const bool vn = is_nan(v), bn = is_nan(best);
   if (vn || bn) return vn && (!bn || i < bi);
   if (v == best) return i < bi;
@@ -22,14 +27,16 @@ template <class CT, bool IsMax> __device__ inline bool better(CT v, long i, CT b
 
 // One step of a scan whose positions only grow: a later equal value never wins, so (v, i)
 // is taken when it is better or the first NaN. No branch: a few instructions an element.
-template <class CT, bool IsMax, class I> __device__ inline void scan(CT v, I i, CT& best, I& bi) {
+template <class CT, bool IsMax, class I>
+__device__ inline void scan(CT v, I i, CT& best, I& bi) {
   const bool take = !is_nan(best) && (IsMax ? !(v <= best) : !(v >= best));
   best = take ? v : best;
   bi = take ? i : bi;
 }
 
 // (v, i) into the pick (best, bi) when it comes first (better).
-template <class CT, bool IsMax> __device__ inline void fold_pick(CT v, long i, CT& best, long& bi) {
+template <class CT, bool IsMax>
+__device__ inline void fold_pick(CT v, long i, CT& best, long& bi) {
   if (better<CT, IsMax>(v, i, best, bi)) {
     best = v;
     bi = i;
@@ -39,7 +46,8 @@ template <class CT, bool IsMax> __device__ inline void fold_pick(CT v, long i, C
 // Long rows of an arg-reduction in parts: block w finds the first extreme of part w % parts
 // (positions k0 ... of the axis) of row w / parts, and writes its value and index (8 bytes
 // each) into a.values[w] and a.indices[w].
-template <class T, bool IsMax> __device__ void reduce_parts(const args::ArgReduceParts& a) {
+template <class T, bool IsMax>
+__device__ void reduce_parts(const args::ArgReduceParts& a) {
   using CT = kiln::math::compute_t<T>;
   using Init = std::conditional_t<IsMax, kiln::math::Max, kiln::math::Min>;
   constexpr long kNone = 0x7fffffffffffffffL;  // an empty slot: its value ties or loses, its index loses
@@ -81,7 +89,8 @@ template <class T, bool IsMax> __device__ void reduce_parts(const args::ArgReduc
 #pragma unroll
         for (int u = 0; u < U; ++u) {
 #pragma unroll
-          for (int e = 0; e < V; ++e) scan<CT, IsMax>(static_cast<CT>(x[u].v[e]), (j + u * stride) * V + e, vb[e], vi[e]);
+          for (int e = 0; e < V; ++e)
+            scan<CT, IsMax>(static_cast<CT>(x[u].v[e]), (j + u * stride) * V + e, vb[e], vi[e]);
         }
       }
       for (; j < nv; j += stride) {
@@ -121,7 +130,8 @@ template <class T, bool IsMax> __device__ void reduce_parts(const args::ArgReduc
 
 // The parts' picks of each row folded, a warp a row (its lanes load every pick at once; the
 // order is total, so any fold agrees): the row's index.
-template <class T, bool IsMax> __device__ void fold_parts(const args::ArgReduceParts& a) {
+template <class T, bool IsMax>
+__device__ void fold_parts(const args::ArgReduceParts& a) {
   using CT = kiln::math::compute_t<T>;
   using Init = std::conditional_t<IsMax, kiln::math::Max, kiln::math::Min>;
   const long rows = a.arg.rows, parts = a.parts;
@@ -139,7 +149,8 @@ template <class T, bool IsMax> __device__ void fold_parts(const args::ArgReduceP
 }
 
 // Index of the first extreme along an axis (NaN is the extreme), a thread a row.
-template <class T, bool IsMax> __device__ void first_extreme(const args::ArgReduce& a) {
+template <class T, bool IsMax>
+__device__ void first_extreme(const args::ArgReduce& a) {
   using CT = kiln::math::compute_t<T>;
   const long rows = a.rows, len = a.length, as = a.axis_stride;
   const int nd = static_cast<int>(a.nd);

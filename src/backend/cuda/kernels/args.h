@@ -29,9 +29,9 @@ struct QuantizedGemv {
   const void* scales;
   const void* biases;
   const void* addend;  // null, or [m, n] of the output's dtype, added to the product
-  void* out;           // [m, n]
+  void* out;  // [m, n]
   long weights_ready;  // 1: no earlier kernel writes packed, so it is read before x is ready
-  long glu;            // 1: out [m, n / 2] = silu(product[:, :n/2]) * product[:, n/2:]
+  long glu;  // 1: out [m, n / 2] = silu(product[:, :n/2]) * product[:, n/2:]
 };
 
 /* out [rows, f] = silu(in[:, :f]) * in[:, f:] for in [rows, 2f], both row-major. */
@@ -54,7 +54,7 @@ struct Norm {
   double eps;
   const void* x;
   const void* weight;  // null when absent
-  const void* bias;    // null when absent (layer_norm only)
+  const void* bias;  // null when absent (layer_norm only)
   void* out;
 };
 
@@ -64,7 +64,7 @@ struct Rope {
   double base, scale;  // base unused when freqs is given
   const void* x;
   const void* offsets;  // int32, one per group of rows_per_offset rows
-  const void* freqs;    // null, or dims/2 frequencies
+  const void* freqs;  // null, or dims/2 frequencies
   void* out;
 };
 
@@ -83,8 +83,8 @@ struct Attention {
   const void* v;
   const void* mask;
   const void* key_lengths;  // int32 [batch] or null
-  float* partial;           // [batch * hq * lq * splits, dv + 2]: sums, then max and total
-  void* out;                // row-major [batch, hq, lq, dv]
+  float* partial;  // [batch * hq * lq * splits, dv + 2]: sums, then max and total
+  void* out;  // row-major [batch, hq, lq, dv]
 };
 
 /* Writes the update (any strides) into out at a start read on the device, clamped so the
@@ -95,14 +95,14 @@ struct SliceUpdate {
   long axes[kMaxAxes];  // axis of each start entry, -1 past the last
   const void* update;
   const void* start;  // int32
-  void* out;          // at the view's offset
+  void* out;  // at the view's offset
 };
 
 /* Gather indices as int64, negative ones counted from the end, clamped into the axis. */
 struct Indices {
   long n, size;
   const void* in;  // row-major, of the kernel's index type
-  void* out;       // int64 [n]
+  void* out;  // int64 [n]
 };
 
 // --- The kernels of support.cuh's neighbours: copies, reductions, scans, gathers, products.

@@ -12,8 +12,10 @@ __device__ inline void bytes(const args::CopyBytes& a) {
   const long n = a.bytes;
   const unsigned char* s = static_cast<const unsigned char*>(a.from);
   unsigned char* d = static_cast<unsigned char*>(a.to);
-  const long n16 = (reinterpret_cast<unsigned long>(a.from) | reinterpret_cast<unsigned long>(a.to)) % 16 == 0 ? n / 16 : 0;
-  for (long i = kiln_gid(); i < n16; i += kiln_gstride()) reinterpret_cast<uint4*>(d)[i] = reinterpret_cast<const uint4*>(s)[i];
+  const long n16 =
+      (reinterpret_cast<unsigned long>(a.from) | reinterpret_cast<unsigned long>(a.to)) % 16 == 0 ? n / 16 : 0;
+  for (long i = kiln_gid(); i < n16; i += kiln_gstride())
+    reinterpret_cast<uint4*>(d)[i] = reinterpret_cast<const uint4*>(s)[i];
   for (long i = n16 * 16 + kiln_gid(); i < n; i += kiln_gstride()) d[i] = s[i];
 }
 
@@ -26,8 +28,14 @@ struct Tiles {
   long R, C, sb, sc, db, dr;
   unsigned tiles_r, tiles_c, tiles;
   __device__ Tiles(const args::Transpose& a, int side)
-      : R(a.rows), C(a.cols), sb(a.src_batch), sc(a.src_col), db(a.dst_batch), dr(a.dst_row),
-        tiles_r(static_cast<unsigned>((R + side - 1) / side)), tiles_c(static_cast<unsigned>((C + side - 1) / side)),
+      : R(a.rows),
+        C(a.cols),
+        sb(a.src_batch),
+        sc(a.src_col),
+        db(a.dst_batch),
+        dr(a.dst_row),
+        tiles_r(static_cast<unsigned>((R + side - 1) / side)),
+        tiles_c(static_cast<unsigned>((C + side - 1) / side)),
         tiles(static_cast<unsigned>(a.batch) * tiles_r * tiles_c) {}
   // Tile t's batch and its first row and column.
   __device__ void at(unsigned t, int side, long& b, long& r0, long& c0) const {
@@ -39,7 +47,8 @@ struct Tiles {
 
 // Elements of 4 or 8 bytes: W elements a load or store where `words` allows (8 bytes of
 // 4-byte elements; tiles of 32 W on a side, 16 KiB).
-template <class T> __device__ void transpose_tiles(const args::Transpose& a) {
+template <class T>
+__device__ void transpose_tiles(const args::Transpose& a) {
   constexpr int W = sizeof(T) == 4 ? 2 : 1, S = 32 * W;
   const Tiles g(a, S);
   const T* src = static_cast<const T*>(a.src);
@@ -84,7 +93,8 @@ template <class T> __device__ void transpose_tiles(const args::Transpose& a) {
 
 // P x P elements of P = 4 / sizeof(T) words transposed in registers: word j holds elements
 // (0..P-1, j) on entry and (j, 0..P-1) on return.
-template <int P> __device__ inline void transpose_in_words(uint32_t (&w)[P]) {
+template <int P>
+__device__ inline void transpose_in_words(uint32_t (&w)[P]) {
   if constexpr (P == 2) {
     const uint32_t a = __byte_perm(w[0], w[1], 0x5410), b = __byte_perm(w[0], w[1], 0x7632);
     w[0] = a;
@@ -104,14 +114,15 @@ template <int P> __device__ inline void transpose_in_words(uint32_t (&w)[P]) {
 // columns and transposes them in registers, so shared memory sees only whole words; tile
 // row i * 32 + q holds row q * P + i, so a warp's stores fall in 32 banks. Edge tiles, and
 // copies whose words are not all aligned, move one element at a time the same way.
-template <class T> __device__ void transpose_packed(const args::Transpose& a) {
+template <class T>
+__device__ void transpose_packed(const args::Transpose& a) {
   constexpr int P = 4 / sizeof(T), S = 32 * P;
   const Tiles g(a, S);
   const T* src = static_cast<const T*>(a.src);
   T* dst = static_cast<T*>(a.dst);
   const bool words = a.words != 0;
   __shared__ uint32_t tile[S][33];
-  T (*elems)[33 * P] = reinterpret_cast<T (*)[33 * P]>(tile);
+  T(*elems)[33 * P] = reinterpret_cast<T(*)[33 * P]>(tile);
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
   for (unsigned t = blockIdx.x; t < g.tiles; t += gridDim.x) {
     long b, r0, c0;
@@ -122,7 +133,8 @@ template <class T> __device__ void transpose_packed(const args::Transpose& a) {
       for (int k = 0; k < 32; k += 8) {  // word column q = ty + k: P rows at each of P columns
         uint32_t w[P];
 #pragma unroll
-        for (int j = 0; j < P; ++j) w[j] = *reinterpret_cast<const uint32_t*>(from + r0 + tx * P + (c0 + (ty + k) * P + j) * g.sc);
+        for (int j = 0; j < P; ++j)
+          w[j] = *reinterpret_cast<const uint32_t*>(from + r0 + tx * P + (c0 + (ty + k) * P + j) * g.sc);
         transpose_in_words<P>(w);
 #pragma unroll
         for (int i = 0; i < P; ++i) tile[i * 32 + tx][ty + k] = w[i];

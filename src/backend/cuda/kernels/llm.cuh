@@ -29,13 +29,19 @@ __device__ inline float warp_max(float v) {
 template <bool Max, class T>
 __device__ inline T block_fold(T v, T* red) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
-  if constexpr (Max) v = warp_max(v); else v = warp_sum(v);
+  if constexpr (Max)
+    v = warp_max(v);
+  else
+    v = warp_sum(v);
   __syncthreads();  // red may still be read from the previous fold
   if (lane == 0) red[warp] = v;
   __syncthreads();
   T r = red[0];
   for (int w = 1; w < warps; ++w) {
-    if constexpr (Max) r = nan_max(r, red[w]); else r += red[w];
+    if constexpr (Max)
+      r = nan_max(r, red[w]);
+    else
+      r += red[w];
   }
   return r;
 }
@@ -141,8 +147,9 @@ struct GemvStep {
    dequantized before its product, as on the CPU, so an infinite activation meets the weight's
    value, not its parts. */
 template <class T, class S, int Bits, int M, class W, int R>
-__device__ inline void gemv_rows(const QuantizedGemv& a, const long (&row)[R], uint32_t (&next)[R][GemvStep<Bits>::words],
-                                 bool loaded, float (&acc)[R][M], float (&squares)[M]) {
+__device__ inline void gemv_rows(const QuantizedGemv& a, const long (&row)[R],
+                                 uint32_t (&next)[R][GemvStep<Bits>::words], bool loaded, float (&acc)[R][M],
+                                 float (&squares)[M]) {
   constexpr int kVals = GemvStep<Bits>::vals, kWords = GemvStep<Bits>::words;
   const int lane = threadIdx.x & 31;
   const long k = a.k, steps = k / kVals, groups = k / a.group_size;
@@ -218,7 +225,8 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
   if (early) {
 #pragma unroll
     for (int r = 0; r < R; ++r)
-      load_words<Bits, kVals>(static_cast<const uint32_t*>(a.packed) + row[r] * (a.k * Bits / 32) + lane * kWords, next[r]);
+      load_words<Bits, kVals>(static_cast<const uint32_t*>(a.packed) + row[r] * (a.k * Bits / 32) + lane * kWords,
+                              next[r]);
   }
   kiln_wait_for_inputs();
   if (!live) return;
@@ -227,8 +235,8 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
   T* out = static_cast<T*>(a.out);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const float rms = a.norm_weight ? 1.0f / sqrtf(warp_sum(squares[m]) / static_cast<float>(a.k) + static_cast<float>(a.eps))
-                                    : 1.0f;
+    const float rms =
+        a.norm_weight ? 1.0f / sqrtf(warp_sum(squares[m]) / static_cast<float>(a.k) + static_cast<float>(a.eps)) : 1.0f;
     float v[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) v[r] = warp_sum(acc[r][m]) * rms;
@@ -241,7 +249,8 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
     for (int r = 0; r < R; ++r) {
       float y = v[r];
       if (a.addend) {  // rounded after the product and after the sum, as the separate ops round
-        y = static_cast<float>(static_cast<T>(y)) + static_cast<float>(static_cast<const T*>(a.addend)[m * a.n + row[r]]);
+        y = static_cast<float>(static_cast<T>(y)) +
+            static_cast<float>(static_cast<const T*>(a.addend)[m * a.n + row[r]]);
       }
       out[m * a.n + row[r]] = static_cast<T>(y);
     }
@@ -267,7 +276,8 @@ __device__ void add_into(const AddInto& a) {
   kiln_wait_for_inputs();
   const T* r = static_cast<const T*>(a.addend);
   T* y = static_cast<T*>(a.out);
-  for (long i = kiln_gid(); i < a.n; i += kiln_gstride()) y[i] = static_cast<T>(static_cast<float>(y[i]) + static_cast<float>(r[i]));
+  for (long i = kiln_gid(); i < a.n; i += kiln_gstride())
+    y[i] = static_cast<T>(static_cast<float>(y[i]) + static_cast<float>(r[i]));
 }
 
 // ---- norms --------------------------------------------------------------------------------
@@ -406,7 +416,7 @@ __device__ inline AttentionTile attention_tile(const Attention& a, long block) {
   return t;
 }
 
-constexpr int kLaneDims = 8;    // dims of q, k and v a lane holds (head dims up to 256)
+constexpr int kLaneDims = 8;  // dims of q, k and v a lane holds (head dims up to 256)
 constexpr int kKeysAtOnce = 4;  // keys a warp scores per step
 
 /* One split of keys for one query, flash-decoding style: each warp takes every warps-th key,
@@ -464,9 +474,11 @@ __device__ void attention_split(const Attention& a) {
       float s = dot[c];
       if (a.mask_kind != 0) {
         const MaskT m = static_cast<const MaskT*>(a.mask)[t.b * a.mask_strides[0] + t.h * a.mask_strides[1] +
-                                                         t.i * a.mask_strides[2] + j * a.mask_strides[3]];
-        if (a.mask_kind == 1) s = static_cast<bool>(m) ? s : neg_inf();
-        else s += static_cast<float>(m);
+                                                          t.i * a.mask_strides[2] + j * a.mask_strides[3]];
+        if (a.mask_kind == 1)
+          s = static_cast<bool>(m) ? s : neg_inf();
+        else
+          s += static_cast<float>(m);
       }
       if (s == neg_inf()) continue;  // a masked key adds nothing (NaN goes on and poisons the row)
       const float next = nan_max(top, s);
@@ -497,8 +509,10 @@ __device__ void attention_split(const Attention& a) {
     for (int w = 0; w < warps; ++w) {
       if (warp_state[w][0] != neg_inf()) sum += warp_sums[w * a.dv + e] * expf(warp_state[w][0] - block_top);
     }
-    if (a.splits == 1) final_out[e] = static_cast<T>(sum * (block_total > 0.0f ? 1.0f / block_total : 0.0f));
-    else part[e] = sum;
+    if (a.splits == 1)
+      final_out[e] = static_cast<T>(sum * (block_total > 0.0f ? 1.0f / block_total : 0.0f));
+    else
+      part[e] = sum;
   }
   if (threadIdx.x == 0) part[a.dv] = block_top, part[a.dv + 1] = block_total;
 }

@@ -7,7 +7,8 @@
 namespace kiln::cuda::matmul {
 
 // y = a @ b, one thread per output (y row-major [batch..., m, n]).
-template <class T> __device__ void naive(const args::Matmul& g) {
+template <class T>
+__device__ void naive(const args::Matmul& g) {
   using CT = kiln::math::compute_t<T>;
   const long total = g.total, M = g.m, Nn = g.n, K = g.k;
   const int nb = static_cast<int>(g.batch_axes);
@@ -20,7 +21,8 @@ template <class T> __device__ void naive(const args::Matmul& g) {
     const T* pb = b + kiln_offset(batch, nb, g.batch_shape, g.b_batch_strides) + col * g.b_col_stride;
     CT acc = CT(0);
     for (long k = 0; k < K; ++k)
-      acc = kiln::math::Add{}(acc, kiln::math::Multiply{}(static_cast<CT>(pa[k * g.a_col_stride]), static_cast<CT>(pb[k * g.b_row_stride])));
+      acc = kiln::math::Add{}(acc, kiln::math::Multiply{}(static_cast<CT>(pa[k * g.a_col_stride]),
+                                                          static_cast<CT>(pb[k * g.b_row_stride])));
     y[i] = static_cast<T>(acc);
   }
 }

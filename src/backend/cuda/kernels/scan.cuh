@@ -7,7 +7,8 @@
 namespace kiln::cuda::scan {
 
 // Cumulative sum along an axis, a thread a line (the other axes index the lines).
-template <class T> __device__ void cumsum(const args::Cumsum& a) {
+template <class T>
+__device__ void cumsum(const args::Cumsum& a) {
   using A = kiln::math::compute_t<T>;
   const long lines = a.lines, len = a.length, ias = a.in_axis_stride, oas = a.out_axis_stride;
   const bool reverse = a.reverse != 0, inclusive = a.inclusive != 0;

@@ -9,7 +9,10 @@
 #include "backend/cuda/kernels/args.h"
 
 // V elements of T read or written as one aligned access (16 bytes at most).
-template <class T, int V> struct alignas(sizeof(T) * V) kiln_vec { T v[V]; };
+template <class T, int V>
+struct alignas(sizeof(T) * V) kiln_vec {
+  T v[V];
+};
 
 // Programmatic dependent launch (sm_90+, a no-op before): in a CUDA graph, kiln_wait_for_inputs()
 // returns once every earlier kernel has finished, then lets the next kernel start, whose launch
@@ -40,7 +43,8 @@ __device__ inline long kiln_offset(long i, int nd, const long* shape, const long
 __device__ inline void kiln_stage16(void* to, const void* from) {
 #if __CUDA_ARCH__ >= 800
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(to))),
-               "l"(from) : "memory");
+               "l"(from)
+               : "memory");
 #else
   *static_cast<kiln_vec<unsigned, 4>*>(to) = *static_cast<const kiln_vec<unsigned, 4>*>(from);
 #endif
@@ -54,7 +58,9 @@ __device__ inline void kiln_stage_wait() {
 // bfloat16 add, subtract and multiply of floats that hold bfloat16 values, as one bf16 fma on
 // their bits. This equals rounding the float result (double rounding through float is
 // harmless: 24 >= 2 * 8 + 2 bits) without the f32->bf16 cvt, which issues at 16 a clock per SM.
-__device__ inline unsigned short kiln_bf16_bits(float x) { return static_cast<unsigned short>(__float_as_uint(x) >> 16); }
+__device__ inline unsigned short kiln_bf16_bits(float x) {
+  return static_cast<unsigned short>(__float_as_uint(x) >> 16);
+}
 __device__ inline float kiln_bf16_fma(unsigned short a, unsigned short b, unsigned short c) {
 #if __CUDA_ARCH__ >= 800
   unsigned short r;
@@ -76,7 +82,8 @@ __device__ inline float kiln_bf16_mul(float a, float b) {
 }
 
 // x (a value of T held in its compute type) as T; a bfloat16 is its float's top half, no cvt.
-template <class T, class C> __device__ inline T kiln_narrow(C x) {
+template <class T, class C>
+__device__ inline T kiln_narrow(C x) {
   if constexpr (std::is_same_v<T, kiln::bfloat16_t> && std::is_same_v<C, float>) {
     return kiln::bfloat16_t::from_bits(kiln_bf16_bits(x));
   } else {
@@ -88,7 +95,10 @@ template <class T, class C> __device__ inline T kiln_narrow(C x) {
 // q = a y, r = a - q b (exact in an fma) and q + r y is the correctly rounded quotient
 // (Markstein), as the division instruction sequence computes it, when no step can under- or
 // overflow: |a| and |b| within [2^-60, 2^61). Elsewhere (zeros, NaN, ...) the plain division.
-struct KilnDivisor { float b, y; bool fast; };
+struct KilnDivisor {
+  float b, y;
+  bool fast;
+};
 __device__ inline bool kiln_div_range(float x) { return fabsf(x) >= 0x1p-60f && fabsf(x) < 0x1p61f; }
 __device__ inline KilnDivisor kiln_divisor(float b) { return {b, 1.0f / b, kiln_div_range(b)}; }
 __device__ inline float kiln_div_markstein(float a, const KilnDivisor& d) {
@@ -141,7 +151,8 @@ __device__ inline float kiln_cosf_fast(float x, bool& slow) {
 }
 
 // A value exchanged with lane (lane ^ mask) of the warp, for any type of 1 to 8 bytes.
-template <class W> __device__ inline W kiln_shfl_xor(W v, int mask) {
+template <class W>
+__device__ inline W kiln_shfl_xor(W v, int mask) {
   if constexpr (sizeof(W) == 8) {
     long long b;
     memcpy(&b, &v, 8);
@@ -158,7 +169,8 @@ template <class W> __device__ inline W kiln_shfl_xor(W v, int mask) {
 
 // F folded over v of every thread of the block (a multiple of 32 threads); sh holds 32.
 // Every thread gets the result; the caller syncs before sh is written again.
-template <class F, class W> __device__ inline W kiln_block_reduce(W v, W init, W* sh) {
+template <class F, class W>
+__device__ inline W kiln_block_reduce(W v, W init, W* sh) {
   for (int m = 16; m > 0; m >>= 1) v = F{}(v, kiln_shfl_xor(v, m));
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (lane == 0) sh[warp] = v;
@@ -180,9 +192,12 @@ __device__ inline void kiln_cluster_sync() {
 }
 // The value of W (at most 8 bytes) that block `rank` of the cluster holds at `slot` in its
 // shared memory (8 bytes, 8-aligned): a read of distributed shared memory.
-template <class W> __device__ inline W kiln_cluster_read(const unsigned long long* slot, unsigned rank) {
+template <class W>
+__device__ inline W kiln_cluster_read(const unsigned long long* slot, unsigned rank) {
   unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(slot))), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(remote)
+               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(slot))), "r"(rank));
   union {
     unsigned long long bits;
     W value;
@@ -192,7 +207,8 @@ template <class W> __device__ inline W kiln_cluster_read(const unsigned long lon
 }
 // F folded over the values of every block of the cluster, in rank order; each block's own
 // value must be in its slot. Every thread gets the result; the slots may be written again after.
-template <class F, class W> __device__ inline W kiln_cluster_reduce(const unsigned long long* slot, W init, unsigned blocks) {
+template <class F, class W>
+__device__ inline W kiln_cluster_reduce(const unsigned long long* slot, W init, unsigned blocks) {
   kiln_cluster_sync();
   W v = init;
   for (unsigned q = 0; q < blocks; ++q) v = F{}(v, kiln_cluster_read<W>(slot, q));

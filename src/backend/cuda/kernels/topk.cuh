@@ -13,7 +13,8 @@ namespace kiln::cuda::topk {
 // then one pass in position order
 // picks every larger key and the first equal ones, and each pick's rank among the picks is
 // its place.
-template <class T> __device__ void largest(const args::TopK& a) {
+template <class T>
+__device__ void largest(const args::TopK& a) {
   using K = kiln::order::key_t<T>;
   constexpr int kBits = sizeof(K) * 8;
   const long rows = a.rows, n = a.n;
