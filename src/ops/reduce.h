@@ -92,8 +92,13 @@ class CumSum : public Primitive {
 /* The axes of any Reduce<F> primitive (kind in the KILN_REDUCE rows of the op table). */
 inline const std::vector<int>& reduce_axes_of(const Primitive& p) {
   switch (p.kind()) {
+    // clang-format 14 would join the #include below onto the macro's line.
+    // clang-format off
 #define KILN_REDUCE(F, n) \
-  case OpKind::F: return static_cast<const Reduce<math::F>&>(p).axes(); #include "ops/op_table.def"
+  case OpKind::F:         \
+    return static_cast<const Reduce<math::F>&>(p).axes();
+#include "ops/op_table.def"
+    // clang-format on
     default: fail("reduce", "not a reduction: ", p.name());
   }
 }
