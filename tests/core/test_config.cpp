@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <functional>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include <kiln/kiln.h>
 
@@ -207,11 +207,20 @@ std::vector<fs::path> sources(const std::vector<std::string>& dirs) {
   return out;
 }
 
+// Every KILN_ name: the longest run of capitals, digits and underscores, less the underscores
+// it ends with; a run followed by '*' names a family (KILN_CUDA_*), not a knob.
 std::set<std::string> tokens(const std::string& text) {
-  static const std::regex name("KILN_[A-Z0-9_]*[A-Z0-9](?![A-Z0-9_]*\\*)");  // not a family: KILN_CUDA_*
+  auto name_char = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'; };
   std::set<std::string> out;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), name); it != std::sregex_iterator(); ++it)
-    out.insert(it->str());
+  const size_t prefix = std::string_view("KILN_").size();
+  for (size_t at = text.find("KILN_"), end = 0; at != std::string::npos; at = text.find("KILN_", end)) {
+    end = at + prefix;
+    while (end < text.size() && name_char(text[end])) ++end;
+    if (end < text.size() && text[end] == '*') continue;
+    size_t last = end;
+    while (last > at + prefix && text[last - 1] == '_') --last;
+    if (last > at + prefix) out.insert(text.substr(at, last - at));
+  }
   return out;
 }
 
