@@ -365,21 +365,20 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
       d.cuGraphDestroy(children[i]);
       children[i] = nullptr;
       check(r, "cuGraphAddChildGraphNode");
-    } else if (previous && overlap && !l.launches[i - 1].host && l.launches[i].kernel.waits_for_inputs) {
-      // Starts once every block of the kernel ahead has let it (or ended), and waits for
-      // that kernel's results itself: its launch and first reads overlap the kernel ahead.
-      void* args[] = {l.launches[i].words.data()};
-      const CUDA_KERNEL_NODE_PARAMS p = node_params(l.launches[i], args);
-      check(d.cuGraphAddKernelNode(&l.nodes[i], g.graph, nullptr, 0, &p), "cuGraphAddKernelNode");
-      CUgraphEdgeData edge{};
-      edge.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
-      edge.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
-      check(d.cuGraphAddDependencies(g.graph, &previous, &l.nodes[i], &edge, 1), "cuGraphAddDependencies");
     } else {
+      // A kernel that waits for its inputs itself starts once every block of the kernel ahead
+      // has let it (or ended): its launch and first reads overlap the kernel ahead.
+      const bool programmatic = previous && overlap && !l.launches[i - 1].host && l.launches[i].kernel.waits_for_inputs;
+      const CUgraphNode* after = previous && !programmatic ? &previous : nullptr;
       void* args[] = {l.launches[i].words.data()};
       const CUDA_KERNEL_NODE_PARAMS p = node_params(l.launches[i], args);
-      check(d.cuGraphAddKernelNode(&l.nodes[i], g.graph, previous ? &previous : nullptr, previous ? 1 : 0, &p),
-            "cuGraphAddKernelNode");
+      check(d.cuGraphAddKernelNode(&l.nodes[i], g.graph, after, after ? 1 : 0, &p), "cuGraphAddKernelNode");
+      if (programmatic) {
+        CUgraphEdgeData edge{};
+        edge.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+        edge.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+        check(d.cuGraphAddDependencies(g.graph, &previous, &l.nodes[i], &edge, 1), "cuGraphAddDependencies");
+      }
     }
     l.segment_of[i] = l.segments.size() - 1;
     g.end = i + 1;
