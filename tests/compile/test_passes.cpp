@@ -504,11 +504,11 @@ TEST(Passes, VerifierNamesThePass) {
   }
 }
 
-// Builds with assertions (no NDEBUG: scripts/test's debug step) verify the graph after every
+// Builds with assertions (no NDEBUG: scripts/test's ASan build) verify the graph after every
 // pass of run_pipeline: an output no node writes, which no pass mends, fails after the first.
 TEST(Passes, BuildsWithAssertionsVerifyAfterEveryPass) {
 #ifdef NDEBUG
-  GTEST_SKIP() << "NDEBUG: run_pipeline verifies only in builds with assertions (scripts/test's debug step)";
+  GTEST_SKIP() << "NDEBUG: run_pipeline verifies only in builds with assertions (scripts/test's ASan build)";
 #else
   compiler::Graph g = traced([](const std::vector<Array>& in) { return std::vector<Array>{exp(in[0])}; }, {x4()});
   g.values.push_back(g.values[static_cast<size_t>(g.outputs[0])]);  // written by no node
