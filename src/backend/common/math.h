@@ -392,6 +392,15 @@ struct Sigmoid {
     return T(1) / (T(1) + std::exp(-x));
   }
 };
+/* silu(g) * u rounded to T after each op, as the separate ops round: the gate of a gated
+   product, fused or not, on either backend. */
+template <class T>
+KILN_HD inline T silu_times(T g, T u) {
+  using A = compute_t<T>;
+  const T s = static_cast<T>(Sigmoid{}(static_cast<A>(g)));
+  const T gs = static_cast<T>(static_cast<A>(g) * static_cast<A>(s));
+  return static_cast<T>(static_cast<A>(gs) * static_cast<A>(u));
+}
 struct Erf {
   KILN_FLOATS_ONLY template <class T>
   KILN_HD T operator()(T x) const {

@@ -374,17 +374,10 @@ void FusedQuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<T
     const int64_t f = y.shape.back(), rows = f ? y.size() / f : 0;
     detail::dispatch_float(y.dtype, [&](auto z) {
       using T = decltype(z);
-      using A = math::compute_t<T>;
       const T* p = full[0].data<T>();
       T* yp = y.data<T>();
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t i = 0; i < f; ++i) {
-          const T g = p[r * 2 * f + i], u = p[r * 2 * f + f + i];
-          const T s = static_cast<T>(math::Sigmoid{}(static_cast<A>(g)));
-          const T a = static_cast<T>(static_cast<A>(g) * static_cast<A>(s));
-          yp[r * f + i] = static_cast<T>(static_cast<A>(a) * static_cast<A>(u));
-        }
-      }
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < f; ++i) yp[r * f + i] = math::silu_times(p[r * 2 * f + i], p[r * 2 * f + f + i]);
     });
     return;
   }

@@ -157,9 +157,10 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
                           reinterpret_cast<void*>(ptr_bits(y)),
                           fixed_during_recording(pw) ? 1L : 0L,
                           glu ? 1L : 0L};
-    // Rows a warp takes, their loads in flight together: a gate and its up row; four of a large
-    // product (a vocabulary's), whose warps would otherwise wait in many waves.
-    const int64_t rows = glu ? 2 : n >= kManyRows && n % 4 == 0 ? 4 : 1;
+    // Rows a warp takes, their loads in flight together and sharing the activations' loads: a
+    // gate and its up row; four of a large product (a vocabulary's), whose warps would otherwise
+    // wait in many waves; else two.
+    const int64_t rows = glu ? 2 : n >= kManyRows && n % 4 == 0 ? 4 : n % 2 == 0 ? 2 : 1;
     const int64_t warps = glu ? n / 2 : n / rows, per_block = kThreads / 32;
     run(dev, "QuantizedGemv",
         "quantized_gemv<" + type(x.dtype) + ", " + type(ps.dtype) + ", " + std::to_string(q.bits) + ", " +

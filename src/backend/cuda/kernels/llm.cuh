@@ -127,91 +127,128 @@ __device__ void dequantize(const Dequantize& a) {
   }
 }
 
-/* silu(gate) * up, rounded after each op as the separate ops round. */
-template <class T>
-__device__ inline T silu_times(T g, T u) {
-  const T s = static_cast<T>(kiln::math::Sigmoid{}(static_cast<float>(g)));
-  const T gs = static_cast<T>(static_cast<float>(g) * static_cast<float>(s));
-  return static_cast<T>(static_cast<float>(gs) * static_cast<float>(u));
-}
-/* Values a lane takes of a weight row per step of the decode product (one 32-value group spans
-   whole lanes), and the packed words they fill. */
-template <int Bits>
-struct GemvStep {
-  static constexpr int vals = (Bits == 3 || Bits == 5 || Bits == 6) ? 32 : 16, words = vals * Bits / 32;
+// ---- the decode product ----------------------------------------------------------------
+/* A lane takes whole chunks of 32 values of a weight row, U chunks a step, 32 chunks apart. A
+   chunk lies in one quantization group (groups are 32, 64 or 128 values) and fills Bits words. */
+constexpr int kChunk = 32;
+
+/* What a lane reads for one step of its R weight rows. Scales and biases stay in S until used. */
+template <class S, int Bits, int R, int U>
+struct GemvLoads {
+  uint32_t words[U][R][Bits];
+  S scale[U][R], bias[U][R];
 };
 
-/* R weight rows of the decode product in a warp, their loads in flight together: each lane's
-   share of the dot products with the M activation rows (`acc`) and, with a norm, of the
-   activations' sums of squares. `next` holds the lane's first words when `loaded`. Each weight is
-   dequantized before its product, as on the CPU, so an infinite activation meets the weight's
-   value, not its parts. */
-template <class T, class S, int Bits, int M, class W, int R>
-__device__ inline void gemv_rows(const QuantizedGemv& a, const long (&row)[R],
-                                 uint32_t (&next)[R][GemvStep<Bits>::words], bool loaded, float (&acc)[R][M],
-                                 float (&squares)[M]) {
-  constexpr int kVals = GemvStep<Bits>::vals, kWords = GemvStep<Bits>::words;
-  const int lane = threadIdx.x & 31;
-  const long k = a.k, steps = k / kVals, groups = k / a.group_size;
+__device__ inline const uint32_t* row_words(const QuantizedGemv& a, long row, int bits) {
+  return static_cast<const uint32_t*>(a.packed) + row * (a.k * bits / 32);
+}
+
+template <class S, int Bits, int R, int U>
+__device__ inline void gemv_load_words(const QuantizedGemv& a, const long (&row)[R], long first,
+                                       GemvLoads<S, Bits, R, U>& l) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const long c = first + 32L * u;
+    if (c >= a.k / kChunk) break;
+#pragma unroll
+    for (int r = 0; r < R; ++r) load_words<Bits, kChunk>(row_words(a, row[r], Bits) + c * Bits, l.words[u][r]);
+  }
+}
+
+template <class S, int Bits, int R, int U>
+__device__ inline void gemv_load_scales(const QuantizedGemv& a, const long (&row)[R], long first,
+                                        GemvLoads<S, Bits, R, U>& l) {
+  const long groups = a.k / a.group_size;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const long c = first + 32L * u, g = c * kChunk / a.group_size;
+    if (c >= a.k / kChunk) break;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      l.scale[u][r] = static_cast<const S*>(a.scales)[row[r] * groups + g];
+      l.bias[u][r] = static_cast<const S*>(a.biases)[row[r] * groups + g];
+    }
+  }
+}
+
+/* Value i of a chunk as its weight s * q + b. A 2-, 4- or 8-bit field becomes a float without a
+   conversion instruction (those run at a fraction of the multiply-add rate): or-ed into the bits
+   of 2^23 where it lies below bit 23 (after a 12-bit shift where it does not), it gives q * 2^p
+   exactly, and s * 2^-p, exact too, takes the power of two back out. */
+template <int Bits>
+__device__ inline float chunk_weight(const uint32_t* words, int i, float s, float b) {
+  constexpr uint32_t kMask = (1u << Bits) - 1u;
+  const int bit = i * Bits, at = bit >> 5, shift = bit & 31;
+  if constexpr (32 % Bits == 0) {
+    const bool high = shift + Bits > 23;
+    const int p = high ? shift - 12 : shift;
+    const uint32_t field = (high ? words[at] >> 12 : words[at]) & (kMask << p);
+    const float t = __uint_as_float(0x4B000000u | field) - 8388608.0f;
+    return s * __uint_as_float((127u - p) << 23) * t + b;
+  } else {  // 3, 5 and 6 bits: fields cross words
+    uint32_t v = words[at] >> shift;
+    if (shift + Bits > 32) v |= words[at + 1] << (32 - shift);
+    return s * static_cast<float>(v & kMask) + b;
+  }
+}
+
+/* One step of a lane: its U chunks of each of the R rows against the M activation rows, eight
+   values at a time (one 16-byte load of bfloat16 activations). Each weight is dequantized before
+   its product, as on the CPU, so an infinite activation meets the weight's value, not its parts.
+   With a norm the products take the weighted activations and the sums of squares build beside. */
+template <class T, class S, int Bits, int M, class W, int R, int U>
+__device__ inline void gemv_step(const QuantizedGemv& a, const GemvLoads<S, Bits, R, U>& l, long first,
+                                 float (&acc)[R][M], float (&squares)[M]) {
   const T* x = static_cast<const T*>(a.x);
   const W* norm_weight = static_cast<const W*>(a.norm_weight);
 #pragma unroll
-  for (int m = 0; m < M; ++m) {
-    squares[m] = 0.0f;
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[r][m] = 0.0f;
-  }
-  auto words_of = [&](int r) { return static_cast<const uint32_t*>(a.packed) + row[r] * (k * Bits / 32); };
-  // Each step's weights are loaded a step ahead, so the next read is in flight during the sums.
-  if (!loaded && lane < steps) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) load_words<Bits, kVals>(words_of(r) + lane * kWords, next[r]);
-  }
-  for (long c = lane; c < steps; c += 32) {
-    uint32_t words[R][kWords];
+  for (int u = 0; u < U; ++u) {
+    const long c = first + 32L * u;
+    if (c >= a.k / kChunk) break;
     float s[R], b[R];
-    const long g = c * kVals / a.group_size;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int i = 0; i < kWords; ++i) words[r][i] = next[r][i];
-      if (c + 32 < steps) load_words<Bits, kVals>(words_of(r) + (c + 32) * kWords, next[r]);
-      s[r] = static_cast<float>(static_cast<const S*>(a.scales)[row[r] * groups + g]);
-      b[r] = static_cast<float>(static_cast<const S*>(a.biases)[row[r] * groups + g]);
+      s[r] = static_cast<float>(l.scale[u][r]);
+      b[r] = static_cast<float>(l.bias[u][r]);
     }
-    float nw[kVals];
-    if (norm_weight) load_floats<W, kVals>(norm_weight + c * kVals, nw);
 #pragma unroll
-    for (int m = 0; m < M; ++m) {
-      float xv[kVals];
-      load_floats<T, kVals>(x + m * k + c * kVals, xv);
-      if (norm_weight) {
-#pragma unroll
-        for (int i = 0; i < kVals; ++i) {
-          squares[m] += xv[i] * xv[i];
-          xv[i] *= nw[i];
-        }
-      }
+    for (int j = 0; j < kChunk; j += 8) {
+      float w[R][8], nw[8];
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        float q[kVals];
-        unpack_words<Bits, kVals>(words[r], q);
-        float dot = 0.0f;
 #pragma unroll
-        for (int i = 0; i < kVals; ++i) dot += (s[r] * q[i] + b[r]) * xv[i];
-        acc[r][m] += dot;
+        for (int i = 0; i < 8; ++i) w[r][i] = chunk_weight<Bits>(l.words[u][r], j + i, s[r], b[r]);
+      }
+      if (norm_weight) load_floats<W, 8>(norm_weight + c * kChunk + j, nw);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float xv[8];
+        load_floats<T, 8>(x + m * a.k + c * kChunk + j, xv);
+        if (norm_weight) {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            squares[m] += xv[i] * xv[i];
+            xv[i] *= nw[i];
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[r][m] += w[r][i] * xv[i];
+        }
       }
     }
   }
 }
 
 /* The decode product: a warp R weight rows (with `glu`, R = 2: a gate row and its up row, n / 2
-   apart; else R consecutive rows), the M activation rows held in registers' worth of sums, then
-   warp sums. With a norm, the activations' sums of squares build up beside the products, which
-   take the weighted activations, and each row's 1/rms scales the result at the end. */
+   apart; else R consecutive rows) against M activation rows, then warp sums. Each lane keeps the
+   next step's loads in flight while it computes one (U chunks of 16 bytes or more a row), so a
+   warp has R * U * 32 * 4 * Bits bytes of weights in flight twice over. With a norm, each row's
+   1/rms scales the result at the end. */
 template <class T, class S, int Bits, int M, class W = T, int R = 1>
 __device__ void quantized_gemv(const QuantizedGemv& a) {
-  constexpr int kVals = GemvStep<Bits>::vals, kWords = GemvStep<Bits>::words;
+  constexpr int U = (R >= 4 || Bits >= 8) ? 1 : 2;
   const int lane = threadIdx.x & 31;
   const long warp = static_cast<long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const long outs = a.glu ? a.n / 2 : a.n;  // output columns
@@ -220,18 +257,31 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
   for (int r = 0; r < R; ++r) row[r] = a.glu ? warp + r * outs : warp * R + r;  // the host makes n a multiple of R
   const bool live = row[0] < (a.glu ? outs : a.n);
   // Weights that no earlier kernel of the graph writes are read before waiting for x.
-  uint32_t next[R][kWords];
-  const bool early = a.weights_ready && live && lane < a.k / kVals;
-  if (early) {
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-      load_words<Bits, kVals>(static_cast<const uint32_t*>(a.packed) + row[r] * (a.k * Bits / 32) + lane * kWords,
-                              next[r]);
-  }
+  GemvLoads<S, Bits, R, U> now;
+  const bool early = a.weights_ready && live;
+  if (early) gemv_load_words(a, row, lane, now);
   kiln_wait_for_inputs();
   if (!live) return;
+  if (!early) gemv_load_words(a, row, lane, now);
+  gemv_load_scales(a, row, lane, now);
   float acc[R][M], squares[M];
-  gemv_rows<T, S, Bits, M, W, R>(a, row, next, early, acc, squares);
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    squares[m] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r][m] = 0.0f;
+  }
+  const long chunks = a.k / kChunk, stride = 32L * U;
+  for (long first = lane; first < chunks; first += stride) {
+    GemvLoads<S, Bits, R, U> next;
+    const bool more = first + stride < chunks;
+    if (more) {
+      gemv_load_words(a, row, first + stride, next);
+      gemv_load_scales(a, row, first + stride, next);
+    }
+    gemv_step<T, S, Bits, M, W, R, U>(a, now, first, acc, squares);
+    if (more) now = next;
+  }
   T* out = static_cast<T*>(a.out);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -242,7 +292,7 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
     for (int r = 0; r < R; ++r) v[r] = warp_sum(acc[r][m]) * rms;
     if (lane != 0) continue;
     if (a.glu) {
-      out[m * outs + row[0]] = silu_times(static_cast<T>(v[0]), static_cast<T>(v[R - 1]));
+      out[m * outs + row[0]] = kiln::math::silu_times(static_cast<T>(v[0]), static_cast<T>(v[R - 1]));
       continue;
     }
 #pragma unroll
@@ -266,7 +316,7 @@ __device__ void gated(const Gated& a) {
   T* out = static_cast<T*>(a.out);
   for (long i = kiln_gid(); i < a.rows * a.f; i += kiln_gstride()) {
     const long r = i / a.f, c = i - r * a.f;
-    out[i] = silu_times(in[r * 2 * a.f + c], in[r * 2 * a.f + a.f + c]);
+    out[i] = kiln::math::silu_times(in[r * 2 * a.f + c], in[r * 2 * a.f + a.f + c]);
   }
 }
 
