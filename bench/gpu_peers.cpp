@@ -60,8 +60,19 @@
 //                (warm disk cache); 3 pairs.
 //   matmul_epilogue  gelu(x @ W + b) compiled against the bare matmul x @ W, bfloat16,
 //                4096 x 4096 x 4096, interleaved repetitions.
+//   llm          kiln's language-model ops on Llama-3-8B shapes, bfloat16 (llm_cases below;
+//                mirrored in bench/gpu_peers.py): quantized_matmul with 4-bit group-64
+//                weights, decode (x of 1 or 8 rows) and prefill (512 rows, beside kiln's
+//                bfloat16 matmul on the dequantized weights: cuBLASLt), decode and causal
+//                prefill attention (32 query heads, 8 key/value heads, head dim 128), rope
+//                and rms_norm. Each eager op (kiln_ms) and the op as a one-op compiled
+//                function (kiln_compiled_ms), CUDA events around each repetition, after a
+//                read of 256 MiB outside the events that leaves the op's inputs out of L2
+//                (L2Flush). Bytes: every input read once and the output written once;
+//                flop for the prefill product and the causal prefill attention. Each result
+//                checked against the same computation in float32 plain ops.
 //
-// Usage: gpu_peers [--out FILE] [--reps N] [--sections peers,host,latency,matmul]
+// Usage: gpu_peers [--out FILE] [--reps N] [--sections peers,host,latency,matmul,llm]
 //                  [--workloads gelu,...] [--dtypes float32,bfloat16] [--scale K]
 //                  [--cols C] [--cpu-dry-run]
 //   The copy ceiling runs first whatever the sections; --sections copy runs it alone (the
@@ -124,7 +135,7 @@ struct Options {
   int64_t cols = 4096;  // the row length of the 2-D workloads
   bool cpu = false;
   bool latency_child = false;
-  std::vector<std::string> sections = {"peers", "host", "latency", "matmul"};
+  std::vector<std::string> sections = {"peers", "host", "latency", "matmul", "llm"};
   std::vector<std::string> workloads;  // empty: all
   std::vector<std::string> dtypes = {"float32", "bfloat16"};
 };
@@ -891,10 +902,239 @@ void run_matmul(const Options& opt, const Timer& timer, Device dev, Report& rep)
   rep.write();
 }
 
+// ---- the llm section: kiln's language-model ops, each next to its limit ----------------
+// Shapes of Llama-3-8B (mirrored in bench/gpu_peers.py llm_cases; keep them in step), all
+// bfloat16, divided by llm_divisor(--scale) in quick and dry runs.
+constexpr int kGroup = 64, kBits = 4;
+constexpr float kRopeBase = 500000.0f;  // Llama 3's rope_theta
+constexpr float kNormEps = 1e-5f;
+constexpr double kTargetOfMatmul = 0.60;  // the prefill product's throughput over cuBLASLt's (issue 26)
+
+// The largest power of two <= min(scale, 16): every dimension below stays a whole number of
+// quantization groups.
+int64_t llm_divisor(int64_t scale) {
+  int64_t d = 1;
+  while (d * 2 <= std::min<int64_t>(scale, 16)) d *= 2;
+  return d;
+}
+
+// A float32 constant on `like`'s device.
+Array constant_like(const std::vector<float>& v, const Shape& shape, const Array& like) {
+  Array a = kiln::array(v, shape);
+  return like.device().type == Device::Type::cuda ? kiln::to(a, like.device()) : a;
+}
+
+Array f32(const Array& a) { return kiln::astype(a, kiln::float32); }
+
+// The references: each op in float32 written with plain ops (no fused language-model kernel).
+// x @ dequantize(w)^T, the weights expanded to float32.
+Array qmm_reference(const std::vector<Array>& in) {
+  return kiln::matmul(f32(in[0]), kiln::transpose(kiln::dequantize(in[1], f32(in[2]), f32(in[3]), kGroup, kBits)));
+}
+
+// softmax(q k^T * scale + causal mask) v, the query heads of one key/value head as one matrix.
+Array sdpa_reference(const Array& q, const Array& k, const Array& v, float scale, bool causal) {
+  const Shape& qs = q.shape();
+  const int64_t b = qs[0], hq = qs[1], lq = qs[2], d = qs[3], hkv = k.shape()[1], lk = k.shape()[2], g = hq / hkv;
+  Array scores =
+      kiln::matmul(kiln::reshape(f32(q), {b, hkv, g * lq, d}), kiln::transpose(f32(k), {0, 1, 3, 2})) * scale;
+  if (causal) {  // query l sees keys j <= l + (lk - lq)
+    std::vector<float> mask(static_cast<size_t>(g * lq * lk));
+    for (int64_t r = 0; r < g * lq; ++r)
+      for (int64_t j = 0; j < lk; ++j)
+        mask[static_cast<size_t>(r * lk + j)] = j <= r % lq + (lk - lq) ? 0.0f : -INFINITY;
+    scores = scores + constant_like(mask, {g * lq, lk}, q);
+  }
+  return kiln::reshape(kiln::matmul(kiln::softmax(scores, {-1}), f32(v)), {b, hq, lq, d});
+}
+
+// Rotary embedding of the halves (x[i], x[i + D/2]) at positions offset + l, frequencies base^(-2i/D).
+Array rope_reference(const Array& x, float base, int64_t offset) {
+  const Shape& s = x.shape();
+  const int64_t len = s[2], d = s[3], half = d / 2;
+  std::vector<float> c(static_cast<size_t>(len * half)), sn(c.size());
+  for (int64_t l = 0; l < len; ++l)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(offset + l) * std::pow(static_cast<double>(base), -2.0 * i / d);
+      c[static_cast<size_t>(l * half + i)] = static_cast<float>(std::cos(angle));
+      sn[static_cast<size_t>(l * half + i)] = static_cast<float>(std::sin(angle));
+    }
+  Array cs = constant_like(c, {len, half}, x), si = constant_like(sn, {len, half}, x), xf = f32(x);
+  Array x1 = kiln::slice(xf, {0, 0, 0, 0}, {s[0], s[1], len, half});
+  Array x2 = kiln::slice(xf, {0, 0, 0, half}, {s[0], s[1], len, d});
+  return kiln::concatenate({x1 * cs - x2 * si, x1 * si + x2 * cs}, -1);
+}
+
+using LlmFn = std::function<Array(const std::vector<Array>&)>;
+
+struct LlmCase {
+  std::string name;  // the workload's name, the same in bench/gpu_peers.py
+  std::function<std::vector<Array>()> inputs;  // evaluated, on the device
+  LlmFn op, reference;
+  std::string reference_text;
+  double flop = 0;  // > 0: bound by arithmetic (TFLOP/s), else by the bytes it moves
+  bool vs_matmul = false;  // also time kiln's bfloat16 matmul on the dequantized weights (cuBLASLt)
+};
+
+std::vector<LlmCase> llm_cases(int64_t scale, Device dev) {
+  const int64_t dv = llm_divisor(scale);
+  auto bf16 = [dev](const Shape& s) { return random_on(s, kiln::bfloat16, dev, -1.0f, 1.0f); };
+  // x (m, k) against 4-bit group-64 weights quantized from random bfloat16 (n, k).
+  auto qmm = [&](const std::string& name, int64_t m, int64_t n, int64_t k) {
+    n /= dv;
+    k /= dv;
+    LlmCase c{.name = name};
+    c.inputs = [=] {
+      auto [w, s, b] = kiln::quantize(bf16({n, k}), kGroup, kBits);
+      kiln::eval({w, s, b});
+      return std::vector<Array>{bf16({m, k}), w, s, b};
+    };
+    c.op = [](const std::vector<Array>& in) { return kiln::quantized_matmul(in[0], in[1], in[2], in[3]); };
+    c.reference = qmm_reference;
+    c.reference_text = "float32 x @ dequantize(w)^T";
+    return c;
+  };
+  LlmCase prefill = qmm("qmm_prefill512_14336x4096", 512 / dv, 14336, 4096);
+  prefill.flop = 2.0 * static_cast<double>(512 / dv) * static_cast<double>(14336 / dv) * static_cast<double>(4096 / dv);
+  prefill.vs_matmul = true;
+  const int64_t hq = 32, hkv = 8, hd = 128, ctx = 4096 / dv, prompt = 512 / dv;
+  const float sdpa_scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  auto sdpa = [&](const std::string& name, int64_t lq, int64_t lk, bool causal) {
+    LlmCase c{.name = name};
+    c.inputs = [=] {
+      return std::vector<Array>{bf16({1, hq, lq, hd}), bf16({1, hkv, lk, hd}), bf16({1, hkv, lk, hd})};
+    };
+    c.op = [=](const std::vector<Array>& in) {
+      return kiln::scaled_dot_product_attention(in[0], in[1], in[2], sdpa_scale, std::nullopt, causal);
+    };
+    c.reference = [=](const std::vector<Array>& in) { return sdpa_reference(in[0], in[1], in[2], sdpa_scale, causal); };
+    c.reference_text = "float32 softmax(q k^T * scale" + std::string(causal ? " + causal mask" : "") + ") v";
+    // Two products of lq x lk x hd a head; causal: the visible half.
+    if (causal) c.flop = 2.0 * 2.0 * static_cast<double>(lq * lk * hd * hq) / 2.0;
+    return c;
+  };
+  std::vector<LlmCase> cases = {
+      qmm("qmm_decode_4096x4096", 1, 4096, 4096),  // the q and o projections of one token
+      qmm("qmm_decode_14336x4096", 1, 14336, 4096),  // gate or up
+      qmm("qmm_decode_4096x14336", 1, 4096, 14336),  // down
+      qmm("qmm_decode_128256x4096", 1, 128256, 4096),  // the vocabulary's logits
+      qmm("qmm_decode8_14336x4096", 8, 14336, 4096),  // gate or up for 8 sequences at once
+      prefill,  // gate or up for a 512-token prompt
+      sdpa("sdpa_decode_4096", 1, ctx, false),  // one token against 4096 cached
+      sdpa("sdpa_prefill_512_causal", prompt, prompt, true),
+  };
+  LlmCase rope{.name = "rope_32x512x128"};
+  rope.inputs = [=] { return std::vector<Array>{bf16({1, hq, prompt, hd})}; };
+  rope.op = [](const std::vector<Array>& in) {
+    return kiln::rope(in[0], static_cast<int>(in[0].shape()[3]), false, kRopeBase, 1.0f, 0);
+  };
+  rope.reference = [](const std::vector<Array>& in) { return rope_reference(in[0], kRopeBase, 0); };
+  rope.reference_text = "float32 x * cos + rotate_half(x) * sin";
+  cases.push_back(rope);
+  LlmCase norm{.name = "rms_norm_512x4096"};
+  norm.inputs = [=] { return std::vector<Array>{bf16({prompt, 4096}), bf16({4096})}; };
+  norm.op = [](const std::vector<Array>& in) { return kiln::rms_norm(in[0], in[1], kNormEps); };
+  norm.reference = [](const std::vector<Array>& in) { return bench::rmsnorm(f32(in[0]), f32(in[1]), kNormEps); };
+  norm.reference_text = "float32 x * rsqrt(mean(x*x) + eps) * w";
+  cases.push_back(norm);
+  return cases;
+}
+
+// Reads 256 MiB (a sum) before a timed repetition, outside its events, so that the op's inputs
+// come from device memory and not from the L2 cache (50 MB on an H100, 60 on an H200; most
+// of these ops' inputs would fit), as in a model whose layers stream their weights. A read
+// leaves no dirty lines for the op to write back. It also keeps the GPU busy while the host
+// launches the op, so the events time the op's kernels, not its launch.
+struct L2Flush {
+  Array buf;
+  void operator()() const { launch({kiln::sum(buf)}); }
+};
+
+// Milliseconds per repetition of each body, each after a flush (the bodies interleaved).
+std::vector<std::vector<double>> time_cold(const Timer& timer, int reps, const L2Flush& flush,
+                                           const std::vector<std::function<void()>>& bodies) {
+  std::vector<std::function<void()>> slots;
+  for (auto& b : bodies) {
+    slots.push_back(flush);
+    slots.push_back(b);
+  }
+  auto ms = timer.time(reps, slots);
+  std::vector<std::vector<double>> out;
+  for (size_t j = 1; j < ms.size(); j += 2) out.push_back(std::move(ms[j]));
+  return out;
+}
+
+void run_llm(const Options& opt, const Timer& timer, Device dev, Report& rep, double ceiling) {
+  const L2Flush flush{random_on({(int64_t{1} << 26) / opt.scale}, kiln::float32, dev)};
+  for (const LlmCase& c : llm_cases(opt.scale, dev)) {
+    if (!opt.workloads.empty() && !has(opt.workloads, c.name)) continue;
+    Record r;
+    r.str("section", "llm").str("workload", c.name).str("dtype", "bfloat16");
+    try {
+      const std::vector<Array> in = c.inputs();
+      std::string shapes;
+      double bytes = 0;
+      for (auto& a : in) {
+        shapes += (shapes.empty() ? "" : " ") + kiln::detail::shape_str(a.shape());
+        bytes += static_cast<double>(a.nbytes());
+      }
+      Array out = c.op(in);
+      out.eval();
+      bytes += static_cast<double>(out.nbytes());  // the fewest bytes: every input read once, the output written once
+      r.str("shapes", shapes).num("bytes", bytes).num("flop", c.flop).num("copy_ceiling_TBps", ceiling);
+      kiln::CompiledFunction cf = kiln::compile(
+          [op = c.op](const std::vector<Array>& x) { return std::vector<Array>{op(x)}; }, {.name = c.name});
+      std::vector<std::function<void()>> bodies = {[&] { launch({c.op(in)}); }, [&] { launch(cf(in)); }};
+      Array wdq;  // vs_matmul: the dequantized bfloat16 weights, (n, k)
+      if (c.vs_matmul) {
+        wdq = kiln::dequantize(in[1], in[2], in[3], kGroup, kBits);
+        wdq.eval();
+        bodies.push_back([&] { launch({kiln::matmul(in[0], kiln::transpose(wdq))}); });
+      }
+      for (int i = 0; i < 3; ++i)
+        for (auto& b : bodies) b();
+      timer.sync();
+      auto ms = time_cold(timer, opt.reps, flush, bodies);
+      const double kms = median(ms[0]), cms = median(ms[1]);
+      r.num("kiln_ms", kms)
+          .num("kiln_min_ms", *std::min_element(ms[0].begin(), ms[0].end()))
+          .list("kiln_ms_all", ms[0]);
+      r.num("kiln_compiled_ms", cms);
+      char limit[160];
+      if (c.flop > 0) {
+        r.num("kiln_TFLOPs", c.flop / (kms * 1e-3) / 1e12);
+        std::snprintf(limit, sizeof limit, "%7.1f TFLOP/s", c.flop / (kms * 1e-3) / 1e12);
+      } else {
+        r.num("kiln_TBps", tbps(bytes, kms)).num("kiln_fraction_of_copy", tbps(bytes, kms) / ceiling);
+        std::snprintf(limit, sizeof limit, "%6.3f TB/s  %.3f of copy", tbps(bytes, kms), tbps(bytes, kms) / ceiling);
+      }
+      std::printf("%-26s kiln %8.4f ms  %s  (compiled %.4f ms)\n", c.name.c_str(), kms, limit, cms);
+      if (c.vs_matmul) {
+        const double mm = median(ms[2]);
+        r.num("kiln_matmul_ms", mm).num("kiln_matmul_TFLOPs", c.flop / (mm * 1e-3) / 1e12);
+        r.num("kiln_fraction_of_matmul", mm / kms).num("target_fraction_of_matmul", kTargetOfMatmul);
+        r.raw("kiln_meets_target", mm / kms >= kTargetOfMatmul ? "true" : "false");
+        std::printf(
+            "%-26s bfloat16 matmul on the dequantized weights %.4f ms (%.1f TFLOP/s): the 4-bit product runs at "
+            "%.3f of it (target >= %.2f)\n",
+            "", mm, c.flop / (mm * 1e-3) / 1e12, mm / kms, kTargetOfMatmul);
+      }
+      std::fflush(stdout);
+      auto [e, m] = max_err(out, c.reference(in));
+      r.num("check_max_abs_err", e).num("check_max_abs_ref", m).str("check_reference", c.reference_text);
+    } catch (const std::exception& e) {
+      rep.fail(r, c.name, e.what());
+    }
+    rep.records.push_back(r);
+    rep.write();
+    if (timer.gpu) kiln::cuda::trim_memory_cache();
+  }
+}
+
 int usage() {
   std::fprintf(stderr,
-               "usage: gpu_peers [--out FILE] [--reps N] [--sections peers,host,latency,matmul]\n"
-               "                 [--workloads gelu,swiglu,rmsnorm,softmax,layernorm,chain10,sum,colsum,argmax]\n"
+               "usage: gpu_peers [--out FILE] [--reps N] [--sections peers,host,latency,matmul,llm]\n"
+               "                 [--workloads gelu,swiglu,...,qmm_decode_4096x4096,...,rms_norm_512x4096]\n"
                "                 [--dtypes float32,bfloat16] [--scale K] [--cols C] [--cpu-dry-run]\n");
   return 2;
 }
@@ -1026,6 +1266,7 @@ int main(int argc, char** argv) {
   }
   if (has(opt.sections, "latency")) run_latency(opt, rep);
   if (has(opt.sections, "matmul")) run_matmul(opt, timer, dev, rep);
+  if (has(opt.sections, "llm")) run_llm(opt, timer, dev, rep, ceiling);
   rep.write();
   std::printf("wrote %s (%zu records, %zu errors)\n", opt.out.c_str(), rep.records.size(), rep.errors.size());
   return rep.errors.empty() ? 0 : 1;

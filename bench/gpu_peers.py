@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The peers' side of the GPU peers benchmark: PyTorch eager, torch.compile and jax.jit on
+"""The peers' side of the GPU peers benchmark: PyTorch eager, torch.compile, jax.jit and MLX on
 the workloads of bench/gpu_peers.cpp (bench/run_gpu_peers.sh runs both and
 bench/summarize_gpu_peers.py merges them; docs/benchmarks.md, "GPU peers").
 
@@ -51,17 +51,34 @@ repetition (a few microseconds, spread over the inner calls).
   matmul_epilogue  gelu(x @ W + b) against the bare x @ W, bfloat16, 4096^3.
   copy        torch's device-to-device copy of 256 MiB (read + write), a cross-check of
               the ceiling that bench/gpu_peers.cpp measures with cuMemcpyDtoDAsync.
+  llm         the language-model ops of bench/gpu_peers.cpp's llm section (llm_cases: 4-bit
+              group-64 products on Llama-3-8B shapes, decode and causal prefill attention
+              with 32 query and 8 key/value heads, rope, rms_norm; bfloat16):
+              torch_eager_ms  PyTorch's own ops: x @ W.t() on bfloat16 weights of the same
+                     shape (it has no 4-bit affine product), F.scaled_dot_product_attention
+                     (enable_gqa=True), x * cos + rotate_half(x) * sin with the tables made
+                     once, F.rms_norm; timed as above, each call after a read of 256 MiB
+                     outside its events (the inputs come from device memory, not L2).
+              mlx_ms  (--frameworks mlx) mx.quantized_matmul on mx.quantize's weights (kiln's
+                     format), mx.fast.scaled_dot_product_attention, mx.fast.rope,
+                     mx.fast.rms_norm, on MLX's GPU (MLX-CUDA); the host clock around mx.eval
+                     of N calls made back to back, cycling through enough copies of the
+                     inputs (up to 32) that together exceed 256 MiB, divided by N; the median
+                     over --reps. This includes MLX's launch of each call where that is
+                     longer than the kernel. An MLX without a GPU is skipped with the reason.
 
-Missing jax or triton, or a JAX without a GPU backend, leaves those fields null with the
-reason in "<framework>_error"; everything else still runs.
+Missing jax, triton or mlx, or a JAX or MLX without a GPU backend, leaves those fields null
+with the reason in "<framework>_error"; everything else still runs.
 
-Usage: python3 bench/gpu_peers.py --out FILE.json [--reps 20] [--sections peers,host,matmul]
+Usage: python3 bench/gpu_peers.py --out FILE.json [--reps 20] [--sections peers,host,matmul,llm]
          [--workloads gelu,...] [--dtypes float32,bfloat16]
-         [--frameworks torch_eager,jax,torch_compile] [--scale K] [--budget-s S] [--cpu-dry-run]
+         [--frameworks torch_eager,jax,torch_compile,mlx] [--scale K] [--budget-s S] [--cpu-dry-run]
+--frameworks defaults to torch_eager,jax,torch_compile (run_gpu_peers.sh runs MLX in a
+process of its own).
 --cpu-dry-run runs on the CPU with host timers and --scale 256 (tests this script where
 there is no GPU; its numbers mean nothing).
 Exit status: 0 when everything ran, 1 when some measurement failed or was skipped (the
-JSON holds the rest), 2 on bad arguments, 77 when neither PyTorch nor JAX has a GPU.
+JSON holds the rest), 2 on bad arguments, 77 when none of the requested frameworks has a GPU.
 """
 import os
 
@@ -83,6 +100,7 @@ torch = None  # imported in main()
 F = None
 jax = None
 jnp = None
+mx = None
 
 N = 1 << 26
 ROWS, COLS = 16384, 4096
@@ -348,6 +366,122 @@ def workloads(scale):
 
 DTYPE_SIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
 
+# ---- the llm section: language-model ops on Llama-3-8B shapes, bfloat16 -------------------
+# The cases of bench/gpu_peers.cpp llm_cases (keep them in step); kiln's record of each case
+# holds its bytes and flop.
+LLM_GROUP, LLM_BITS = 64, 4
+ROPE_BASE, NORM_EPS = 500000.0, 1e-5
+HQ, HKV, HD = 32, 8, 128
+SDPA_SCALE = HD ** -0.5
+L2_BYTES = 1 << 28  # the read before each timed torch call; the inputs MLX cycles through
+
+
+def llm_divisor(scale):
+    """The largest power of two <= min(scale, 16) (whole quantization groups)."""
+    d = 1
+    while d * 2 <= min(scale, 16):
+        d *= 2
+    return d
+
+
+def llm_cases(scale):
+    """(name, kind, dims): qmm (m, n, k): x (m, k) @ W (n, k)^T; sdpa (lq, lk, causal);
+    rope (length,); rms_norm (rows, cols)."""
+    d = llm_divisor(scale)
+    ctx, prompt = 4096 // d, 512 // d
+    return [
+        ("qmm_decode_4096x4096", "qmm", (1, 4096 // d, 4096 // d)),
+        ("qmm_decode_14336x4096", "qmm", (1, 14336 // d, 4096 // d)),
+        ("qmm_decode_4096x14336", "qmm", (1, 4096 // d, 14336 // d)),
+        ("qmm_decode_128256x4096", "qmm", (1, 128256 // d, 4096 // d)),
+        ("qmm_decode8_14336x4096", "qmm", (8, 14336 // d, 4096 // d)),
+        ("qmm_prefill512_14336x4096", "qmm", (prompt, 14336 // d, 4096 // d)),
+        ("sdpa_decode_4096", "sdpa", (1, ctx, False)),
+        ("sdpa_prefill_512_causal", "sdpa", (prompt, prompt, True)),
+        ("rope_32x512x128", "rope", (prompt,)),
+        ("rms_norm_512x4096", "rms_norm", (prompt, 4096)),
+    ]
+
+
+def torch_rope(x, cos, sin):
+    """Rotary embedding of the halves, cos and sin (length, HD) made once (as transformers does)."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+def torch_rope_tables(ctx, length):
+    inv_freq = ROPE_BASE ** (-torch.arange(0, HD, 2, dtype=torch.float32) / HD)
+    angles = torch.outer(torch.arange(length, dtype=torch.float32), inv_freq).repeat(1, 2)
+    dev = "cpu" if ctx.cpu else "cuda"
+    return angles.cos().to(dev, torch.bfloat16), angles.sin().to(dev, torch.bfloat16)
+
+
+def torch_llm_case(ctx, kind, dims):
+    """(fn, args): the case in PyTorch's own ops, bfloat16. PyTorch has no 4-bit affine product:
+    it multiplies bfloat16 weights of the same shape (what the 4-bit ones dequantize to)."""
+    def rand(*shape):
+        return torch_inputs(ctx, [shape], "bfloat16", -1.0, 1.0)[0]
+
+    if kind == "qmm":
+        m, n, k = dims
+        return (lambda x, w: x @ w.t()), (rand(m, k), rand(n, k))
+    if kind == "sdpa":
+        lq, lk, causal = dims
+        fn = functools.partial(F.scaled_dot_product_attention, is_causal=causal, scale=SDPA_SCALE, enable_gqa=True)
+        return fn, (rand(1, HQ, lq, HD), rand(1, HKV, lk, HD), rand(1, HKV, lk, HD))
+    if kind == "rope":
+        (length,) = dims
+        return torch_rope, (rand(1, HQ, length, HD),) + torch_rope_tables(ctx, length)
+    rows, cols = dims
+    return (lambda x, w: F.rms_norm(x, (cols,), w, eps=NORM_EPS)), (rand(rows, cols), rand(cols))
+
+
+def mlx_llm_case(kind, dims):
+    """(make, fn): make() returns fresh evaluated inputs, fn the case in MLX's ops (the same
+    4-bit group-64 format as kiln's, mx.fast kernels)."""
+    def rand(*shape):
+        return mx.random.uniform(-1.0, 1.0, shape).astype(mx.bfloat16)
+
+    if kind == "qmm":
+        m, n, k = dims
+
+        def make():
+            return (rand(m, k),) + tuple(mx.quantize(rand(n, k), group_size=LLM_GROUP, bits=LLM_BITS))
+
+        def fn(x, w, s, b):
+            return mx.quantized_matmul(x, w, s, b, transpose=True, group_size=LLM_GROUP, bits=LLM_BITS)
+    elif kind == "sdpa":
+        lq, lk, causal = dims
+
+        def make():
+            return rand(1, HQ, lq, HD), rand(1, HKV, lk, HD), rand(1, HKV, lk, HD)
+
+        def fn(q, k, v):
+            return mx.fast.scaled_dot_product_attention(q, k, v, scale=SDPA_SCALE, mask="causal" if causal else None)
+    elif kind == "rope":
+        (length,) = dims
+
+        def make():
+            return (rand(1, HQ, length, HD),)
+
+        def fn(x):
+            return mx.fast.rope(x, HD, traditional=False, base=ROPE_BASE, scale=1.0, offset=0)
+    else:
+        rows, cols = dims
+
+        def make():
+            return rand(rows, cols), rand(cols)
+
+        def fn(x, w):
+            return mx.fast.rms_norm(x, w, NORM_EPS)
+
+    def made():
+        args = make()
+        mx.eval(args)
+        return args
+
+    return made, fn
+
 
 # ---- timing ---------------------------------------------------------------------------
 def median(v):
@@ -398,13 +532,16 @@ def torch_sync():
         torch.cuda.synchronize()
 
 
-def time_torch(ctx, fn, args, reps, warmup=3):
-    """Median ms per call: CUDA events around each call, back to back (host clock on the CPU)."""
+def time_torch(ctx, fn, args, reps, warmup=3, flush=None):
+    """Median ms per call: CUDA events around each call, back to back (host clock on the CPU);
+    flush() before each call, outside the events."""
+    flush = flush or (lambda: None)
     for _ in range(warmup):
         fn(*args)
     if ctx.cpu:
         ts = []
         for _ in range(reps):
+            flush()
             t0 = time.perf_counter()
             fn(*args)
             ts.append((time.perf_counter() - t0) * 1e3)
@@ -412,6 +549,7 @@ def time_torch(ctx, fn, args, reps, warmup=3):
     torch.cuda.synchronize()
     ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
     for s, e in ev:
+        flush()
         s.record()
         fn(*args)
         e.record()
@@ -432,6 +570,19 @@ def time_jax(fn, args, reps, inner, warmup=3):
         out.block_until_ready()
         ts.append((time.perf_counter() - t0) * 1e3 / inner)
         del out
+    return median(ts), ts
+
+
+def time_mlx(fn, arg_sets, reps, calls):
+    """Median ms per call: the host clock around mx.eval of `calls` calls made back to back,
+    cycling through arg_sets (so that the inputs of most calls are not in the L2 cache)."""
+    for args in arg_sets:
+        mx.eval(fn(*args))
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        mx.eval([fn(*arg_sets[i % len(arg_sets)]) for i in range(calls)])
+        ts.append((time.perf_counter() - t0) * 1e3 / calls)
     return median(ts), ts
 
 
@@ -690,6 +841,55 @@ def matmul_jax(ctx):
     ctx.write()
 
 
+def each_llm_case(ctx, error_field, label, measure):
+    """measure(r, kind, dims) for every selected llm case, r its record (as each_peer_case)."""
+    for name, kind, dims in llm_cases(ctx.args.scale):
+        if ctx.args.workloads and name not in ctx.args.workloads:
+            continue
+        r = ctx.rec("llm", name, "bfloat16")
+        try:
+            measure(r, kind, dims)
+        except Exception as e:  # noqa: BLE001
+            ctx.fail(r, error_field, f"{name} {label}", e)
+        ctx.write()
+        gc.collect()
+        if torch is not None and not ctx.cpu:
+            torch.cuda.empty_cache()
+
+
+def llm_torch(ctx):
+    """PyTorch eager, timed as the peers are, each call after a read of L2_BYTES outside its
+    events (as bench/gpu_peers.cpp's L2Flush: the inputs come from device memory, and the host
+    has launched the call before the GPU gets to it)."""
+    scratch = torch.ones(L2_BYTES // 4 // ctx.args.scale, dtype=torch.float32, device="cpu" if ctx.cpu else "cuda")
+
+    def measure(r, kind, dims):
+        fn, args = torch_llm_case(ctx, kind, dims)
+        r["torch_eager_ms"], _ = time_torch(ctx, fn, args, ctx.args.reps, flush=scratch.sum)
+        print(f"{r['workload']:<26} torch eager {r['torch_eager_ms']:9.4f} ms", flush=True)
+
+    each_llm_case(ctx, "torch_eager_error", "torch eager", measure)
+    del scratch
+
+
+def llm_mlx(ctx):
+    def measure(r, kind, dims):
+        make, fn = mlx_llm_case(kind, dims)
+        args = make()
+        out = fn(*args)
+        mx.eval(out)
+        nbytes = sum(a.nbytes for a in args) + out.nbytes
+        copies = max(1, min(32, -(-(L2_BYTES // ctx.args.scale) // nbytes)))
+        arg_sets = [args] + [make() for _ in range(copies - 1)]
+        calls = max(copies, 10)
+        r["mlx_ms"], _ = time_mlx(fn, arg_sets, ctx.args.reps, calls)
+        r["mlx_input_copies"], r["mlx_calls"] = copies, calls
+        print(f"{r['workload']:<26} mlx {r['mlx_ms']:9.4f} ms ({calls} calls over {copies} copies of the inputs)",
+              flush=True)
+
+    each_llm_case(ctx, "mlx_error", "mlx", measure)
+
+
 # ---- main -----------------------------------------------------------------------------
 def load_torch(ctx):
     global torch, F
@@ -745,15 +945,34 @@ def load_jax(ctx):
     return None
 
 
+def load_mlx(ctx):
+    global mx
+    try:
+        import mlx.core as m
+    except Exception as e:  # noqa: BLE001
+        return f"MLX could not be imported ({type(e).__name__}: {e}): MLX not measured"
+    mx = m
+    ctx.meta["mlx_version"] = getattr(mx, "__version__", "?")
+    if ctx.cpu:
+        mx.set_default_device(mx.cpu)
+        return None
+    if not mx.is_available(mx.gpu):
+        return "MLX has no GPU device here (MLX-CUDA, the mlx[cuda] package, is not installed): MLX not measured"
+    mx.set_default_device(mx.gpu)
+    ctx.meta.setdefault("device", str(mx.default_device()))
+    return None
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default="gpu_peers_python.json")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--jax-inner", type=int, default=10, help="calls per timed JAX repetition")
-    p.add_argument("--sections", default="peers,host,matmul")
+    p.add_argument("--sections", default="peers,host,matmul,llm")
     p.add_argument("--workloads", default="")
     p.add_argument("--dtypes", default="float32,bfloat16")
-    p.add_argument("--frameworks", default="torch_eager,jax,torch_compile")
+    p.add_argument("--frameworks", default="torch_eager,jax,torch_compile",
+                   help="of torch_eager, jax, torch_compile, mlx (mlx: the llm section only)")
     p.add_argument("--scale", type=int, default=0)
     p.add_argument("--budget-s", type=float, default=400.0,
                    help="start no new torch.compile measurement after this many seconds")
@@ -793,22 +1012,26 @@ def main(argv):
     why_torch = load_torch(ctx) if want_torch else "not requested (--frameworks)"
     why_triton = (load_triton(ctx) if why_torch is None else why_torch) if "torch_compile" in fw else "not requested"
     why_jax = load_jax(ctx) if "jax" in fw else "not requested (--frameworks)"
+    why_mlx = load_mlx(ctx) if "mlx" in fw else "not requested (--frameworks)"
     if want_torch:
         ctx.meta["torch_error"] = why_torch
     if "torch_compile" in fw:
         ctx.meta["torch_compile_error"] = why_triton
     if "jax" in fw:
         ctx.meta["jax_error"] = why_jax
-    for name, w in (("torch_eager", why_torch), ("torch_compile", why_triton), ("jax", why_jax)):
+    if "mlx" in fw:
+        ctx.meta["mlx_error"] = why_mlx
+    for name, w in (("torch_eager", why_torch), ("torch_compile", why_triton), ("jax", why_jax), ("mlx", why_mlx)):
         if name in fw and w and w not in ctx.errors:
             print(f"gpu_peers.py: {w}", file=sys.stderr, flush=True)
             ctx.errors.append(w)
     ctx.write()
-    if (why_torch or not want_torch) and (why_jax or "jax" not in fw):
+    if (why_torch or not want_torch) and (why_jax or "jax" not in fw) and (why_mlx or "mlx" not in fw):
         print("gpu_peers.py: none of the requested frameworks can run here: nothing measured", file=sys.stderr)
         return 77
     print(f"gpu_peers.py: torch {ctx.meta.get('torch_version')} triton {ctx.meta.get('triton_version')} "
-          f"jax {ctx.meta.get('jax_version')} on {ctx.meta.get('device', 'cpu')}", flush=True)
+          f"jax {ctx.meta.get('jax_version')} mlx {ctx.meta.get('mlx_version')} on {ctx.meta.get('device', 'cpu')}",
+          flush=True)
 
     sec = args.sections
     if why_torch is None:
@@ -822,6 +1045,8 @@ def main(argv):
         if "host" in sec:
             host_torch(ctx, compiled=False)
             host_mlp_torch(ctx, compiled=False)
+        if "llm" in sec:
+            llm_torch(ctx)
     if why_torch is None and not ctx.cpu:
         torch.cuda.empty_cache()
     if why_jax is None and "jax" in fw:
@@ -832,6 +1057,8 @@ def main(argv):
         if "host" in sec:
             host_jax(ctx)
             host_mlp_jax(ctx)
+    if why_mlx is None and "mlx" in fw and "llm" in sec:
+        llm_mlx(ctx)
     if why_torch is None and why_triton is None and "torch_compile" in fw:
         if "peers" in sec:
             peers_torch_compile(ctx)

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The GPU peers benchmark (docs/benchmarks.md, "GPU peers"): builds bench/gpu_peers (kiln
-# with the CUDA backend), runs it, runs bench/gpu_peers.py for JAX and for PyTorch (eager
-# and torch.compile) in separate processes, and merges everything with
-# bench/summarize_gpu_peers.py.
+# with the CUDA backend), runs it, runs bench/gpu_peers.py for JAX, for MLX (the llm section
+# only; skipped, not failed, where MLX has no GPU) and for PyTorch (eager and torch.compile)
+# in separate processes, and merges everything with bench/summarize_gpu_peers.py.
 #
 #   bench/run_gpu_peers.sh <build dir> <out dir> [extra gpu_peers arguments...]
 #
 # Writes into <out dir>: gpu_peers_<date>.json (the results list, for bench/results/),
 # gpu_peers_<date>.md (the table for docs/benchmarks.md), and the raw kiln.json,
-# python_jax.json, python_torch.json, with the logs of every step (cmake.log, build.log,
-# kiln.log, python_jax.log, python_torch.log, nvidia-smi.txt).
+# python_jax.json, python_mlx.json, python_torch.json, with the logs of every step (cmake.log,
+# build.log, kiln.log, python_jax.log, python_mlx.log, python_torch.log, nvidia-smi.txt).
 #
 # Every step runs even when an earlier one failed (their fields are then null); the exit
 # status is 0 when all steps succeeded and 1 otherwise, with the failed steps listed last.
@@ -17,7 +17,7 @@
 # existing build), BUILD_TIMEOUT (330 s), DEADLINE (560: seconds from the start by which everything has ended, so
 # that one 600 s command holds the whole run; each step's time limit shrinks to fit, and a
 # step killed at its limit keeps the results it had written), CPP_TIMEOUT (150 s),
-# JAX_TIMEOUT (120 s), TORCH_TIMEOUT (260 s; no new torch.compile measurement starts in
+# JAX_TIMEOUT (120 s), MLX_TIMEOUT (60 s), TORCH_TIMEOUT (260 s; no new torch.compile measurement starts in
 # its last 60 s), GPU_PEERS_DRY_RUN=1 (everything on the CPU at 1/256 size: tests the
 # scripts, measures nothing).
 set -uo pipefail
@@ -39,7 +39,8 @@ day="$(date -u +%Y-%m-%d)"
 dry=()
 [[ -n "${GPU_PEERS_DRY_RUN:-}" ]] && dry=(--cpu-dry-run)
 failed=()
-rm -f "$out/kiln.json" "$out/python_jax.json" "$out/python_torch.json"  # never merge a previous run's
+notes=()
+rm -f "$out/kiln.json" "$out/python_jax.json" "$out/python_mlx.json" "$out/python_torch.json"  # never merge a previous run's
 t_start=$SECONDS
 deadline=$((t_start + ${DEADLINE:-560}))
 source "$root/bench/step_limits.sh"
@@ -115,23 +116,29 @@ run_py() {  # name wanted-limit reserve-for-later args...
   local rc=${PIPESTATUS[0]}
   case $rc in
     0) ;;
-    77) failed+=("python $name: framework not usable here (see $out/python_$name.log)") ;;
+    77) if [[ $name == mlx ]]; then  # an optional peer: MLX-CUDA is rarely installed
+          notes+=("python mlx: MLX not usable here, skipped (see $out/python_mlx.log)")
+        else
+          failed+=("python $name: framework not usable here (see $out/python_$name.log)")
+        fi ;;
     124 | 137) failed+=("python $name: timed out after $lim s (partial results kept)") ;;
     *) failed+=("python $name: exit status $rc (see $out/python_$name.log)") ;;
   esac
 }
 run_py jax "${JAX_TIMEOUT:-120}" 100 --frameworks jax
+run_py mlx "${MLX_TIMEOUT:-60}" 100 --frameworks mlx --sections llm
 run_py torch "${TORCH_TIMEOUT:-260}" 10 --frameworks torch_eager,torch_compile
 
 # ---- merge ---------------------------------------------------------------------------
 step "merge"
 if ! "$py" "$root/bench/summarize_gpu_peers.py" --kiln "$out/kiln.json" --python "$out/python_jax.json" \
-    --python "$out/python_torch.json" --json "$out/gpu_peers_$day.json" --md "$out/gpu_peers_$day.md"; then
+    --python "$out/python_mlx.json" --python "$out/python_torch.json" --json "$out/gpu_peers_$day.json" --md "$out/gpu_peers_$day.md"; then
   failed+=("merge")
 fi
 
 echo
 echo "=== done in $((SECONDS - t_start)) s; outputs in $out"
+((${#notes[@]})) && printf '  - %s\n' "${notes[@]}"
 if ((${#failed[@]})); then
   echo "failed or incomplete steps:"
   printf '  - %s\n' "${failed[@]}"

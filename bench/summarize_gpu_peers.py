@@ -9,8 +9,9 @@ KILN.json comes from bench/gpu_peers.cpp, each PY.json from a run of bench/gpu_p
 a measured value winning over a null). Any file may be missing or partial: its fields are
 then null. OUT.json is a list with one object per
 workload and dtype ("section": "peers"), then one object each for "host_call" (two: the
-32-op function and the MLP), "compile_latency" and "matmul_epilogue", then one "meta"
-object (device, versions, copy ceiling, errors). Derived fields:
+32-op function and the MLP), "compile_latency" and "matmul_epilogue", then one per
+language-model op ("section": "llm"), then one "meta" object (device, versions, copy
+ceiling, errors). Derived fields:
 
   copy_ceiling_TBps          the faster of kiln's two device-to-device copies (256 MiB,
                              cuMemcpyDtoDAsync, read + write), else torch's copy
@@ -18,6 +19,10 @@ object (device, versions, copy ceiling, errors). Derived fields:
   <x>_fraction_of_copy       <x>_TBps / copy_ceiling_TBps
   speedup_vs_<peer>          <peer>_ms / kiln_ms (above 1: kiln is faster); for
                              host_call_mlp <peer>_us / kiln_us
+  llm: kiln_TBps and kiln_fraction_of_copy for the ops bound by bytes, kiln_TFLOPs for
+       those bound by arithmetic (flop > 0), kiln_fraction_of_matmul (kiln's bfloat16
+       cuBLASLt matmul on the dequantized weights / the 4-bit prefill product; target
+       >= 0.60), speedup_vs_torch_eager and speedup_vs_mlx
 
 Targets: host_call_32op kiln_us <= 5 (host_call_mlp has none); compile_latency cold_ms <= 100 and warm_disk_ms <= 5;
 matmul_epilogue kiln_ratio (compiled gelu(x @ W + b) / bare matmul) <= 1.05.
@@ -29,7 +34,10 @@ import os
 import sys
 
 PEER_MS = ("torch_eager_ms", "torch_builtin_ms", "torch_compile_ms", "jax_jit_ms")
-WORKLOAD_ORDER = ["gelu", "swiglu", "rmsnorm", "softmax", "layernorm", "chain10", "sum", "colsum", "argmax", "scale_bias", "batch_bias", "transpose", "transpose_add"]
+WORKLOAD_ORDER = ["gelu", "swiglu", "rmsnorm", "softmax", "layernorm", "chain10", "sum", "colsum", "argmax", "scale_bias",
+                  "batch_bias", "transpose", "transpose_add", "transpose_bias", "strided_mul"]
+LLM_PEER_MS = ("torch_eager_ms", "mlx_ms")
+TARGET_OF_MATMUL = 0.60
 DTYPE_ORDER = ["float32", "bfloat16", "float16"]
 
 
@@ -107,11 +115,11 @@ def merge(kiln, py):
     date = kiln.get("date") or py.get("date")
     keys = list(dict.fromkeys(list(kr) + list(pr)))
 
-    def order(k):
-        sec = {"peers": 0, "host_call": 1, "compile_latency": 2, "matmul_epilogue": 3}.get(k[0], 9)
+    def order(k):  # llm cases (not in WORKLOAD_ORDER) as the harness wrote them
+        sec = {"peers": 0, "host_call": 1, "compile_latency": 2, "matmul_epilogue": 3, "llm": 4}.get(k[0], 9)
         w = WORKLOAD_ORDER.index(k[1]) if k[1] in WORKLOAD_ORDER else 99
         d = DTYPE_ORDER.index(k[2]) if k[2] in DTYPE_ORDER else 99
-        return (sec, w, d, str(k))
+        return (sec, w, d, keys.index(k))
 
     out = []
     for key in sorted(keys, key=order):
@@ -189,6 +197,29 @@ def merge(kiln, py):
             o["kiln_meets_target"] = None if o["kiln_ratio"] is None else o["kiln_ratio"] <= 1.05
             if k.get("kiln_gelu"):
                 o["kiln_gelu"] = k["kiln_gelu"]
+        elif sec == "llm":
+            o["shapes"] = k.get("shapes")
+            for f in ("bytes", "flop", "kiln_ms", "kiln_compiled_ms", "kiln_matmul_ms", "check_max_abs_err",
+                      "check_max_abs_ref"):
+                o[f] = num(k.get(f))
+            o["check_reference"] = k.get("check_reference")
+            for f in LLM_PEER_MS:
+                o[f] = num(p.get(f))
+            o["copy_ceiling_TBps"] = ceil
+            if o["flop"]:  # bound by arithmetic
+                o["kiln_TFLOPs"] = div(o["flop"], o["kiln_ms"] * 1e-3 * 1e12) if o["kiln_ms"] else None
+            else:
+                o["kiln_TBps"] = div(o["bytes"], o["kiln_ms"] * 1e-3 * 1e12) if o["kiln_ms"] else None
+                o["kiln_fraction_of_copy"] = div(o["kiln_TBps"], ceil)
+            if o["kiln_matmul_ms"] is not None:
+                o["kiln_matmul_TFLOPs"] = div(o["flop"], o["kiln_matmul_ms"] * 1e-3 * 1e12)
+                o["kiln_fraction_of_matmul"] = div(o["kiln_matmul_ms"], o["kiln_ms"])
+                o["target_fraction_of_matmul"] = TARGET_OF_MATMUL
+                frac = o["kiln_fraction_of_matmul"]
+                o["kiln_meets_target"] = None if frac is None else frac >= TARGET_OF_MATMUL
+            for f in LLM_PEER_MS:
+                o["speedup_vs_" + f[:-3]] = div(o[f], o["kiln_ms"])
+            o["mlx_input_copies"] = p.get("mlx_input_copies")
         else:
             for src in (k, p):
                 for f, v in src.items():
@@ -273,6 +304,7 @@ def markdown(rows, notes):
                  f"{f(m.get('kiln_matmul_TFLOPs'), '{:.0f}')} TFLOP/s) | {ok(m.get('kiln_meets_target'))} "
                  f"| torch.compile {f(m.get('torch_compile_ratio'))} ({f(m.get('torch_compile_ms'), '{:.4f}')} / "
                  f"{f(m.get('torch_matmul_ms'), '{:.4f}')} ms), jax.jit {f(m.get('jax_jit_ratio'))} |")
+    L += llm_markdown([r for r in rows if r["section"] == "llm"], ph)
     errs = [(r["section"], r["workload"], r["dtype"], k, v) for r in rows for k, v in (r.get("errors") or {}).items()]
     top = list(kh.get("errors") or []) + list(ph.get("errors") or [])
     if errs or top or notes:
@@ -289,6 +321,38 @@ def markdown(rows, notes):
             if v not in seen and not any(v in x for x in seen):
                 L.append(f"- {v}")
     return "\n".join(L) + "\n"
+
+
+def llm_markdown(rows, ph):
+    """The LLM ops table: each op's time, its fraction of its limit, and the peers'."""
+    if not rows:
+        return []
+    L = ["", "LLM ops, bfloat16 (kiln: the eager op; compiled: the op as a one-op compiled function). Limit: the "
+         "fraction of the copy ceiling for the ops bound by bytes (fewest bytes: inputs read once, output written "
+         "once), else TFLOP/s; the 4-bit prefill product also as a fraction of kiln's bfloat16 cuBLASLt matmul on "
+         f"the dequantized weights (target ≥ {TARGET_OF_MATMUL:.2f}). PyTorch's products multiply bfloat16 weights "
+         "(it has no 4-bit affine product).", ""]
+    if ph.get("mlx_error") and all(r.get("mlx_ms") is None for r in rows):
+        L += [f"MLX: {ph['mlx_error']}", ""]
+    L.append("| op | shapes | kiln ms | compiled ms | **kiln's limit** | PyTorch eager ms | MLX ms "
+             "| **speedup vs PyTorch** | speedup vs MLX | check: max error / max value |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r.get("flop"):
+            limit = f"{f(r.get('kiln_TFLOPs'), '{:.1f}')} TFLOP/s"
+        else:
+            limit = f"**{f(r.get('kiln_fraction_of_copy'), '{:.2f}')}** of copy ({f(r.get('kiln_TBps'))} TB/s)"
+        if r.get("kiln_matmul_ms") is not None:
+            met = {None: "—", True: "met", False: "**not met**"}[r.get("kiln_meets_target")]
+            limit += (f"; **{f(r.get('kiln_fraction_of_matmul'), '{:.2f}')}** of cuBLASLt bf16 "
+                      f"({f(r.get('kiln_matmul_ms'), '{:.4f}')} ms, {f(r.get('kiln_matmul_TFLOPs'), '{:.0f}')} "
+                      f"TFLOP/s; target {met})")
+        L.append(f"| {r['workload']} | {r.get('shapes') or '—'} | {f(r.get('kiln_ms'), '{:.4f}')} "
+                 f"| {f(r.get('kiln_compiled_ms'), '{:.4f}')} | {limit} | {f(r.get('torch_eager_ms'), '{:.4f}')} "
+                 f"| {f(r.get('mlx_ms'), '{:.4f}')} | **{f(r.get('speedup_vs_torch_eager'), '{:.2f}×')}** "
+                 f"| {f(r.get('speedup_vs_mlx'), '{:.2f}×')} "
+                 f"| {f(r.get('check_max_abs_err'), '{:.3g}')} / {f(r.get('check_max_abs_ref'), '{:.3g}')} |")
+    return L
 
 
 def main(argv):
