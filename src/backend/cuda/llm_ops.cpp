@@ -35,7 +35,6 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 constexpr int kGemvRows = 8;  // activation rows the decode product holds in registers
-constexpr int64_t kManyRows = 8192;  // weight rows from which a decode product's warp takes four
 constexpr int64_t kKeysPerSplit = 256;  // keys one attention block scores
 constexpr unsigned kAttentionThreads = 256;  // its 8 warps take 4 keys each a step
 constexpr int kNormLaneValues = 32;  // llm.cuh: the longest row a warp normalizes holds 32 * 32 values
@@ -157,11 +156,11 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
                           reinterpret_cast<void*>(ptr_bits(y)),
                           fixed_during_recording(pw) ? 1L : 0L,
                           glu ? 1L : 0L};
-    // Rows a warp takes, their loads in flight together and sharing the activations' loads: a
-    // gate and its up row; four of a large product (a vocabulary's), whose warps would otherwise
-    // wait in many waves; else two.
-    const int64_t rows = glu ? 2 : n >= kManyRows && n % 4 == 0 ? 4 : n % 2 == 0 ? 2 : 1;
-    const int64_t warps = glu ? n / 2 : n / rows, per_block = kThreads / 32;
+    // Rows a warp takes (with `glu`, gate rows and their up rows), their loads in flight together
+    // and sharing the activations' loads: four where the output columns allow, else two or one.
+    const int64_t outs = glu ? n / 2 : n, per_warp = glu ? 2 : 1;
+    const int64_t rows = outs % (4 / per_warp) == 0 ? 4 : outs % (2 / per_warp) == 0 ? 2 : 1;
+    const int64_t warps = outs * per_warp / rows, per_block = kThreads / 32;
     run(dev, "QuantizedGemv",
         "quantized_gemv<" + type(x.dtype) + ", " + type(ps.dtype) + ", " + std::to_string(q.bits) + ", " +
             std::to_string(m) + ", " + type(with_norm ? nw.dtype : x.dtype) + ", " + std::to_string(rows) + ">",

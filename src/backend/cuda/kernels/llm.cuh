@@ -158,10 +158,11 @@ __device__ inline void gemv_load_words(const QuantizedGemv& a, const long (&row)
 template <class S, int Bits, int R, int U>
 __device__ inline void gemv_load_scales(const QuantizedGemv& a, const long (&row)[R], long first,
                                         GemvLoads<S, Bits, R, U>& l) {
-  const long groups = a.k / a.group_size;
+  const int group_bits = __ffs(static_cast<int>(a.group_size)) - 1;  // a power of two: no 64-bit division
+  const long groups = a.k >> group_bits;
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    const long c = first + 32L * u, g = c * kChunk / a.group_size;
+    const long c = first + 32L * u, g = (c * kChunk) >> group_bits;
     if (c >= a.k / kChunk) break;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -171,31 +172,37 @@ __device__ inline void gemv_load_scales(const QuantizedGemv& a, const long (&row
   }
 }
 
-/* Value i of a chunk as its weight s * q + b. A 2-, 4- or 8-bit field becomes a float without a
-   conversion instruction (those run at a fraction of the multiply-add rate): or-ed into the bits
-   of 2^23 where it lies below bit 23 (after a 12-bit shift where it does not), it gives q * 2^p
-   exactly, and s * 2^-p, exact too, takes the power of two back out. */
+/* Where field i of a chunk sits once made a float by chunk_field: its value times 2^place. */
 template <int Bits>
-__device__ inline float chunk_weight(const uint32_t* words, int i, float s, float b) {
+__device__ constexpr int field_place(int i) {
+  const int shift = (i * Bits) & 31;
+  return 32 % Bits != 0 ? 0 : shift + Bits > 23 ? shift - 12 : shift;
+}
+
+/* Field i of a chunk as q * 2^field_place, exactly. A 2-, 4- or 8-bit field needs no conversion
+   instruction (those run at a fraction of the multiply-add rate): or-ed into the bits of 2^23
+   where it lies below bit 23 (after a 12-bit shift where it does not), it makes 2^23 + q * 2^p.
+   3-, 5- and 6-bit fields cross words and are converted. */
+template <int Bits>
+__device__ inline float chunk_field(const uint32_t* words, int i) {
   constexpr uint32_t kMask = (1u << Bits) - 1u;
   const int bit = i * Bits, at = bit >> 5, shift = bit & 31;
   if constexpr (32 % Bits == 0) {
-    const bool high = shift + Bits > 23;
-    const int p = high ? shift - 12 : shift;
-    const uint32_t field = (high ? words[at] >> 12 : words[at]) & (kMask << p);
-    const float t = __uint_as_float(0x4B000000u | field) - 8388608.0f;
-    return s * __uint_as_float((127u - p) << 23) * t + b;
-  } else {  // 3, 5 and 6 bits: fields cross words
+    const uint32_t field = (shift + Bits > 23 ? words[at] >> 12 : words[at]) & (kMask << field_place<Bits>(i));
+    return __uint_as_float(0x4B000000u | field) - 8388608.0f;
+  } else {
     uint32_t v = words[at] >> shift;
     if (shift + Bits > 32) v |= words[at + 1] << (32 - shift);
-    return s * static_cast<float>(v & kMask) + b;
+    return static_cast<float>(v & kMask);
   }
 }
 
 /* One step of a lane: its U chunks of each of the R rows against the M activation rows, eight
-   values at a time (one 16-byte load of bfloat16 activations). Each weight is dequantized before
-   its product, as on the CPU, so an infinite activation meets the weight's value, not its parts.
-   With a norm the products take the weighted activations and the sums of squares build beside. */
+   values at a time (one 16-byte load of bfloat16 activations). A chunk's product is
+   s * sum(q * x) + b * sum(x), as the CPU's decode product computes it: three instructions a
+   weight (field, its float, a multiply-add), the activations scaled by 2^-place once for all R
+   rows. With a norm the products take the weighted activations and the sums of squares build
+   beside. */
 template <class T, class S, int Bits, int M, class W, int R, int U>
 __device__ inline void gemv_step(const QuantizedGemv& a, const GemvLoads<S, Bits, R, U>& l, long first,
                                  float (&acc)[R][M], float (&squares)[M]) {
@@ -205,43 +212,49 @@ __device__ inline void gemv_step(const QuantizedGemv& a, const GemvLoads<S, Bits
   for (int u = 0; u < U; ++u) {
     const long c = first + 32L * u;
     if (c >= a.k / kChunk) break;
-    float s[R], b[R];
+    float dots[R][M], sums[M];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      s[r] = static_cast<float>(l.scale[u][r]);
-      b[r] = static_cast<float>(l.bias[u][r]);
+    for (int m = 0; m < M; ++m) {
+      sums[m] = 0.0f;
+#pragma unroll
+      for (int r = 0; r < R; ++r) dots[r][m] = 0.0f;
     }
 #pragma unroll
     for (int j = 0; j < kChunk; j += 8) {
-      float w[R][8], nw[8];
+      float q[R][8], nw[8];
 #pragma unroll
       for (int r = 0; r < R; ++r) {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) w[r][i] = chunk_weight<Bits>(l.words[u][r], j + i, s[r], b[r]);
+        for (int i = 0; i < 8; ++i) q[r][i] = chunk_field<Bits>(l.words[u][r], j + i);
       }
       if (norm_weight) load_floats<W, 8>(norm_weight + c * kChunk + j, nw);
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xv[8];
         load_floats<T, 8>(x + m * a.k + c * kChunk + j, xv);
-        if (norm_weight) {
 #pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            squares[m] += xv[i] * xv[i];
+        for (int i = 0; i < 8; ++i) {
+          if (norm_weight) {
+            squares[m] = __fmaf_rn(xv[i], xv[i], squares[m]);
             xv[i] *= nw[i];
           }
-        }
+          sums[m] += xv[i];
+          xv[i] *= __uint_as_float((127u - field_place<Bits>(j + i)) << 23);  // exact: 2^-place
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-#pragma unroll
-          for (int i = 0; i < 8; ++i) acc[r][m] += w[r][i] * xv[i];
+          for (int r = 0; r < R; ++r) dots[r][m] = __fmaf_rn(q[r][i], xv[i], dots[r][m]);
         }
       }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float s = static_cast<float>(l.scale[u][r]), b = static_cast<float>(l.bias[u][r]);
+#pragma unroll
+      for (int m = 0; m < M; ++m) acc[r][m] = __fmaf_rn(s, dots[r][m], __fmaf_rn(b, sums[m], acc[r][m]));
     }
   }
 }
 
-/* The decode product: a warp R weight rows (with `glu`, R = 2: a gate row and its up row, n / 2
+/* The decode product: a warp R weight rows (with `glu`, R / 2 gate rows and their up rows, n / 2
    apart; else R consecutive rows) against M activation rows, then warp sums. Each lane keeps the
    next step's loads in flight while it computes one (U chunks of 16 bytes or more a row), so a
    warp has R * U * 32 * 4 * Bits bytes of weights in flight twice over. With a norm, each row's
@@ -249,13 +262,15 @@ __device__ inline void gemv_step(const QuantizedGemv& a, const GemvLoads<S, Bits
 template <class T, class S, int Bits, int M, class W = T, int R = 1>
 __device__ void quantized_gemv(const QuantizedGemv& a) {
   constexpr int U = (R >= 4 || Bits >= 8) ? 1 : 2;
+  constexpr int kGates = R > 1 ? R / 2 : 1;  // with `glu`, gate rows a warp takes
   const int lane = threadIdx.x & 31;
   const long warp = static_cast<long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const long outs = a.glu ? a.n / 2 : a.n;  // output columns
   long row[R];
 #pragma unroll
-  for (int r = 0; r < R; ++r) row[r] = a.glu ? warp + r * outs : warp * R + r;  // the host makes n a multiple of R
-  const bool live = row[0] < (a.glu ? outs : a.n);
+  for (int r = 0; r < R; ++r)  // the host makes the output columns a multiple of the rows a warp writes
+    row[r] = a.glu ? warp * kGates + r % kGates + (r / kGates) * outs : warp * R + r;
+  const bool live = row[0] < outs;
   // Weights that no earlier kernel of the graph writes are read before waiting for x.
   GemvLoads<S, Bits, R, U> now;
   const bool early = a.weights_ready && live;
@@ -292,7 +307,9 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
     for (int r = 0; r < R; ++r) v[r] = warp_sum(acc[r][m]) * rms;
     if (lane != 0) continue;
     if (a.glu) {
-      out[m * outs + row[0]] = kiln::math::silu_times(static_cast<T>(v[0]), static_cast<T>(v[R - 1]));
+#pragma unroll
+      for (int r = 0; r < kGates; ++r)
+        out[m * outs + row[r]] = kiln::math::silu_times(static_cast<T>(v[r]), static_cast<T>(v[r + kGates]));
       continue;
     }
 #pragma unroll
