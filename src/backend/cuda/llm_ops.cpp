@@ -35,6 +35,7 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 constexpr int kGemvRows = 8;  // activation rows the decode product holds in registers
+constexpr unsigned kGemvWarps = 8;  // llm.cuh: most warps a decode product's block has
 constexpr int64_t kKeysPerSplit = 256;  // keys one attention block scores
 constexpr unsigned kAttentionThreads = 256;  // its 8 warps take 4 keys each a step
 constexpr int kNormLaneValues = 32;  // llm.cuh: the longest row a warp normalizes holds 32 * 32 values
@@ -156,15 +157,18 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
                           reinterpret_cast<void*>(ptr_bits(y)),
                           fixed_during_recording(pw) ? 1L : 0L,
                           glu ? 1L : 0L};
-    // Rows a warp takes (with `glu`, gate rows and their up rows), their loads in flight together
-    // and sharing the activations' loads: four where the output columns allow, else two or one.
-    const int64_t outs = glu ? n / 2 : n, per_warp = glu ? 2 : 1;
-    const int64_t rows = outs % (4 / per_warp) == 0 ? 4 : outs % (2 / per_warp) == 0 ? 2 : 1;
-    const int64_t warps = outs * per_warp / rows, per_block = kThreads / 32;
+    // Rows a block takes (with `glu`, gate rows and their up rows), sharing the activations' loads:
+    // four (two with more than two activation rows) where the output columns allow, else fewer. Its warps split the rows' chunks of 32
+    // values, a chunk a lane or more (at most kGemvWarps warps).
+    const int64_t outs = glu ? n / 2 : n, per_out = glu ? 2 : 1;
+    const int64_t most = m > 2 ? 2 : 4;  // each activation row adds R sums a lane holds
+    const int64_t rows = outs % (most / per_out) == 0 ? most : outs % (2 / per_out) == 0 ? 2 : 1;
+    unsigned warps = 1;
+    while (warps < kGemvWarps && k / 32 >= 32 * 2 * static_cast<int64_t>(warps)) warps *= 2;
     run(dev, "QuantizedGemv",
         "quantized_gemv<" + type(x.dtype) + ", " + type(ps.dtype) + ", " + std::to_string(q.bits) + ", " +
             std::to_string(m) + ", " + type(with_norm ? nw.dtype : x.dtype) + ", " + std::to_string(rows) + ">",
-        a, static_cast<unsigned>((warps + per_block - 1) / per_block), kThreads);
+        a, static_cast<unsigned>(outs * per_out / rows), 32 * warps);
     return;
   }
   if (with_norm) {  // the norm first, then the product

@@ -128,47 +128,35 @@ __device__ void dequantize(const Dequantize& a) {
 }
 
 // ---- the decode product ----------------------------------------------------------------
-/* A lane takes whole chunks of 32 values of a weight row, U chunks a step, 32 chunks apart. A
-   chunk lies in one quantization group (groups are 32, 64 or 128 values) and fills Bits words. */
+/* A lane takes whole chunks of 32 values of a weight row. A chunk lies in one quantization group
+   (groups are 32, 64 or 128 values) and fills Bits words. */
 constexpr int kChunk = 32;
+constexpr int kGemvWarps = 8;  // most warps a block splits a row group's chunks between
 
-/* What a lane reads for one step of its R weight rows. Scales and biases stay in S until used. */
-template <class S, int Bits, int R, int U>
+/* What a lane reads of its R weight rows for one chunk. Scales and biases stay in S until used. */
+template <class S, int Bits, int R>
 struct GemvLoads {
-  uint32_t words[U][R][Bits];
-  S scale[U][R], bias[U][R];
+  uint32_t words[R][Bits];
+  S scale[R], bias[R];
 };
 
-__device__ inline const uint32_t* row_words(const QuantizedGemv& a, long row, int bits) {
-  return static_cast<const uint32_t*>(a.packed) + row * (a.k * bits / 32);
+template <class S, int Bits, int R>
+__device__ inline void gemv_load_words(const QuantizedGemv& a, const long (&row)[R], long c, GemvLoads<S, Bits, R>& l) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    load_words<Bits, kChunk>(static_cast<const uint32_t*>(a.packed) + row[r] * (a.k * Bits / 32) + c * Bits,
+                             l.words[r]);
 }
 
-template <class S, int Bits, int R, int U>
-__device__ inline void gemv_load_words(const QuantizedGemv& a, const long (&row)[R], long first,
-                                       GemvLoads<S, Bits, R, U>& l) {
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const long c = first + 32L * u;
-    if (c >= a.k / kChunk) break;
-#pragma unroll
-    for (int r = 0; r < R; ++r) load_words<Bits, kChunk>(row_words(a, row[r], Bits) + c * Bits, l.words[u][r]);
-  }
-}
-
-template <class S, int Bits, int R, int U>
-__device__ inline void gemv_load_scales(const QuantizedGemv& a, const long (&row)[R], long first,
-                                        GemvLoads<S, Bits, R, U>& l) {
+template <class S, int Bits, int R>
+__device__ inline void gemv_load_scales(const QuantizedGemv& a, const long (&row)[R], long c,
+                                        GemvLoads<S, Bits, R>& l) {
   const int group_bits = __ffs(static_cast<int>(a.group_size)) - 1;  // a power of two: no 64-bit division
-  const long groups = a.k >> group_bits;
+  const long groups = a.k >> group_bits, g = (c * kChunk) >> group_bits;
 #pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const long c = first + 32L * u, g = (c * kChunk) >> group_bits;
-    if (c >= a.k / kChunk) break;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      l.scale[u][r] = static_cast<const S*>(a.scales)[row[r] * groups + g];
-      l.bias[u][r] = static_cast<const S*>(a.biases)[row[r] * groups + g];
-    }
+  for (int r = 0; r < R; ++r) {
+    l.scale[r] = static_cast<const S*>(a.scales)[row[r] * groups + g];
+    l.bias[r] = static_cast<const S*>(a.biases)[row[r] * groups + g];
   }
 }
 
@@ -197,88 +185,79 @@ __device__ inline float chunk_field(const uint32_t* words, int i) {
   }
 }
 
-/* One step of a lane: its U chunks of each of the R rows against the M activation rows, eight
-   values at a time (one 16-byte load of bfloat16 activations). A chunk's product is
-   s * sum(q * x) + b * sum(x), as the CPU's decode product computes it: three instructions a
-   weight (field, its float, a multiply-add), the activations scaled by 2^-place once for all R
-   rows. With a norm the products take the weighted activations and the sums of squares build
-   beside. */
-template <class T, class S, int Bits, int M, class W, int R, int U>
-__device__ inline void gemv_step(const QuantizedGemv& a, const GemvLoads<S, Bits, R, U>& l, long first,
-                                 float (&acc)[R][M], float (&squares)[M]) {
+/* Chunk c of the R rows against the M activation rows, eight values at a time (one 16-byte load
+   of bfloat16 activations). The chunk's product is s * sum(q * x) + b * sum(x), as the CPU's
+   decode product computes it: three instructions a weight (field, its float, a multiply-add; the
+   kernels build with --fmad=false, so multiply-adds are explicit), the activations scaled by
+   2^-place once for all R rows. With a norm the products take the weighted activations and the
+   sums of squares build beside. */
+template <class T, class S, int Bits, int M, class W, int R>
+__device__ inline void gemv_chunk(const QuantizedGemv& a, const GemvLoads<S, Bits, R>& l, long c, float (&acc)[R][M],
+                                  float (&squares)[M]) {
   const T* x = static_cast<const T*>(a.x);
   const W* norm_weight = static_cast<const W*>(a.norm_weight);
+  float dots[R][M], sums[M];
 #pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const long c = first + 32L * u;
-    if (c >= a.k / kChunk) break;
-    float dots[R][M], sums[M];
+  for (int m = 0; m < M; ++m) {
+    sums[m] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) dots[r][m] = 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < kChunk; j += 8) {
+    float xs[M][8], nw[8];  // the activations, weighted with a norm, times 2^-place
+    if (norm_weight) load_floats<W, 8>(norm_weight + c * kChunk + j, nw);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      sums[m] = 0.0f;
+      load_floats<T, 8>(x + m * a.k + c * kChunk + j, xs[m]);
 #pragma unroll
-      for (int r = 0; r < R; ++r) dots[r][m] = 0.0f;
-    }
-#pragma unroll
-    for (int j = 0; j < kChunk; j += 8) {
-      float q[R][8], nw[8];
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-#pragma unroll
-        for (int i = 0; i < 8; ++i) q[r][i] = chunk_field<Bits>(l.words[u][r], j + i);
-      }
-      if (norm_weight) load_floats<W, 8>(norm_weight + c * kChunk + j, nw);
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        float xv[8];
-        load_floats<T, 8>(x + m * a.k + c * kChunk + j, xv);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          if (norm_weight) {
-            squares[m] = __fmaf_rn(xv[i], xv[i], squares[m]);
-            xv[i] *= nw[i];
-          }
-          sums[m] += xv[i];
-          xv[i] *= __uint_as_float((127u - field_place<Bits>(j + i)) << 23);  // exact: 2^-place
-#pragma unroll
-          for (int r = 0; r < R; ++r) dots[r][m] = __fmaf_rn(q[r][i], xv[i], dots[r][m]);
+      for (int i = 0; i < 8; ++i) {
+        if (norm_weight) {
+          squares[m] = __fmaf_rn(xs[m][i], xs[m][i], squares[m]);
+          xs[m][i] *= nw[i];
         }
+        sums[m] += xs[m][i];
+        xs[m][i] *= __uint_as_float((127u - field_place<Bits>(j + i)) << 23);  // exact
       }
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float s = static_cast<float>(l.scale[u][r]), b = static_cast<float>(l.bias[u][r]);
 #pragma unroll
-      for (int m = 0; m < M; ++m) acc[r][m] = __fmaf_rn(s, dots[r][m], __fmaf_rn(b, sums[m], acc[r][m]));
+      for (int i = 0; i < 8; ++i) {
+        const float q = chunk_field<Bits>(l.words[r], j + i);
+#pragma unroll
+        for (int m = 0; m < M; ++m) dots[r][m] = __fmaf_rn(q, xs[m][i], dots[r][m]);
+      }
     }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float s = static_cast<float>(l.scale[r]), b = static_cast<float>(l.bias[r]);
+#pragma unroll
+    for (int m = 0; m < M; ++m) acc[r][m] = __fmaf_rn(s, dots[r][m], __fmaf_rn(b, sums[m], acc[r][m]));
   }
 }
 
-/* The decode product: a warp R weight rows (with `glu`, R / 2 gate rows and their up rows, n / 2
-   apart; else R consecutive rows) against M activation rows, then warp sums. Each lane keeps the
-   next step's loads in flight while it computes one (U chunks of 16 bytes or more a row), so a
-   warp has R * U * 32 * 4 * Bits bytes of weights in flight twice over. With a norm, each row's
-   1/rms scales the result at the end. */
+/* The decode product: a block takes R weight rows (with `glu`, R / 2 gate rows and their up rows,
+   n / 2 apart; else R consecutive rows) against the M activation rows; its warps split the rows'
+   chunks, then fold their sums in shared memory. Many small warps, each a chunk a step, keep the
+   weights' reads in flight (one warp a row group with long serial steps left the SMs mostly idle).
+   With a norm, each row's 1/rms scales the result at the end. */
 template <class T, class S, int Bits, int M, class W = T, int R = 1>
 __device__ void quantized_gemv(const QuantizedGemv& a) {
-  constexpr int U = (R >= 4 || Bits >= 8) ? 1 : 2;
-  constexpr int kGates = R > 1 ? R / 2 : 1;  // with `glu`, gate rows a warp takes
-  const int lane = threadIdx.x & 31;
-  const long warp = static_cast<long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  const long outs = a.glu ? a.n / 2 : a.n;  // output columns
+  constexpr int kGates = R > 1 ? R / 2 : 1;  // with `glu`, the gate rows a block takes
+  __shared__ float partial[kGemvWarps][(R + 1) * M];  // each warp's row sums, then its squares
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const long group = blockIdx.x, outs = a.glu ? a.n / 2 : a.n;  // the grid covers the output columns exactly
   long row[R];
 #pragma unroll
-  for (int r = 0; r < R; ++r)  // the host makes the output columns a multiple of the rows a warp writes
-    row[r] = a.glu ? warp * kGates + r % kGates + (r / kGates) * outs : warp * R + r;
-  const bool live = row[0] < outs;
+  for (int r = 0; r < R; ++r) row[r] = a.glu ? group * kGates + r % kGates + (r / kGates) * outs : group * R + r;
+  const long chunks = a.k / kChunk, first = warp * 32L + lane;
+  GemvLoads<S, Bits, R> l;
   // Weights that no earlier kernel of the graph writes are read before waiting for x.
-  GemvLoads<S, Bits, R, U> now;
-  const bool early = a.weights_ready && live;
-  if (early) gemv_load_words(a, row, lane, now);
+  const bool early = a.weights_ready && first < chunks;
+  if (early) gemv_load_words(a, row, first, l);
   kiln_wait_for_inputs();
-  if (!live) return;
-  if (!early) gemv_load_words(a, row, lane, now);
-  gemv_load_scales(a, row, lane, now);
   float acc[R][M], squares[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -286,41 +265,48 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r][m] = 0.0f;
   }
-  const long chunks = a.k / kChunk, stride = 32L * U;
-  for (long first = lane; first < chunks; first += stride) {
-    GemvLoads<S, Bits, R, U> next;
-    const bool more = first + stride < chunks;
-    if (more) {
-      gemv_load_words(a, row, first + stride, next);
-      gemv_load_scales(a, row, first + stride, next);
-    }
-    gemv_step<T, S, Bits, M, W, R, U>(a, now, first, acc, squares);
-    if (more) now = next;
+  for (long c = first; c < chunks; c += 32L * warps) {
+    if (c != first || !early) gemv_load_words(a, row, c, l);
+    gemv_load_scales(a, row, c, l);
+    gemv_chunk<T, S, Bits, M, W, R>(a, l, c, acc, squares);
   }
-  T* out = static_cast<T*>(a.out);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const float rms =
-        a.norm_weight ? 1.0f / sqrtf(warp_sum(squares[m]) / static_cast<float>(a.k) + static_cast<float>(a.eps)) : 1.0f;
-    float v[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) v[r] = warp_sum(acc[r][m]) * rms;
-    if (lane != 0) continue;
-    if (a.glu) {
+    for (int r = 0; r < R; ++r) acc[r][m] = warp_sum(acc[r][m]);
+    squares[m] = warp_sum(squares[m]);
+    if (lane == 0) {
 #pragma unroll
-      for (int r = 0; r < kGates; ++r)
-        out[m * outs + row[r]] = kiln::math::silu_times(static_cast<T>(v[r]), static_cast<T>(v[r + kGates]));
-      continue;
+      for (int r = 0; r < R; ++r) partial[warp][r * M + m] = acc[r][m];
+      partial[warp][R * M + m] = squares[m];
     }
+  }
+  __syncthreads();
+  if (threadIdx.x >= M) return;
+  const int m = threadIdx.x;  // a thread an activation row
+  float v[R], sq = 0.0f;
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      float y = v[r];
-      if (a.addend) {  // rounded after the product and after the sum, as the separate ops round
-        y = static_cast<float>(static_cast<T>(y)) +
-            static_cast<float>(static_cast<const T*>(a.addend)[m * a.n + row[r]]);
-      }
-      out[m * a.n + row[r]] = static_cast<T>(y);
+  for (int r = 0; r < R; ++r) v[r] = 0.0f;
+  for (int w = 0; w < warps; ++w) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) v[r] += partial[w][r * M + m];
+    sq += partial[w][R * M + m];
+  }
+  const float rms = a.norm_weight ? 1.0f / sqrtf(sq / static_cast<float>(a.k) + static_cast<float>(a.eps)) : 1.0f;
+  T* out = static_cast<T*>(a.out);
+  if (a.glu) {
+#pragma unroll
+    for (int r = 0; r < kGates; ++r)
+      out[m * outs + row[r]] = kiln::math::silu_times(static_cast<T>(v[r] * rms), static_cast<T>(v[r + kGates] * rms));
+    return;
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float y = v[r] * rms;
+    if (a.addend) {  // rounded after the product and after the sum, as the separate ops round
+      y = static_cast<float>(static_cast<T>(y)) + static_cast<float>(static_cast<const T*>(a.addend)[m * a.n + row[r]]);
     }
+    out[m * a.n + row[r]] = static_cast<T>(y);
   }
 }
 
