@@ -140,6 +140,19 @@ struct GemvLoads {
   S scale[R], bias[R];
 };
 
+/* A lane's 32 values of a row of activations (or of the norm's weight) for one chunk, loaded at
+   once in 16-byte pieces so that their latency is paid once a chunk, beside the weights'. */
+template <class T>
+struct ChunkValues {
+  static constexpr int per = 16 / sizeof(T);
+  kiln_vec<T, per> v[kChunk / per];
+  __device__ void load(const T* p) {
+#pragma unroll
+    for (int i = 0; i < kChunk / per; ++i) v[i] = reinterpret_cast<const kiln_vec<T, per>*>(p)[i];
+  }
+  __device__ float at(int i) const { return static_cast<float>(v[i / per].v[i % per]); }
+};
+
 template <class S, int Bits, int R>
 __device__ inline void gemv_load_words(const QuantizedGemv& a, const long (&row)[R], long c, GemvLoads<S, Bits, R>& l) {
 #pragma unroll
@@ -185,8 +198,7 @@ __device__ inline float chunk_field(const uint32_t* words, int i) {
   }
 }
 
-/* Chunk c of the R rows against the M activation rows, eight values at a time (one 16-byte load
-   of bfloat16 activations). The chunk's product is s * sum(q * x) + b * sum(x), as the CPU's
+/* Chunk c of the R rows against the M activation rows. The chunk's product is s * sum(q * x) + b * sum(x), as the CPU's
    decode product computes it: three instructions a weight (field, its float, a multiply-add; the
    kernels build with --fmad=false, so multiply-adds are explicit), the activations scaled by
    2^-place once for all R rows. With a norm the products take the weighted activations and the
@@ -194,8 +206,12 @@ __device__ inline float chunk_field(const uint32_t* words, int i) {
 template <class T, class S, int Bits, int M, class W, int R>
 __device__ inline void gemv_chunk(const QuantizedGemv& a, const GemvLoads<S, Bits, R>& l, long c, float (&acc)[R][M],
                                   float (&squares)[M]) {
-  const T* x = static_cast<const T*>(a.x);
-  const W* norm_weight = static_cast<const W*>(a.norm_weight);
+  ChunkValues<T> xc[M];
+  ChunkValues<W> nwc;
+  const bool norm = a.norm_weight != nullptr;
+#pragma unroll
+  for (int m = 0; m < M; ++m) xc[m].load(static_cast<const T*>(a.x) + m * a.k + c * kChunk);
+  if (norm) nwc.load(static_cast<const W*>(a.norm_weight) + c * kChunk);
   float dots[R][M], sums[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -205,19 +221,18 @@ __device__ inline void gemv_chunk(const QuantizedGemv& a, const GemvLoads<S, Bit
   }
 #pragma unroll
   for (int j = 0; j < kChunk; j += 8) {
-    float xs[M][8], nw[8];  // the activations, weighted with a norm, times 2^-place
-    if (norm_weight) load_floats<W, 8>(norm_weight + c * kChunk + j, nw);
+    float xs[M][8];  // the activations, weighted with a norm, times 2^-place
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      load_floats<T, 8>(x + m * a.k + c * kChunk + j, xs[m]);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        if (norm_weight) {
-          squares[m] = __fmaf_rn(xs[m][i], xs[m][i], squares[m]);
-          xs[m][i] *= nw[i];
+        float xv = xc[m].at(j + i);
+        if (norm) {
+          squares[m] = __fmaf_rn(xv, xv, squares[m]);
+          xv *= nwc.at(j + i);
         }
-        sums[m] += xs[m][i];
-        xs[m][i] *= __uint_as_float((127u - field_place<Bits>(j + i)) << 23);  // exact
+        sums[m] += xv;
+        xs[m][i] = xv * __uint_as_float((127u - field_place<Bits>(j + i)) << 23);  // exact
       }
     }
 #pragma unroll
