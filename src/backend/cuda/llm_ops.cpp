@@ -158,8 +158,8 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
                           fixed_during_recording(pw) ? 1L : 0L,
                           glu ? 1L : 0L};
     // Rows a block takes (with `glu`, gate rows and their up rows), sharing the activations' loads:
-    // four (two with more than two activation rows) where the output columns allow, else fewer. Its warps split the rows' chunks of 32
-    // values, a chunk a lane or more (at most kGemvWarps warps).
+    // four (two with more than two activation rows) where the output columns allow, else fewer. Its warps split the
+    // rows' chunks of 32 values, a chunk a lane or more (at most kGemvWarps warps).
     const int64_t outs = glu ? n / 2 : n, per_out = glu ? 2 : 1;
     const int64_t most = m > 2 ? 2 : 4;  // each activation row adds R sums a lane holds
     const int64_t rows = outs % (most / per_out) == 0 ? most : outs % (2 / per_out) == 0 ? 2 : 1;
