@@ -35,11 +35,8 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 constexpr int kGemvRows = 8;  // activation rows the decode product holds in registers
-constexpr unsigned kGemvWarps = 8;  // llm.cuh: most warps a decode product's block has
 constexpr int64_t kKeysPerSplit = 256;  // keys one attention block scores
 constexpr unsigned kAttentionThreads = 256;  // its 8 warps take 4 keys each a step
-constexpr int kNormLaneValues = 32;  // llm.cuh: the longest row a warp normalizes holds 32 * 32 values
-constexpr int kLaneDims = 8;  // llm.cuh: head dims a lane holds (at most 256)
 
 constexpr const char* kHeader = "backend/cuda/kernels/llm.cuh";
 
@@ -164,7 +161,7 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
     const int64_t most = m > 2 ? 2 : 4;  // each activation row adds R sums a lane holds
     const int64_t rows = outs % (most / per_out) == 0 ? most : outs % (2 / per_out) == 0 ? 2 : 1;
     unsigned warps = 1;
-    while (warps < kGemvWarps && k / 32 >= 32 * 2 * static_cast<int64_t>(warps)) warps *= 2;
+    while (warps < unsigned{args::kGemvWarps} && k / 32 >= 32 * 2 * static_cast<int64_t>(warps)) warps *= 2;
     run(dev, "QuantizedGemv",
         "quantized_gemv<" + type(x.dtype) + ", " + type(ps.dtype) + ", " + std::to_string(q.bits) + ", " +
             std::to_string(m) + ", " + type(with_norm ? nw.dtype : x.dtype) + ", " + std::to_string(rows) + ">",
@@ -210,7 +207,7 @@ void norm(int dev, const std::vector<Tensor>& in, Tensor& y, double eps, bool la
                has_bias ? reinterpret_cast<const void*>(ptr_bits(b)) : nullptr,
                reinterpret_cast<void*>(ptr_bits(y))};
   const std::string types = type(x.dtype) + ", " + type(wd) + ", " + (layer ? "true" : "false") + ">";
-  if (n <= 32 * kNormLaneValues &&
+  if (n <= 32 * args::kNormLaneValues &&
       rows >= 64) {  // a warp a row: many short rows (one row: a block's loads in parallel)
     constexpr unsigned kWarps = 4;
     run(dev, "Norm", "norm_warp<" + types, a, static_cast<unsigned>((rows + kWarps - 1) / kWarps), 32 * kWarps);
@@ -257,9 +254,9 @@ void attention(int dev, const ScaledDotProductAttention& prim, const std::vector
   const Tensor q = unit_rows(dev, in[0]), k = unit_rows(dev, in[1]), v = unit_rows(dev, in[2]);
   const int64_t batch = q.shape[0], hq = q.shape[1], lq = q.shape[2], d = q.shape[3];
   const int64_t hkv = k.shape[1], lk = k.shape[2], dv = v.shape[3];
-  if (d > 32 * kLaneDims || dv > 32 * kLaneDims)
-    fail("scaled_dot_product_attention", "head dims above ", 32 * kLaneDims, " on a CUDA device (q ", d, ", v ", dv,
-         ")");
+  if (d > 32 * args::kLaneDims || dv > 32 * args::kLaneDims)
+    fail("scaled_dot_product_attention", "head dims above ", 32 * args::kLaneDims, " on a CUDA device (q ", d, ", v ",
+         dv, ")");
   size_t next = 3;
   Tensor mask;
   Strides mask_strides(4, 0);

@@ -9,6 +9,11 @@ namespace kiln::cuda::args {
 
 constexpr int kMaxAxes = 8;
 
+// Limits of the language-model kernels (kernels/llm.cuh) that the host's launches keep to.
+constexpr int kGemvWarps = 8;  // most warps a decode product's block splits its rows' chunks between
+constexpr int kNormLaneValues = 32;  // values a lane holds of a row a warp normalizes (rows up to 32 * 32)
+constexpr int kLaneDims = 8;  // head dims of q, k and v an attention lane holds (up to 256)
+
 /* dequantize: rows of k values, packed (`bits` words a 32 values), one scale and bias a group. */
 struct Dequantize {
   long rows, k, group_size;
@@ -18,8 +23,8 @@ struct Dequantize {
   void* out;  // [rows, k], the scales' dtype
 };
 
-/* x [m, k] @ dequantize(w [n, k])^T for m <= 8 rows: a warp a row of w; with a norm weight,
-   rms_norm(x, norm_weight, eps) in place of x; with an addend, the sum. */
+/* x [m, k] @ dequantize(w [n, k])^T for m <= 8 rows: a block a group of rows of w; with a norm
+   weight, rms_norm(x, norm_weight, eps) in place of x; with an addend, the sum. */
 struct QuantizedGemv {
   long m, n, k, group_size;
   double eps;

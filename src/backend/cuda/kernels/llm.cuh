@@ -70,16 +70,20 @@ __device__ inline void load_words(const uint32_t* w, uint32_t* words) {
   }
 }
 
+/* Field i of `words` (Bits bits each, a field may cross into the next word). */
+template <int Bits>
+__device__ inline uint32_t packed_field(const uint32_t* words, int i) {
+  const int bit = i * Bits, at = bit >> 5, shift = bit & 31;
+  uint32_t v = words[at] >> shift;
+  if (shift + Bits > 32) v |= words[at + 1] << (32 - shift);
+  return v & ((1u << Bits) - 1u);
+}
+
 /* The Vals values in `words` as floats. */
 template <int Bits, int Vals>
 __device__ inline void unpack_words(const uint32_t* words, float* q) {
 #pragma unroll
-  for (int i = 0; i < Vals; ++i) {
-    const int bit = i * Bits, at = bit >> 5, shift = bit & 31;
-    uint32_t v = words[at] >> shift;
-    if (shift + Bits > 32) v |= words[at + 1] << (32 - shift);
-    q[i] = static_cast<float>(v & ((1u << Bits) - 1u));
-  }
+  for (int i = 0; i < Vals; ++i) q[i] = static_cast<float>(packed_field<Bits>(words, i));
 }
 
 template <int Bits, int Vals>
@@ -87,19 +91,6 @@ __device__ inline void unpack(const uint32_t* w, float* q) {
   uint32_t words[Vals * Bits / 32];
   load_words<Bits, Vals>(w, words);
   unpack_words<Bits, Vals>(words, q);
-}
-
-/* N consecutive values of T as floats, in 16-byte loads (the host checks the alignment). */
-template <class T, int N>
-__device__ inline void load_floats(const T* p, float* out) {
-  constexpr int kPer = 16 / sizeof(T);
-  static_assert(N % kPer == 0, "whole 16-byte loads");
-#pragma unroll
-  for (int i = 0; i < N / kPer; ++i) {
-    const auto v = reinterpret_cast<const kiln_vec<T, kPer>*>(p)[i];
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) out[i * kPer + j] = static_cast<float>(v.v[j]);
-  }
 }
 
 // ---- quantization ---------------------------------------------------------------------
@@ -131,7 +122,6 @@ __device__ void dequantize(const Dequantize& a) {
 /* A lane takes whole chunks of 32 values of a weight row. A chunk lies in one quantization group
    (groups are 32, 64 or 128 values) and fills Bits words. */
 constexpr int kChunk = 32;
-constexpr int kGemvWarps = 8;  // most warps a block splits a row group's chunks between
 
 /* What a lane reads of its R weight rows for one chunk. Scales and biases stay in S until used. */
 template <class S, int Bits, int R>
@@ -186,15 +176,13 @@ __device__ constexpr int field_place(int i) {
    3-, 5- and 6-bit fields cross words and are converted. */
 template <int Bits>
 __device__ inline float chunk_field(const uint32_t* words, int i) {
-  constexpr uint32_t kMask = (1u << Bits) - 1u;
-  const int bit = i * Bits, at = bit >> 5, shift = bit & 31;
   if constexpr (32 % Bits == 0) {
-    const uint32_t field = (shift + Bits > 23 ? words[at] >> 12 : words[at]) & (kMask << field_place<Bits>(i));
+    const int bit = i * Bits, at = bit >> 5, shift = bit & 31;
+    const uint32_t mask = ((1u << Bits) - 1u) << field_place<Bits>(i);
+    const uint32_t field = (shift + Bits > 23 ? words[at] >> 12 : words[at]) & mask;
     return __uint_as_float(0x4B000000u | field) - 8388608.0f;
   } else {
-    uint32_t v = words[at] >> shift;
-    if (shift + Bits > 32) v |= words[at + 1] << (32 - shift);
-    return static_cast<float>(v & kMask);
+    return static_cast<float>(packed_field<Bits>(words, i));
   }
 }
 
@@ -386,7 +374,6 @@ __device__ void norm(const Norm& a) {
 
 /* A warp a row of up to 32 * kNormLaneValues values, held in registers between the passes:
    no block barriers, for the short rows of a decode step. */
-constexpr int kNormLaneValues = 32;
 template <class T, class W, bool Layer>
 __device__ void norm_warp(const Norm& a) {
   kiln_wait_for_inputs();
@@ -484,7 +471,6 @@ __device__ inline AttentionTile attention_tile(const Attention& a, long block) {
   return t;
 }
 
-constexpr int kLaneDims = 8;  // dims of q, k and v a lane holds (head dims up to 256)
 constexpr int kKeysAtOnce = 4;  // keys a warp scores per step
 
 /* One split of keys for one query, flash-decoding style: each warp takes every warps-th key,
