@@ -401,10 +401,19 @@ TEST_F(CudaCodegen, LanguageModelKernelsCompile) {
     check("Norm", "norm_warp<" + t + ", " + f32 + ", true>");
     check("Rope", "rope<" + t + ">");
   }
+  auto check_attention = [&](const std::string& call) {
+    SCOPED_TRACE(call);
+    compiles(cuda::struct_kernel_source("backend/cuda/kernels/attention.cuh", "Attention", "attention::" + call));
+  };
   for (const std::string& t : {f32, f16, bf16}) {
-    check("Attention", "attention_split<" + t + ", " + t + ">");
-    check("Attention", "attention_split<" + t + ", bool>");
-    check("Attention", "attention_combine<" + t + ">");
+    const std::string vec = t == f32 ? "4" : "8";
+    check_attention("split<" + t + ", " + t + ", " + vec + ", 16, 1, 4>");  // 16-byte loads
+    check_attention("split<" + t + ", bool, 1, 32, 8, 1>");  // one value a load, 256 dims
+    check_attention("combine<" + t + ">");
+    if (t != f32) {  // the tensor-core kernel: decoding (4 warps over keys) and prompts (4 row tiles)
+      check_attention("mma<" + t + ", " + t + ", 128, 4>");
+      check_attention("mma<" + t + ", bool, 64, 1>");
+    }
   }
   for (const char* w : {"uint8_t", "uint16_t", "uint32_t", "uint64_t"}) {
     check("SliceUpdate", std::string("slice_update<") + w + ">");

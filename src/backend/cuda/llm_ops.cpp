@@ -35,16 +35,21 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 constexpr int kGemvRows = 8;  // activation rows the decode product holds in registers
-constexpr int64_t kKeysPerSplit = 256;  // keys one attention block scores
-constexpr unsigned kAttentionThreads = 256;  // its 8 warps take 4 keys each a step
+constexpr unsigned kAttentionThreads = 256;  // most threads of an attention block
 
 constexpr const char* kHeader = "backend/cuda/kernels/llm.cuh";
+constexpr const char* kAttentionHeader = "backend/cuda/kernels/attention.cuh";
 
 /* Launches llm::<call>(args). Every kernel of llm.cuh waits for its inputs itself. */
 template <class Args>
 void run(int dev, const char* args_name, const std::string& call, const Args& a, unsigned grid, unsigned block,
          unsigned shared = 0) {
   launch_struct(dev, kHeader, args_name, "llm::" + call, a, grid, block, shared, true);
+}
+/* Launches attention::<call> of kernels/attention.cuh (which waits for its inputs too). */
+void run_attention(int dev, const std::string& call, const args::Attention& a, unsigned grid, unsigned block,
+                   unsigned shared = 0) {
+  launch_struct(dev, kAttentionHeader, "Attention", "attention::" + call, a, grid, block, shared, true);
 }
 
 std::string type(Dtype d) { return compiler::cpp_type(d); }
@@ -89,7 +94,7 @@ void dequantize_into(int dev, const QuantParams& q, const Tensor& w, const Tenso
                      reinterpret_cast<const void*>(ptr_bits(pb)),
                      reinterpret_cast<void*>(ptr_bits(y))};
   run(dev, "Dequantize", "dequantize<" + type(s.dtype) + ", " + type(y.dtype) + ", " + std::to_string(q.bits) + ">", a,
-      grid_for(dev, rows * (k / 32), kThreads), kThreads);
+      grid_for(dev, rows * (k / 8), kThreads), kThreads);  // a thread per 8 values
 }
 
 void norm(int dev, const std::vector<Tensor>& in, Tensor& y, double eps, bool layer, bool has_weight, bool has_bias);
@@ -174,18 +179,18 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
     norm(dev, {x, with_norm->weight}, h, with_norm->eps, false, true, false);
     return quantized_matmul(dev, q, transpose, h, w, s, b, y, std::nullopt, addend);
   }
-  // Prefill and the untransposed layout: the weights expanded to float32, then cuBLASLt in
-  // float32 (the CPU's precision), the result converted to y's dtype.
+  // Prefill and the untransposed layout: the weights expanded to the activations' dtype (as
+  // MLX and a bfloat16 PyTorch model hold them), then cuBLASLt in that dtype with float32 sums.
   const int64_t wk = transpose ? k : n;  // values a packed row holds
-  Tensor full(Shape{w.shape[0], wk}, float32);
+  Tensor full(Shape{w.shape[0], wk}, x.dtype);
   allocate_output(dev, full);
   dequantize_into(dev, q, w, s, b, full);
   const Tensor wt = transpose ? detail::view(full, Shape{k, n}, Strides{1, k}, 0) : full;
-  const Tensor xf = as_dtype(dev, x, float32);
-  Tensor yf = y.dtype == float32 ? y : Tensor(y.shape, float32);
-  if (y.dtype != float32) allocate_output(dev, yf);
-  matmul(dev, xf, wt, yf);
-  if (y.dtype != float32) copy_into(dev, yf, y);
+  const Tensor xd = dense(dev, x);
+  Tensor yd = y.dtype == x.dtype ? y : Tensor(y.shape, x.dtype);
+  if (y.dtype != x.dtype) allocate_output(dev, yd);
+  matmul(dev, xd, wt, yd);
+  if (y.dtype != x.dtype) copy_into(dev, yd, y);
   if (addend) add_into(dev, *addend, y);
 }
 
@@ -248,6 +253,31 @@ void rope(int dev, const Rope& prim, const std::vector<Tensor>& in, Tensor& y) {
 /* q, k or v with unit stride along the last axis. */
 Tensor unit_rows(int dev, const Tensor& t) { return t.strides.back() == 1 || t.shape.back() <= 1 ? t : dense(dev, t); }
 
+/* How attention::split reads a head's rows: Vec values a load (16 bytes where every row
+   allows, else 1), Lanes lanes a key row, Chunks loads a lane, Rows query rows a block. */
+struct AttentionShape {
+  int vec, lanes, chunks, rows;
+};
+AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v, int64_t rows) {
+  const int64_t d = q.shape[3], dv = v.shape[3];
+  int vec = static_cast<int>(16 / q.itemsize());
+  auto fits = [&](const Tensor& t) {
+    for (int i = 0; i < 3; ++i) {
+      if (t.strides[static_cast<size_t>(i)] % vec != 0) return false;
+    }
+    return ptr_bits(t) % 16 == 0;
+  };
+  if (d % vec != 0 || dv % vec != 0 || !fits(q) || !fits(k) || !fits(v)) vec = 1;
+  const int64_t loads = (std::max(d, dv) + vec - 1) / vec;  // loads of a key row
+  int lanes = 1;
+  while (lanes < 32 && lanes < loads) lanes *= 2;
+  const int chunks = static_cast<int>((loads + lanes - 1) / lanes);
+  // Each row holds its q and sums in registers: at most 32 values of each a lane.
+  int r = 1;
+  while (r < 8 && r < rows && 2 * r * chunks * vec <= 32) r *= 2;
+  return {vec, lanes, chunks, r};
+}
+
 void attention(int dev, const ScaledDotProductAttention& prim, const std::vector<Tensor>& in, Tensor& y) {
   using Mask = ScaledDotProductAttention::Mask;
   if (y.size() == 0) return;
@@ -257,6 +287,8 @@ void attention(int dev, const ScaledDotProductAttention& prim, const std::vector
   if (d > 32 * args::kLaneDims || dv > 32 * args::kLaneDims)
     fail("scaled_dot_product_attention", "head dims above ", 32 * args::kLaneDims, " on a CUDA device (q ", d, ", v ",
          dv, ")");
+  if (lk > INT32_MAX || (hq / hkv) * lq > INT32_MAX)
+    fail("scaled_dot_product_attention", "more than 2^31 - 1 keys or query rows a head on a CUDA device");
   size_t next = 3;
   Tensor mask;
   Strides mask_strides(4, 0);
@@ -266,14 +298,50 @@ void attention(int dev, const ScaledDotProductAttention& prim, const std::vector
   }
   Tensor lengths;
   if (prim.has_key_lengths()) lengths = as_dtype(dev, in[next], int32);
-  const int64_t splits = std::max<int64_t>(1, (lk + kKeysPerSplit - 1) / kKeysPerSplit);
-  const int64_t blocks = batch * hq * lq * splits;
+  const int64_t group = hq / hkv, rows = group * lq;
+  // Splits of the keys that give every SM two blocks (one where the rows alone fill the GPU),
+  // each a whole number of `step` keys.
+  const int64_t sms = device_info(dev).sms;
+  auto split_keys = [&](int64_t blocks_per_split, int64_t step) {
+    const int64_t want = blocks_per_split >= sms ? 1 : (2 * sms + blocks_per_split - 1) / blocks_per_split;
+    const int64_t len = std::max(step, ((lk + want - 1) / want + step - 1) / step * step);
+    return std::pair{len, std::max<int64_t>(1, (lk + len - 1) / len)};
+  };
+  // Tensor cores for 16-bit heads of 64 or 128 dims whose rows are 16-byte aligned: 4 warps as
+  // Wr row tiles of 16 x Wk tiles of keys (Wk = 4 for up to 16 rows, as in decoding).
+  const bool mma = (q.dtype == float16 || q.dtype == bfloat16) && d == dv && (d == 64 || d == 128) &&
+                   device_info(dev).major >= 8 && attention_shape(q, k, v, 1).vec == 8;
+  const int64_t row_tiles = (rows + 15) / 16;
+  const int64_t wk = row_tiles >= 4 ? 1 : row_tiles == 1 ? 4 : 2;
+  AttentionShape sh{};
+  unsigned warps = 4, shared = 0;
+  int64_t blocks_per_split = 0, step = args::kAttentionMmaKeys;
+  if (mma) {
+    blocks_per_split = batch * hkv * ((row_tiles + 4 / wk - 1) / (4 / wk));
+    // Two stages of keys and values, later the warps' sums to merge.
+    shared = static_cast<unsigned>(
+        std::max<int64_t>(2 * 2 * args::kAttentionMmaKeys * d * 2, wk > 1 ? 4 * 16 * (d + 2) * 4 : 0));
+  } else {
+    // A block takes Rows rows (query positions x the heads of a key/value head), its warps one
+    // pass of keys at least.
+    sh = attention_shape(q, k, v, rows);
+    blocks_per_split = batch * hkv * ((rows + sh.rows - 1) / sh.rows);
+    warps = static_cast<unsigned>(
+        std::clamp<int64_t>(48 * 1024 / (sh.rows * (dv + 2) * int64_t{sizeof(float)}), 1, kAttentionThreads / 32));
+    step = int64_t{warps} * (32 / sh.lanes) * args::kAttentionKeys;
+    shared = static_cast<unsigned>(warps * sh.rows * (dv + 2) * sizeof(float));
+  }
+  const auto [split_len, splits] = split_keys(blocks_per_split, step);
+  const int64_t blocks = blocks_per_split * splits;
   if (blocks > INT32_MAX) fail("scaled_dot_product_attention", "too many queries for one launch (", blocks, " blocks)");
-  Tensor partial(Shape{blocks * (dv + 2)}, float32);
-  allocate_output(dev, partial);
+  Tensor partial;
+  if (splits > 1) {
+    partial = Tensor(Shape{batch * hq * lq * splits * (dv + 2)}, float32);
+    allocate_output(dev, partial);
+  }
   args::Attention a{};
   a.batch = batch, a.hq = hq, a.hkv = hkv, a.lq = lq, a.lk = lk, a.d = d, a.dv = dv;
-  a.splits = splits, a.split_len = kKeysPerSplit;
+  a.splits = splits, a.split_len = split_len;
   for (int i = 0; i < 3; ++i) {
     a.q_strides[i] = q.strides[static_cast<size_t>(i)];
     a.k_strides[i] = k.strides[static_cast<size_t>(i)];
@@ -288,14 +356,18 @@ void attention(int dev, const ScaledDotProductAttention& prim, const std::vector
   a.v = reinterpret_cast<const void*>(ptr_bits(v));
   a.mask = prim.mask() == Mask::none ? nullptr : reinterpret_cast<const void*>(ptr_bits(mask));
   a.key_lengths = prim.has_key_lengths() ? reinterpret_cast<const void*>(ptr_bits(lengths)) : nullptr;
-  a.partial = reinterpret_cast<float*>(ptr_bits(partial));
+  a.partial = splits > 1 ? reinterpret_cast<float*>(ptr_bits(partial)) : nullptr;
   a.out = reinterpret_cast<void*>(ptr_bits(y));
   const std::string t = type(q.dtype), mt = prim.mask() == Mask::keep ? "bool" : t;
-  const unsigned shared = static_cast<unsigned>(kAttentionThreads / 32 * dv * sizeof(float));
-  run(dev, "Attention", "attention_split<" + t + ", " + mt + ">", a, static_cast<unsigned>(blocks), kAttentionThreads,
-      shared);
+  const std::string call = mma ? "mma<" + t + ", " + mt + ", " + std::to_string(d) + ", " + std::to_string(wk) + ">"
+                               : "split<" + t + ", " + mt + ", " + std::to_string(sh.vec) + ", " +
+                                     std::to_string(sh.lanes) + ", " + std::to_string(sh.chunks) + ", " +
+                                     std::to_string(sh.rows) + ">";
+  run_attention(dev, call, a, static_cast<unsigned>(blocks), 32 * warps, shared);
   if (splits > 1)
-    run(dev, "Attention", "attention_combine<" + t + ">", a, grid_for(dev, batch * hq * lq * dv, kThreads), kThreads);
+    run_attention(dev, "combine<" + t + ">", a, static_cast<unsigned>(batch * hq * lq),  // a block a row
+                  static_cast<unsigned>(std::clamp<int64_t>((dv + 31) / 32 * 32, 32, kThreads)),
+                  static_cast<unsigned>(splits * sizeof(float)));
 }
 
 // ---- cache update ---------------------------------------------------------------------------

@@ -9,10 +9,12 @@ namespace kiln::cuda::args {
 
 constexpr int kMaxAxes = 8;
 
-// Limits of the language-model kernels (kernels/llm.cuh) that the host's launches keep to.
+// Limits of the language-model kernels (kernels/llm.cuh, attention.cuh) that the host's launches keep to.
 constexpr int kGemvWarps = 8;  // most warps a decode product's block splits its rows' chunks between
 constexpr int kNormLaneValues = 32;  // values a lane holds of a row a warp normalizes (rows up to 32 * 32)
 constexpr int kLaneDims = 8;  // head dims of q, k and v an attention lane holds (up to 256)
+constexpr int kAttentionKeys = 4;  // keys an attention lane group loads at once
+constexpr int kAttentionMmaKeys = 64;  // keys attention::mma stages a step (Wk tiles of 64 / Wk)
 
 /* dequantize: rows of k values, packed (`bits` words a 32 values), one scale and bias a group. */
 struct Dequantize {
@@ -73,9 +75,10 @@ struct Rope {
   void* out;
 };
 
-/* Attention, a block a (batch, head, query, split of keys): partial softmax sums of each split,
-   then a second kernel combines the splits. k, v, q and mask index [b, h, l, e] by strides
-   (the last stride of q, k and v is 1). */
+/* Attention (kernels/attention.cuh), a block a group of query rows of one key/value head and a
+   split of split_len keys: each split's partial softmax sums, then a second kernel combines the
+   splits (one split writes the result). k, v, q and mask index [b, h, l, e] by strides (the last
+   stride of q, k and v is 1). */
 struct Attention {
   long batch, hq, hkv, lq, lk, d, dv, splits, split_len;
   long q_strides[3], k_strides[3], v_strides[3];

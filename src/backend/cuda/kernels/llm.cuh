@@ -1,5 +1,5 @@
 // Device kernels of the language-model ops: affine dequantization and the decode product,
-// rms_norm and layer_norm, rope, attention and the in-place cache update. Each reads one
+// rms_norm and layer_norm, rope and the in-place cache update (attention: attention.cuh). Each reads one
 // argument struct (args.h); backend/cuda/llm_ops.cpp instantiates and launches them.
 // Generated source includes kernels/support.cuh (kiln_vec, kiln_gid, kiln_wait_for_inputs) first.
 #pragma once
@@ -79,42 +79,37 @@ __device__ inline uint32_t packed_field(const uint32_t* words, int i) {
   return v & ((1u << Bits) - 1u);
 }
 
-/* The Vals values in `words` as floats. */
-template <int Bits, int Vals>
-__device__ inline void unpack_words(const uint32_t* words, float* q) {
-#pragma unroll
-  for (int i = 0; i < Vals; ++i) q[i] = static_cast<float>(packed_field<Bits>(words, i));
-}
-
-template <int Bits, int Vals>
-__device__ inline void unpack(const uint32_t* w, float* q) {
-  uint32_t words[Vals * Bits / 32];
-  load_words<Bits, Vals>(w, words);
-  unpack_words<Bits, Vals>(words, q);
-}
-
 // ---- quantization ---------------------------------------------------------------------
-/* A thread per 32 values: unpack, scale and shift (no fused multiply-add), store as O. */
+constexpr int kDequantizeRun = 8;  // values a dequantizing thread writes: one 16-byte store of 16-bit O
+
+/* A thread per run of 8 values, so a warp's loads and stores are contiguous: unpack, scale
+   and shift (no fused multiply-add), store as O. */
 template <class S, class O, int Bits>
 __device__ void dequantize(const Dequantize& a) {
   kiln_wait_for_inputs();
-  const long per_row = a.k / 32, total = a.rows * per_row, groups = a.k / a.group_size;
+  const long per_row = a.k / kDequantizeRun, total = a.rows * per_row, groups = a.k / a.group_size;
   const uint32_t* packed = static_cast<const uint32_t*>(a.packed);
   const S* scales = static_cast<const S*>(a.scales);
   const S* biases = static_cast<const S*>(a.biases);
-  O* out = static_cast<O*>(a.out);
   for (long c = kiln_gid(); c < total; c += kiln_gstride()) {
-    const long r = c / per_row, j = c - r * per_row, g = r * groups + j * 32 / a.group_size;
-    float q[32];
-    unpack<Bits, 32>(packed + r * (a.k * Bits / 32) + j * Bits, q);
+    const long r = c / per_row, j = c - r * per_row, g = r * groups + j * kDequantizeRun / a.group_size;
+    // The run's Bits bytes, at most two words from where it starts (a row is whole words).
+    const long bit = j * kDequantizeRun * Bits;
+    const uint32_t* w = packed + r * (a.k * Bits / 32) + (bit >> 5);
+    const int shift = static_cast<int>(bit & 31);
+    uint64_t fields = w[0];
+    if (shift + kDequantizeRun * Bits > 32) fields |= static_cast<uint64_t>(w[1]) << 32;
+    fields >>= shift;
     const float s = static_cast<float>(scales[g]), b = static_cast<float>(biases[g]);
-    O* o = out + r * a.k + j * 32;
+    kiln_vec<O, kDequantizeRun> run;
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
+    for (int i = 0; i < kDequantizeRun; ++i) {
+      const float q = static_cast<float>(static_cast<uint32_t>(fields >> (i * Bits)) & ((1u << Bits) - 1u));
       // Rounded to O after the product and after the sum, as the CPU kernel and MLX do.
-      const float scaled = static_cast<float>(static_cast<O>(__fmul_rn(s, q[i])));
-      o[i] = static_cast<O>(__fadd_rn(scaled, b));
+      const float scaled = static_cast<float>(static_cast<O>(__fmul_rn(s, q)));
+      run.v[i] = static_cast<O>(__fadd_rn(scaled, b));
     }
+    reinterpret_cast<kiln_vec<O, kDequantizeRun>*>(static_cast<O*>(a.out) + r * a.k)[j] = run;
   }
 }
 
@@ -441,159 +436,6 @@ __device__ void rope(const Rope& a) {
   for (long e = kiln_gid(); e < a.rows * tail; e += kiln_gstride()) {
     const long r = e / tail, j = a.dims + e % tail;
     ys[r * a.d + j] = xs[r * a.d + j];
-  }
-}
-
-// ---- attention ----------------------------------------------------------------------------
-/* Query and key positions a block of (batch, head, query, split) sees. */
-struct AttentionTile {
-  long b, h, hk, i, j0, j1;
-};
-__device__ inline AttentionTile attention_tile(const Attention& a, long block) {
-  AttentionTile t;
-  const long split = block % a.splits;
-  long rest = block / a.splits;
-  t.i = rest % a.lq;
-  rest /= a.lq;
-  t.h = rest % a.hq;
-  t.b = rest / a.hq;
-  t.hk = t.h / (a.hq / a.hkv);
-  const int32_t* lengths = static_cast<const int32_t*>(a.key_lengths);
-  long valid = lengths ? lengths[t.b] : a.lk;
-  valid = valid < 0 ? 0 : (valid > a.lk ? a.lk : valid);
-  long limit = valid;
-  if (a.causal) {
-    limit = t.i + valid - a.lq + 1;
-    limit = limit < 0 ? 0 : (limit > valid ? valid : limit);
-  }
-  t.j0 = split * a.split_len;
-  t.j1 = t.j0 + a.split_len < limit ? t.j0 + a.split_len : limit;
-  return t;
-}
-
-constexpr int kKeysAtOnce = 4;  // keys a warp scores per step
-
-/* One split of keys for one query, flash-decoding style: each warp takes every warps-th key,
-   its lanes holding dims lane, lane + 32, ... of q and of the running sum; a key's score is a
-   warp sum, and each warp keeps its own running max and total (online softmax). The warps'
-   states then merge in shared memory into the split's unnormalized sums, max and total
-   (`partial`), or into the result when there is one split. */
-template <class T, class MaskT>
-__device__ void attention_split(const Attention& a) {
-  kiln_wait_for_inputs();
-  __shared__ float warp_state[32][2];  // max, total
-  extern __shared__ float warp_sums[];  // [warps][dv]
-  const AttentionTile t = attention_tile(a, blockIdx.x);
-  float* part = a.partial + static_cast<long>(blockIdx.x) * (a.dv + 2);
-  // With one split the block writes the result itself (no combining kernel runs).
-  T* final_out = static_cast<T*>(a.out) + static_cast<long>(blockIdx.x) * a.dv;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  const T* q = static_cast<const T*>(a.q) + t.b * a.q_strides[0] + t.h * a.q_strides[1] + t.i * a.q_strides[2];
-  const T* k = static_cast<const T*>(a.k) + t.b * a.k_strides[0] + t.hk * a.k_strides[1];
-  const T* v = static_cast<const T*>(a.v) + t.b * a.v_strides[0] + t.hk * a.v_strides[1];
-  float qr[kLaneDims], acc[kLaneDims];
-#pragma unroll
-  for (int u = 0; u < kLaneDims; ++u) {
-    const long e = lane + 32 * u;
-    qr[u] = e < a.d ? static_cast<float>(q[e]) * static_cast<float>(a.scale) : 0.0f;
-    acc[u] = 0.0f;
-  }
-  float top = neg_inf(), total = 0.0f;
-  // kKeysAtOnce keys a step, their rows loaded together: the loads' latency is paid once a step.
-  for (long j0 = t.j0 + warp * kKeysAtOnce; j0 < t.j1; j0 += static_cast<long>(warps) * kKeysAtOnce) {
-    float kr[kKeysAtOnce][kLaneDims], vr[kKeysAtOnce][kLaneDims], dot[kKeysAtOnce];
-#pragma unroll
-    for (int c = 0; c < kKeysAtOnce; ++c) {  // keys' and values' rows in flight together
-      const T* kp = k + (j0 + c) * a.k_strides[2];
-      const T* vp = v + (j0 + c) * a.v_strides[2];
-      const bool in = j0 + c < t.j1;
-#pragma unroll
-      for (int u = 0; u < kLaneDims; ++u) {
-        const long e = lane + 32 * u;
-        kr[c][u] = in && e < a.d ? static_cast<float>(kp[e]) : 0.0f;
-        vr[c][u] = in && e < a.dv ? static_cast<float>(vp[e]) : 0.0f;
-      }
-    }
-#pragma unroll
-    for (int c = 0; c < kKeysAtOnce; ++c) {
-      float d = 0.0f;
-#pragma unroll
-      for (int u = 0; u < kLaneDims; ++u) d += qr[u] * kr[c][u];
-      dot[c] = warp_sum(d);
-    }
-#pragma unroll
-    for (int c = 0; c < kKeysAtOnce; ++c) {
-      const long j = j0 + c;
-      if (j >= t.j1) break;
-      float s = dot[c];
-      if (a.mask_kind != 0) {
-        const MaskT m = static_cast<const MaskT*>(a.mask)[t.b * a.mask_strides[0] + t.h * a.mask_strides[1] +
-                                                          t.i * a.mask_strides[2] + j * a.mask_strides[3]];
-        if (a.mask_kind == 1)
-          s = static_cast<bool>(m) ? s : neg_inf();
-        else
-          s += static_cast<float>(m);
-      }
-      if (s == neg_inf()) continue;  // a masked key adds nothing (NaN goes on and poisons the row)
-      const float next = nan_max(top, s);
-      const float correction = top == neg_inf() ? 0.0f : expf(top - next), p = expf(s - next);
-      total = total * correction + p;
-#pragma unroll
-      for (int u = 0; u < kLaneDims; ++u) acc[u] = acc[u] * correction + p * vr[c][u];
-      top = next;
-    }
-  }
-  if (lane == 0) warp_state[warp][0] = top, warp_state[warp][1] = total;
-#pragma unroll
-  for (int u = 0; u < kLaneDims; ++u) {
-    const long e = lane + 32 * u;
-    if (e < a.dv) warp_sums[warp * a.dv + e] = acc[u];
-  }
-  __syncthreads();
-  float block_top = neg_inf();
-  for (int w = 0; w < warps; ++w) {
-    if (warp_state[w][0] != neg_inf()) block_top = nan_max(block_top, warp_state[w][0]);
-  }
-  float block_total = 0.0f;
-  for (int w = 0; w < warps; ++w) {
-    if (warp_state[w][0] != neg_inf()) block_total += warp_state[w][1] * expf(warp_state[w][0] - block_top);
-  }
-  for (long e = threadIdx.x; e < a.dv; e += blockDim.x) {
-    float sum = 0.0f;
-    for (int w = 0; w < warps; ++w) {
-      if (warp_state[w][0] != neg_inf()) sum += warp_sums[w * a.dv + e] * expf(warp_state[w][0] - block_top);
-    }
-    if (a.splits == 1)
-      final_out[e] = static_cast<T>(sum * (block_total > 0.0f ? 1.0f / block_total : 0.0f));
-    else
-      part[e] = sum;
-  }
-  if (threadIdx.x == 0) part[a.dv] = block_top, part[a.dv + 1] = block_total;
-}
-
-/* A thread an output value: the splits' sums rescaled to the largest max, over their total
-   (a query that saw no key gives zeros, as on the CPU). */
-template <class T>
-__device__ void attention_combine(const Attention& a) {
-  kiln_wait_for_inputs();
-  T* out = static_cast<T*>(a.out);
-  const long stride = a.dv + 2, total = a.batch * a.hq * a.lq * a.dv;
-  for (long idx = kiln_gid(); idx < total; idx += kiln_gstride()) {
-    const long row = idx / a.dv, e = idx - row * a.dv;
-    const float* part = a.partial + row * a.splits * stride;
-    float top = neg_inf();
-    for (long s = 0; s < a.splits; ++s) top = nan_max(top, part[s * stride + a.dv]);
-    float sum = 0.0f, acc = 0.0f;
-    if (top != neg_inf()) {
-      for (long s = 0; s < a.splits; ++s) {
-        const float m = part[s * stride + a.dv];
-        if (m == neg_inf()) continue;
-        const float c = expf(m - top);
-        sum += part[s * stride + a.dv + 1] * c;
-        acc += part[s * stride + e] * c;
-      }
-    }
-    out[idx] = static_cast<T>(acc * (sum > 0.0f ? 1.0f / sum : 0.0f));
   }
 }
 
