@@ -62,6 +62,8 @@ struct Int8Rows {
   std::vector<int8_t> q;
   std::vector<int16_t> wide;  // int16 codes whole, for many rows of x (each block's evens, then odds)
   std::vector<float> d, dsum;
+  int64_t stride = 0;  // dsum's rows: the groups rounded up to 8, zeros after them (read 8 at a time)
+  const float* dsum_row(int64_t row) const { return dsum.data() + row * stride; }
 };
 
 /* How x's rows are coded: int8; int16 as two int8 rows (digits); int16 codes whole. */
@@ -217,11 +219,12 @@ Int8Rows quantize_rows(const float* x, int64_t m, int64_t k, int group_size, Cod
   else
     r.q.resize(static_cast<size_t>(rows * k));
   r.d.resize(static_cast<size_t>(rows * blocks));
-  r.dsum.assign(static_cast<size_t>(rows * groups), 0.0f);
+  r.stride = (groups + 7) / 8 * 8;
+  r.dsum.assign(static_cast<size_t>(rows * r.stride), 0.0f);
   auto code = [&](int64_t row, int64_t j) { return r.q.data() + row * k + j * kQ8Block; };
   auto record = [&](int64_t row, int64_t j, float d, int sum) {
     r.d[static_cast<size_t>(row * blocks + j)] = d;
-    r.dsum[static_cast<size_t>(row * groups + j / per_group)] += d * static_cast<float>(sum);
+    r.dsum[static_cast<size_t>(row * r.stride + j / per_group)] += d * static_cast<float>(sum);
   };
   detail::parallel_for(m, std::max<int64_t>(1, (1 << 16) / k), [&](int64_t m0, int64_t m1) {
     for (int64_t i = m0; i < m1; ++i) {
@@ -290,11 +293,19 @@ void floats_of(const Tensor& t, int64_t i0, int64_t count, float* out) {
   }
 }
 
-__attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+/* Lane c: the sum of a[c]'s lanes as ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)), in every width. */
+__attribute__((target("avx2"))) inline __m128 hsum4(const __m256* a) {
+  const __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+  return _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+}
+
+__attribute__((target("avx2"))) inline __m256 hsum8(const __m256* a) {
+  return _mm256_set_m128(hsum4(a + 4), hsum4(a));
+}
+
+__attribute__((target("avx2"))) inline float hsum(__m256 v) {
+  const __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(v, v), _mm256_setzero_ps());
+  return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
 }
 
 /* The biases' share of output (i, n): sum over groups of bias * d * sum(q). */
@@ -325,7 +336,7 @@ void tile_generic(const Problem& p, const float* sw, const float* bw, int64_t m0
         acc += static_cast<float>(dot) *
                (p.x->d[static_cast<size_t>(r * p.blocks + j)] * sw[c * p.groups + (j >> p.group_shift)]);
       }
-      p.y[r * p.n + n0 + c] = acc + bias_term(bw + c * p.groups, p.x->dsum.data() + r * p.groups, p.groups);
+      p.y[r * p.n + n0 + c] = acc + bias_term(bw + c * p.groups, p.x->dsum_row(r), p.groups);
     }
   }
 }
