@@ -278,6 +278,13 @@ __attribute__((target("avx2,fma,f16c"))) void floats_f16c(const uint16_t* src, i
   for (; i < count; ++i) out[i] = _cvtsh_ss(src[i]);
 }
 
+/* Elements [i0, i0 + count) of a row-major tensor fetched into cache: a panel's scales and biases
+   ahead of their conversion, which otherwise waited on them (perf: 10% of decode). */
+void prefetch(const Tensor& t, int64_t i0, int64_t count) {
+  const char* at = static_cast<const char*>(t.raw()) + i0 * static_cast<int64_t>(t.itemsize());
+  for (int64_t e = 0; e < count * static_cast<int64_t>(t.itemsize()); e += 64) _mm_prefetch(at + e, _MM_HINT_T0);
+}
+
 void floats_of(const Tensor& t, int64_t i0, int64_t count, float* out) {
   switch (t.dtype) {
     case Dtype::float32: std::memcpy(out, t.data<float>() + i0, static_cast<size_t>(count) * sizeof(float)); return;
@@ -492,6 +499,8 @@ void quantized_matmul_integer(const float* x, int64_t m, int64_t k, const uint32
     scratch.st.resize(static_cast<size_t>(gemm ? 4 * p.blocks : 0));
     for (int64_t panel = a; panel < e; ++panel) {
       const int64_t n0 = panel * kPanel, rows = std::min(kPanel, n - n0);
+      if (panel + 1 < e)
+        for (const Tensor* t : {&s, &b}) prefetch(*t, (n0 + kPanel) * p.groups, std::min(kPanel, n - n0 - kPanel) * p.groups);
       floats_of(s, n0 * p.groups, rows * p.groups, sw.data());
       floats_of(b, n0 * p.groups, rows * p.groups, bw.data());
       // 8 bits: the kernels use code - 128, so each group's bias gains 128 scales.
