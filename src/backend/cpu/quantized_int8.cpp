@@ -38,11 +38,6 @@ bool cpu_has_avx2() {
   return yes;
 }
 
-bool cpu_has_vnni() {
-  static const bool yes = cpu_has_avx2() && __builtin_cpu_supports("avxvnni");
-  return yes;
-}
-
 /* KILN_CPU_VNNI, read at the first product; use_cpu_vnni changes it. */
 std::atomic<bool>& vnni_setting() {
   static std::atomic<bool> on{config::flag(config::Knob::cpu_vnni)};
@@ -455,6 +450,11 @@ struct Dot {
 #pragma GCC pop_options
 }  // namespace vnni
 }  // namespace
+
+bool cpu_has_vnni() {
+  static const bool yes = cpu_has_avx2() && __builtin_cpu_supports("avxvnni");
+  return yes;
+}
 
 bool use_cpu_vnni(bool yes) { return vnni_setting().exchange(yes); }
 
