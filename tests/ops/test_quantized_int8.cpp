@@ -160,8 +160,8 @@ TEST(QuantizedMatmulIntegers, VnniGivesTheAvx2Bits) {
   struct Case {
     int64_t m, n, k;
   };
-  const Case cases[] = {{1, 1, 32},  {1, 17, 96},  {1, 33, 576}, {2, 9, 160},  {3, 25, 64},
-                        {4, 8, 128}, {5, 40, 96},  {9, 23, 288}, {1, 70, 1536}};
+  const Case cases[] = {{1, 1, 32},  {1, 17, 96}, {1, 33, 576}, {2, 9, 160},  {3, 25, 64},
+                        {4, 8, 128}, {5, 40, 96}, {9, 23, 288}, {1, 70, 1536}};
   const bool before = detail::use_cpu_vnni(true);
   for (Case c : cases) {
     for (int bits : {4, 8}) {

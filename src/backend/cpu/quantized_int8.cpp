@@ -302,9 +302,7 @@ __attribute__((target("avx2"))) inline __m128 hsum4(const __m256* a) {
   return _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
 }
 
-__attribute__((target("avx2"))) inline __m256 hsum8(const __m256* a) {
-  return _mm256_set_m128(hsum4(a + 4), hsum4(a));
-}
+__attribute__((target("avx2"))) inline __m256 hsum8(const __m256* a) { return _mm256_set_m128(hsum4(a + 4), hsum4(a)); }
 
 __attribute__((target("avx2"))) inline float hsum(__m256 v) {
   const __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(v, v), _mm256_setzero_ps());
@@ -419,14 +417,13 @@ struct Dot {
 namespace vnni {
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,avxvnni")
-/* VNNI's: vpdpbusd and vpdpwssd multiply, sum each lane's products and add them in one step.
-   (GCC's _mm256_dpbusd_epi32 takes either AVX-VNNI or AVX512-VNNI with AVX512VL.) */
+/* AVX-VNNI's: vpdpbusd and vpdpwssd multiply, sum each lane's products and add them in one step. */
 struct Dot {
   __attribute__((always_inline)) static __m256i bytes(__m256i acc, __m256i w, __m256i x) {
-    return _mm256_dpbusd_epi32(acc, w, x);
+    return _mm256_dpbusd_avx_epi32(acc, w, x);
   }
   __attribute__((always_inline)) static __m256i nibbles(__m256i acc, __m256i lo, __m256i hi, __m256i xe, __m256i xo) {
-    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(acc, lo, xe), hi, xo);
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, lo, xe), hi, xo);
   }
   /* 8-bit codes as they are (unsigned): signed8 sums c * x, and offset8 takes 128 * x off. */
   struct Codes8 {
@@ -434,17 +431,18 @@ struct Dot {
   };
   __attribute__((always_inline)) static Codes8 codes8(__m256i c) { return {c}; }
   __attribute__((always_inline)) static __m256i signed8(__m256i acc, Codes8 w, __m256i x) {
-    return _mm256_dpbusd_epi32(acc, w.c, x);
+    return _mm256_dpbusd_avx_epi32(acc, w.c, x);
   }
   /* -128 * sum(hi) - sum(lo) per lane: shifted by 7 with the high digit's products, then the low
      digit's added, the chain sums (c - 128) * (128 * hi + lo). */
   __attribute__((always_inline)) static __m256i offset8(__m256i hi, __m256i lo) {
-    const __m256i s = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(static_cast<char>(0x80)), hi),
-                                          _mm256_set1_epi8(1), lo);
+    const __m256i s = _mm256_dpbusd_avx_epi32(
+        _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(static_cast<char>(0x80)), hi),
+        _mm256_set1_epi8(1), lo);
     return _mm256_sub_epi32(_mm256_setzero_si256(), s);
   }
   __attribute__((always_inline)) static __m256i words(__m256i acc, __m256i w, __m256i x) {
-    return _mm256_dpwssd_epi32(acc, w, x);
+    return _mm256_dpwssd_avx_epi32(acc, w, x);
   }
 };
 #include "backend/cpu/quantized_int8_kernels.inc"
@@ -470,7 +468,7 @@ void quantized_matmul_integer(const float* x, int64_t m, int64_t k, const uint32
   const Codes codes = !int16 ? Codes::int8 : gemm ? Codes::wide : Codes::digits;
   const bool fused_digits = codes == Codes::digits && simd;
   const Order order = !(simd && q.bits == 4) ? Order::natural : gemm ? Order::evens_odds : Order::pairs;
-  const Kernel kernel = gemm ? (int16 ? Kernel::gemm4_wide : Kernel::gemm4)
+  const Kernel kernel = gemm           ? (int16 ? Kernel::gemm4_wide : Kernel::gemm4)
                         : fused_digits ? (q.bits == 4 ? Kernel::digits4 : Kernel::digits8)
                                        : (q.bits == 4 ? Kernel::decode4 : Kernel::decode8);
   const bool vnni = simd && cpu_has_vnni() && vnni_setting().load(std::memory_order_relaxed);
@@ -501,7 +499,8 @@ void quantized_matmul_integer(const float* x, int64_t m, int64_t k, const uint32
     for (int64_t panel = a; panel < e; ++panel) {
       const int64_t n0 = panel * kPanel, rows = std::min(kPanel, n - n0);
       if (panel + 1 < e)
-        for (const Tensor* t : {&s, &b}) prefetch(*t, (n0 + kPanel) * p.groups, std::min(kPanel, n - n0 - kPanel) * p.groups);
+        for (const Tensor* t : {&s, &b})
+          prefetch(*t, (n0 + kPanel) * p.groups, std::min(kPanel, n - n0 - kPanel) * p.groups);
       floats_of(s, n0 * p.groups, rows * p.groups, sw.data());
       floats_of(b, n0 * p.groups, rows * p.groups, bw.data());
       // 8 bits: the kernels use code - 128, so each group's bias gains 128 scales.
