@@ -8,6 +8,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "backend/cpu/quantized_int8.h"
 #include "kiln/executable.h"
 #include "nn_ref.h"
 #include "ops/nn.h"
@@ -148,6 +149,48 @@ TEST(QuantizedMatmulIntegers, ApproximatesTheFloatProductAndIsExactOnTheGrid) {
                       quantized_matmul(xg, packed, scales, biases, true, 32, 4).to_vector<double>(),
                       std::vector<double>(48, 1.0), 1e-4, "on the grid");
   }
+}
+
+// The VNNI kernels (vpdpbusd, vpdpwssd) against the AVX2 ones: the integer sums are exact and
+// the float steps the same, so every output has the same bits. Odd shapes reach every tile and
+// remainder (decode rows of 8 and 1, pairs of blocks and a last one, prefill tiles of 2 x 4 and
+// single rows); x spans codes from 0 to +-16256, with NaN and infinite blocks.
+TEST(QuantizedMatmulIntegers, VnniGivesTheAvx2Bits) {
+  if (!detail::cpu_has_vnni()) GTEST_SKIP() << "this CPU has no AVX-VNNI";
+  struct Case {
+    int64_t m, n, k;
+  };
+  const Case cases[] = {{1, 1, 32},  {1, 17, 96}, {1, 33, 576}, {2, 9, 160},  {3, 25, 64},
+                        {4, 8, 128}, {5, 40, 96}, {9, 23, 288}, {1, 70, 1536}};
+  const bool before = detail::use_cpu_vnni(true);
+  for (Case c : cases) {
+    for (int bits : {4, 8}) {
+      for (int gs : {32, 64, 128}) {
+        if (c.k % gs != 0) continue;
+        for (Dtype d : {float32, float16, bfloat16}) {
+          auto wv = kt::random_values(c.n * c.k, float32, 31 + static_cast<uint64_t>(bits + gs));
+          auto [packed, scales, biases] = quantize(kt::from_values(wv, {c.n, c.k}, d), gs, bits);
+          auto xv = kt::random_values(c.m * c.k, float32, 41 + static_cast<uint64_t>(c.m + c.k), -3, 3);
+          for (size_t e = 0; e < xv.size(); e += 7) xv[e] *= 1e3;  // blocks of wide range: small codes beside large
+          if (c.m > 2) xv[static_cast<size_t>(c.k + 5)] = NAN, xv[static_cast<size_t>(2 * c.k)] = -INFINITY;
+          Array x = kt::from_values(xv, {c.m, c.k}, float32);
+          for (QmmActivations act : kIntegers) {
+            std::ostringstream ctx;
+            ctx << "m " << c.m << " n " << c.n << " k " << c.k << " bits " << bits << " group " << gs << " "
+                << dtype_name(d) << " " << kQmmActivationNames[static_cast<int>(act)];
+            detail::use_cpu_vnni(true);
+            Array vnni = quantized_matmul(x, packed, scales, biases, true, gs, bits, act);
+            vnni.eval();
+            detail::use_cpu_vnni(false);
+            Array avx2 = quantized_matmul(x, packed, scales, biases, true, gs, bits, act);
+            avx2.eval();
+            kt::expect_same_bits(vnni, avx2, ctx.str());
+          }
+        }
+      }
+    }
+  }
+  detail::use_cpu_vnni(before);
 }
 
 TEST(QuantizedMatmulIntegers, ZeroNanAndInfiniteBlocks) {

@@ -2,8 +2,9 @@
 // of x is rounded per block of 32 to int8 codes and a float scale, as llama.cpp rounds its
 // activations (Q8_1, Q8_0), and the blocks are multiplied by the packed codes in integers. With
 // AVX2 (checked at run time) 4- and 8-bit weights take maddubs/madd, 32 multiply-adds an
-// instruction, reading the packed weights and their float16 scales in place; other bit widths
-// and CPUs take plain loops over the same integers. int16 activations (QmmActivations::int16)
+// instruction, reading the packed weights and their float16 scales in place, and with VNNI
+// vpdpbusd/vpdpwssd, which also add (quantized_int8_kernels.inc: the same kernels, the same
+// bits); other bit widths and CPUs take plain loops over the same integers. int16 activations (QmmActivations::int16)
 // round each block to codes up to 16256 = 127 * 128: in decode as two int8 digits, code =
 // 128 * high + low, that meet each weight block in one pass; in prefill as whole int16 codes
 // against weights unpacked to int16 (madd); without AVX2 each digit is a row of x, and the two
@@ -13,6 +14,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "backend/cpu/nn_util.h"
+#include "core/config.h"
 #include "core/thread_pool.h"
 
 namespace kiln::detail {
@@ -35,6 +38,12 @@ bool cpu_has_avx2() {
   return yes;
 }
 
+/* KILN_CPU_VNNI, read at the first product; use_cpu_vnni changes it. */
+std::atomic<bool>& vnni_setting() {
+  static std::atomic<bool> on{config::flag(config::Knob::cpu_vnni)};
+  return on;
+}
+
 /* How a row's codes are ordered for the kernel that reads them. The 4-bit kernels unpack a
    block's 16 packed bytes as low nibbles (its even values), then high nibbles (its odd values);
    the decode kernel unpacks two blocks' 32 bytes at once, so each pair of blocks is stored as
@@ -48,6 +57,8 @@ struct Int8Rows {
   std::vector<int8_t> q;
   std::vector<int16_t> wide;  // int16 codes whole, for many rows of x (each block's evens, then odds)
   std::vector<float> d, dsum;
+  int64_t stride = 0;  // dsum's rows: the groups rounded up to 8, zeros after them (read 8 at a time)
+  const float* dsum_row(int64_t row) const { return dsum.data() + row * stride; }
 };
 
 /* How x's rows are coded: int8; int16 as two int8 rows (digits); int16 codes whole. */
@@ -203,11 +214,12 @@ Int8Rows quantize_rows(const float* x, int64_t m, int64_t k, int group_size, Cod
   else
     r.q.resize(static_cast<size_t>(rows * k));
   r.d.resize(static_cast<size_t>(rows * blocks));
-  r.dsum.assign(static_cast<size_t>(rows * groups), 0.0f);
+  r.stride = (groups + 7) / 8 * 8;
+  r.dsum.assign(static_cast<size_t>(rows * r.stride), 0.0f);
   auto code = [&](int64_t row, int64_t j) { return r.q.data() + row * k + j * kQ8Block; };
   auto record = [&](int64_t row, int64_t j, float d, int sum) {
     r.d[static_cast<size_t>(row * blocks + j)] = d;
-    r.dsum[static_cast<size_t>(row * groups + j / per_group)] += d * static_cast<float>(sum);
+    r.dsum[static_cast<size_t>(row * r.stride + j / per_group)] += d * static_cast<float>(sum);
   };
   detail::parallel_for(m, std::max<int64_t>(1, (1 << 16) / k), [&](int64_t m0, int64_t m1) {
     for (int64_t i = m0; i < m1; ++i) {
@@ -261,6 +273,14 @@ __attribute__((target("avx2,fma,f16c"))) void floats_f16c(const uint16_t* src, i
   for (; i < count; ++i) out[i] = _cvtsh_ss(src[i]);
 }
 
+/* Elements [i0, i0 + count) of a row-major tensor fetched into cache: a panel's scales and biases
+   ahead of their conversion, which otherwise waited on them (perf: 10% of decode). */
+void prefetch(const Tensor& t, int64_t i0, int64_t count) {
+  const auto size = static_cast<int64_t>(t.itemsize());
+  const char* at = static_cast<const char*>(t.raw()) + i0 * size;
+  for (int64_t e = 0; e < count * size; e += 64) _mm_prefetch(at + e, _MM_HINT_T0);
+}
+
 void floats_of(const Tensor& t, int64_t i0, int64_t count, float* out) {
   switch (t.dtype) {
     case Dtype::float32: std::memcpy(out, t.data<float>() + i0, static_cast<size_t>(count) * sizeof(float)); return;
@@ -276,11 +296,17 @@ void floats_of(const Tensor& t, int64_t i0, int64_t count, float* out) {
   }
 }
 
-__attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+/* Lane c: the sum of a[c]'s lanes as ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)), in every width. */
+__attribute__((target("avx2"))) inline __m128 hsum4(const __m256* a) {
+  const __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+  return _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+}
+
+__attribute__((target("avx2"))) inline __m256 hsum8(const __m256* a) { return _mm256_set_m128(hsum4(a + 4), hsum4(a)); }
+
+__attribute__((target("avx2"))) inline float hsum(__m256 v) {
+  const __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(v, v), _mm256_setzero_ps());
+  return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
 }
 
 /* The biases' share of output (i, n): sum over groups of bias * d * sum(q). */
@@ -288,162 +314,6 @@ inline float bias_term(const float* b, const float* dsum, int64_t groups) {
   float s = 0;
   for (int64_t g = 0; g < groups; ++g) s += b[g] * dsum[g];
   return s;
-}
-
-/* Row i of x against weight rows [n0, n0 + NR), whose scales and biases (float32, [NR][groups])
-   are sw and bw. 4 bits: two blocks a step, their 32 packed bytes unpacking to the evens of both
-   (low nibbles) and the odds of both (high nibbles), x stored in that order (Order::pairs); the
-   dot's lanes 0-3 sum the first block and 4-7 the second; a last unpaired block unpacks alone.
-   8 bits: codes are offset by 128 and maddubs needs one side unsigned, so the signed code's
-   magnitude meets x with the code's sign; the 128 offset moved into bw. Each block's integer dot
-   is scaled by the weight's and the block's scales. One row of x at a time (decode); many rows of
-   4-bit weights take panel_gemm4, which unpacks the codes once. */
-template <int B, int NR>
-__attribute__((target("avx2,fma"))) void tile_avx2(const Problem& p, const float* sw, const float* bw, int64_t i,
-                                                   int64_t n0) {
-  constexpr int kBytes = kQ8Block * B / 8;  // packed bytes of one block
-  const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i low4 = _mm256_set1_epi8(0x0F), flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  const uint8_t* wr = p.w + n0 * p.row_bytes;
-  const int8_t* xq = p.x->q.data() + i * p.k;
-  const float* xd = p.x->d.data() + i * p.blocks;
-  __m256 acc[NR];
-#pragma GCC unroll 8
-  for (int c = 0; c < NR; ++c) acc[c] = _mm256_setzero_ps();
-  int64_t j = 0;
-  if constexpr (B == 4) {  // two blocks a step: 32 packed bytes, x as (evens of both, odds of both)
-    for (; j + 1 < p.blocks; j += 2) {
-      const __m256i xe = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + j * kQ8Block));
-      const __m256i xo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (j + 1) * kQ8Block));
-      const __m256 dx = _mm256_set_m128(_mm_broadcast_ss(xd + j + 1), _mm_broadcast_ss(xd + j));
-      // Pointers stepped a row at a time: 8 rows' addresses computed apart ran out of registers.
-      const uint8_t* src = wr + j * kBytes;
-      const float* s0 = sw + (j >> p.group_shift);
-      const float* s1 = sw + ((j + 1) >> p.group_shift);
-#pragma GCC unroll 8
-      for (int c = 0; c < NR; ++c, src += p.row_bytes, s0 += p.groups, s1 += p.groups) {
-        // The next tile's rows, fetched while this one computes: decode tg128 went 97 -> 155 tokens/s.
-        _mm_prefetch(reinterpret_cast<const char*>(src + NR * p.row_bytes), _MM_HINT_T0);
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
-        const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-        const __m256i sums = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
-        const __m256i dot = _mm256_madd_epi16(sums, ones);  // lanes 0-3: block j, 4-7: block j + 1
-        const __m256 ws = _mm256_set_m128(_mm_broadcast_ss(s1), _mm_broadcast_ss(s0));
-        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dx, ws), acc[c]);
-      }
-    }
-  }
-  for (; j < p.blocks; ++j) {
-    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + j * kQ8Block));
-    const __m256 dx = _mm256_broadcast_ss(xd + j);
-    const int64_t g = j >> p.group_shift;
-#pragma GCC unroll 8
-    for (int c = 0; c < NR; ++c) {
-      const uint8_t* src = wr + c * p.row_bytes + j * kBytes;
-      _mm_prefetch(reinterpret_cast<const char*>(src + NR * p.row_bytes), _MM_HINT_T0);
-      __m256i wq, xs = xv;
-      if constexpr (B == 4) {
-        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
-        wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4);
-      } else {
-        const __m256i ws = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)), flip);
-        wq = _mm256_sign_epi8(ws, ws);
-        xs = _mm256_sign_epi8(xv, ws);
-      }
-      const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xs), ones);
-      const __m256 scale = _mm256_mul_ps(dx, _mm256_broadcast_ss(sw + c * p.groups + g));
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[c]);
-    }
-  }
-  const float* dsum = p.x->dsum.data() + i * p.groups;
-#pragma GCC unroll 8
-  for (int c = 0; c < NR; ++c) p.y[i * p.n + n0 + c] = hsum(acc[c]) + bias_term(bw + c * p.groups, dsum, p.groups);
-}
-
-/* Two blocks of x codes in pairs order (evens of both at x, odds of both at x + 32) against 4-bit
-   codes unpacked to lo (evens) and hi (odds): lanes 0-3 sum the first block, 4-7 the second. */
-__attribute__((target("avx2"), always_inline)) inline __m256i pair_dot(__m256i lo, __m256i hi, const int8_t* x,
-                                                                       __m256i ones) {
-  const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-  const __m256i o = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + kQ8Block));
-  return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, e), _mm256_maddubs_epi16(hi, o)), ones);
-}
-
-/* One block: unsigned codes w against x's 32 codes, in 8 int32 sums. */
-__attribute__((target("avx2"), always_inline)) inline __m256i block_dot(__m256i w, const int8_t* x, __m256i ones) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))), ones);
-}
-
-/* One block of 8-bit codes as magnitudes wq and signs ws against x's 32 codes, in 8 int32 sums. */
-__attribute__((target("avx2"), always_inline)) inline __m256i signed_block_dot(__m256i wq, __m256i ws, const int8_t* x,
-                                                                               __m256i ones) {
-  const __m256i xs = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)), ws);
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xs), ones);
-}
-
-/* int16 activations, one row of x (decode): tile_avx2's steps for both digits of x's row i
-   (kernel rows 2i and 2i + 1) at once, so the weights are unpacked once; the high digit's integer
-   dot is shifted by 7 (times 128) onto the low one's, whose scale d both then share. 4 bits: two
-   blocks a step (x stored in pairs); 8 bits: a block a step, the code's sign moved onto each
-   digit (x in natural order). Writes y's row i. */
-template <int B, int NR>
-__attribute__((target("avx2,fma"))) void tile_avx2_digits(const Problem& p, const float* sw, const float* bw, int64_t i,
-                                                          int64_t n0, float* y) {
-  const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  const uint8_t* wr = p.w + n0 * p.row_bytes;
-  const int8_t* xh = p.x->q.data() + 2 * i * p.k;
-  const int8_t* xl = xh + p.k;
-  const float* xd = p.x->d.data() + (2 * i + 1) * p.blocks;
-  __m256 acc[NR];
-#pragma GCC unroll 8
-  for (int c = 0; c < NR; ++c) acc[c] = _mm256_setzero_ps();
-  int64_t j = 0;
-  for (; B == 4 && j + 1 < p.blocks; j += 2) {
-    const __m256 dx = _mm256_set_m128(_mm_broadcast_ss(xd + j + 1), _mm_broadcast_ss(xd + j));
-    const uint8_t* src = wr + j * 16;
-    const float* s0 = sw + (j >> p.group_shift);
-    const float* s1 = sw + ((j + 1) >> p.group_shift);
-    const int64_t at = j * kQ8Block;
-#pragma GCC unroll 8
-    for (int c = 0; c < NR; ++c, src += p.row_bytes, s0 += p.groups, s1 += p.groups) {
-      _mm_prefetch(reinterpret_cast<const char*>(src + NR * p.row_bytes), _MM_HINT_T0);
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
-      const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-      const __m256i d =
-          _mm256_add_epi32(_mm256_slli_epi32(pair_dot(lo, hi, xh + at, ones), 7), pair_dot(lo, hi, xl + at, ones));
-      const __m256 ws = _mm256_set_m128(_mm_broadcast_ss(s1), _mm_broadcast_ss(s0));
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(dx, ws), acc[c]);
-    }
-  }
-  for (; j < p.blocks; ++j) {  // 8 bits, or 4 bits' last unpaired block (evens, then odds)
-    const __m256 dx = _mm256_broadcast_ss(xd + j);
-    const int64_t at = j * kQ8Block;
-#pragma GCC unroll 8
-    for (int c = 0; c < NR; ++c) {
-      const uint8_t* src = wr + c * p.row_bytes + j * kQ8Block * B / 8;
-      __m256i d;
-      if constexpr (B == 4) {
-        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
-        const __m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4);
-        d = _mm256_add_epi32(_mm256_slli_epi32(block_dot(wq, xh + at, ones), 7), block_dot(wq, xl + at, ones));
-      } else {  // code - 128 (the offset is in bw), its magnitude against each digit with its sign
-        _mm_prefetch(reinterpret_cast<const char*>(src + NR * p.row_bytes), _MM_HINT_T0);
-        const __m256i ws = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)), flip);
-        const __m256i wq = _mm256_sign_epi8(ws, ws);
-        d = _mm256_add_epi32(_mm256_slli_epi32(signed_block_dot(wq, ws, xh + at, ones), 7),
-                             signed_block_dot(wq, ws, xl + at, ones));
-      }
-      const __m256 scale = _mm256_mul_ps(dx, _mm256_broadcast_ss(sw + c * p.groups + (j >> p.group_shift)));
-      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), scale, acc[c]);
-    }
-  }
-  const float* dh = p.x->dsum.data() + 2 * i * p.groups;
-  const float* dl = dh + p.groups;
-#pragma GCC unroll 8
-  for (int c = 0; c < NR; ++c)
-    y[i * p.n + n0 + c] =
-        hsum(acc[c]) + bias_term(bw + c * p.groups, dh, p.groups) + bias_term(bw + c * p.groups, dl, p.groups);
 }
 
 /* Value i of a packed row (any bits; values may straddle words). */
@@ -467,127 +337,9 @@ void tile_generic(const Problem& p, const float* sw, const float* bw, int64_t m0
         acc += static_cast<float>(dot) *
                (p.x->d[static_cast<size_t>(r * p.blocks + j)] * sw[c * p.groups + (j >> p.group_shift)]);
       }
-      p.y[r * p.n + n0 + c] = acc + bias_term(bw + c * p.groups, p.x->dsum.data() + r * p.groups, p.groups);
+      p.y[r * p.n + n0 + c] = acc + bias_term(bw + c * p.groups, p.x->dsum_row(r), p.groups);
     }
   }
-}
-
-/* One panel's tiles: each row of x against 8 weight rows at a time, then the rest one by one. */
-template <int B>
-void panel_avx2(const Problem& p, const float* sw, const float* bw, int64_t n0, int64_t rows) {
-  constexpr int kCols = 8;
-  for (int64_t i = 0; i < p.m; ++i) {
-    int64_t c = 0;
-    for (; c + kCols <= rows; c += kCols) tile_avx2<B, kCols>(p, sw + c * p.groups, bw + c * p.groups, i, n0 + c);
-    for (; c < rows; ++c) tile_avx2<B, 1>(p, sw + c * p.groups, bw + c * p.groups, i, n0 + c);
-  }
-}
-
-/* The same for int16 activations, writing the sum of both digits to y. */
-template <int B>
-void panel_avx2_digits(const Problem& p, const float* sw, const float* bw, int64_t n0, int64_t rows, float* y) {
-  constexpr int kCols = 8;
-  for (int64_t i = 0; i < p.m / 2; ++i) {
-    int64_t c = 0;
-    for (; c + kCols <= rows; c += kCols)
-      tile_avx2_digits<B, kCols>(p, sw + c * p.groups, bw + c * p.groups, i, n0 + c, y);
-    for (; c < rows; ++c) tile_avx2_digits<B, 1>(p, sw + c * p.groups, bw + c * p.groups, i, n0 + c, y);
-  }
-}
-
-/* The codes the prefill tiles multiply, unpacked once a panel: int8 x against weight codes as
-   bytes (maddubs, then madd to int32), or whole int16 x against weight codes as int16 (madd: 16
-   products into 8 int32 sums, no second step). A block is one register of each, or two. */
-struct Int8Codes {
-  using W = uint8_t;
-  using X = int8_t;
-  struct Block {
-    __m256i v;
-  };
-  __attribute__((target("avx2"), always_inline)) static Block load(const void* p) {
-    return {_mm256_loadu_si256(static_cast<const __m256i*>(p))};
-  }
-  __attribute__((target("avx2"), always_inline)) static __m256i sums(Block w, Block x) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(w.v, x.v), _mm256_set1_epi16(1));
-  }
-  static const X* rows(const Int8Rows& r) { return r.q.data(); }
-};
-
-struct Int16Codes {
-  using W = int16_t;
-  using X = int16_t;
-  struct Block {
-    __m256i evens, odds;
-  };
-  __attribute__((target("avx2"), always_inline)) static Block load(const void* p) {
-    const auto* v = static_cast<const __m256i*>(p);
-    return {_mm256_loadu_si256(v), _mm256_loadu_si256(v + 1)};
-  }
-  __attribute__((target("avx2"), always_inline)) static __m256i sums(Block w, Block x) {
-    return _mm256_add_epi32(_mm256_madd_epi16(w.evens, x.evens), _mm256_madd_epi16(w.odds, x.odds));
-  }
-  static const X* rows(const Int8Rows& r) { return r.wide.data(); }
-};
-
-/* acc += the block's products * scale. */
-template <class C>
-__attribute__((target("avx2,fma"), always_inline)) inline void dot_step(__m256& acc, typename C::Block w,
-                                                                        typename C::Block x, __m256 scale) {
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(C::sums(w, x)), scale, acc);
-}
-
-/* Many rows of x (prefill), 4 bits: the panel's codes unpacked once into wu ([rows][K], each
-   block's evens then odds, as x), then tiles of MR (1 or 2) rows of x against 4 weight rows.
-   st holds the 4 rows' scales by block ([blocks][4]), so one multiply makes a block's 8 scale
-   products. The eight sums are named variables: as an array GCC kept them on the stack. */
-template <int MR, class C>
-__attribute__((target("avx2,fma"))) void tile_unpacked(const Problem& p, const typename C::W* wu, const float* st,
-                                                       const float* bw, int64_t i0, int64_t n0) {
-  __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
-  const typename C::X* x0 = C::rows(*p.x) + i0 * p.k;
-  const typename C::X* x1 = x0 + (MR > 1 ? p.k : 0);
-  const float* d0 = p.x->d.data() + i0 * p.blocks;
-  const float* d1 = d0 + (MR > 1 ? p.blocks : 0);
-  const int64_t k = p.k, g = p.groups;
-  alignas(32) float sc[8];
-  for (int64_t j = 0; j < p.blocks; ++j) {
-    const int64_t at = j * kQ8Block;
-    const __m256 dv = _mm256_set_m128(_mm_broadcast_ss(d1 + j), _mm_broadcast_ss(d0 + j));
-    _mm256_store_ps(sc, _mm256_mul_ps(dv, _mm256_broadcast_ps(reinterpret_cast<const __m128*>(st + 4 * j))));
-    const auto w0 = C::load(wu + at), w1 = C::load(wu + k + at), w2 = C::load(wu + 2 * k + at),
-               w3 = C::load(wu + 3 * k + at);
-    const auto xv0 = C::load(x0 + at);
-    dot_step<C>(a00, w0, xv0, _mm256_broadcast_ss(sc + 0));
-    dot_step<C>(a01, w1, xv0, _mm256_broadcast_ss(sc + 1));
-    dot_step<C>(a02, w2, xv0, _mm256_broadcast_ss(sc + 2));
-    dot_step<C>(a03, w3, xv0, _mm256_broadcast_ss(sc + 3));
-    if constexpr (MR > 1) {
-      const auto xv1 = C::load(x1 + at);
-      dot_step<C>(a10, w0, xv1, _mm256_broadcast_ss(sc + 4));
-      dot_step<C>(a11, w1, xv1, _mm256_broadcast_ss(sc + 5));
-      dot_step<C>(a12, w2, xv1, _mm256_broadcast_ss(sc + 6));
-      dot_step<C>(a13, w3, xv1, _mm256_broadcast_ss(sc + 7));
-    }
-  }
-  const __m256 acc[2][4] = {{a00, a01, a02, a03}, {a10, a11, a12, a13}};
-  for (int r = 0; r < MR; ++r) {
-    const float* dsum = p.x->dsum.data() + (i0 + r) * g;
-    for (int c = 0; c < 4; ++c) p.y[(i0 + r) * p.n + n0 + c] = hsum(acc[r][c]) + bias_term(bw + c * g, dsum, g);
-  }
-}
-
-/* One weight row (a panel's last rows) against row i of x, from the unpacked codes. */
-template <class C>
-__attribute__((target("avx2,fma"))) void row_unpacked(const Problem& p, const typename C::W* wu, const float* sw,
-                                                      const float* bw, int64_t i, int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  const typename C::X* x = C::rows(*p.x) + i * p.k;
-  const float* d = p.x->d.data() + i * p.blocks;
-  for (int64_t j = 0; j < p.blocks; ++j) {
-    const __m256 scale = _mm256_mul_ps(_mm256_broadcast_ss(d + j), _mm256_broadcast_ss(sw + (j >> p.group_shift)));
-    dot_step<C>(acc, C::load(wu + j * kQ8Block), C::load(x + j * kQ8Block), scale);
-  }
-  p.y[i * p.n + n] = hsum(acc) + bias_term(bw, p.x->dsum.data() + i * p.groups, p.groups);
 }
 
 /* One block's 16 packed bytes as its evens (low nibbles), then its odds: as bytes, or as int16
@@ -613,23 +365,97 @@ __attribute__((target("avx2"))) void unpack_panel4(const Problem& p, int64_t n0,
   }
 }
 
-template <class C>
-void panel_gemm4(const Problem& p, const float* sw, const float* bw, int64_t n0, int64_t rows, typename C::W* wu,
-                 float* st) {
-  unpack_panel4(p, n0, rows, wu);
-  int64_t c = 0;
-  for (; c + 4 <= rows; c += 4) {
-    for (int64_t j = 0; j < p.blocks; ++j)  // the 4 rows' scales by block
-      for (int64_t e = 0; e < 4; ++e) st[j * 4 + e] = sw[(c + e) * p.groups + (j >> p.group_shift)];
-    int64_t i = 0;
-    for (; i + 2 <= p.m; i += 2) tile_unpacked<2, C>(p, wu + c * p.k, st, bw + c * p.groups, i, n0 + c);
-    for (; i < p.m; ++i) tile_unpacked<1, C>(p, wu + c * p.k, st, bw + c * p.groups, i, n0 + c);
+/* The kernels of quantized_int8_kernels.inc, for many rows of x (gemm: prefill) or one (decode). */
+enum class Kernel { decode4, decode8, digits4, digits8, gemm4, gemm4_wide };
+
+/* A thread's buffers for the prefill kernels: a panel's codes unpacked, its scales by block. */
+struct Scratch {
+  std::vector<uint8_t> wu;
+  std::vector<int16_t> wu16;
+  std::vector<float> st;
+};
+
+namespace avx2 {
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+/* AVX2's integer products: maddubs (byte pairs to int16), then madd against ones (to int32). */
+struct Dot {
+  /* acc + per int32 lane the 4 products of unsigned bytes w and signed bytes x. */
+  __attribute__((always_inline)) static __m256i bytes(__m256i acc, __m256i w, __m256i x) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
   }
-  for (; c < rows; ++c)
-    for (int64_t i = 0; i < p.m; ++i) row_unpacked<C>(p, wu + c * p.k, sw + c * p.groups, bw + c * p.groups, i, n0 + c);
+  /* bytes of lo against xe plus hi against xo; 4-bit lo and hi keep the int16 sums exact. */
+  __attribute__((always_inline)) static __m256i nibbles(__m256i acc, __m256i lo, __m256i hi, __m256i xe, __m256i xo) {
+    const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
+  /* 8-bit codes c taken as c - 128: maddubs needs one side unsigned, so the signed code's
+     magnitude meets x with the code's sign. */
+  struct Codes8 {
+    __m256i sign, magnitude;
+  };
+  __attribute__((always_inline)) static Codes8 codes8(__m256i c) {
+    const __m256i s = _mm256_xor_si256(c, _mm256_set1_epi8(static_cast<char>(0x80)));
+    return {s, _mm256_sign_epi8(s, s)};
+  }
+  /* acc + per lane the 4 products (c - 128) * x, for a chain begun at offset8. */
+  __attribute__((always_inline)) static __m256i signed8(__m256i acc, Codes8 w, __m256i x) {
+    const __m256i pairs = _mm256_maddubs_epi16(w.magnitude, _mm256_sign_epi8(x, w.sign));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
+  /* Where signed8 over x's high digit, shifted by 7, then its low digit begins: at 0. */
+  __attribute__((always_inline)) static __m256i offset8(__m256i, __m256i) { return _mm256_setzero_si256(); }
+  /* acc + per lane the 2 products of int16 w and x. */
+  __attribute__((always_inline)) static __m256i words(__m256i acc, __m256i w, __m256i x) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(w, x));
+  }
+};
+#include "backend/cpu/quantized_int8_kernels.inc"
+#pragma GCC pop_options
+}  // namespace avx2
+
+namespace vnni {
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,avxvnni")
+/* AVX-VNNI's: vpdpbusd and vpdpwssd multiply, sum each lane's products and add them in one step. */
+struct Dot {
+  __attribute__((always_inline)) static __m256i bytes(__m256i acc, __m256i w, __m256i x) {
+    return _mm256_dpbusd_avx_epi32(acc, w, x);
+  }
+  __attribute__((always_inline)) static __m256i nibbles(__m256i acc, __m256i lo, __m256i hi, __m256i xe, __m256i xo) {
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, lo, xe), hi, xo);
+  }
+  /* 8-bit codes as they are (unsigned): signed8 sums c * x, and offset8 takes 128 * x off. */
+  struct Codes8 {
+    __m256i c;
+  };
+  __attribute__((always_inline)) static Codes8 codes8(__m256i c) { return {c}; }
+  __attribute__((always_inline)) static __m256i signed8(__m256i acc, Codes8 w, __m256i x) {
+    return _mm256_dpbusd_avx_epi32(acc, w.c, x);
+  }
+  /* -128 * sum(hi) - sum(lo) per lane: shifted by 7 with the high digit's products, then the low
+     digit's added, the chain sums (c - 128) * (128 * hi + lo). */
+  __attribute__((always_inline)) static __m256i offset8(__m256i hi, __m256i lo) {
+    const __m256i s = _mm256_dpbusd_avx_epi32(
+        _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(static_cast<char>(0x80)), hi),
+        _mm256_set1_epi8(1), lo);
+    return _mm256_sub_epi32(_mm256_setzero_si256(), s);
+  }
+  __attribute__((always_inline)) static __m256i words(__m256i acc, __m256i w, __m256i x) {
+    return _mm256_dpwssd_avx_epi32(acc, w, x);
+  }
+};
+#include "backend/cpu/quantized_int8_kernels.inc"
+#pragma GCC pop_options
+}  // namespace vnni
+}  // namespace
+
+bool cpu_has_vnni() {
+  static const bool yes = cpu_has_avx2() && __builtin_cpu_supports("avxvnni");
+  return yes;
 }
 
-}  // namespace
+bool use_cpu_vnni(bool yes) { return vnni_setting().exchange(yes); }
 
 void quantized_matmul_integer(const float* x, int64_t m, int64_t k, const uint32_t* w, int64_t n, const Tensor& scales,
                               const Tensor& biases, const QuantParams& q, QmmActivations activations, float* y) {
@@ -642,6 +468,10 @@ void quantized_matmul_integer(const float* x, int64_t m, int64_t k, const uint32
   const Codes codes = !int16 ? Codes::int8 : gemm ? Codes::wide : Codes::digits;
   const bool fused_digits = codes == Codes::digits && simd;
   const Order order = !(simd && q.bits == 4) ? Order::natural : gemm ? Order::evens_odds : Order::pairs;
+  const Kernel kernel = gemm           ? (int16 ? Kernel::gemm4_wide : Kernel::gemm4)
+                        : fused_digits ? (q.bits == 4 ? Kernel::digits4 : Kernel::digits8)
+                                       : (q.bits == 4 ? Kernel::decode4 : Kernel::decode8);
+  const bool vnni = simd && cpu_has_vnni() && vnni_setting().load(std::memory_order_relaxed);
   const Int8Rows xq = quantize_rows(x, m, k, q.group_size, codes, cpu_has_avx2(), order);
   const int64_t x_rows = codes == Codes::digits ? 2 * m : m;  // the kernels' rows of x
   const Tensor s = row_major(scales), b = row_major(biases);
@@ -662,28 +492,24 @@ void quantized_matmul_integer(const float* x, int64_t m, int64_t k, const uint32
   const int64_t grain = std::max<int64_t>(1, (1 << 15) / (kPanel * p.row_bytes * std::min<int64_t>(x_rows, 8)));
   detail::parallel_for(panels, grain, [&](int64_t a, int64_t e) {
     std::vector<float> sw(static_cast<size_t>(kPanel * p.groups)), bw(sw.size());
-    std::vector<uint8_t> wu(static_cast<size_t>(gemm && !int16 ? kPanel * k : 0));
-    std::vector<int16_t> wu16(static_cast<size_t>(gemm && int16 ? kPanel * k : 0));
-    std::vector<float> st(static_cast<size_t>(gemm ? 4 * p.blocks : 0));
+    Scratch scratch;
+    scratch.wu.resize(static_cast<size_t>(gemm && !int16 ? kPanel * k : 0));
+    scratch.wu16.resize(static_cast<size_t>(gemm && int16 ? kPanel * k : 0));
+    scratch.st.resize(static_cast<size_t>(gemm ? 4 * p.blocks : 0));
     for (int64_t panel = a; panel < e; ++panel) {
       const int64_t n0 = panel * kPanel, rows = std::min(kPanel, n - n0);
+      if (panel + 1 < e)
+        for (const Tensor* t : {&s, &b})
+          prefetch(*t, (n0 + kPanel) * p.groups, std::min(kPanel, n - n0 - kPanel) * p.groups);
       floats_of(s, n0 * p.groups, rows * p.groups, sw.data());
       floats_of(b, n0 * p.groups, rows * p.groups, bw.data());
       // 8 bits: the kernels use code - 128, so each group's bias gains 128 scales.
       if (simd && q.bits == 8)
         for (int64_t i = 0; i < rows * p.groups; ++i) bw[static_cast<size_t>(i)] += 128.0f * sw[static_cast<size_t>(i)];
-      if (fused_digits && q.bits == 4)
-        panel_avx2_digits<4>(p, sw.data(), bw.data(), n0, rows, y);
-      else if (fused_digits)
-        panel_avx2_digits<8>(p, sw.data(), bw.data(), n0, rows, y);
-      else if (gemm && int16)
-        panel_gemm4<Int16Codes>(p, sw.data(), bw.data(), n0, rows, wu16.data(), st.data());
-      else if (gemm)
-        panel_gemm4<Int8Codes>(p, sw.data(), bw.data(), n0, rows, wu.data(), st.data());
-      else if (simd && q.bits == 4)
-        panel_avx2<4>(p, sw.data(), bw.data(), n0, rows);
+      if (vnni)
+        vnni::panel(kernel, p, sw.data(), bw.data(), n0, rows, scratch, y);
       else if (simd)
-        panel_avx2<8>(p, sw.data(), bw.data(), n0, rows);
+        avx2::panel(kernel, p, sw.data(), bw.data(), n0, rows, scratch, y);
       else
         tile_generic(p, sw.data(), bw.data(), 0, p.m, n0, rows);
     }

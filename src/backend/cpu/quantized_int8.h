@@ -14,4 +14,12 @@ namespace kiln::detail {
 void quantized_matmul_integer(const float* x, int64_t m, int64_t k, const uint32_t* w, int64_t n, const Tensor& scales,
                               const Tensor& biases, const QuantParams& q, QmmActivations activations, float* y);
 
+/* Whether the CPU has AVX-VNNI (vpdpbusd, vpdpwssd on 256-bit registers) besides AVX2. */
+bool cpu_has_vnni();
+
+/* Whether the integer kernels use VNNI where the CPU has it, else AVX2 (the same bits):
+   KILN_CPU_VNNI, read at the first product, until this changes it (the tests compare the two).
+   Returns the previous setting. */
+bool use_cpu_vnni(bool yes);
+
 }  // namespace kiln::detail
