@@ -150,6 +150,9 @@ namespace {
    reference, and llama.cpp with flash attention against llama.cpp's default. */
 struct Top1 {
   size_t with_float = 0, with_llama = 0, llama_with_float = 0, flash_with_llama = 0, total = 0;
+  /* Near ties a check may lose: 1% of the positions, and at least one (the sanitizer builds
+     force 67 positions, of which 1% rounded down is none). */
+  size_t slack() const { return std::max<size_t>(1, total / 100); }
 };
 
 Top1 top1_agreement(const std::shared_ptr<Model>& m) {
@@ -187,7 +190,7 @@ Top1 top1_agreement(const std::shared_ptr<Model>& m) {
 TEST_F(LlmModel, ExactActivationsTop1MatchesTheReferencesTeacherForced) {
   const Top1 t = top1_agreement(exact_activations_model());
   EXPECT_GE(static_cast<double>(t.with_float), 0.99 * static_cast<double>(t.total));
-  EXPECT_GE(t.with_llama + t.total / 100, t.llama_with_float);
+  EXPECT_GE(t.with_llama + t.slack(), t.llama_with_float);
 }
 
 // int16 activations, the CPU's default, round x to 2^-14 of each block's largest value: far below
@@ -197,7 +200,7 @@ TEST_F(LlmModel, Int16ActivationsByDefaultTop1MatchesTheReferencesTeacherForced)
   ASSERT_EQ(m->activations(), QmmActivations::int16);
   const Top1 t = top1_agreement(m);
   EXPECT_GE(static_cast<double>(t.with_float), 0.99 * static_cast<double>(t.total));
-  EXPECT_GE(t.with_llama + t.total / 100, t.llama_with_float);
+  EXPECT_GE(t.with_llama + t.slack(), t.llama_with_float);
 }
 
 // With int8 activations (on request) kiln rounds as llama.cpp does, which moves near ties
@@ -208,8 +211,8 @@ TEST_F(LlmModel, Int8ActivationsTop1MatchesTheReferencesTeacherForced) {
   const auto m = int8_activations_model();
   ASSERT_EQ(m->activations(), QmmActivations::int8);
   const Top1 t = top1_agreement(m);
-  EXPECT_GE(t.with_float + t.total / 100, t.llama_with_float);
-  EXPECT_GE(t.with_llama + t.total / 100, t.flash_with_llama);
+  EXPECT_GE(t.with_float + t.slack(), t.llama_with_float);
+  EXPECT_GE(t.with_llama + t.slack(), t.flash_with_llama);
 }
 
 // Greedy tokens equal llama.cpp's until the first step where llama.cpp's pick led its runner-up by
