@@ -57,35 +57,60 @@ type Model struct {
 	h C.kiln_llm_model
 }
 
-type loadConfig struct {
-	device Device
-	dtype  Dtype
-}
+// Activations is what a model's quantized products multiply the weights by (docs/llm.md).
+type Activations int
+
+const (
+	// ActivationsDefault is the KILN_LLM_ACTIVATIONS knob: by default int16 on the CPU, exact elsewhere.
+	ActivationsDefault Activations = C.KILN_LLM_ACTIVATIONS_DEFAULT
+	// ActivationsExact multiplies the activations as they are, in float32.
+	ActivationsExact Activations = C.KILN_LLM_ACTIVATIONS_EXACT
+	// ActivationsInt8 rounds them to int8 blocks of 32, as llama.cpp does (fastest on the CPU).
+	ActivationsInt8 Activations = C.KILN_LLM_ACTIVATIONS_INT8
+	// ActivationsInt16 rounds them to int16 blocks of 32: integer products that answer as exact ones.
+	ActivationsInt16 Activations = C.KILN_LLM_ACTIVATIONS_INT16
+)
 
 // LoadOption adjusts LoadModel.
-type LoadOption func(*loadConfig)
+type LoadOption func(*C.kiln_llm_load_options)
 
 // OnDevice places the weights, activations and KV caches on d (the CPU by default).
-func OnDevice(d Device) LoadOption { return func(c *loadConfig) { c.device = d } }
+func OnDevice(d Device) LoadOption {
+	return func(o *C.kiln_llm_load_options) { o.device = cDevice(d) }
+}
 
 // ComputeDtype sets the activations' and KV caches' type: Float32 (the default),
 // Float16 or BFloat16. Weights keep their stored type.
-func ComputeDtype(d Dtype) LoadOption { return func(c *loadConfig) { c.dtype = d } }
+func ComputeDtype(d Dtype) LoadOption {
+	return func(o *C.kiln_llm_load_options) { o.dtype = C.kiln_dtype(d) }
+}
+
+// WithActivations sets what the quantized products multiply (ActivationsDefault by default).
+func WithActivations(a Activations) LoadOption {
+	return func(o *C.kiln_llm_load_options) { o.activations = C.kiln_llm_activations(a) }
+}
+
+// TensorParallel splits the model over n ranks (docs/distributed.md): on the CPU, n threads;
+// on CUDA, rank r on GPU Index+r of OnDevice's. The model's head count, key/value head
+// count and feed-forward size must divide by n; its steps then run one at a time.
+func TensorParallel(n int) LoadOption {
+	return func(o *C.kiln_llm_load_options) { o.tensor_parallel = C.int(n) }
+}
 
 // LoadModel reads a model file; errors name the file.
 func LoadModel(path string, opts ...LoadOption) (*Model, error) {
-	cfg := loadConfig{dtype: Float32}
+	var cfg C.kiln_llm_load_options
+	C.kiln_llm_load_options_default(&cfg)
 	for _, o := range opts {
 		o(&cfg)
 	}
-	cpath, err := cString("kiln_llm_model_load", "path", path)
+	cpath, err := cString("kiln_llm_model_load_with", "path", path)
 	if err != nil {
 		return nil, err
 	}
 	defer C.free(unsafe.Pointer(cpath))
-	dev := C.kiln_device{_type: C.kiln_device_type(cfg.device.Type), index: C.int(cfg.device.Index)}
 	var h C.kiln_llm_model
-	if err := call(func() C.int { return C.kiln_llm_model_load(&h, cpath, dev, C.kiln_dtype(cfg.dtype)) }); err != nil {
+	if err := call(func() C.int { return C.kiln_llm_model_load_with(&h, cpath, &cfg) }); err != nil {
 		return nil, err
 	}
 	m := &Model{h: h}
@@ -134,6 +159,9 @@ type ModelInfo struct {
 
 	// EOT: end of turn ("<|im_end|>"); -1 when the vocabulary has none (or the file has no tokenizer)
 	BOS, EOS, EOT int32
+
+	TensorParallel int         // ranks the model is split over (1: not split)
+	Activations    Activations // what the quantized products multiply, resolved (never ActivationsDefault)
 }
 
 // Info is the model's configuration.
@@ -166,6 +194,8 @@ func (m *Model) Info() (ModelInfo, error) {
 		BOS:             int32(i.bos_token),
 		EOS:             int32(i.eos_token),
 		EOT:             int32(i.eot_token),
+		TensorParallel:  int(i.tensor_parallel),
+		Activations:     Activations(i.activations),
 	}, nil
 }
 

@@ -1,6 +1,7 @@
 package kiln_test
 
 import (
+	"math"
 	"os"
 	"reflect"
 	"strings"
@@ -97,6 +98,82 @@ func TestTinyModelWithoutTokenizer(t *testing.T) {
 	}
 }
 
+const tinyDir = "../../tests/llm/golden/tiny/"
+
+// tinyLogits is every position's logits of 16 tokens through a fresh session of m.
+func tinyLogits(t *testing.T, m *kiln.Model) []float32 {
+	t.Helper()
+	s := must(m.NewSession())
+	defer s.Free()
+	return must(must(s.AppendAll([]int32{16, 32, 97, 56, 52, 14, 82, 77, 33, 100, 27, 111, 4, 43, 100, 16})).Float32s())
+}
+
+// worstRelative is the largest |a - b| over rows of vocab, each relative to its row's largest |b|.
+func worstRelative(a, b []float32, vocab int) float64 {
+	worst := 0.0
+	for row := 0; row+vocab <= len(b); row += vocab {
+		top := 0.0
+		for _, v := range b[row : row+vocab] {
+			top = math.Max(top, math.Abs(float64(v)))
+		}
+		for i := row; i < row+vocab; i++ {
+			worst = math.Max(worst, math.Abs(float64(a[i])-float64(b[i]))/top)
+		}
+	}
+	return worst
+}
+
+// Tensor parallelism on the CPU's threads (docs/distributed.md): tiny checkpoints split over 2
+// ranks give every position's logits within 1e-4 of the row's largest of one rank's (the bound
+// of tests/llm/test_tensor_parallel.cpp: the row-parallel sums add in another order).
+func TestTensorParallelEqualsOneRank(t *testing.T) {
+	for _, name := range []string{"llama-bf16", "qwen3-bf16", "mistral-f16"} {
+		one := must(kiln.LoadModel(tinyDir + name))
+		two := must(kiln.LoadModel(tinyDir+name, kiln.TensorParallel(2)))
+		if info := must(two.Info()); info.TensorParallel != 2 || info.Heads != 4 {
+			t.Fatalf("%s on 2 ranks: info %+v", name, info)
+		}
+		if n := must(one.Info()).TensorParallel; n != 1 {
+			t.Fatalf("%s: %d ranks by default", name, n)
+		}
+		want, got := tinyLogits(t, one), tinyLogits(t, two)
+		if len(got) != 16*128 || len(want) != len(got) {
+			t.Fatalf("%s: %d and %d logits", name, len(want), len(got))
+		}
+		worst := worstRelative(got, want, 128)
+		if worst > 1e-4 {
+			t.Errorf("%s on 2 ranks: largest difference %.2e of the row's largest logit", name, worst)
+		}
+		t.Logf("%s on 2 ranks: largest difference %.2e of the row's largest logit", name, worst)
+		one.Free()
+		two.Free()
+	}
+}
+
+// The activations reach the model, and bad load options fail saying what is wrong.
+func TestLoadOptions(t *testing.T) {
+	exact := must(kiln.LoadModel(tinyDir+"llama-mlx-4bit", kiln.WithActivations(kiln.ActivationsExact)))
+	defer exact.Free()
+	q8 := must(kiln.LoadModel(tinyDir+"llama-mlx-4bit", kiln.WithActivations(kiln.ActivationsInt8)))
+	defer q8.Free()
+	if a, b := must(exact.Info()).Activations, must(q8.Info()).Activations; a != kiln.ActivationsExact || b != kiln.ActivationsInt8 {
+		t.Fatalf("activations %v and %v", a, b)
+	}
+	// int8 codes move a quantized model's logits off the exact ones, a little.
+	if moved := worstRelative(tinyLogits(t, q8), tinyLogits(t, exact), 128); moved == 0 || moved > 0.1 {
+		t.Fatalf("int8 against exact: %.2e", moved)
+	}
+	_, err := kiln.LoadModel(tinyDir+"llama-bf16", kiln.TensorParallel(0))
+	wantError(t, err, "[llm] tensor parallelism needs 1 rank or more, not 0")
+	_, err = kiln.LoadModel(tinyDir+"llama-bf16", kiln.TensorParallel(3))
+	wantError(t, err, "llama-bf16: tensor parallelism over 3 ranks: n_heads (llama.attention.head_count) = 4 does not divide over 3 ranks")
+	_, err = kiln.LoadModel(tinyDir+"llama-bf16", kiln.WithActivations(7))
+	wantError(t, err, "[kiln_llm_model_load_with] invalid activations 7")
+	// 64 ranks from cuda:0: more than any machine here has.
+	_, err = kiln.LoadModel(tinyDir+"llama-bf16", kiln.OnDevice(kiln.Device{Type: kiln.CUDA}), kiln.TensorParallel(64))
+	wantError(t, err, "[llm] tensor parallelism over 64 ranks from cuda:0 needs CUDA devices cuda:0 to cuda:63; ")
+}
+
 func TestModelInfoAndTokens(t *testing.T) {
 	m := defaultModel(t)
 	info := must(m.Info())
@@ -104,8 +181,9 @@ func TestModelInfoAndTokens(t *testing.T) {
 	// rope_theta 100000, rms_norm_eps 1e-5, tied embeddings.
 	want := kiln.ModelInfo{VocabSize: 49152, Layers: 30, DModel: 576, Heads: 9, KVHeads: 3, HeadDim: 64, FFNDim: 1536,
 		ContextLength: info.ContextLength, WeightBytes: info.WeightBytes, RopeDims: 64, RopeBase: 100000,
-		RopeScale: 1, RopeTraditional: true, NormEps: 1e-5, TiedEmbeddings: true, BOS: 1, EOS: 2, EOT: 2}
-	if info != want || info.ContextLength != 8192 || info.WeightBytes <= 0 {
+		RopeScale: 1, RopeTraditional: true, NormEps: 1e-5, TiedEmbeddings: true, BOS: 1, EOS: 2, EOT: 2,
+		TensorParallel: 1, Activations: info.Activations}
+	if info != want || info.ContextLength != 8192 || info.WeightBytes <= 0 || info.Activations == kiln.ActivationsDefault {
 		t.Fatalf("info %+v", info)
 	}
 
@@ -302,7 +380,7 @@ func TestLanguageModelErrors(t *testing.T) {
 	_, err := kiln.LoadModel("/nonexistent/dir/model.gguf")
 	wantError(t, err, "/nonexistent/dir/model.gguf")
 	_, err = kiln.LoadModel("a\x00b")
-	wantError(t, err, "[kiln_llm_model_load] the path contains a NUL byte")
+	wantError(t, err, "[kiln_llm_model_load_with] the path contains a NUL byte")
 
 	m := defaultModel(t)
 	s := must(m.NewSession())

@@ -54,6 +54,32 @@ kiln_llm_stop_reason stop_reason(const std::string& r) {
   fail("kiln_llm_generate", "unknown stop reason '", r, "'");
 }
 
+// kiln_llm_activations is QmmActivations shifted by one, 0 leaving the choice to the knob.
+static_assert(KILN_LLM_ACTIVATIONS_EXACT - 1 == static_cast<int>(QmmActivations::exact) &&
+                  KILN_LLM_ACTIVATIONS_INT8 - 1 == static_cast<int>(QmmActivations::int8) &&
+                  KILN_LLM_ACTIVATIONS_INT16 - 1 == static_cast<int>(QmmActivations::int16),
+              "kiln_llm_activations and kiln::QmmActivations disagree");
+
+int load(kiln_llm_model* out, const char* path, const kiln_llm_load_options& options, const char* fn) {
+  return guard([&] {
+    check_out(fn, out);
+    if (!path) fail(fn, "null path");
+    LoadOptions o;
+    o.device = to_device(fn, options.device);
+    o.dtype = to_dtype(fn, options.dtype);
+    const int act = enum_value(options.activations);
+    if (act < KILN_LLM_ACTIVATIONS_DEFAULT || act > KILN_LLM_ACTIVATIONS_INT16)
+      fail(fn, "invalid activations ", act, " (0 default, 1 exact, 2 int8, 3 int16)");
+    if (act != KILN_LLM_ACTIVATIONS_DEFAULT) o.activations = static_cast<QmmActivations>(act - 1);
+    o.tensor_parallel = options.tensor_parallel;
+    auto model = Model::load(path, o);
+    std::optional<Tokenizer> tok;
+    const std::vector<std::string> keys = model->file().metadata_keys();  // sorted
+    if (std::binary_search(keys.begin(), keys.end(), "tokenizer.ggml.tokens")) tok.emplace(model->file());
+    *out = new kiln_llm_model_s{std::move(model), std::move(tok)};
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -80,26 +106,28 @@ int kiln_llm_default_model_path(char** out) {
   });
 }
 
-int kiln_llm_model_load(kiln_llm_model* out, const char* path, kiln_device device, kiln_dtype dtype) {
+int kiln_llm_load_options_default(kiln_llm_load_options* out) {
   return guard([&] {
-    const char* fn = "kiln_llm_model_load";
-    check_out(fn, out);
-    if (!path) fail(fn, "null path");
-    LoadOptions o;
-    int type = enum_value(device.type);
-    if (type == KILN_DEVICE_CPU)
-      o.device = Device::cpu();
-    else if (type == KILN_DEVICE_CUDA)
-      o.device = Device::cuda(device.index);
-    else
-      fail(fn, "unknown device type ", type);
-    o.dtype = to_dtype(fn, dtype);
-    auto model = Model::load(path, o);
-    std::optional<Tokenizer> tok;
-    const std::vector<std::string> keys = model->file().metadata_keys();  // sorted
-    if (std::binary_search(keys.begin(), keys.end(), "tokenizer.ggml.tokens")) tok.emplace(model->file());
-    *out = new kiln_llm_model_s{std::move(model), std::move(tok)};
+    check_out("kiln_llm_load_options_default", out);
+    *out = {{KILN_DEVICE_CPU, 0}, KILN_FLOAT32, KILN_LLM_ACTIVATIONS_DEFAULT, 1};
   });
+}
+
+int kiln_llm_model_load(kiln_llm_model* out, const char* path, kiln_device device, kiln_dtype dtype) {
+  kiln_llm_load_options o;
+  kiln_llm_load_options_default(&o);
+  o.device = device;
+  o.dtype = dtype;
+  return load(out, path, o, "kiln_llm_model_load");
+}
+
+int kiln_llm_model_load_with(kiln_llm_model* out, const char* path, const kiln_llm_load_options* options) {
+  kiln_llm_load_options o;
+  if (options)
+    o = *options;
+  else
+    kiln_llm_load_options_default(&o);
+  return load(out, path, o, "kiln_llm_model_load_with");
 }
 
 int kiln_llm_model_free(kiln_llm_model m) {
@@ -132,7 +160,9 @@ int kiln_llm_model_get_info(kiln_llm_model_info* out, const kiln_llm_model m) {
             .sliding_window = c.sliding_window,
             .bos_token = t ? id_or_none(t->bos()) : -1,
             .eos_token = t ? id_or_none(t->eos()) : -1,
-            .eot_token = t ? id_or_none(t->eot()) : -1};
+            .eot_token = t ? id_or_none(t->eot()) : -1,
+            .tensor_parallel = handle.model->tensor_parallel(),
+            .activations = static_cast<kiln_llm_activations>(static_cast<int>(handle.model->activations()) + 1)};
   });
 }
 

@@ -1,7 +1,8 @@
 /* The language-model C API (kiln/c/kiln_llm.h) on the default model: tokens, a chat prompt,
    greedy generation with a token callback and stop tokens, a batched step against single sessions,
-   logits of every position, the model's tensors, sessions on several threads, and errors. Exits 77 (a skip) when the model is not there (scripts/setup).
-   First, a tiny safetensors checkpoint without a tokenizer, which needs no download. */
+   logits of every position, the model's tensors, sessions on several threads, and errors. Exits 77 (a skip) when the
+   model is not there (scripts/setup). First, a tiny safetensors checkpoint without a tokenizer, which needs no
+   download. */
 #include <math.h>
 #include <pthread.h>
 
@@ -67,12 +68,48 @@ static void* thread_main(void* arg) {
   return NULL;
 }
 
+#define TINY_DIR KILN_SOURCE_DIR "/tests/llm/golden/tiny/"
+enum { kTinyVocab = 128, kTinyTokens = 16 };
+static const int32_t tiny_tokens[kTinyTokens] = {16, 32, 97, 56, 52, 14, 82, 77, 33, 100, 27, 111, 4, 43, 100, 16};
+
+/* The tiny checkpoint `name` loaded with o; NULL (and a failed check) when it does not load. */
+static kiln_llm_model load_tiny(const char* name, const kiln_llm_load_options* o) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s%s", TINY_DIR, name);
+  kiln_llm_model m = NULL;
+  OK(kiln_llm_model_load_with(&m, path, o));
+  return m;
+}
+
+/* Every position's logits of tiny_tokens through a fresh session of m. */
+static void tiny_logits(float out[kTinyTokens * kTinyVocab], kiln_llm_model m) {
+  kiln_llm_session s = NULL;
+  kiln_array logits = NULL;
+  OK(kiln_llm_session_new(&s, m));
+  OK(kiln_llm_session_append_all(&logits, s, tiny_tokens, kTinyTokens));
+  OK(kiln_array_copy_to(out, sizeof(float) * kTinyTokens * kTinyVocab, logits, KILN_FLOAT32));
+  kiln_array_free(logits);
+  kiln_llm_session_free(s);
+}
+
+/* The largest |a - b| over the rows, each relative to its row's largest |b|. */
+static double worst_relative(const float* a, const float* b) {
+  double worst = 0;
+  for (int row = 0; row < kTinyTokens; ++row) {
+    double top = 0;
+    for (int t = 0; t < kTinyVocab; ++t) top = fmax(top, fabs(b[row * kTinyVocab + t]));
+    for (int t = 0; t < kTinyVocab; ++t)
+      worst = fmax(worst, fabs((double)a[row * kTinyVocab + t] - b[row * kTinyVocab + t]) / top);
+  }
+  return worst;
+}
+
 /* tests/llm/golden/tiny/mistral-f16 (make_tiny_models.py): a Mistral with a sliding window of 5
    and no tokenizer. Its config comes through, its last logits after the first teacher-forced
    sequence (16 tokens: the window is in play) match transformers' within 1e-3 of the row's
    largest, and the calls that need a tokenizer fail saying there is none. */
 static void test_tiny_model_without_tokenizer(void) {
-  const char* dir = KILN_SOURCE_DIR "/tests/llm/golden/tiny/mistral-f16";
+  const char* dir = TINY_DIR "mistral-f16";
   kiln_device cpu = {KILN_DEVICE_CPU, 0};
   kiln_llm_model tiny = NULL;
   OK(kiln_llm_model_load(&tiny, dir, cpu, KILN_FLOAT32));
@@ -83,9 +120,10 @@ static void test_tiny_model_without_tokenizer(void) {
   CHECK(info.vocab_size == 128 && info.n_layers == 2 && info.d_model == 32 && info.n_heads == 4);
   CHECK(info.n_kv_heads == 2 && info.head_dim == 16 && info.ffn_dim == 64 && !info.tied_embeddings);
   CHECK(info.bos_token == -1 && info.eos_token == -1 && info.eot_token == -1);
+  CHECK(info.tensor_parallel == 1);
 
-  enum { kVocab = 128, kPositions = 16 };
-  static const int32_t forced[kPositions] = {16, 32, 97, 56, 52, 14, 82, 77, 33, 100, 27, 111, 4, 43, 100, 16};
+  enum { kVocab = kTinyVocab, kPositions = kTinyTokens };
+  const int32_t* forced = tiny_tokens;
   static float want[kPositions * kVocab];
   char path[4096];
   snprintf(path, sizeof path, "%s/logits.f32", dir);
@@ -113,6 +151,95 @@ static void test_tiny_model_without_tokenizer(void) {
   kiln_array_free(logits);
   kiln_llm_session_free(s);
   kiln_llm_model_free(tiny);
+}
+
+/* Loading fails and the last error contains want. */
+static void load_fails_with(const char* name, const kiln_llm_load_options* o, const char* want) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s%s", TINY_DIR, name);
+  kiln_llm_model m = NULL;
+  CHECK(kiln_llm_model_load_with(&m, path, o) != 0 && m == NULL);
+  if (!strstr(kiln_last_error(), want)) fprintf(stderr, "expected an error containing \"%s\"\n", want);
+  CHECK(strstr(kiln_last_error(), want) != NULL);
+}
+
+/* Tensor parallelism on the CPU's threads (docs/distributed.md): tiny checkpoints split over 2
+   ranks give every position's logits within 1e-4 of the row's largest of one rank's (the bound of
+   tests/llm/test_tensor_parallel.cpp: the row-parallel sums add in another order) and say 2 ranks;
+   the activations reach the model; bad options fail saying what is wrong. */
+static void test_load_options(void) {
+  kiln_llm_load_options o;
+  OK(kiln_llm_load_options_default(&o));
+  CHECK(o.device.type == KILN_DEVICE_CPU && o.dtype == KILN_FLOAT32 && o.tensor_parallel == 1);
+  CHECK(o.activations == KILN_LLM_ACTIVATIONS_DEFAULT);
+  static float one[kTinyTokens * kTinyVocab], two[kTinyTokens * kTinyVocab];
+  static const char* const names[] = {"llama-bf16", "qwen2-bf16", "qwen3-bf16", "mistral-f16"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; ++i) {
+    o.tensor_parallel = 1;
+    kiln_llm_model a = load_tiny(names[i], &o);
+    o.tensor_parallel = 2;
+    kiln_llm_model b = load_tiny(names[i], &o);
+    if (!a || !b) return;
+    kiln_llm_model_info ia, ib;
+    OK(kiln_llm_model_get_info(&ia, a));
+    OK(kiln_llm_model_get_info(&ib, b));
+    CHECK(ia.tensor_parallel == 1 && ib.tensor_parallel == 2);
+    CHECK(ib.n_heads == ia.n_heads && ib.vocab_size == kTinyVocab); /* the whole model's shape */
+    tiny_logits(one, a);
+    tiny_logits(two, b);
+    const double worst = worst_relative(two, one);
+    printf("%s on 2 ranks: largest difference %.2e of the row's largest logit\n", names[i], worst);
+    CHECK(worst <= 1e-4);
+    kiln_llm_model_free(a);
+    kiln_llm_model_free(b);
+  }
+
+  /* A quantized checkpoint: what its products multiply is the one asked for, and int8 codes
+     move the logits off exact ones. */
+  o.tensor_parallel = 1;
+  o.activations = KILN_LLM_ACTIVATIONS_EXACT;
+  kiln_llm_model exact = load_tiny("llama-mlx-4bit", &o);
+  o.activations = KILN_LLM_ACTIVATIONS_INT8;
+  kiln_llm_model int8 = load_tiny("llama-mlx-4bit", &o);
+  o.activations = KILN_LLM_ACTIVATIONS_DEFAULT;
+  kiln_llm_model chosen = load_tiny("llama-mlx-4bit", &o);
+  if (!exact || !int8 || !chosen) return;
+  kiln_llm_model_info info;
+  OK(kiln_llm_model_get_info(&info, exact));
+  CHECK(info.activations == KILN_LLM_ACTIVATIONS_EXACT);
+  OK(kiln_llm_model_get_info(&info, int8));
+  CHECK(info.activations == KILN_LLM_ACTIVATIONS_INT8);
+  OK(kiln_llm_model_get_info(&info, chosen));
+  CHECK(info.activations != KILN_LLM_ACTIVATIONS_DEFAULT); /* resolved */
+  tiny_logits(one, exact);
+  tiny_logits(two, int8);
+  const double moved = worst_relative(two, one);
+  CHECK(moved > 0 && moved < 0.1);
+  kiln_llm_model_free(exact);
+  kiln_llm_model_free(int8);
+  kiln_llm_model_free(chosen);
+
+  o.activations = 7;
+  FAILS_WITH(kiln_llm_model_load_with(&exact, TINY_DIR "llama-bf16", &o),
+             "[kiln_llm_model_load_with] invalid activations 7");
+  o.activations = KILN_LLM_ACTIVATIONS_DEFAULT;
+  o.tensor_parallel = 0;
+  load_fails_with("llama-bf16", &o, "[llm] tensor parallelism needs 1 rank or more, not 0");
+  o.tensor_parallel = 3;
+  load_fails_with("llama-bf16", &o,
+                  "llama-bf16: tensor parallelism over 3 ranks: n_heads (llama.attention.head_count) = 4 does not "
+                  "divide over 3 ranks");
+  o.tensor_parallel = 2;
+  load_fails_with("llama-mlx-4bit", &o, "quantization groups of 64 input features do not divide over 2 ranks");
+  int gpus = 0;
+  OK(kiln_device_count(&gpus, KILN_DEVICE_CUDA));
+  char want[256];
+  o.device = (kiln_device){KILN_DEVICE_CUDA, 0};
+  o.tensor_parallel = gpus + 1 > 2 ? gpus + 1 : 2;
+  snprintf(want, sizeof want,
+           "[llm] tensor parallelism over %d ranks from cuda:0 needs CUDA devices cuda:0 to cuda:%d; %d are present",
+           o.tensor_parallel, o.tensor_parallel - 1, gpus);
+  load_fails_with("llama-bf16", &o, want);
 }
 
 static void test_tokens_and_prompt(void) {
@@ -381,8 +508,9 @@ static void test_errors(void) {
 
 int main(void) {
   RUN(test_tiny_model_without_tokenizer);
+  RUN(test_load_options);
   if (!find_model()) {
-    if (harness_finish() != 0) return 1;  /* the tiny model's checks failed: not a skip */
+    if (harness_finish() != 0) return 1; /* the tiny model's checks failed: not a skip */
     printf("SKIP: the default model is not there (scripts/setup fetches it)\n");
     return 77;
   }

@@ -34,6 +34,13 @@ TokenCallback callback_arg(const nb::object& cb) {
   };
 }
 
+/* Model.load's activations: a name of kiln::kQmmActivationNames. */
+kiln::QmmActivations activations_arg(const std::string& name) {
+  for (size_t i = 0; i < std::size(kiln::kQmmActivationNames); ++i)
+    if (name == kiln::kQmmActivationNames[i]) return static_cast<kiln::QmmActivations>(i);
+  kiln::fail("llm", "unknown activations '", name, "' (exact, int8 or int16)");
+}
+
 /* generate's keyword arguments. */
 GenerateOptions options_arg(int max_tokens, float temperature, int top_k, float top_p, float min_p,
                             float repetition_penalty, int repeat_last_n, uint64_t seed, std::vector<TokenId> stop) {
@@ -131,17 +138,30 @@ void init_llm(nb::module_& top) {
   nb::class_<Model>(m, "Model", "A loaded model, shared read-only by every session on every thread.")
       .def_static(
           "load",
-          [](std::optional<std::string> path, kiln::Device device, kiln::Dtype dtype, bool dequantize) {
+          [](std::optional<std::string> path, kiln::Device device, kiln::Dtype dtype, bool dequantize,
+             std::optional<std::string> activations, int tensor_parallel) {
+            LoadOptions o{
+                .device = device, .dtype = dtype, .dequantize = dequantize, .tensor_parallel = tensor_parallel};
+            if (activations) o.activations = activations_arg(*activations);
             nb::gil_scoped_release nogil;
-            return Model::load(path.value_or(default_model_path()), LoadOptions{device, dtype, dequantize});
+            return Model::load(path.value_or(default_model_path()), o);
           },
           "path"_a = nb::none(), "device"_a = kiln::Device::cpu(), "dtype"_a = kiln::float32, "dequantize"_a = false,
+          "activations"_a = nb::none(), "tensor_parallel"_a = 1,
           "Maps a .gguf or .safetensors file (the default model when path is None). dtype is that of\n"
-          "activations and the KV cache; dequantize expands quantized weights to it.")
+          "activations and the KV cache; dequantize expands quantized weights to it. activations:\n"
+          "what quantized products multiply (\"exact\", \"int8\", \"int16\"; None: KILN_LLM_ACTIVATIONS,\n"
+          "by default int16 on the CPU and exact elsewhere). tensor_parallel: ranks to split the model\n"
+          "over (docs/distributed.md): threads on the CPU, GPUs from device on CUDA.")
       .def_prop_ro("config", &Model::config, nb::rv_policy::reference_internal)
       .def_prop_ro("device", &Model::device)
       .def_prop_ro("dtype", &Model::dtype)
       .def_prop_ro("weight_bytes", &Model::weight_bytes)
+      .def_prop_ro("tensor_parallel", &Model::tensor_parallel, "Ranks the model is split over (1: not split).")
+      .def_prop_ro(
+          "activations",
+          [](const Model& mdl) { return kiln::kQmmActivationNames[static_cast<int>(mdl.activations())]; },
+          "What the quantized products multiply: \"exact\", \"int8\" or \"int16\".")
       .def_prop_ro("path", [](const Model& mdl) { return mdl.file().path(); })
       .def(
           "step",

@@ -22,6 +22,57 @@ def test_tiny_model_config():
     assert kiln.llm.Model.load(os.path.join(TINY, "qwen3-bf16")).config.sliding_window == 0
 
 
+TOKENS = [16, 32, 97, 56, 52, 14, 82, 77, 33, 100, 27, 111, 4, 43, 100, 16]
+
+
+def tiny_logits(m):
+    """Every position's logits of TOKENS through a fresh session of m, [16, vocab]."""
+    return np.asarray(m.step([kiln.llm.Session(m)], [TOKENS], all_positions=True))
+
+
+def worst_relative(a, b):
+    """The largest |a - b| over the rows, each relative to its row's largest |b|."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float((np.abs(a - b) / np.abs(b).max(axis=1, keepdims=True)).max())
+
+
+@pytest.mark.parametrize("name", ["llama-bf16", "qwen2-bf16", "qwen3-bf16"])
+def test_tensor_parallel_equals_one_rank(name):
+    # Two ranks on the CPU's threads (docs/distributed.md) give every position's logits within 1e-4
+    # of the row's largest of one rank's (tests/llm/test_tensor_parallel.cpp's bound: the
+    # row-parallel sums add in another order).
+    one = kiln.llm.Model.load(os.path.join(TINY, name))
+    two = kiln.llm.Model.load(os.path.join(TINY, name), tensor_parallel=2)
+    assert (one.tensor_parallel, two.tensor_parallel, two.config.n_heads) == (1, 2, 4)
+    want, got = tiny_logits(one), tiny_logits(two)
+    assert got.shape == want.shape == (16, 128)
+    assert worst_relative(got, want) <= 1e-4
+
+
+def test_load_options():
+    path = os.path.join(TINY, "llama-mlx-4bit")
+    exact = kiln.llm.Model.load(path, activations="exact")
+    int8 = kiln.llm.Model.load(path, activations="int8")
+    assert (exact.activations, int8.activations) == ("exact", "int8")
+    assert kiln.llm.Model.load(path).activations in ("exact", "int8", "int16")  # resolved
+    # int8 codes move a quantized model's logits off the exact ones, a little.
+    assert 0 < worst_relative(tiny_logits(int8), tiny_logits(exact)) < 0.1
+
+    dense = os.path.join(TINY, "llama-bf16")
+    with pytest.raises(kiln.Error, match=r"\[llm\] unknown activations 'int4' \(exact, int8 or int16\)"):
+        kiln.llm.Model.load(dense, activations="int4")
+    with pytest.raises(kiln.Error, match=r"\[llm\] tensor parallelism needs 1 rank or more, not 0"):
+        kiln.llm.Model.load(dense, tensor_parallel=0)
+    with pytest.raises(kiln.Error, match=r"llama-bf16: tensor parallelism over 3 ranks: n_heads "
+                       r"\(llama.attention.head_count\) = 4 does not divide over 3 ranks"):
+        kiln.llm.Model.load(dense, tensor_parallel=3)
+    gpus = kiln.cuda_device_count()
+    n = max(2, gpus + 1)
+    with pytest.raises(kiln.Error, match=rf"\[llm\] tensor parallelism over {n} ranks from cuda:0 needs CUDA "
+                       rf"devices cuda:0 to cuda:{n - 1}; {gpus} are present"):
+        kiln.llm.Model.load(dense, device=kiln.cuda(0), tensor_parallel=n)
+
+
 @pytest.fixture(scope="module")
 def model():
     if not os.path.exists(MODEL):

@@ -48,12 +48,31 @@ impl Device {
     }
 }
 
+/// What the quantized products multiply the weights by (docs/llm.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Activations {
+    /// The `KILN_LLM_ACTIVATIONS` knob: by default int16 on the CPU, exact elsewhere.
+    #[default]
+    Default = 0,
+    /// The activations as they are, in float32.
+    Exact = 1,
+    /// Rounded to int8 blocks of 32, as llama.cpp does (fastest on the CPU).
+    Int8 = 2,
+    /// Rounded to int16 blocks of 32: integer products that answer as exact ones.
+    Int16 = 3,
+}
+
 /// Options of [`Model::load_with`].
 #[derive(Clone, Copy, Debug)]
 pub struct LoadOptions {
     pub device: Device,
     /// Activations and KV caches: float32, float16 or bfloat16. Weights keep their stored type.
     pub dtype: Dtype,
+    pub activations: Activations,
+    /// Tensor parallelism over this many ranks (docs/distributed.md): on the CPU, threads; from
+    /// `Device::Cuda(i)`, rank r on GPU i + r. The model's head count, key/value head count and
+    /// feed-forward size must divide by it; its steps then run one at a time.
+    pub tensor_parallel: usize,
 }
 
 impl Default for LoadOptions {
@@ -61,6 +80,8 @@ impl Default for LoadOptions {
         LoadOptions {
             device: Device::Cpu,
             dtype: Dtype::Float32,
+            activations: Activations::Default,
+            tensor_parallel: 1,
         }
     }
 }
@@ -119,6 +140,10 @@ pub struct ModelInfo {
     pub eos: Option<i32>,
     /// End of turn ("<|im_end|>", "<|eot_id|>").
     pub eot: Option<i32>,
+    /// Ranks the model is split over (1: not split).
+    pub tensor_parallel: usize,
+    /// What the quantized products multiply, resolved (never `Activations::Default`).
+    pub activations: Activations,
 }
 
 /// One tensor of a model file as the file holds it. Dense: `w` holds the values. Quantized in
@@ -166,17 +191,24 @@ impl Model {
         Model::load_with(path, &LoadOptions::default())
     }
 
+    /// Loads a model with every option (device, compute dtype, activations, tensor parallelism).
     pub fn load_with(path: impl AsRef<Path>, options: &LoadOptions) -> Result<Model> {
+        const LOAD: &str = "kiln_llm_model_load_with";
         let path = path.as_ref();
-        let text = path.to_str().ok_or_else(|| {
-            Error::new(format!(
-                "[kiln_llm_model_load] the path {} is not UTF-8",
-                path.display()
-            ))
-        })?;
-        let c = c_string("kiln_llm_model_load", "path", text)?;
+        let text = path
+            .to_str()
+            .ok_or_else(|| Error::new(format!("[{LOAD}] the path {} is not UTF-8", path.display())))?;
+        let c = c_string(LOAD, "path", text)?;
+        let ranks = options.tensor_parallel;
+        let o = sys::kiln_llm_load_options {
+            device: options.device.to_c(),
+            dtype: options.dtype as c_int,
+            activations: options.activations as c_int,
+            tensor_parallel: c_int::try_from(ranks)
+                .map_err(|_| Error::new(format!("[{LOAD}] tensor_parallel {ranks} is out of range")))?,
+        };
         let mut h = ptr::null_mut();
-        check(unsafe { sys::kiln_llm_model_load(&mut h, c.as_ptr(), options.device.to_c(), options.dtype as c_int) })?;
+        check(unsafe { sys::kiln_llm_model_load_with(&mut h, c.as_ptr(), &o) })?;
         Ok(Model { h })
     }
 
@@ -209,6 +241,13 @@ impl Model {
             bos: token(i.bos_token),
             eos: token(i.eos_token),
             eot: token(i.eot_token),
+            tensor_parallel: i.tensor_parallel as usize,
+            activations: match i.activations {
+                1 => Activations::Exact,
+                2 => Activations::Int8,
+                3 => Activations::Int16,
+                _ => Activations::Default,
+            },
         }
     }
 

@@ -323,6 +323,20 @@ pub struct kiln_llm_model_info {
     pub bos_token: i32,
     pub eos_token: i32,
     pub eot_token: i32,
+    pub tensor_parallel: c_int,
+    pub activations: kiln_llm_activations,
+}
+
+/// The C enum `kiln_llm_activations`: 0 default, 1 exact, 2 int8, 3 int16.
+pub type kiln_llm_activations = c_int;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct kiln_llm_load_options {
+    pub device: kiln_device,
+    pub dtype: kiln_dtype,
+    pub activations: kiln_llm_activations,
+    pub tensor_parallel: c_int,
 }
 
 /// The C enum `kiln_llm_stop_reason`.
@@ -363,6 +377,11 @@ extern "C" {
         path: *const c_char,
         device: kiln_device,
         dtype: kiln_dtype,
+    ) -> c_int;
+    pub fn kiln_llm_model_load_with(
+        out: *mut kiln_llm_model,
+        path: *const c_char,
+        options: *const kiln_llm_load_options,
     ) -> c_int;
     pub fn kiln_llm_model_free(m: kiln_llm_model) -> c_int;
     pub fn kiln_llm_model_get_info(out: *mut kiln_llm_model_info, m: kiln_llm_model) -> c_int;

@@ -4,7 +4,9 @@ use std::io::Write;
 use std::sync::OnceLock;
 use std::thread;
 
-use kiln::llm::{self, ChatMessage, GenerateOptions, Model, Sampling, Session, StopReason};
+use kiln::llm::{
+    self, Activations, ChatMessage, Device, GenerateOptions, LoadOptions, Model, Sampling, Session, StopReason,
+};
 use kiln::Array;
 
 // From tests/llm/golden/SmolLM2-135M-Instruct.Q4_1.json: llama.cpp's ids for the prompt and its
@@ -71,6 +73,106 @@ fn tiny_model_without_tokenizer() {
     assert!(err.to_string().contains("has no tokenizer"), "{err}");
 }
 
+const TINY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/llm/golden/tiny/");
+
+fn load_tiny(name: &str, options: &LoadOptions) -> kiln::Result<Model> {
+    Model::load_with(format!("{TINY}{name}"), options)
+}
+
+/// Every position's logits of 16 tokens through a fresh session of m.
+fn tiny_logits(m: &Model) -> Vec<f32> {
+    let mut s = m.session().unwrap();
+    let ids = [16, 32, 97, 56, 52, 14, 82, 77, 33, 100, 27, 111, 4, 43, 100, 16];
+    s.append_all(&ids).unwrap().to_vec::<f32>().unwrap()
+}
+
+/// The largest |a - b| over rows of `vocab`, each relative to its row's largest |b|.
+fn worst_relative(a: &[f32], b: &[f32], vocab: usize) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let mut worst = 0f64;
+    for (ra, rb) in a.chunks(vocab).zip(b.chunks(vocab)) {
+        let top = rb.iter().fold(0f64, |m, &v| m.max(f64::from(v).abs()));
+        for (&x, &y) in ra.iter().zip(rb) {
+            worst = worst.max((f64::from(x) - f64::from(y)).abs() / top);
+        }
+    }
+    worst
+}
+
+// Tensor parallelism on the CPU's threads (docs/distributed.md): tiny checkpoints split over 2
+// ranks give every position's logits within 1e-4 of the row's largest of one rank's (the bound
+// of tests/llm/test_tensor_parallel.cpp: the row-parallel sums add in another order).
+#[test]
+fn tensor_parallel_equals_one_rank() {
+    for name in ["llama-bf16", "qwen2-bf16", "mistral-f16"] {
+        let one = load_tiny(name, &LoadOptions::default()).unwrap();
+        let two = load_tiny(
+            name,
+            &LoadOptions {
+                tensor_parallel: 2,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            (one.info().tensor_parallel, two.info().tensor_parallel),
+            (1, 2),
+            "{name}"
+        );
+        assert_eq!(two.info().n_heads, 4, "{name}: the whole model's shape");
+        let (want, got) = (tiny_logits(&one), tiny_logits(&two));
+        assert_eq!(got.len(), 16 * 128);
+        let worst = worst_relative(&got, &want, 128);
+        eprintln!("{name} on 2 ranks: largest difference {worst:.2e} of the row's largest logit");
+        assert!(worst <= 1e-4, "{name} on 2 ranks: {worst:.2e}");
+    }
+}
+
+// The activations reach the model, and bad load options fail saying what is wrong.
+#[test]
+fn load_options() {
+    let with = |activations| LoadOptions {
+        activations,
+        ..Default::default()
+    };
+    let exact = load_tiny("llama-mlx-4bit", &with(Activations::Exact)).unwrap();
+    let int8 = load_tiny("llama-mlx-4bit", &with(Activations::Int8)).unwrap();
+    assert_eq!(
+        (exact.info().activations, int8.info().activations),
+        (Activations::Exact, Activations::Int8)
+    );
+    // int8 codes move a quantized model's logits off the exact ones, a little.
+    let moved = worst_relative(&tiny_logits(&int8), &tiny_logits(&exact), 128);
+    assert!(moved > 0.0 && moved < 0.1, "int8 against exact: {moved:.2e}");
+
+    let fails = |options: LoadOptions, want: &str| {
+        let err = load_tiny("llama-bf16", &options).err().unwrap();
+        assert!(err.message().contains(want), "{err}");
+    };
+    let ranks = |tensor_parallel| LoadOptions {
+        tensor_parallel,
+        ..Default::default()
+    };
+    fails(ranks(0), "[llm] tensor parallelism needs 1 rank or more, not 0");
+    fails(
+        ranks(3),
+        "llama-bf16: tensor parallelism over 3 ranks: n_heads (llama.attention.head_count) = 4 does not divide over 3 ranks",
+    );
+    fails(
+        ranks(1 << 40),
+        "[kiln_llm_model_load_with] tensor_parallel 1099511627776 is out of range",
+    );
+    // 64 ranks from cuda:0: more than any machine here has.
+    fails(
+        LoadOptions {
+            device: Device::Cuda(0),
+            tensor_parallel: 64,
+            ..Default::default()
+        },
+        "[llm] tensor parallelism over 64 ranks from cuda:0 needs CUDA devices cuda:0 to cuda:63; ",
+    );
+}
+
 #[test]
 fn model_info_and_tokens() {
     let Some(m) = model() else { return };
@@ -102,6 +204,8 @@ fn model_info_and_tokens() {
         (Some(1), Some(2), Some(2), 8192, 0)
     );
     assert!(info.weight_bytes > 0);
+    assert_eq!(info.tensor_parallel, 1);
+    assert_ne!(info.activations, Activations::Default, "resolved");
 
     let ids = m.tokenize("The capital of France is", false, false).unwrap();
     assert_eq!(ids, FRANCE_PROMPT, "llama.cpp's ids");
@@ -272,7 +376,7 @@ fn language_model_errors() {
     let err = Model::load("/nonexistent/dir/model.gguf").err().unwrap();
     assert!(err.message().contains("/nonexistent/dir/model.gguf"), "{err}");
     let err = Model::load("a\0b").err().unwrap();
-    assert_eq!(err.message(), "[kiln_llm_model_load] the path contains a NUL byte");
+    assert_eq!(err.message(), "[kiln_llm_model_load_with] the path contains a NUL byte");
 
     let Some(m) = model() else { return };
     let mut s = m.session().unwrap();

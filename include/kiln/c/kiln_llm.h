@@ -26,6 +26,26 @@ typedef struct kiln_llm_sampling {
   uint64_t seed;
 } kiln_llm_sampling;
 
+/* What the quantized products multiply the weights by (kiln::QmmActivations, docs/llm.md). */
+typedef enum kiln_llm_activations {
+  KILN_LLM_ACTIVATIONS_DEFAULT = 0, /* the KILN_LLM_ACTIVATIONS knob: by default int16 on the CPU, exact elsewhere */
+  KILN_LLM_ACTIVATIONS_EXACT = 1, /* the activations as they are, in float32 */
+  KILN_LLM_ACTIVATIONS_INT8 = 2, /* rounded to int8 blocks of 32, as llama.cpp does (fastest on the CPU) */
+  KILN_LLM_ACTIVATIONS_INT16 = 3 /* rounded to int16 blocks of 32: integer products that answer as exact ones */
+} kiln_llm_activations;
+
+/* What kiln::llm::LoadOptions holds; kiln_llm_load_options_default fills the defaults (the CPU,
+   float32, the default activations, one rank). */
+typedef struct kiln_llm_load_options {
+  kiln_device device;
+  kiln_dtype dtype; /* activations and KV cache: float32, float16 or bfloat16; weights keep their type */
+  kiln_llm_activations activations;
+  /* Tensor parallelism over this many ranks (docs/distributed.md): on the CPU, threads; on CUDA,
+     rank r on cuda:(device.index + r). The model's head count, key/value head count and
+     feed-forward size must divide by it; the model's steps then run one at a time. */
+  int tensor_parallel;
+} kiln_llm_load_options;
+
 /* The model's shape (kiln::llm::ModelConfig) and its special tokens. */
 typedef struct kiln_llm_model_info {
   int vocab_size;
@@ -49,6 +69,8 @@ typedef struct kiln_llm_model_info {
   int32_t bos_token; /* -1 when the vocabulary has none (or the file has no tokenizer) */
   int32_t eos_token; /* -1 when none */
   int32_t eot_token; /* end of turn ("<|im_end|>", "<|eot_id|>"); -1 when none */
+  int tensor_parallel; /* ranks the model is split over (1: not split) */
+  kiln_llm_activations activations; /* what the quantized products multiply, resolved (never DEFAULT) */
 } kiln_llm_model_info;
 
 /* Why kiln_llm_generate stopped. */
@@ -94,6 +116,9 @@ int kiln_llm_default_model_path(char** out);
    take token ids, and the calls that need the tokenizer (tokenize, detokenize, chat_prompt,
    is_end_of_generation, generate) fail saying so. */
 int kiln_llm_model_load(kiln_llm_model* out, const char* path, kiln_device device, kiln_dtype dtype);
+int kiln_llm_load_options_default(kiln_llm_load_options* out);
+/* kiln_llm_model_load with every load option; options NULL: the defaults. */
+int kiln_llm_model_load_with(kiln_llm_model* out, const char* path, const kiln_llm_load_options* options);
 int kiln_llm_model_free(kiln_llm_model m);
 int kiln_llm_model_get_info(kiln_llm_model_info* out, const kiln_llm_model m);
 
