@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -33,6 +35,12 @@ Array dequantize(const Array& w, const Array& scales, const Array& biases, int g
    about twice int8's multiply-adds (each code is two int8 digits, c = 128 * high + low). */
 enum class QmmActivations { exact, int8, int16 };
 inline constexpr const char* kQmmActivationNames[] = {"exact", "int8", "int16"};  // by enum value
+/* The mode of that name in kQmmActivationNames, or nothing. */
+inline std::optional<QmmActivations> qmm_activations_named(std::string_view name) {
+  for (size_t i = 0; i < std::size(kQmmActivationNames); ++i)
+    if (name == kQmmActivationNames[i]) return static_cast<QmmActivations>(i);
+  return std::nullopt;
+}
 
 /* x @ dequantize(w).T when transpose (w is [out, in]), else x @ dequantize(w) (w is [in, out]).
    x float32, float16 or bfloat16, any leading batch axes; scales/biases float32, float16 or bfloat16.

@@ -142,11 +142,9 @@ std::unique_ptr<Model::Impl> Model::Impl::load(std::shared_ptr<ModelFile> file, 
   } else {
     // auto: int16 on the CPU (integer products, answers as exact's; int8 parts from them at near
     // ties, as llama.cpp does), exact elsewhere (the GPU's kernels multiply x as it is).
-    const std::string knob = config::choice(config::Knob::llm_activations);
     const bool cpu = m.device.type == Device::Type::cpu;
-    m.activations = knob == "int8"                               ? QmmActivations::int8
-                    : knob == "int16" || (knob == "auto" && cpu) ? QmmActivations::int16
-                                                                 : QmmActivations::exact;
+    m.activations = qmm_activations_named(config::choice(config::Knob::llm_activations))
+                        .value_or(cpu ? QmmActivations::int16 : QmmActivations::exact);  // "auto": no such mode
   }
   const ModelConfig& c = m.config;
 

@@ -76,8 +76,7 @@ std::vector<int> to_counts(const std::string& flag, const std::string& v) {
 }
 
 QmmActivations parse_activations(const std::string& a) {
-  for (size_t i = 0; i < std::size(kQmmActivationNames); ++i)
-    if (a == kQmmActivationNames[i]) return static_cast<QmmActivations>(i);
+  if (auto mode = qmm_activations_named(a)) return *mode;
   fail("kiln", "unknown --activations '", a, "' (exact, int8 or int16)");
 }
 

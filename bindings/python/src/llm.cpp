@@ -36,8 +36,7 @@ TokenCallback callback_arg(const nb::object& cb) {
 
 /* Model.load's activations: a name of kiln::kQmmActivationNames. */
 kiln::QmmActivations activations_arg(const std::string& name) {
-  for (size_t i = 0; i < std::size(kiln::kQmmActivationNames); ++i)
-    if (name == kiln::kQmmActivationNames[i]) return static_cast<kiln::QmmActivations>(i);
+  if (auto a = kiln::qmm_activations_named(name)) return *a;
   kiln::fail("llm", "unknown activations '", name, "' (exact, int8 or int16)");
 }
 

@@ -258,16 +258,21 @@ Tensor unit_rows(int dev, const Tensor& t) { return t.strides.back() == 1 || t.s
 struct AttentionShape {
   int vec, lanes, chunks, rows;
 };
-AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v, int64_t rows) {
-  const int64_t d = q.shape[3], dv = v.shape[3];
-  int vec = static_cast<int>(16 / q.itemsize());
+/* Values of q, k and v a 16-byte load takes where every row of all three starts on 16 bytes, else 1. */
+int row_load_width(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const int vec = static_cast<int>(16 / q.itemsize());
   auto fits = [&](const Tensor& t) {
     for (int i = 0; i < 3; ++i) {
       if (t.strides[static_cast<size_t>(i)] % vec != 0) return false;
     }
     return ptr_bits(t) % 16 == 0;
   };
-  if (d % vec != 0 || dv % vec != 0 || !fits(q) || !fits(k) || !fits(v)) vec = 1;
+  return q.shape[3] % vec == 0 && v.shape[3] % vec == 0 && fits(q) && fits(k) && fits(v) ? vec : 1;
+}
+
+AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v, int64_t rows) {
+  const int64_t d = q.shape[3], dv = v.shape[3];
+  const int vec = row_load_width(q, k, v);
   const int64_t loads = (std::max(d, dv) + vec - 1) / vec;  // loads of a key row
   int lanes = 1;
   while (lanes < 32 && lanes < loads) lanes *= 2;
@@ -310,7 +315,7 @@ void attention(int dev, const ScaledDotProductAttention& prim, const std::vector
   // Tensor cores for 16-bit heads of 64 or 128 dims whose rows are 16-byte aligned: 4 warps as
   // Wr row tiles of 16 x Wk tiles of keys (Wk = 4 for up to 16 rows, as in decoding).
   const bool mma = (q.dtype == float16 || q.dtype == bfloat16) && d == dv && (d == 64 || d == 128) &&
-                   device_info(dev).major >= 8 && attention_shape(q, k, v, 1).vec == 8;
+                   device_info(dev).major >= 8 && row_load_width(q, k, v) == 8;
   const int64_t row_tiles = (rows + 15) / 16;
   const int64_t wk = row_tiles >= 4 ? 1 : row_tiles == 1 ? 4 : 2;
   AttentionShape sh{};

@@ -41,6 +41,18 @@ __device__ inline void merge_state(SoftmaxState<Dims>& s, float top, float total
   s.top = next;
 }
 
+/* Keys batch row b has: its key length clamped into [0, lk], or lk. */
+__device__ inline long key_count(const Attention& a, long b) {
+  const int32_t* lengths = static_cast<const int32_t*>(a.key_lengths);
+  const long valid = lengths ? lengths[b] : a.lk;
+  return valid < 0 ? 0 : (valid > a.lk ? a.lk : valid);
+}
+/* Keys a causal query at position `query` sees of `valid`: the queries end where the keys do. */
+__device__ inline long causal_limit(const Attention& a, long valid, long query) {
+  const long l = query + valid - a.lq + 1;
+  return l < 0 ? 0 : (l > valid ? valid : l);
+}
+
 /* Rows query rows that share a key/value head (the grouped-query heads of neighbouring query
    positions) against one split of keys, flash-decoding style, so each key is read once for
    all of them. A key's row is read by Lanes lanes, Chunks loads of Vec values (16 bytes) a
@@ -60,9 +72,7 @@ __device__ void split(const Attention& a) {
   const long chunk = rest % chunks;
   rest /= chunks;
   const long hk = rest % a.hkv, b = rest / a.hkv;
-  const int32_t* lengths = static_cast<const int32_t*>(a.key_lengths);
-  long valid = lengths ? lengths[b] : a.lk;
-  valid = valid < 0 ? 0 : (valid > a.lk ? a.lk : valid);
+  const long valid = key_count(a, b);
   // Row r is query position row / group of head hk * group + row % group: rows in order
   // (position, head), so a causal block's rows see nearly the same keys.
   int limit[Rows];  // keys row r sees (the host keeps key counts below 2^31)
@@ -71,11 +81,7 @@ __device__ void split(const Attention& a) {
 #pragma unroll
   for (int r = 0; r < Rows; ++r) {
     const long row = chunk * Rows + r, query = row / group, head = hk * group + row % group;
-    long l = row < row_count ? valid : 0;
-    if (a.causal && row < row_count) {
-      l = query + valid - a.lq + 1;
-      l = l < 0 ? 0 : (l > valid ? valid : l);
-    }
+    const long l = row >= row_count ? 0 : a.causal ? causal_limit(a, valid, query) : valid;
     limit[r] = static_cast<int>(l);
     seen = l > seen ? l : seen;
     const T* q = static_cast<const T*>(a.q) + b * a.q_strides[0] + head * a.q_strides[1] +
@@ -308,14 +314,6 @@ __device__ inline void ldmatrix_x4(unsigned* r, const void* p) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(at));
 }
-/* 16 bytes to shared memory, copied asynchronously from `from`, or zeros where `in` is false. */
-__device__ inline void stage16_or_zero(void* to, const void* from, bool in) {
-  asm volatile(
-      "cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(to))),
-      "l"(from), "r"(in ? 16 : 0)
-      : "memory");
-}
-
 template <class T, class MaskT, int D, int Wk>
 __device__ void mma(const Attention& a) {
 #if __CUDA_ARCH__ >= 800
@@ -336,13 +334,7 @@ __device__ void mma(const Attention& a) {
       row_blocks - 1 - static_cast<int>(rest % row_blocks);  // the last rows first: causal ones see the most keys
   rest /= row_blocks;
   const long hk = rest % static_cast<unsigned>(a.hkv), b = rest / static_cast<unsigned>(a.hkv);
-  const int32_t* lengths = static_cast<const int32_t*>(a.key_lengths);
-  int valid = lengths ? lengths[b] : static_cast<int>(a.lk);
-  valid = valid < 0 ? 0 : (valid > a.lk ? static_cast<int>(a.lk) : valid);
-  auto causal_limit = [&](int query) {
-    const int l = query + valid - static_cast<int>(a.lq) + 1;
-    return l < 0 ? 0 : (l > valid ? valid : l);
-  };
+  const long valid = key_count(a, b);
   // This thread's rows: g and g + 8 of its warp's tile.
   int head[2], query[2], limit[2];
   const T* qrow[2];
@@ -352,11 +344,12 @@ __device__ void mma(const Attention& a) {
     const bool live = row < row_count;
     query[h] = live ? row / group : 0;
     head[h] = static_cast<int>(hk) * group + (live ? row % group : 0);
-    limit[h] = !live ? 0 : a.causal ? causal_limit(query[h]) : valid;
+    limit[h] = static_cast<int>(!live ? 0 : a.causal ? causal_limit(a, valid, query[h]) : valid);
     qrow[h] = static_cast<const T*>(a.q) + b * a.q_strides[0] + head[h] * a.q_strides[1] + query[h] * a.q_strides[2];
   }
   const int last = ((rb + 1) * Wr * 16 < row_count ? (rb + 1) * Wr * 16 : row_count) - 1;
-  const int seen = a.causal ? causal_limit(last / group) : valid;  // keys the block's rows see
+  const int seen =
+      static_cast<int>(a.causal ? causal_limit(a, valid, last / group) : valid);  // keys the block's rows see
   const int j0 = split * static_cast<int>(a.split_len);
   const int j1 = j0 + static_cast<int>(a.split_len) < seen ? j0 + static_cast<int>(a.split_len) : seen;
   // q as A fragments: rows g and g + 8, dims 2t and 2t + 8 (and the next) of each step of 16.
@@ -387,8 +380,8 @@ __device__ void mma(const Attention& a) {
 #pragma unroll
     for (int r = r0; r < kAttentionMmaKeys; r += kRowsAPass) {
       const bool in = jt + r < j1;  // past the end: zeros (a value of 0, never a stale NaN)
-      stage16_or_zero(ks + chunk_at(r, c0), in ? kp : kg, in);
-      stage16_or_zero(ks + kAttentionMmaKeys * D + chunk_at(r, c0), in ? vp : vg, in);
+      kiln_stage16_or_zero(ks + chunk_at(r, c0), in ? kp : kg, in);
+      kiln_stage16_or_zero(ks + kAttentionMmaKeys * D + chunk_at(r, c0), in ? vp : vg, in);
       kp += kRowsAPass * a.k_strides[2];
       vp += kRowsAPass * a.v_strides[2];
     }

@@ -49,6 +49,18 @@ __device__ inline void kiln_stage16(void* to, const void* from) {
   *static_cast<kiln_vec<unsigned, 4>*>(to) = *static_cast<const kiln_vec<unsigned, 4>*>(from);
 #endif
 }
+/* kiln_stage16, or 16 zeros where `in` is false (then nothing is read at `from`). */
+__device__ inline void kiln_stage16_or_zero(void* to, const void* from, bool in) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile(
+      "cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(to))),
+      "l"(from), "r"(in ? 16 : 0)
+      : "memory");
+#else
+  *static_cast<kiln_vec<unsigned, 4>*>(to) =
+      in ? *static_cast<const kiln_vec<unsigned, 4>*>(from) : kiln_vec<unsigned, 4>{};
+#endif
+}
 __device__ inline void kiln_stage_wait() {
 #if __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_all;" ::: "memory");
