@@ -133,10 +133,12 @@ int bench_decode(const std::vector<std::string>& tps, const std::vector<std::str
       auto t0 = Clock::now();
       double load_s = 0, warm_s = 0, decode_s = 0;
       size_t weight_bytes = 0;
+      std::string products;  // what the quantized products multiply (QmmActivations)
       {
         auto model = llm::Model::load(llm::synthetic_model(s), o);
         load_s = seconds_since(t0);
         weight_bytes = model->weight_bytes();
+        products = kQmmActivationNames[static_cast<int>(model->activations())];
         llm::Session session(model);
         std::vector<int32_t> prompt;
         for (int i = 0; i < 32; ++i) prompt.push_back((i * 7919 + 11) % s.vocab_size);
@@ -151,9 +153,9 @@ int bench_decode(const std::vector<std::string>& tps, const std::vector<std::str
       clear_memory_cache();  // the next configuration starts with the GPUs' memory free
       std::printf(
           "{\"bench\":\"decode\",\"engine\":\"kiln\",\"model\":\"%s\",\"layers\":%d,\"type\":\"%s\","
-          "\"activations\":\"bfloat16\",\"tp\":%d,\"tokens\":%d,\"tokens_per_s\":%.3f,\"ms_per_token\":%.4f,"
+          "\"activations\":\"bfloat16\",\"products\":\"%s\",\"tp\":%d,\"tokens\":%d,\"tokens_per_s\":%.3f,\"ms_per_token\":%.4f,"
           "\"weight_gb\":%.3f,\"load_s\":%.2f,\"warmup_s\":%.2f}\n",
-          cpu ? "small-cpu-dry-run" : "llama3-8b-shape", s.n_layers, type.c_str(), tp, tokens, tokens / decode_s,
+          cpu ? "small-cpu-dry-run" : "llama3-8b-shape", s.n_layers, type.c_str(), products.c_str(), tp, tokens, tokens / decode_s,
           decode_s * 1e3 / tokens, weight_bytes / 1e9, load_s, warm_s);
       std::fflush(stdout);
     }

@@ -980,7 +980,8 @@ std::vector<LlmCase> llm_cases(int64_t scale, Device dev) {
   const int64_t dv = llm_divisor(scale);
   auto bf16 = [dev](const Shape& s) { return random_on(s, kiln::bfloat16, dev, -1.0f, 1.0f); };
   // x (m, k) against 4-bit group-64 weights quantized from random bfloat16 (n, k).
-  auto qmm = [&](const std::string& name, int64_t m, int64_t n, int64_t k) {
+  auto qmm = [&](const std::string& name, int64_t m, int64_t n, int64_t k,
+                 kiln::QmmActivations act = kiln::QmmActivations::exact) {
     n /= dv;
     k /= dv;
     LlmCase c{.name = name};
@@ -989,7 +990,9 @@ std::vector<LlmCase> llm_cases(int64_t scale, Device dev) {
       kiln::eval({w, s, b});
       return std::vector<Array>{bf16({m, k}), w, s, b};
     };
-    c.op = [](const std::vector<Array>& in) { return kiln::quantized_matmul(in[0], in[1], in[2], in[3]); };
+    c.op = [act](const std::vector<Array>& in) {
+      return kiln::quantized_matmul(in[0], in[1], in[2], in[3], true, kGroup, kBits, act);
+    };
     c.reference = qmm_reference;
     c.reference_text = "float32 x @ dequantize(w)^T";
     return c;
@@ -1019,6 +1022,14 @@ std::vector<LlmCase> llm_cases(int64_t scale, Device dev) {
       qmm("qmm_decode_4096x14336", 1, 4096, 14336),  // down
       qmm("qmm_decode_128256x4096", 1, 128256, 4096),  // the vocabulary's logits
       qmm("qmm_decode8_14336x4096", 8, 14336, 4096),  // gate or up for 8 sequences at once
+      // The same with x rounded to integer blocks (QmmActivations): dp2a (int16) and dp4a (int8).
+      qmm("qmm_decode_int16_4096x4096", 1, 4096, 4096, kiln::QmmActivations::int16),
+      qmm("qmm_decode_int16_14336x4096", 1, 14336, 4096, kiln::QmmActivations::int16),
+      qmm("qmm_decode_int16_4096x14336", 1, 4096, 14336, kiln::QmmActivations::int16),
+      qmm("qmm_decode_int16_128256x4096", 1, 128256, 4096, kiln::QmmActivations::int16),
+      qmm("qmm_decode_int8_14336x4096", 1, 14336, 4096, kiln::QmmActivations::int8),
+      qmm("qmm_decode_int8_128256x4096", 1, 128256, 4096, kiln::QmmActivations::int8),
+      qmm("qmm_decode8_int16_14336x4096", 8, 14336, 4096, kiln::QmmActivations::int16),
       prefill,  // gate or up for a 512-token prompt
       sdpa("sdpa_decode_4096", 1, ctx, false),  // one token against 4096 cached
       sdpa("sdpa_prefill_512_causal", prompt, prompt, true),

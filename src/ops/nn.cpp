@@ -113,7 +113,8 @@ std::vector<Shape> FusedQuantizedMatmul::output_shapes(const std::vector<Shape>&
 bool FusedQuantizedMatmul::is_equivalent(const Primitive& o) const {
   if (!QuantizedPrimitive::is_equivalent(o)) return false;
   auto& f = static_cast<const FusedQuantizedMatmul&>(o);
-  return f.transpose_ == transpose_ && f.norm_eps_ == norm_eps_ && f.addend_ == addend_ && f.glu_ == glu_;
+  return f.transpose_ == transpose_ && f.norm_eps_ == norm_eps_ && f.addend_ == addend_ && f.glu_ == glu_ &&
+         f.activations_ == activations_;
 }
 void FusedQuantizedMatmul::print(std::ostream& os) const {
   os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits
@@ -121,6 +122,8 @@ void FusedQuantizedMatmul::print(std::ostream& os) const {
   if (norm_eps_) os << ",norm_eps=" << *norm_eps_;
   os << ",addend=" << (addend_ ? "true" : "false");
   if (glu_) os << ",glu=true";
+  if (activations_ != QmmActivations::exact)
+    os << ",activations=" << kQmmActivationNames[static_cast<int>(activations_)];
   os << ")";
 }
 

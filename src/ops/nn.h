@@ -75,12 +75,14 @@ class QuantizedMatmul : public QuantizedPrimitive {
    gate and up, and the node gives silu(gate) * up, rounded as those ops round. */
 class FusedQuantizedMatmul : public QuantizedPrimitive {
  public:
-  FusedQuantizedMatmul(QuantParams q, bool transpose, std::optional<float> norm_eps, bool addend, bool glu = false)
+  FusedQuantizedMatmul(QuantParams q, bool transpose, std::optional<float> norm_eps, bool addend, bool glu = false,
+                       QmmActivations activations = QmmActivations::exact)
       : QuantizedPrimitive(OpKind::FusedQuantizedMatmul, q),
         transpose_(transpose),
         norm_eps_(norm_eps),
         addend_(addend),
-        glu_(glu) {}
+        glu_(glu),
+        activations_(activations) {}
   void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
   bool is_equivalent(const Primitive& o) const override;
@@ -89,6 +91,7 @@ class FusedQuantizedMatmul : public QuantizedPrimitive {
   std::optional<float> norm_eps() const { return norm_eps_; }
   bool addend() const { return addend_; }
   bool glu() const { return glu_; }
+  QmmActivations activations() const { return activations_; }
   /* Where the packed weights are among the inputs (after x and the norm weight). */
   size_t packed_at() const { return norm_eps_ ? 2 : 1; }
 
@@ -96,6 +99,7 @@ class FusedQuantizedMatmul : public QuantizedPrimitive {
   bool transpose_;
   std::optional<float> norm_eps_;
   bool addend_, glu_;
+  QmmActivations activations_;
 };
 
 /* Inputs (x, [weight]): RMS normalization over the last axis. */

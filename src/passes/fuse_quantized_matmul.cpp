@@ -6,6 +6,7 @@
 // reads them and adds the residual or gates as it writes: one launch instead of up to three (the
 // CPU runs the ops in turn). Runs before the fusion passes, which would take the add or the gate
 // into an elementwise region.
+#include "core/tensor.h"
 #include "ops/nn.h"
 #include "ops/views.h"
 #include "passes/pass.h"
@@ -24,6 +25,8 @@ bool last_axis_slice(const Graph& g, const GNode& n, int y, int64_t start, int64
   }
   return true;
 }
+
+constexpr int64_t kDecodeRows = 8;  // rows of x the decode products take (both backends)
 
 class FuseQuantizedMatmul : public Pass {
  public:
@@ -79,7 +82,12 @@ class FuseQuantizedMatmul : public Pass {
       const GNode& mm = g.nodes[n];
       if (mm.prim->kind() != OpKind::QuantizedMatmul) continue;
       auto& q = static_cast<const QuantizedMatmul&>(*mm.prim);
-      if (q.activations() != QmmActivations::exact) continue;  // the fused node multiplies x as it is
+      // Integer activations join for decode only: there the GPU's integer product takes the norm
+      // and the epilogue; more rows keep the CPU's vectorized kernels for the add and the gate.
+      const Shape& xs = g.values[static_cast<size_t>(mm.inputs[0])].shape;
+      if (q.activations() != QmmActivations::exact &&
+          (xs.empty() || xs.back() == 0 || detail::shape_size(xs) / xs.back() > kDecodeRows))
+        continue;
       // The norm in front: a weighted rms_norm whose result only this product reads.
       int norm = -1;
       const int h = mm.inputs[0], pn = producer[static_cast<size_t>(h)];
@@ -122,7 +130,8 @@ class FuseQuantizedMatmul : public Pass {
       removed[n] = true;
       const int out = add >= 0 ? node(add).outputs[0] : !glu.empty() ? node(glu.back()).outputs[0] : y;
       added.push_back(
-          GNode{std::make_shared<FusedQuantizedMatmul>(q.params(), q.transpose(), eps, add >= 0, !glu.empty()),
+          GNode{std::make_shared<FusedQuantizedMatmul>(q.params(), q.transpose(), eps, add >= 0, !glu.empty(),
+                                                 q.activations()),
                 std::move(inputs),
                 {out}});
     }

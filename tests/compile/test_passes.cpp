@@ -207,7 +207,10 @@ std::map<OpKind, std::vector<std::pair<PrimPtr, PrimPtr>>> attribute_pairs() {
         {std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, false),
          std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, true)},
         {std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, false),
-         std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, false, true)}}},
+         std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, false, true)},
+        {std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, false),
+         std::make_shared<FusedQuantizedMatmul>(QuantParams{64, 4}, true, 1e-5f, false, false,
+                                                QmmActivations::int16)}}},
       {OpKind::RmsNorm,
        {{std::make_shared<RmsNorm>(1e-5f, true), std::make_shared<RmsNorm>(1e-6f, true)},
         {std::make_shared<RmsNorm>(1e-5f, true), std::make_shared<RmsNorm>(1e-5f, false)}}},
@@ -617,6 +620,28 @@ TEST(Passes, GatedUnitIntoQuantizedMatmul) {
     const auto e = eager[i].to_vector<float>(), c = compiled[i].to_vector<float>();
     ASSERT_EQ(e.size(), c.size());
     for (size_t j = 0; j < e.size(); ++j) EXPECT_NEAR(c[j], e[j], 1e-4f * (1.0f + std::fabs(e[j]))) << i << ", " << j;
+  }
+}
+
+// Products with integer activations join their norm and residual for up to 8 rows of x (decode),
+// where the GPU's integer product takes them; with more rows the ops stay apart. Compiled equals
+// eager either way.
+TEST(Passes, IntegerActivationsJoinForDecodeRows) {
+  Array w = rnd({64, 64}, float32, 25), nw = rnd({64}, float32, 26);
+  auto [packed, scales, biases] = quantize(w, 32, 4);
+  for (int64_t rows : {1, 8, 9}) {
+    Array x = rnd({rows, 64}, float32, 27), r = rnd({rows, 64}, float32, 28);
+    auto f = [&](const std::vector<Array>& in) {
+      return std::vector<Array>{
+          in[1] + quantized_matmul(rms_norm(in[0], nw, 1e-5f), packed, scales, biases, true, 32, 4,
+                                   QmmActivations::int8)};
+    };
+    compiler::Graph g = traced(f, {x, r});
+    EXPECT_EQ(run_pass(g, make_fuse_quantized_matmul()), rows <= 8) << rows;
+    EXPECT_EQ(count_kind(g, OpKind::FusedQuantizedMatmul), rows <= 8 ? 1u : 0u) << rows;
+    const auto e = f({x, r})[0].to_vector<float>(), c = compile(f)({x, r})[0].to_vector<float>();
+    ASSERT_EQ(e.size(), c.size());
+    for (size_t j = 0; j < e.size(); ++j) EXPECT_NEAR(c[j], e[j], 1e-4f * (1.0f + std::fabs(e[j]))) << rows << ", " << j;
   }
 }
 

@@ -381,6 +381,13 @@ TEST_F(CudaCodegen, LanguageModelKernelsCompile) {
     const std::string b = std::to_string(bits);
     check("Dequantize", "dequantize<" + f32 + ", " + f32 + ", " + b + ">");
     check("QuantizedGemv", "quantized_gemv<" + f32 + ", " + f32 + ", " + b + ", 1>");
+    for (const char* wide : {"false", "true"})  // integer activations
+      check("QuantizedGemv", "quantized_gemv_integer<" + f32 + ", " + f32 + ", " + b + ", 3, " + wide + ", 2>");
+  }
+  for (const std::string& t : {f32, f16, bf16}) {
+    check("QuantizeRows", "quantize_rows<" + t + ", " + t + ", false>");
+    check("QuantizeRows", "quantize_rows<" + t + ", " + f32 + ", true>");
+    check("QuantizedGemv", "quantized_gemv_integer<" + t + ", " + t + ", 4, 1, true, 4>");
   }
   check("Dequantize", "dequantize<" + f16 + ", " + f16 + ", 4>");
   for (const std::string& t : {f16, bf16}) {

@@ -195,6 +195,25 @@ TEST_P(TinyModel, ReducedPrecisionStaysWithinItsRounding) {
   }
 }
 
+// The GPU's integer products (quantize_rows, then dp4a or dp2a a chunk; with the norm, the
+// residual and the gate joined in decode) against the float32 reference, within int8's rounding
+// as on the CPU. Skips without a GPU, and for models without quantized weights.
+TEST_P(TinyModel, CudaIntegerActivationsStayWithinTheirRounding) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the GPU path is not checked";
+  if (ModelFile::open((tiny_dir() / GetParam()).string())->tensor_info("blk.0.ffn_up.weight").type.rfind("affine", 0) !=
+      0)
+    GTEST_SKIP() << "no quantized products";
+  const Golden g = golden(GetParam());
+  for (QmmActivations act : {QmmActivations::int8, QmmActivations::int16}) {
+    const auto m = Model::load((tiny_dir() / GetParam()).string(), {.device = Device::cuda(0), .activations = act});
+    const Agreement a = compare_logits(m, g);
+    const double unit = std::ldexp(1.0, -8);
+    std::printf("%s on the GPU, %s activations: largest difference %.2e of the row's largest logit (%.1f units)\n",
+                GetParam().c_str(), kQmmActivationNames[static_cast<int>(act)], a.worst, a.worst / unit);
+    EXPECT_LE(a.worst, 32 * unit) << kQmmActivationNames[static_cast<int>(act)];
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Safetensors, TinyModel,
                          ::testing::Values("llama2-f16", "llama-bf16", "qwen2-bf16", "qwen3-bf16", "mistral-f16",
                                            "llama-mlx-4bit", "qwen2-mlx-8bit"),

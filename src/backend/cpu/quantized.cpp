@@ -368,7 +368,7 @@ void FusedQuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<T
     Shape full_shape = out[0].shape;
     full_shape.back() *= 2;
     std::vector<Tensor> full{Tensor(full_shape, out[0].dtype)};
-    QuantizedMatmul(q_, transpose_).eval_cpu({x[0], in[w], in[w + 1], in[w + 2]}, full);
+    QuantizedMatmul(q_, transpose_, activations_).eval_cpu({x[0], in[w], in[w + 1], in[w + 2]}, full);
     Tensor& y = out[0];
     y.allocate();
     const int64_t f = y.shape.back(), rows = f ? y.size() / f : 0;
@@ -381,7 +381,7 @@ void FusedQuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<T
     });
     return;
   }
-  QuantizedMatmul(q_, transpose_).eval_cpu({x[0], in[w], in[w + 1], in[w + 2]}, out);
+  QuantizedMatmul(q_, transpose_, activations_).eval_cpu({x[0], in[w], in[w + 1], in[w + 2]}, out);
   if (addend_) {  // rounded after the product and after the sum, as the separate ops round
     Tensor& y = out[0];
     const std::vector<double> r = detail::elements_as<double>(in[w + 3]);

@@ -120,6 +120,86 @@ void gated_into(int dev, const Tensor& full, Tensor& y) {
   run(dev, "Gated", "gated<" + type(y.dtype) + ">", a, grid_for(dev, rows * f, kThreads), kThreads);
 }
 
+/* A decode product's launch: the rows of w a block takes (with `glu`, gate rows and their up
+   rows), sharing the activations' loads: four (two with more than two activation rows) where
+   the output columns allow, else fewer. Its warps split the rows' chunks of 32 values, a chunk a
+   lane or more (at most kGemvWarps warps). */
+struct GemvShape {
+  int64_t rows;
+  unsigned grid, block;
+};
+GemvShape gemv_shape(int64_t m, int64_t n, int64_t k, bool glu) {
+  const int64_t outs = glu ? n / 2 : n, per_out = glu ? 2 : 1;
+  const int64_t most = m > 2 ? 2 : 4;  // each activation row adds R sums a lane holds
+  const int64_t rows = outs % (most / per_out) == 0 ? most : outs % (2 / per_out) == 0 ? 2 : 1;
+  unsigned warps = 1;
+  while (warps < unsigned{args::kGemvWarps} && k / 32 >= 32 * 2 * static_cast<int64_t>(warps)) warps *= 2;
+  return {rows, static_cast<unsigned>(outs * per_out / rows), 32 * warps};
+}
+
+/* quantized_matmul with integer activations (QmmActivations::int8 and int16) of transposed
+   weights: x's rows rounded to codes (after the norm, with one) by quantize_rows, then the
+   integer decode product a tile of up to kGemvRows rows at a time (prefill reads the weights
+   once a tile). */
+void quantized_matmul_integer(int dev, const QuantParams& q, QmmActivations activations, const Tensor& x,
+                              const Tensor& w, const Tensor& s, const Tensor& b, Tensor& y,
+                              const std::optional<InputNorm>& with_norm = std::nullopt, const Tensor* addend = nullptr,
+                              bool glu = false) {
+  const int64_t k = x.shape.back(), n = y.shape.back() * (glu ? 2 : 1), m = n ? y.size() * (glu ? 2 : 1) / n : 0;
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    fill_zero(dev, y);
+    if (addend) add_into(dev, *addend, y);
+    return;
+  }
+  const bool wide = activations == QmmActivations::int16;
+  const int64_t code_bytes = wide ? 2 : 1, blocks = k / 32, outs = glu ? n / 2 : n;
+  const Tensor px = dense(dev, x), pw = dense(dev, w, 16), ps = dense(dev, s);
+  const Tensor pb = as_dtype(dev, b, ps.dtype);
+  Tensor nw, r;
+  if (with_norm) nw = dense(dev, with_norm->weight);
+  if (addend) r = dense(dev, *addend);
+  Tensor codes(Shape{m, k}, wide ? int16 : int8), scale(Shape{m, blocks}, float32), sum(Shape{m, blocks}, float32);
+  for (Tensor* t : {&codes, &scale, &sum}) allocate_output(dev, *t);
+  const args::QuantizeRows qa{m,
+                              k,
+                              with_norm ? with_norm->eps : 0.0,
+                              reinterpret_cast<const void*>(ptr_bits(px)),
+                              with_norm ? reinterpret_cast<const void*>(ptr_bits(nw)) : nullptr,
+                              reinterpret_cast<void*>(ptr_bits(codes)),
+                              reinterpret_cast<void*>(ptr_bits(scale)),
+                              reinterpret_cast<void*>(ptr_bits(sum))};
+  run(dev, "QuantizeRows",
+      "quantize_rows<" + type(x.dtype) + ", " + type(with_norm ? nw.dtype : x.dtype) + ", " + (wide ? "true" : "false") +
+          ">",
+      qa, static_cast<unsigned>(m), kThreads);
+  const int64_t out_bytes = static_cast<int64_t>(size_of(y.dtype));
+  for (int64_t m0 = 0; m0 < m; m0 += kGemvRows) {
+    const int64_t tile = std::min<int64_t>(kGemvRows, m - m0);
+    const args::QuantizedGemv a{tile,
+                                n,
+                                k,
+                                q.group_size,
+                                0.0,
+                                nullptr,
+                                reinterpret_cast<const void*>(ptr_bits(codes) + m0 * k * code_bytes),
+                                reinterpret_cast<const void*>(ptr_bits(scale) + m0 * blocks * 4),
+                                reinterpret_cast<const void*>(ptr_bits(sum) + m0 * blocks * 4),
+                                reinterpret_cast<const void*>(ptr_bits(pw)),
+                                reinterpret_cast<const void*>(ptr_bits(ps)),
+                                reinterpret_cast<const void*>(ptr_bits(pb)),
+                                addend ? reinterpret_cast<const void*>(ptr_bits(r) + m0 * n * out_bytes) : nullptr,
+                                reinterpret_cast<void*>(ptr_bits(y) + m0 * outs * out_bytes),
+                                fixed_during_recording(pw) ? 1L : 0L,
+                                glu ? 1L : 0L};
+    const GemvShape g = gemv_shape(tile, n, k, glu);
+    run(dev, "QuantizedGemv",
+        "quantized_gemv_integer<" + type(x.dtype) + ", " + type(ps.dtype) + ", " + std::to_string(q.bits) + ", " +
+            std::to_string(tile) + ", " + (wide ? "true" : "false") + ", " + std::to_string(g.rows) + ">",
+        a, g.grid, g.block);
+  }
+}
+
 /* With `glu`, y holds silu(gate) * up of a product whose columns are the gate and up halves. */
 void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tensor& x, const Tensor& w, const Tensor& s,
                       const Tensor& b, Tensor& y, const std::optional<InputNorm>& with_norm = std::nullopt,
@@ -152,6 +232,8 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
                           with_norm ? with_norm->eps : 0.0,
                           with_norm ? reinterpret_cast<const void*>(ptr_bits(nw)) : nullptr,
                           reinterpret_cast<const void*>(ptr_bits(px)),
+                          nullptr,
+                          nullptr,
                           reinterpret_cast<const void*>(ptr_bits(pw)),
                           reinterpret_cast<const void*>(ptr_bits(ps)),
                           reinterpret_cast<const void*>(ptr_bits(pb)),
@@ -159,18 +241,11 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
                           reinterpret_cast<void*>(ptr_bits(y)),
                           fixed_during_recording(pw) ? 1L : 0L,
                           glu ? 1L : 0L};
-    // Rows a block takes (with `glu`, gate rows and their up rows), sharing the activations' loads:
-    // four (two with more than two activation rows) where the output columns allow, else fewer. Its warps split the
-    // rows' chunks of 32 values, a chunk a lane or more (at most kGemvWarps warps).
-    const int64_t outs = glu ? n / 2 : n, per_out = glu ? 2 : 1;
-    const int64_t most = m > 2 ? 2 : 4;  // each activation row adds R sums a lane holds
-    const int64_t rows = outs % (most / per_out) == 0 ? most : outs % (2 / per_out) == 0 ? 2 : 1;
-    unsigned warps = 1;
-    while (warps < unsigned{args::kGemvWarps} && k / 32 >= 32 * 2 * static_cast<int64_t>(warps)) warps *= 2;
+    const GemvShape g = gemv_shape(m, n, k, glu);
     run(dev, "QuantizedGemv",
         "quantized_gemv<" + type(x.dtype) + ", " + type(ps.dtype) + ", " + std::to_string(q.bits) + ", " +
-            std::to_string(m) + ", " + type(with_norm ? nw.dtype : x.dtype) + ", " + std::to_string(rows) + ">",
-        a, static_cast<unsigned>(outs * per_out / rows), 32 * warps);
+            std::to_string(m) + ", " + type(with_norm ? nw.dtype : x.dtype) + ", " + std::to_string(g.rows) + ">",
+        a, g.grid, g.block);
     return;
   }
   if (with_norm) {  // the norm first, then the product
@@ -424,8 +499,9 @@ void eval_llm(int dev, Primitive& prim, std::vector<Tensor>& in, std::vector<Ten
       return;
     case OpKind::QuantizedMatmul: {
       auto& p = static_cast<const QuantizedMatmul&>(prim);
-      if (p.activations() != QmmActivations::exact) break;  // int8 activations: the CPU kernel, below
       allocate_output(dev, y);
+      if (p.activations() != QmmActivations::exact)  // the op requires transposed weights for these
+        return quantized_matmul_integer(dev, p.params(), p.activations(), in[0], in[1], in[2], in[3], y);
       return quantized_matmul(dev, p.params(), p.transpose(), in[0], in[1], in[2], in[3], y);
     }
     case OpKind::FusedQuantizedMatmul: {
@@ -434,6 +510,9 @@ void eval_llm(int dev, Primitive& prim, std::vector<Tensor>& in, std::vector<Ten
       const size_t w = p.packed_at();
       std::optional<InputNorm> with_norm;
       if (p.norm_eps()) with_norm = InputNorm{in[1], *p.norm_eps()};
+      if (p.activations() != QmmActivations::exact)
+        return quantized_matmul_integer(dev, p.params(), p.activations(), in[0], in[w], in[w + 1], in[w + 2], y,
+                                        with_norm, p.addend() ? &in[w + 3] : nullptr, p.glu());
       return quantized_matmul(dev, p.params(), p.transpose(), in[0], in[w], in[w + 1], in[w + 2], y, with_norm,
                               p.addend() ? &in[w + 3] : nullptr, p.glu());
     }
@@ -454,8 +533,7 @@ void eval_llm(int dev, Primitive& prim, std::vector<Tensor>& in, std::vector<Ten
     case OpKind::DynamicSliceUpdate: return slice_update(dev, static_cast<const DynamicSliceUpdate&>(prim), in, y);
     default: break;
   }
-  // Quantize (once per weight, at load) and products with int8 activations (llama.cpp's CPU
-  // rounding, the CPU's default for models) run on the host, their results uploaded.
+  // Quantize (once per weight, at load) runs on the host, its results uploaded.
   std::vector<Tensor> host_in = in;
   ensure_host(host_in);
   for (auto& t : host_in) t.donated = false;

@@ -16,7 +16,7 @@ namespace kiln::cuda {
 void check_llm_inputs(const Primitive& prim, const std::vector<detail::Tensor>& in);
 
 /* Runs a primitive of the nn category on the device (its inputs already there). Quantize,
-   a one-off at load time, and products with int8 activations run on the host. */
+   a one-off at load time, runs on the host. */
 void eval_llm(int device, Primitive& prim, std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out);
 
 }  // namespace kiln::cuda

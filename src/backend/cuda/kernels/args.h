@@ -26,12 +26,15 @@ struct Dequantize {
 };
 
 /* x [m, k] @ dequantize(w [n, k])^T for m <= 8 rows: a block a group of rows of w; with a norm
-   weight, rms_norm(x, norm_weight, eps) in place of x; with an addend, the sum. */
+   weight, rms_norm(x, norm_weight, eps) in place of x; with an addend, the sum. With integer
+   activations x holds quantize_rows' codes and block_scale and block_sum its blocks'. */
 struct QuantizedGemv {
   long m, n, k, group_size;
   double eps;
   const void* norm_weight;  // null: x as it is
   const void* x;
+  const void* block_scale;  // [m, k / 32] float, integer activations only
+  const void* block_sum;  // [m, k / 32] float: the block's scale times the sum of its codes
   const void* packed;
   const void* scales;
   const void* biases;
@@ -39,6 +42,18 @@ struct QuantizedGemv {
   void* out;  // [m, n]
   long weights_ready;  // 1: no earlier kernel writes packed, so it is read before x is ready
   long glu;  // 1: out [m, n / 2] = silu(product[:, :n/2]) * product[:, n/2:]
+};
+
+/* Rows of x [m, k] (normalized first with a norm weight) rounded to integer codes [m, k] (int8
+   or int16) and per block of 32 a float scale and the scale times the sum of the codes. */
+struct QuantizeRows {
+  long m, k;
+  double eps;
+  const void* x;
+  const void* norm_weight;  // null: x as it is
+  void* codes;
+  void* block_scale;
+  void* block_sum;
 };
 
 /* out [rows, f] = silu(in[:, :f]) * in[:, f:] for in [rows, 2f], both row-major. */

@@ -236,38 +236,23 @@ __device__ inline void gemv_chunk(const QuantizedGemv& a, const GemvLoads<S, Bit
   }
 }
 
-/* The decode product: a block takes R weight rows (with `glu`, R / 2 gate rows and their up rows,
-   n / 2 apart; else R consecutive rows) against the M activation rows; its warps split the rows'
-   chunks, then fold their sums in shared memory. Many small warps, each a chunk a step, keep the
-   weights' reads in flight (one warp a row group with long serial steps left the SMs mostly idle).
-   With a norm, each row's 1/rms scales the result at the end. */
-template <class T, class S, int Bits, int M, class W = T, int R = 1>
-__device__ void quantized_gemv(const QuantizedGemv& a) {
-  constexpr int kGates = R > 1 ? R / 2 : 1;  // with `glu`, the gate rows a block takes
-  __shared__ float partial[kGemvWarps][(R + 1) * M];  // each warp's row sums, then its squares
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+/* The rows of w that the block's group takes: with `glu`, R / 2 gate rows and their up rows,
+   n / 2 apart; else R consecutive rows. */
+template <int R>
+__device__ inline void gemv_rows(const QuantizedGemv& a, long (&row)[R]) {
+  constexpr int kGates = R > 1 ? R / 2 : 1;
   const long group = blockIdx.x, outs = a.glu ? a.n / 2 : a.n;  // the grid covers the output columns exactly
-  long row[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) row[r] = a.glu ? group * kGates + r % kGates + (r / kGates) * outs : group * R + r;
-  const long chunks = a.k / kChunk, first = warp * 32L + lane;
-  GemvLoads<S, Bits, R> l;
-  // Weights that no earlier kernel of the graph writes are read before waiting for x.
-  const bool early = a.weights_ready && first < chunks;
-  if (early) gemv_load_words(a, row, first, l);
-  kiln_wait_for_inputs();
-  float acc[R][M], squares[M];
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    squares[m] = 0.0f;
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[r][m] = 0.0f;
-  }
-  for (long c = first; c < chunks; c += 32L * warps) {
-    if (c != first || !early) gemv_load_words(a, row, c, l);
-    gemv_load_scales(a, row, c, l);
-    gemv_chunk<T, S, Bits, M, W, R>(a, l, c, acc, squares);
-  }
+}
+
+/* The end of a decode product: the warps' sums (and, with a norm, sums of squares) folded in
+   shared memory, then a thread an activation row scales by 1/rms, gates or adds, and writes. */
+template <class T, int M, int R>
+__device__ void gemv_finish(const QuantizedGemv& a, const long (&row)[R], float (&acc)[R][M], float (&squares)[M]) {
+  constexpr int kGates = R > 1 ? R / 2 : 1;
+  __shared__ float partial[kGemvWarps][(R + 1) * M];  // each warp's row sums, then its squares
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
 #pragma unroll
@@ -291,6 +276,7 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
     sq += partial[w][R * M + m];
   }
   const float rms = a.norm_weight ? 1.0f / sqrtf(sq / static_cast<float>(a.k) + static_cast<float>(a.eps)) : 1.0f;
+  const long outs = a.glu ? a.n / 2 : a.n;
   T* out = static_cast<T*>(a.out);
   if (a.glu) {
 #pragma unroll
@@ -306,6 +292,215 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
     }
     out[m * a.n + row[r]] = static_cast<T>(y);
   }
+}
+
+/* The decode product: a block takes R weight rows against the M activation rows; its warps
+   split the rows' chunks, then fold their sums (gemv_finish). Many small warps, each a chunk a
+   step, keep the weights' reads in flight (one warp a row group with long serial steps left
+   the SMs mostly idle). With a norm, each row's 1/rms scales the result at the end. */
+template <class T, class S, int Bits, int M, class W = T, int R = 1>
+__device__ void quantized_gemv(const QuantizedGemv& a) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  long row[R];
+  gemv_rows(a, row);
+  const long chunks = a.k / kChunk, first = warp * 32L + lane;
+  GemvLoads<S, Bits, R> l;
+  // Weights that no earlier kernel of the graph writes are read before waiting for x.
+  const bool early = a.weights_ready && first < chunks;
+  if (early) gemv_load_words(a, row, first, l);
+  kiln_wait_for_inputs();
+  float acc[R][M], squares[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    squares[m] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r][m] = 0.0f;
+  }
+  for (long c = first; c < chunks; c += 32L * warps) {
+    if (c != first || !early) gemv_load_words(a, row, c, l);
+    gemv_load_scales(a, row, c, l);
+    gemv_chunk<T, S, Bits, M, W, R>(a, l, c, acc, squares);
+  }
+  gemv_finish<T, M, R>(a, row, acc, squares);
+}
+
+// ---- the decode product with integer activations ---------------------------------------
+/* Wide: int16 codes (QmmActivations::int16, up to 16256 = 127 * 128); else int8 (up to 127). */
+template <bool Wide>
+__device__ constexpr float max_code() {
+  return Wide ? 16256.0f : 127.0f;
+}
+
+/* Rows of x (with a norm weight: rms_norm(x, w, eps), rounded to x's dtype as the op rounds)
+   rounded to integer blocks of 32 as QmmActivations specifies: per block the scale max|v| / C
+   and codes rint(v * C / max|v|) (C the largest code); a block with a NaN or an infinity gets
+   codes 0 and a NaN scale. A block a row; a warp a block of 32 at a time, a lane a value. */
+template <class T, class W, bool Wide>
+__device__ void quantize_rows(const QuantizeRows& a) {
+  __shared__ float red[32];
+  kiln_wait_for_inputs();
+  const T* x = static_cast<const T*>(a.x) + blockIdx.x * a.k;
+  const W* nw = static_cast<const W*>(a.norm_weight);
+  float inv_rms = 1.0f;
+  if (nw) {
+    float sq = 0.0f;
+    for (long i = threadIdx.x; i < a.k; i += blockDim.x) {
+      const float v = static_cast<float>(x[i]);
+      sq = __fmaf_rn(v, v, sq);
+    }
+    sq = block_fold<false>(sq, red);
+    inv_rms = 1.0f / sqrtf(sq / static_cast<float>(a.k) + static_cast<float>(a.eps));
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  using Code = std::conditional_t<Wide, short, signed char>;
+  Code* codes = static_cast<Code*>(a.codes) + blockIdx.x * a.k;
+  const long blocks = a.k / kChunk;
+  float* scale = static_cast<float*>(a.block_scale) + blockIdx.x * blocks;
+  float* sum = static_cast<float*>(a.block_sum) + blockIdx.x * blocks;
+  for (long b = warp; b < blocks; b += warps) {
+    const long i = b * kChunk + lane;
+    float v = static_cast<float>(x[i]);
+    if (nw) v = static_cast<float>(static_cast<T>(__fmul_rn(__fmul_rn(v, inv_rms), static_cast<float>(nw[i]))));
+    const bool finite = __all_sync(0xffffffffu, isfinite(v));
+    float amax = fabsf(v);
+    for (int m = 16; m > 0; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+    const float id = amax > 0.0f ? __fdiv_rn(max_code<Wide>(), amax) : 0.0f;
+    const int c = finite ? static_cast<int>(fminf(fmaxf(rintf(__fmul_rn(v, id)), -16256.0f), 16256.0f)) : 0;
+    codes[i] = static_cast<Code>(c);
+    const int total = warp_sum(c);
+    if (lane == 0) {
+      const float d = finite ? __fdiv_rn(amax, max_code<Wide>()) : __int_as_float(0x7fc00000);
+      scale[b] = d;
+      sum[b] = __fmul_rn(d, static_cast<float>(total));
+    }
+  }
+}
+
+/* Integer dot products: the packed weights are unsigned (dp4a's and dp2a's unsigned side), the
+   codes signed. dp4a: four 8-bit products a step; dp2a: two 16-bit codes times two of the
+   weights' bytes (lo: bytes 0-1, hi: bytes 2-3). */
+__device__ inline int dp4a(uint32_t w, uint32_t x, int c) {
+  int d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(w), "r"(x), "r"(c));
+  return d;
+}
+__device__ inline int dp2a_lo(uint32_t x, uint32_t w, int c) {
+  int d;
+  asm("dp2a.lo.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(x), "r"(w), "r"(c));
+  return d;
+}
+__device__ inline int dp2a_hi(uint32_t x, uint32_t w, int c) {
+  int d;
+  asm("dp2a.hi.s32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(x), "r"(w), "r"(c));
+  return d;
+}
+
+/* A chunk's 32 codes of one activation row, as the dot products of Bits-bit weights read them:
+   for 4 bits, the 8 codes of each weight word as int8 evens then odds (the order the nibble
+   masks leave the weights in), or as int16 pairs (x0, x2) (x1, x3) (x4, x6) (x5, x7); else in order. */
+template <int Bits, bool Wide>
+struct ChunkCodes {
+  static constexpr int kRegs = Wide ? 16 : 8;
+  uint32_t v[kRegs];
+  __device__ void load(const void* p) {
+#pragma unroll
+    for (int i = 0; i < kRegs / 4; ++i) {
+      const auto q = static_cast<const kiln_vec<uint32_t, 4>*>(p)[i];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) v[4 * i + j] = q.v[j];
+    }
+    if constexpr (Bits == 4) {
+#pragma unroll
+      for (int i = 0; i < kRegs; i += 2) {  // 8 codes in 2 registers (int8) or per pair of pairs (int16)
+        if constexpr (Wide) {  // (x0, x1), (x2, x3) as (x0, x2), (x1, x3)
+          const uint32_t a = v[i], b = v[i + 1];
+          v[i] = __byte_perm(a, b, 0x5410);
+          v[i + 1] = __byte_perm(a, b, 0x7632);
+        } else {  // (x0..x3), (x4..x7) as evens, odds
+          const uint32_t a = v[i], b = v[i + 1];
+          v[i] = __byte_perm(a, b, 0x6420);
+          v[i + 1] = __byte_perm(a, b, 0x7531);
+        }
+      }
+    }
+  }
+  /* Code i of the chunk in natural order (for the widths read field by field). */
+  __device__ int at(int i) const {
+    if constexpr (Wide)
+      return static_cast<short>(v[i >> 1] >> ((i & 1) * 16));
+    else
+      return static_cast<signed char>(v[i >> 2] >> ((i & 3) * 8));
+  }
+};
+
+/* The integer dot product of a chunk of a weight row (its Bits words) with a chunk of codes. */
+template <int Bits, bool Wide>
+__device__ inline int chunk_dot(const uint32_t (&words)[Bits], const ChunkCodes<Bits, Wide>& x) {
+  int dot = 0;
+  if constexpr (Bits == 4) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {  // word j: values 8j..8j+7
+      const uint32_t lo = words[j] & 0x0F0F0F0Fu, hi = (words[j] >> 4) & 0x0F0F0F0Fu;  // evens, odds
+      if constexpr (Wide) {  // codes (x0, x2) (x1, x3) (x4, x6) (x5, x7)
+        dot = dp2a_lo(x.v[4 * j], lo, dp2a_hi(x.v[4 * j + 2], lo, dp2a_lo(x.v[4 * j + 1], hi, dp2a_hi(x.v[4 * j + 3], hi, dot))));
+      } else {  // codes: evens, odds
+        dot = dp4a(lo, x.v[2 * j], dp4a(hi, x.v[2 * j + 1], dot));
+      }
+    }
+  } else if constexpr (Bits == 8) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {  // word j: values 4j..4j+3
+      if constexpr (Wide)
+        dot = dp2a_lo(x.v[2 * j], words[j], dp2a_hi(x.v[2 * j + 1], words[j], dot));
+      else
+        dot = dp4a(words[j], x.v[j], dot);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) dot += static_cast<int>(packed_field<Bits>(words, i)) * x.at(i);
+  }
+  return dot;
+}
+
+/* The decode product against integer codes of x (quantize_rows): as quantized_gemv, with each
+   chunk's sums in integers, scaled by the block's scale; the bias meets the block's scaled sum
+   of codes. The norm was applied as x was rounded. */
+template <class T, class S, int Bits, int M, bool Wide, int R = 1>
+__device__ void quantized_gemv_integer(const QuantizedGemv& a) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  long row[R];
+  gemv_rows(a, row);
+  const long chunks = a.k / kChunk, first = warp * 32L + lane;
+  GemvLoads<S, Bits, R> l;
+  const bool early = a.weights_ready && first < chunks;
+  if (early) gemv_load_words(a, row, first, l);
+  kiln_wait_for_inputs();
+  float acc[R][M], squares[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    squares[m] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r][m] = 0.0f;
+  }
+  constexpr long kCodeBytes = Wide ? 2 : 1;
+  const float* block_scale = static_cast<const float*>(a.block_scale);
+  const float* block_sum = static_cast<const float*>(a.block_sum);
+  for (long c = first; c < chunks; c += 32L * warps) {
+    if (c != first || !early) gemv_load_words(a, row, c, l);
+    gemv_load_scales(a, row, c, l);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      ChunkCodes<Bits, Wide> x;
+      x.load(static_cast<const char*>(a.x) + (m * a.k + c * kChunk) * kCodeBytes);
+      const float d = block_scale[m * chunks + c], dsum = block_sum[m * chunks + c];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float dot = __fmul_rn(d, static_cast<float>(chunk_dot<Bits, Wide>(l.words[r], x)));
+        acc[r][m] = __fmaf_rn(static_cast<float>(l.scale[r]), dot, __fmaf_rn(static_cast<float>(l.bias[r]), dsum, acc[r][m]));
+      }
+    }
+  }
+  gemv_finish<T, M, R>(a, row, acc, squares);
 }
 
 /* The gate of a gated product (prefill, where the decode product did not take it), a thread an
