@@ -87,10 +87,10 @@ const std::optional<InterpProgram>& program_of(const compiler::FusedProgram& p) 
 
 const Kernel& interp_kernel(int device) {
   static std::mutex mu;  // guards kernels
-  static std::vector<std::unique_ptr<Kernel>> kernels;  // by device; never freed (held at exit)
+  static auto* kernels = new std::vector<std::unique_ptr<Kernel>>;  // by device; never freed (used at exit)
   std::lock_guard<std::mutex> lock(mu);
-  if (kernels.size() <= static_cast<size_t>(device)) kernels.resize(static_cast<size_t>(device) + 1);
-  auto& k = kernels[static_cast<size_t>(device)];
+  if (kernels->size() <= static_cast<size_t>(device)) kernels->resize(static_cast<size_t>(device) + 1);
+  auto& k = (*kernels)[static_cast<size_t>(device)];
   if (!k) {
     k = std::make_unique<Kernel>();
     if (const auto* im = image_for(device))
