@@ -7,6 +7,9 @@
 //     (call + eval) and the tier it ran, the second call, the time until the fused tier
 //     arrived, and host time per call once fused against a function compiled under
 //     KILN_FUSED_KERNELS=wait (the behaviour before tiers), interleaved in this process.
+//   compile_latency --device cuda
+//     the same on the GPU: its first call runs the fused region through the precompiled
+//     interpreter while NVRTC compiles the kernel (docs/codegen.md, "Tiers").
 //   compile_latency --graph FILE [--size N]
 //     a .kgraph in compiled mode (sample inputs, symbolic dimensions at N, default 64): its
 //     first run and tier, the time until every kernel was compiled, and the steady-state time
@@ -55,10 +58,10 @@ std::pair<double, double> interleaved(const std::function<void()>& a, const std:
 
 const char* tier(uint64_t interim_before) { return kiln::stats().interim_calls > interim_before ? "interim" : "fused"; }
 
-int chain10_latency(const std::string& dir) {
+int chain10_latency(const std::string& dir, const kiln::Device& device) {
   std::vector<float> v(1000);
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.001f - 0.5f;
-  Array x = kiln::array(v, {static_cast<int64_t>(v.size())});
+  Array x = kiln::to(kiln::array(v, {static_cast<int64_t>(v.size())}), device);
   x.eval();
   // Touch eager kernels and the thread pool first, so the first compiled call pays only for compiling.
   kiln::sin(x + 1.0f).eval();
@@ -89,10 +92,10 @@ int chain10_latency(const std::string& dir) {
   kiln::set_fused_kernels(kiln::FusedKernels::background);
   auto [tiered_ms, wait_ms] = interleaved([&] { f(x).eval(); }, [&] { g(x).eval(); }, 20, 200);
   std::printf(
-      "{\"workload\": \"chain10\", \"first_call_ms\": %.3f, \"first_tier\": \"%s\", \"kernels_compiling\": %zu, "
+      "{\"workload\": \"chain10\", \"device\": \"%s\", \"first_call_ms\": %.3f, \"first_tier\": \"%s\", \"kernels_compiling\": %zu, "
       "\"second_call_us\": %.3f, \"fused_arrival_ms\": %.3f, \"host_call_us\": %.3f, \"host_call_us_wait\": %.3f, "
       "\"cache_misses\": %llu, \"cache_dir\": \"%s\"}\n",
-      first_ms, first_tier, compiling, second_us, static_cast<double>(s.fused_arrival_ns) / 1e6, tiered_ms * 1000,
+      device.str().c_str(), first_ms, first_tier, compiling, second_us, static_cast<double>(s.fused_arrival_ns) / 1e6, tiered_ms * 1000,
       wait_ms * 1000, static_cast<unsigned long long>(s.cache_misses), dir.c_str());
   return 0;
 }
@@ -151,19 +154,28 @@ int main(int argc, char** argv) {
   }
   std::string graph;
   int64_t size = 64;
+  kiln::Device device = kiln::Device::cpu();
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--graph" && i + 1 < argc)
       graph = argv[++i];
     else if (a == "--size" && i + 1 < argc)
       size = std::atoll(argv[++i]);
+    else if (a == "--device" && i + 1 < argc && std::string(argv[i + 1]) == "cuda")
+      device = kiln::Device::cuda(0), ++i;
+    else if (a == "--device" && i + 1 < argc && std::string(argv[i + 1]) == "cpu")
+      ++i;
     else {
-      std::fprintf(stderr, "usage: compile_latency [--graph FILE [--size N]]\n");
+      std::fprintf(stderr, "usage: compile_latency [--device cpu|cuda] [--graph FILE [--size N]]\n");
       return 2;
     }
   }
+  if (!graph.empty() && device.type != kiln::Device::Type::cpu) {
+    std::fprintf(stderr, "compile_latency: --graph runs on the CPU only\n");
+    return 2;
+  }
   try {
-    return graph.empty() ? chain10_latency(dir) : graph_latency(dir, graph, size);
+    return graph.empty() ? chain10_latency(dir, device) : graph_latency(dir, graph, size);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "compile_latency: %s\n", e.what());
     return 1;

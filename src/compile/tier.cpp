@@ -37,9 +37,15 @@ FusedKernels fused_kernels() {
   return static_cast<FusedKernels>(p);
 }
 
-size_t kernels_compiling() { return cpu::compile_pool().pending(); }
+size_t kernels_compiling() {
+  size_t n = 0;
+  for (cpu::CompilePool* p : cpu::process_pools()) n += p->pending();
+  return n;
+}
 
-void wait_for_kernels() { cpu::compile_pool().drain(); }
+void wait_for_kernels() {
+  for (cpu::CompilePool* p : cpu::process_pools()) p->drain();
+}
 
 namespace compiler {
 

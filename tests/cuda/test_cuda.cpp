@@ -25,6 +25,7 @@
 #include "backend/cuda/streams.h"
 #include "core/config.h"
 #include "kiln/half.h"
+#include "fused_kernels.h"
 #include "fuzz/random_graph.h"
 #include "reference.h"
 
@@ -41,6 +42,10 @@ class Cuda : public ::testing::Test {
 };
 
 const Device gpu = Device::cuda(0);
+
+// These tests count compiles and graph replays from a function's first calls: its kernels then,
+// not the interpreter of the interim tier (tests/cuda/test_cuda_tiers.cpp checks that).
+const auto* const wait_env = ::testing::AddGlobalTestEnvironment(new kt::WaitForFusedKernels);
 
 double tol(Dtype d) {
   switch (d) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <set>
 
 #include "backend/common/math.h"
 #include "backend/cpu/jit_headers.h"
@@ -11,6 +12,8 @@
 #include "backend/cuda/struct_launch.h"
 #include "compile/codegen_util.h"
 #include "compile/kernel_slots.h"
+#include "backend/cuda/interp_images.h"
+#include "backend/cuda/interp_program.h"
 #include "backend/cuda/nvrtc.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
@@ -267,6 +270,8 @@ TEST_F(CudaCodegen, EveryEmbeddedDeviceFileCompiles) {
   }
   for (size_t i = 0; i < cpu::detail::embedded_header_count; ++i) {
     const std::string name = cpu::detail::embedded_headers[i].path;
+    // An X-macro list (.def) compiles only inside the file that defines its macros (args.h).
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".def") == 0) continue;
     if (name.rfind("backend/cuda/kernels/", 0) == 0) files.push_back(std::string(1, '"').append(name).append(1, '"'));
   }
   EXPECT_GE(files.size(), 17u) << "the kernel files and standard headers were not all embedded";
@@ -538,4 +543,63 @@ TEST(CudaArgs, VariantKeysTellEveryFieldApart) {
   EXPECT_EQ(slots.find(tiled), nullptr);
   flat.scalar_inputs = uint64_t{1} << 63;  // every input of 64 has its bit
   EXPECT_EQ(slots.find(flat), nullptr);
+}
+
+namespace {
+
+bool holds(const cuda::embedded::InterpImage& im, const std::string& text) {
+  return std::string(reinterpret_cast<const char*>(im.bytes), im.size).find(text) != std::string::npos;
+}
+
+}  // namespace
+
+// The interpreter kiln was built with: cubins for sm_80 and sm_90 (ELF files naming the
+// kernel) and PTX for compute_90 (an entry of that name), made at build time by NVRTC.
+TEST(CudaInterp, EmbeddedImagesHoldTheInterpreter) {
+  if (cuda::embedded::interp_image_count == 0)
+    GTEST_SKIP() << "built without the interpreter: " << cuda::embedded::interp_unavailable;
+  std::set<std::string> archs;
+  for (size_t i = 0; i < cuda::embedded::interp_image_count; ++i) {
+    const auto& im = cuda::embedded::interp_images[i];
+    archs.insert(im.arch);
+    ASSERT_GT(im.size, 4u) << im.arch;
+    if (im.ptx) {
+      EXPECT_TRUE(holds(im, ".entry kiln_interp")) << im.arch;
+      EXPECT_EQ(im.bytes[im.size - 1], 0) << "PTX is handed to the driver as a C string";
+    } else {
+      EXPECT_EQ(std::memcmp(im.bytes, "\x7f" "ELF", 4), 0) << im.arch;
+      EXPECT_TRUE(holds(im, cuda::embedded::kInterpKernel)) << im.arch;
+    }
+  }
+  EXPECT_EQ(archs, (std::set<std::string>{"sm_80", "sm_90", "compute_90"}));
+}
+
+// sin(x) * y > x, where(that, x, y), as interpreter words: loads of the inputs (operands
+// after the two outputs), the members in order, then a store of each output.
+TEST(CudaInterp, ProgramOfASmallRegion) {
+  FusedProgram p;
+  p.ops = {input(0, float32),
+           input(1, float32),
+           op(std::make_shared<Unary<math::Sin>>(), {0}, float32),
+           op(std::make_shared<Binary<math::Multiply>>(), {2, 1}, float32),
+           op(std::make_shared<Binary<math::Greater>>(), {3, 0}, bool_),
+           op(std::make_shared<Where>(), {4, 0, 1}, float32)};
+  p.outputs = {5, 4};
+  auto prog = cuda::interp_program(p);
+  ASSERT_TRUE(prog.has_value());
+  using namespace cuda::args;
+  auto w = [](long code, long a = 0, long b = 0, long c = 0) { return code | a << 8 | b << 16 | c << 24; };
+  EXPECT_EQ(prog->words, (std::vector<long>{w(kInterpLoad, 2), w(kInterpLoad, 3), w(kInterpSin, 0),
+                                            w(kInterpMultiply, 2, 1), w(kInterpGreater, 3, 0),
+                                            w(kInterpWhere, 4, 0, 1), w(kInterpStore, 5, 0), w(kInterpStore, 4, 1)}));
+  EXPECT_EQ(prog->dtypes, (std::vector<long>{0, kInterpBool, 0, 0}));
+}
+
+// What the interpreter leaves to NVRTC: other dtypes (a bfloat16 value here), ops it lacks.
+TEST(CudaInterp, RegionsItCannotRunAreLeftToTheKernels) {
+  EXPECT_FALSE(cuda::interp_program(elementwise_program()).has_value());
+  FusedProgram p;
+  p.ops = {input(0, int32), op(std::make_shared<Binary<math::BitwiseAnd>>(), {0, 0}, int32)};
+  p.outputs = {1};
+  EXPECT_FALSE(cuda::interp_program(p).has_value());
 }

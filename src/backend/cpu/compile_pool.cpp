@@ -166,18 +166,56 @@ void CompilePool::shutdown() {
   for (std::thread& w : workers) w.join();
 }
 
+namespace {
+
+std::mutex g_pools_mu;  // guards g_pools
+std::vector<CompilePool*> g_pools;  // never deleted: shut down at exit
+
+int pool_threads() {
+  long n = config::integer(config::Knob::compile_threads);
+  if (n == 0) n = std::clamp<long>(static_cast<long>(std::thread::hardware_concurrency()) / 2, 1, 4);
+  return static_cast<int>(n);
+}
+
+CompilePool* add_pool(CompileFn compile) {
+  auto* p = new CompilePool(pool_threads(), 1024, std::move(compile));
+  {
+    std::lock_guard<std::mutex> lock(g_pools_mu);
+    g_pools.push_back(p);
+  }
+  // Registered after what the pool's jobs use, so it runs first: workers joined while it exists.
+  std::atexit([] {
+    std::vector<CompilePool*> pools;
+    {
+      std::lock_guard<std::mutex> lock(g_pools_mu);
+      pools = g_pools;
+    }
+    for (CompilePool* q : pools) q->shutdown();
+  });
+  return p;
+}
+
+}  // namespace
+
 CompilePool& compile_pool() {
   static CompilePool* pool = [] {
     // The JIT's state (and the exit hook that removes its directory) first, so that the hook
     // below runs before it: compilers are killed and workers joined while all they use exists.
     (void)jit_available();
-    long n = config::integer(config::Knob::compile_threads);
-    if (n == 0) n = std::clamp<long>(static_cast<long>(std::thread::hardware_concurrency()) / 2, 1, 4);
-    auto* p = new CompilePool(static_cast<int>(n), 1024);  // never deleted: shut down at exit
-    std::atexit([] { compile_pool().shutdown(); });
-    return p;
+    return add_pool(CompilePool::default_compile);
   }();
   return *pool;
+}
+
+CompilePool& make_process_pool(CompileFn compile) {
+  (void)compile_pool();  // first in the list
+  return *add_pool(std::move(compile));
+}
+
+std::vector<CompilePool*> process_pools() {
+  (void)compile_pool();
+  std::lock_guard<std::mutex> lock(g_pools_mu);
+  return g_pools;
 }
 
 }  // namespace kiln::cpu

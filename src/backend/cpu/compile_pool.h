@@ -94,5 +94,11 @@ class CompilePool {
 /* The process's pool: KILN_COMPILE_THREADS workers, 1024 queued jobs at most; shut down
    (its compilers killed, its threads joined) when the process exits. */
 CompilePool& compile_pool();
+/* A process's pool of `threads` workers (KILN_COMPILE_THREADS when 0) running `compile`,
+   shut down at exit like compile_pool(), and covered by kernels_compiling() and
+   wait_for_kernels() with it (the GPU's NVRTC compiles, backend/cuda/tiers.cpp). */
+CompilePool& make_process_pool(CompileFn compile);
+/* Every process pool made so far, compile_pool() first. */
+std::vector<CompilePool*> process_pools();
 
 }  // namespace kiln::cpu

@@ -22,9 +22,11 @@
 #include "backend/cuda/allocator.h"
 #include "backend/cuda/driver.h"
 #include "backend/cuda/streams.h"
+#include "backend/cuda/tiers.h"
 #include "backend/cuda/tuning.h"
 #include "compile/codegen_util.h"
 #include "compile/plan.h"
+#include "compile/tier.h"
 #include "core/hash_fields.h"
 #include "core/stats.h"
 #include "ops/creation.h"
@@ -90,19 +92,40 @@ struct DeviceVariant {
   size_t hash() const { return detail::hash_fields(device, variant.hash()); }
 };
 
+// A kernel kept in a program's slots, and when it became ready (a call's tier record).
+struct SlotKernel {
+  Kernel kernel;
+  int64_t ready_ns;
+};
+
 // The kernel for a program variant: from the program's own slots when it has them (a
-// replayed compiled call), else from the source-keyed cache (eager ops). A template, so a
-// replay's call passes its source maker without allocating.
+// replayed compiled call), else from the source-keyed cache (eager ops). In a region run under
+// the background policy, a kernel not yet compiled throws KernelPending (tiers.h). A template,
+// so a replay's call passes its source maker without allocating.
 template <class Variant, class MakeSource>
 Kernel program_kernel(int dev, const compiler::KernelSlots* slots, const Variant& variant,
                       const MakeSource& make_source) {
   const DeviceVariant<Variant> key{dev, variant};
-  if (slots) {
-    if (const void* k = slots->find(key)) return *static_cast<const Kernel*>(k);
+  if (!slots) {
+    std::string src = make_source();
+    return kernel(dev, src, "kiln_kernel", [&] { return src; });
   }
-  std::string src = make_source();
-  Kernel k = kernel(dev, src, "kiln_kernel", [&] { return src; });
-  if (slots) slots->put(key, std::make_shared<const Kernel>(k));
+  if (const void* k = slots->find(key)) {
+    const auto& s = *static_cast<const SlotKernel*>(k);
+    compiler::note_region(true, s.ready_ns);
+    return s.kernel;
+  }
+  Kernel k;
+  int64_t ready = 0;
+  if (background_region()) {
+    k = background_kernel(dev, *slots, key, make_source, &ready);
+  } else {
+    std::string src = make_source();
+    k = kernel(dev, src, "kiln_kernel", [&] { return src; });
+    ready = compiler::now_ns();
+  }
+  slots->put(key, std::make_shared<const SlotKernel>(SlotKernel{k, ready}));
+  compiler::note_region(true, ready);
   return k;
 }
 
@@ -337,6 +360,26 @@ void run_single(int dev, const Primitive& prim, const std::vector<Tensor>& in, T
   p.ops.push_back(op);
   p.outputs = {static_cast<int>(in.size())};
   run_program(dev, p, out.shape, in, {out});
+}
+
+// A fused elementwise region, in the tier the policy allows (docs/codegen.md, "Tiers"):
+// its kernels once NVRTC has made them; until then (background) or always (off) the
+// interpreter, where it takes the region; otherwise the kernels, waiting for NVRTC.
+void run_region(int dev, const FusedProgram& p, const Shape& shape, const std::vector<Tensor>& ins,
+                const std::vector<Tensor>& outs) {
+  const FusedKernels policy = fused_kernels();
+  if (policy == FusedKernels::off && run_interpreted(dev, p, shape, ins, outs)) return;
+  if (policy != FusedKernels::background || !interpretable(dev, p)) return run_program(dev, p, shape, ins, outs, &p.gpu_kernels);
+  struct Background {
+    Background() { background_region() = true; }
+    ~Background() { background_region() = false; }
+  };
+  try {
+    Background on;
+    return run_program(dev, p, shape, ins, outs, &p.gpu_kernels);
+  } catch (const KernelPending&) {
+  }
+  if (!run_interpreted(dev, p, shape, ins, outs)) run_program(dev, p, shape, ins, outs, &p.gpu_kernels);
 }
 
 }  // namespace
@@ -1102,7 +1145,7 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
       if (k == OpKind::Fused) {
         auto& f = static_cast<const compiler::Fused&>(prim);
         for (auto& o : out) allocate_output(dev, o);
-        run_program(dev, f.program(), out[0].shape, in, out, &f.program().gpu_kernels);
+        run_region(dev, f.program(), out[0].shape, in, out);
       } else {
         auto& rf = static_cast<const compiler::RowFused&>(prim);
         for (auto& o : out) allocate_output(dev, o);

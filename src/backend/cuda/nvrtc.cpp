@@ -1,7 +1,5 @@
 #include "backend/cuda/nvrtc.h"
 
-#include <dlfcn.h>
-#include <nvrtc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,147 +13,34 @@
 #include <vector>
 
 #include "backend/cpu/jit.h"
-#include "backend/cpu/jit_headers.h"
 #include "backend/cpu/jit_support.h"
 #include "backend/cuda/driver.h"
+#include "backend/cuda/nvrtc_compile.h"
 #include "backend/cuda/recording.h"
 #include "backend/cuda/streams.h"
 #include "backend/cuda/tuning.h"
 #include "core/bounded_cache.h"
 #include "kiln/error.h"
 
-#ifndef KILN_CUDA_LIBDIR
-#define KILN_CUDA_LIBDIR "/usr/local/cuda/lib64"
-#endif
-
 namespace kiln::cuda {
 
 namespace {
 
-struct Nvrtc {
-  bool ok = false;
-  std::string why;
-  decltype(&::nvrtcVersion) version = nullptr;
-  decltype(&::nvrtcCreateProgram) create = nullptr;
-  decltype(&::nvrtcCompileProgram) compile = nullptr;
-  decltype(&::nvrtcGetProgramLogSize) log_size = nullptr;
-  decltype(&::nvrtcGetProgramLog) log = nullptr;
-  decltype(&::nvrtcGetCUBINSize) cubin_size = nullptr;
-  decltype(&::nvrtcGetCUBIN) cubin = nullptr;
-  decltype(&::nvrtcDestroyProgram) destroy = nullptr;
-  decltype(&::nvrtcGetErrorString) error_string = nullptr;
-  std::string identity;  // NVRTC's version, part of the disk-cache key
-};
-
-// Opens a toolkit library by soname, then from the toolkit kiln was built against.
-void* open_toolkit_library(const char* soname) {
-  void* h = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-  if (!h) h = ::dlopen((std::string(KILN_CUDA_LIBDIR) + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
-  return h;
-}
-
-const Nvrtc& nvrtc() {
-  static const Nvrtc* n = [] {
-    auto* r = new Nvrtc;
-    void* h = open_toolkit_library("libnvrtc.so.13");
-    if (!h) h = open_toolkit_library("libnvrtc.so");
-    if (!h) {
-      r->why = "NVRTC (libnvrtc.so.13) could not be loaded";
-      return r;
-    }
-    bool all = true;
-    auto sym = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(h, name));
-      all = all && fn;
-    };
-    sym(r->version, "nvrtcVersion");
-    sym(r->create, "nvrtcCreateProgram");
-    sym(r->compile, "nvrtcCompileProgram");
-    sym(r->log_size, "nvrtcGetProgramLogSize");
-    sym(r->log, "nvrtcGetProgramLog");
-    sym(r->cubin_size, "nvrtcGetCUBINSize");
-    sym(r->cubin, "nvrtcGetCUBIN");
-    sym(r->destroy, "nvrtcDestroyProgram");
-    sym(r->error_string, "nvrtcGetErrorString");
-    if (!all) {
-      r->why = "NVRTC lacks functions kiln needs";
-      return r;
-    }
-    int major = 0, minor = 0;
-    r->version(&major, &minor);
-    r->identity = "nvrtc " + std::to_string(major) + "." + std::to_string(minor);
-    r->ok = true;
-    return r;
-  }();
-  return *n;
-}
-
-// Every header generated source may include, by include name: NVRTC's standard headers and
-// the embedded files (the shared headers and kernels/*), all embedded at build time.
-struct Headers {
-  std::vector<std::string> names, texts;
-  std::string hash;
-};
-
-const Headers& headers() {
-  static const Headers h = [] {
-    Headers r;
-    auto add = [&](const cpu::detail::EmbeddedHeader* files, size_t count) {
-      for (size_t i = 0; i < count; ++i) {
-        r.names.push_back(files[i].path);
-        r.texts.push_back(files[i].text);
-      }
-    };
-    add(cpu::detail::nvrtc_std_headers, cpu::detail::nvrtc_std_header_count);
-    add(cpu::detail::embedded_headers, cpu::detail::embedded_header_count);
+// The embedded headers' hash, part of the disk-cache key.
+const std::string& headers_hash() {
+  static const std::string h = [] {
+    const NvrtcHeaders& r = nvrtc_headers();
     cpu::detail::Hash128 hash;
     for (size_t i = 0; i < r.names.size(); ++i) hash.field(r.names[i]).field(r.texts[i]);
-    r.hash = hash.hex();
-    return r;
+    return hash.hex();
   }();
   return h;
 }
 
-std::vector<std::string> options(const DeviceInfo& info) {
-  // No contraction into FMAs, as on the CPU, so results stay within rounding of the CPU's.
-  return {"--gpu-architecture=" + info.arch(),
-          "-std=c++20",
-          "-default-device",
-          tuning().fmad ? "--fmad=true" : "--fmad=false",
-          "-DKILN_HD=__device__",
-          "-DKILN_CUDA_DEVICE=1"};
-}
+std::vector<std::string> options(const DeviceInfo& info) { return nvrtc_options(info.arch(), tuning().fmad); }
 
 std::string compile_cubin(const std::string& source, const std::string& name, const DeviceInfo& info) {
-  const Nvrtc& n = nvrtc();
-  if (!n.ok) fail("cuda", n.why);
-  const Headers& h = headers();
-  std::vector<const char*> names, texts;
-  for (size_t i = 0; i < h.names.size(); ++i) {
-    names.push_back(h.names[i].c_str());
-    texts.push_back(h.texts[i].c_str());
-  }
-  nvrtcProgram prog;
-  nvrtcResult r = n.create(&prog, source.c_str(), (name + ".cu").c_str(), static_cast<int>(names.size()), texts.data(),
-                           names.data());
-  if (r != NVRTC_SUCCESS) fail("cuda", "nvrtcCreateProgram: ", n.error_string(r));
-  std::unique_ptr<nvrtcProgram, void (*)(nvrtcProgram*)> guard(&prog, [](nvrtcProgram* p) { nvrtc().destroy(p); });
-  auto opts = options(info);
-  std::vector<const char*> argv;
-  for (auto& o : opts) argv.push_back(o.c_str());
-  r = n.compile(prog, static_cast<int>(argv.size()), argv.data());
-  if (r != NVRTC_SUCCESS) {
-    size_t size = 0;
-    n.log_size(prog, &size);
-    std::string log(size, '\0');
-    n.log(prog, log.data());
-    fail("cuda", "NVRTC rejected kernel '", name, "' (", n.error_string(r), "):\n", log, "\n--- source ---\n", source);
-  }
-  size_t size = 0;
-  n.cubin_size(prog, &size);
-  std::string cubin(size, '\0');
-  n.cubin(prog, cubin.data());
-  return cubin;
+  return nvrtc_compile(source, name, info.arch(), tuning().fmad);
 }
 
 }  // namespace
@@ -198,42 +83,61 @@ kiln::detail::BoundedCache<Kernel>& modules() {
 
 std::atomic<uint64_t> g_compiles{0}, g_disk{0};  // statistics; relaxed
 
-Kernel load(int device, const std::string& name, const std::string& source) {
-  const DeviceInfo& info = device_info(device);
-  const Driver& d = drv();
-  bind(device);
+// The disk-cache entry of a kernel's cubin for the device.
+std::string cache_entry(const DeviceInfo& info, const std::string& name, const std::string& source) {
   cpu::detail::Hash128 hash;
-  hash.field("kiln-cuda-1").field(nvrtc().identity).field(info.arch()).field(headers().hash);
+  hash.field("kiln-cuda-1").field(nvrtc_identity()).field(info.arch()).field(headers_hash());
   for (auto& o : options(info)) hash.field(o);
   hash.field(name).field(source);
-  // Through the CPU JIT's disk cache: its directory checks, and a checksum beside each cubin.
-  const std::string entry = "cuda-" + hash.hex() + ".cubin";
-  CUmodule module = nullptr;
-  std::string cubin;
-  if (cpu::read_cache_entry(entry, &cubin)) {
-    if (d.cuModuleLoadData(&module, cubin.data()) == CUDA_SUCCESS) {
-      g_disk.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      std::fprintf(stderr, "kiln: removing unloadable cached kernel %s\n", entry.c_str());
-      cpu::remove_cache_entry(entry);
-      module = nullptr;
-    }
-  }
-  if (!module) {
-    cubin = compile_cubin(source, name, info);
-    g_compiles.fetch_add(1, std::memory_order_relaxed);
-    check(d.cuModuleLoadData(&module, cubin.data()), "cuModuleLoadData");
-    cpu::write_cache_entry(entry, cubin);
-  }
+  return "cuda-" + hash.hex() + ".cubin";
+}
+
+Kernel loaded(int device, CUmodule module, const std::string& name) {
   Kernel k;
   k.module = std::make_shared<Module>(device, module);  // unloads the module if the next line throws
-  check(d.cuModuleGetFunction(&k.fn, module, name.c_str()), "cuModuleGetFunction");
+  check(drv().cuModuleGetFunction(&k.fn, module, name.c_str()), "cuModuleGetFunction");
   return k;
+}
+
+// The kernel from the disk cache (through the CPU JIT's: its directory checks, and a checksum
+// beside each cubin), or false.
+bool load_from_disk(int device, const std::string& name, const std::string& source, Kernel* out) {
+  const DeviceInfo& info = device_info(device);
+  bind(device);
+  const std::string entry = cache_entry(info, name, source);
+  std::string cubin;
+  if (!cpu::read_cache_entry(entry, &cubin)) return false;
+  CUmodule module = nullptr;
+  if (drv().cuModuleLoadData(&module, cubin.data()) != CUDA_SUCCESS) {
+    std::fprintf(stderr, "kiln: removing unloadable cached kernel %s\n", entry.c_str());
+    cpu::remove_cache_entry(entry);
+    return false;
+  }
+  g_disk.fetch_add(1, std::memory_order_relaxed);
+  *out = loaded(device, module, name);
+  return true;
+}
+
+Kernel load(int device, const std::string& name, const std::string& source) {
+  Kernel k;
+  if (load_from_disk(device, name, source, &k)) return k;
+  const DeviceInfo& info = device_info(device);
+  const std::string cubin = compile_cubin(source, name, info);
+  g_compiles.fetch_add(1, std::memory_order_relaxed);
+  bind(device);
+  CUmodule module = nullptr;
+  check(drv().cuModuleLoadData(&module, cubin.data()), "cuModuleLoadData");
+  cpu::write_cache_entry(cache_entry(info, name, source), cubin);
+  return loaded(device, module, name);
+}
+
+std::string module_key(int device, const std::string& name, const std::string& key) {
+  return std::to_string(device) + "|" + name + "|" + key;
 }
 
 }  // namespace
 
-bool nvrtc_available() { return nvrtc().ok; }
+bool nvrtc_available() { return nvrtc_loaded(); }
 
 std::string cubin_for_arch(const std::string& source, int major, int minor) {
   DeviceInfo info;
@@ -244,8 +148,25 @@ std::string cubin_for_arch(const std::string& source, int major, int minor) {
 
 Kernel kernel(int device, const std::string& key, const std::string& name,
               const std::function<std::string()>& make_source) {
-  return modules().get(std::to_string(device) + "|" + name + "|" + key,
-                       [&] { return load(device, name, make_source()); });
+  return modules().get(module_key(device, name, key), [&] { return load(device, name, make_source()); });
+}
+
+bool cached_kernel(int device, const std::string& name, const std::string& source, Kernel* out) {
+  const std::string key = module_key(device, name, source);
+  if (modules().find(key, out)) return true;
+  Kernel k;
+  if (!load_from_disk(device, name, source, &k)) return false;
+  *out = modules().get(key, [&] { return k; });
+  return true;
+}
+
+Kernel loaded_image(int device, const std::string& key, const std::string& name, const void* image) {
+  return modules().get(module_key(device, name, key), [&] {
+    bind(device);
+    CUmodule module = nullptr;
+    check(drv().cuModuleLoadData(&module, image), "cuModuleLoadData");
+    return loaded(device, module, name);
+  });
 }
 
 void set_module_cache_capacity(size_t n) { modules().set_capacity(n); }

@@ -32,6 +32,13 @@ struct Kernel {
 Kernel kernel(int device, const std::string& key, const std::string& name,
               const std::function<std::string()>& make_source);
 
+/* The kernel `name` of `source` when it is in memory or in the disk cache now, else false:
+   never compiles (a caller that must not wait queues the compile instead). */
+bool cached_kernel(int device, const std::string& name, const std::string& source, Kernel* out);
+/* The kernel `name` of a module image built into kiln (a cubin, or PTX the driver compiles),
+   loaded once per device and key. */
+Kernel loaded_image(int device, const std::string& key, const std::string& name, const void* image);
+
 /* Launches on this thread's stream with a 1-D grid; the kernel's one parameter, an argument
    struct (kernels/args.h), is `words` by value. Recorded when a recording is under way
    (recording.h). */

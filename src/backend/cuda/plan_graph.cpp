@@ -477,7 +477,7 @@ void run_compiled(int device, const compiler::CompiledCall& call, const std::vec
   if (l->ready) {
     replay(device, *l, in, out);
     finish_outputs(device, out);
-    compiler::count_call(call.plan(), compiler::TierRecord{});  // a GPU plan has no interim tier
+    compiler::count_call(call.plan(), compiler::TierRecord{});  // graphs are made of fused runs only
     return;
   }
   if (l->failed) {
@@ -495,6 +495,8 @@ void run_compiled(int device, const compiler::CompiledCall& call, const std::vec
   }
   recording() = nullptr;
   l->kernels = kernels;
+  // An interim run is not kept: the next run records the region's kernel once it is ready.
+  if (rec.interim) return;
   if (build(device, *l, rec, in, out)) {
     l->ready = true;
   } else if (++l->attempts >= kMaxAttempts || (rec.replayable && rec.launches.size() < graph_min_kernels())) {

@@ -42,6 +42,7 @@ struct Recording {
   std::vector<LaunchRecord> launches;
   std::vector<std::shared_ptr<detail::Buffer>> buffers;  // allocated while recording
   bool replayable = true;  // false after device work that is not a recorded kernel launch
+  bool interim = false;  // a fused region ran interpreted: record again once its kernel is ready
 };
 /* This thread's recording, or null when none is under way. */
 inline Recording*& recording() {

@@ -287,4 +287,41 @@ struct RowOperand {
 template <int N>
 using Row = WithOperands<RowHead, RowOperand, N>;
 
+/* The precompiled interpreter (interp.cuh): an elementwise program over n elements of a merged
+   shape, each program word `code | a << 8 | b << 16 | c << 24` (a, b, c: earlier words' values,
+   or an operand). Values are floats (bool ones 0 or 1); an operand is float32 or bool. */
+enum InterpCode : long {
+  kInterpLoad,  // operand a at this element
+  kInterpStore,  // value a into operand b
+  kInterpWhere,  // a ? b : c
+  kInterpToBool,  // astype(a, bool)
+  kInterpFromBool,  // astype(a, float32)
+#define KILN_INTERP_OP(F) kInterp##F,
+#define KILN_INTERP_UNARY(F) KILN_INTERP_OP(F)
+#define KILN_INTERP_BINARY(F) KILN_INTERP_OP(F)
+#define KILN_INTERP_TEST(F) KILN_INTERP_OP(F)
+#define KILN_INTERP_COMPARE(F) KILN_INTERP_OP(F)
+#include "backend/cuda/kernels/interp_ops.def"
+#undef KILN_INTERP_OP
+#undef KILN_INTERP_UNARY
+#undef KILN_INTERP_BINARY
+#undef KILN_INTERP_TEST
+#undef KILN_INTERP_COMPARE
+  kInterpCodes
+};
+constexpr int kInterpWords = 96;  // program words (region inputs, members, stores)
+constexpr int kInterpOperands = 16;  // outputs, then inputs
+constexpr long kInterpBool = 1;  // an operand's dtype: 0 float32, 1 bool
+struct InterpOperand {
+  long strides[kMaxAxes];
+  long dtype;
+  const void* data;
+};
+struct Interp {
+  long n, nd, words;
+  long shape[kMaxAxes];
+  long program[kInterpWords];
+  InterpOperand operand[kInterpOperands];
+};
+
 }  // namespace kiln::cuda::args
