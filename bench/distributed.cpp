@@ -134,6 +134,8 @@ int bench_decode(const std::vector<std::string>& tps, const std::vector<std::str
       double load_s = 0, warm_s = 0, decode_s = 0;
       size_t weight_bytes = 0;
       std::string products;  // what the quantized products multiply (QmmActivations)
+      double launches = 0;  // kernels launched a token (a replayed CUDA graph counts as one)
+      uint64_t interim = 0;  // timed steps that ran a fused region interpreted (its kernel compiling)
       {
         auto model = llm::Model::load(llm::synthetic_model(s), o);
         load_s = seconds_since(t0);
@@ -146,17 +148,21 @@ int bench_decode(const std::vector<std::string>& tps, const std::vector<std::str
         session.append(prompt);
         for (int i = 0; i < 8; ++i) model->step({&session}, {{(i * 31 + 7) % s.vocab_size}});
         warm_s = seconds_since(t0);
+        const Stats before = stats();
         t0 = Clock::now();
         for (int i = 0; i < tokens; ++i) model->step({&session}, {{(i * 131 + 5) % s.vocab_size}});
         decode_s = seconds_since(t0);
+        const Stats after = stats();
+        launches = static_cast<double>(after.kernels_launched - before.kernels_launched) / tokens;
+        interim = after.interim_calls - before.interim_calls;
       }
       clear_memory_cache();  // the next configuration starts with the GPUs' memory free
       std::printf(
           "{\"bench\":\"decode\",\"engine\":\"kiln\",\"model\":\"%s\",\"layers\":%d,\"type\":\"%s\","
           "\"activations\":\"bfloat16\",\"products\":\"%s\",\"tp\":%d,\"tokens\":%d,\"tokens_per_s\":%.3f,\"ms_per_token\":%.4f,"
-          "\"weight_gb\":%.3f,\"load_s\":%.2f,\"warmup_s\":%.2f}\n",
+          "\"weight_gb\":%.3f,\"load_s\":%.2f,\"warmup_s\":%.2f,\"launches_per_token\":%.1f,\"interim_steps\":%llu}\n",
           cpu ? "small-cpu-dry-run" : "llama3-8b-shape", s.n_layers, type.c_str(), products.c_str(), tp, tokens, tokens / decode_s,
-          decode_s * 1e3 / tokens, weight_bytes / 1e9, load_s, warm_s);
+          decode_s * 1e3 / tokens, weight_bytes / 1e9, load_s, warm_s, launches, static_cast<unsigned long long>(interim));
       std::fflush(stdout);
     }
   }
