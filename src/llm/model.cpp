@@ -107,7 +107,13 @@ std::vector<Array> Stacked::operator()(const Array& x) const {
 }
 
 Array Linear::operator()(const Array& x) const {
-  Array y = w.quantized() ? quantized_matmul(x, w.w, *w.scales, *w.biases, true, w.group_size, w.bits, activations)
+  // On a GPU only decode products (up to 8 rows) round x to integers: the integer kernel reads
+  // the weights once per 8 rows, while a prompt's float product runs on the tensor cores.
+  QmmActivations act = activations;
+  if (act != QmmActivations::exact && x.device().type != Device::Type::cpu && x.ndim() > 0 &&
+      x.size() / std::max<int64_t>(x.shape().back(), 1) > 8)
+    act = QmmActivations::exact;
+  Array y = w.quantized() ? quantized_matmul(x, w.w, *w.scales, *w.biases, true, w.group_size, w.bits, act)
                           : matmul(x, transpose(w.w));
   return bias ? y + *bias : y;
 }

@@ -33,10 +33,17 @@ namespace {
 
 const Device gpu = Device::cuda(0);
 
-// bench::chain10 with a constant of the test's own: a kernel source no other test compiled.
-Array chain(const Array& x, float c) {
+// bench::chain10 with a constant of the test's own, then `extra` more products: a kernel source
+// no other test compiled (the generated kernels take scalar constants as arguments, so the
+// constant alone leaves the source the same).
+struct Recipe {
+  float c;
+  int extra;
+};
+Array chain(const Array& x, Recipe r) {
   Array y = sin(x);
-  y = y * c;
+  for (int i = 0; i < r.extra; ++i) y = y * x;
+  y = y * r.c;
   y = y + x;
   y = sin(y);
   y = y * x;
@@ -79,16 +86,17 @@ class CudaTiers : public ::testing::Test {
     fs::remove_all(dir_, ec);
   }
   // A constant no other test (and no earlier run of this one) used.
-  static float fresh_constant() {
+  static Recipe fresh_recipe() {
     static std::atomic<int> n{0};
-    return 1.5f + static_cast<float>(::getpid() % 1000) * 1e-3f + static_cast<float>(n.fetch_add(1)) * 1e-6f;
+    const int k = n.fetch_add(1);
+    return {1.5f + static_cast<float>(::getpid() % 1000) * 1e-3f + static_cast<float>(k) * 1e-6f, k};
   }
   fs::path dir_;
   kt::FusedKernelsScope policy_{FusedKernels::background};
 };
 
 TEST_F(CudaTiers, FirstCallRunsInterimThenTheKernelAsAGraph) {
-  const float c = fresh_constant();
+  const Recipe c = fresh_recipe();
   Array x = gpu_input();
   Array eager = chain(x, c);
   eager.eval();
@@ -112,7 +120,7 @@ TEST_F(CudaTiers, FirstCallRunsInterimThenTheKernelAsAGraph) {
 }
 
 TEST_F(CudaTiers, InterimCallsAreNotKeptAsGraphs) {
-  const float c = fresh_constant();
+  const Recipe c = fresh_recipe();
   Array x = gpu_input();
   kt::FusedKernelsScope off(FusedKernels::off);
   auto f = compile(std::function<Array(const Array&)>([c](const Array& a) { return chain(a, c); }));
@@ -123,7 +131,7 @@ TEST_F(CudaTiers, InterimCallsAreNotKeptAsGraphs) {
 }
 
 TEST_F(CudaTiers, WaitMakesTheFirstCallFused) {
-  const float c = fresh_constant();
+  const Recipe c = fresh_recipe();
   Array x = gpu_input();
   kt::FusedKernelsScope wait(FusedKernels::wait);
   auto f = compile(std::function<Array(const Array&)>([c](const Array& a) { return chain(a, c); }));
@@ -133,7 +141,7 @@ TEST_F(CudaTiers, WaitMakesTheFirstCallFused) {
 }
 
 TEST_F(CudaTiers, ThreadsMissingTheSameEntryShareOneCompile) {
-  const float c = fresh_constant();
+  const Recipe c = fresh_recipe();
   Array x = gpu_input();
   Array eager = chain(x, c);
   eager.eval();
@@ -156,7 +164,7 @@ TEST_F(CudaTiers, ThreadsMissingTheSameEntryShareOneCompile) {
 
 TEST_F(CudaTiers, FreeingTheFunctionLeavesNothingQueued) {
   for (int k = 0; k < 8; ++k) {
-    const float c = fresh_constant();
+    const Recipe c = fresh_recipe();
     auto f = compile(std::function<Array(const Array&)>([c](const Array& a) { return chain(a, c); }));
     f(gpu_input()).eval();
   }  // each function freed: its queued compile is dropped, a running one ends
@@ -180,7 +188,7 @@ TEST_F(CudaTiers, FuzzerGraphsInBothTiersEqualEager) {
 
 // Run as a child process: a compile in flight when main returns.
 TEST_F(CudaTiers, DISABLED_ExitsWithACompileInFlight) {
-  const float c = fresh_constant();
+  const Recipe c = fresh_recipe();
   static auto f = compile(std::function<Array(const Array&)>([c](const Array& a) { return chain(a, c); }));
   f(gpu_input()).eval();
   ASSERT_GE(kernels_compiling(), 1u);

@@ -122,18 +122,19 @@ void gated_into(int dev, const Tensor& full, Tensor& y) {
 
 /* A decode product's launch: the rows of w a block takes (with `glu`, gate rows and their up
    rows), sharing the activations' loads: four (two with more than two activation rows) where
-   the output columns allow, else fewer. Its warps split the rows' chunks of 32 values, a chunk a
-   lane or more (at most kGemvWarps warps). */
+   the output columns allow, else fewer. Its warps split the rows' chunks of 32 values, at least
+   chunks_per_lane a lane where kGemvWarps warps allow: 2 for the float products, whose chunks
+   are long chains of arithmetic, 1 for the integer ones, whose loads are what take the time. */
 struct GemvShape {
   int64_t rows;
   unsigned grid, block;
 };
-GemvShape gemv_shape(int64_t m, int64_t n, int64_t k, bool glu) {
+GemvShape gemv_shape(int64_t m, int64_t n, int64_t k, bool glu, int64_t chunks_per_lane) {
   const int64_t outs = glu ? n / 2 : n, per_out = glu ? 2 : 1;
   const int64_t most = m > 2 ? 2 : 4;  // each activation row adds R sums a lane holds
   const int64_t rows = outs % (most / per_out) == 0 ? most : outs % (2 / per_out) == 0 ? 2 : 1;
   unsigned warps = 1;
-  while (warps < unsigned{args::kGemvWarps} && k / 32 >= 32 * 2 * static_cast<int64_t>(warps)) warps *= 2;
+  while (warps < unsigned{args::kGemvWarps} && k / 32 >= 32 * chunks_per_lane * static_cast<int64_t>(warps)) warps *= 2;
   return {rows, static_cast<unsigned>(outs * per_out / rows), 32 * warps};
 }
 
@@ -172,7 +173,8 @@ void quantized_matmul_integer(int dev, const QuantParams& q, QmmActivations acti
   run(dev, "QuantizeRows",
       "quantize_rows<" + type(x.dtype) + ", " + type(with_norm ? nw.dtype : x.dtype) + ", " + (wide ? "true" : "false") +
           ">",
-      qa, static_cast<unsigned>(m), kThreads);
+      qa, static_cast<unsigned>(m * ((blocks + args::kQuantizeBlocks - 1) / args::kQuantizeBlocks)),
+      32 * args::kQuantizeBlocks);
   const int64_t out_bytes = static_cast<int64_t>(size_of(y.dtype));
   for (int64_t m0 = 0; m0 < m; m0 += kGemvRows) {
     const int64_t tile = std::min<int64_t>(kGemvRows, m - m0);
@@ -192,7 +194,7 @@ void quantized_matmul_integer(int dev, const QuantParams& q, QmmActivations acti
                                 reinterpret_cast<void*>(ptr_bits(y) + m0 * outs * out_bytes),
                                 fixed_during_recording(pw) ? 1L : 0L,
                                 glu ? 1L : 0L};
-    const GemvShape g = gemv_shape(tile, n, k, glu);
+    const GemvShape g = gemv_shape(tile, n, k, glu, 1);
     run(dev, "QuantizedGemv",
         "quantized_gemv_integer<" + type(x.dtype) + ", " + type(ps.dtype) + ", " + std::to_string(q.bits) + ", " +
             std::to_string(tile) + ", " + (wide ? "true" : "false") + ", " + std::to_string(g.rows) + ">",
@@ -241,7 +243,7 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
                           reinterpret_cast<void*>(ptr_bits(y)),
                           fixed_during_recording(pw) ? 1L : 0L,
                           glu ? 1L : 0L};
-    const GemvShape g = gemv_shape(m, n, k, glu);
+    const GemvShape g = gemv_shape(m, n, k, glu, 2);
     run(dev, "QuantizedGemv",
         "quantized_gemv<" + type(x.dtype) + ", " + type(ps.dtype) + ", " + std::to_string(q.bits) + ", " +
             std::to_string(m) + ", " + type(with_norm ? nw.dtype : x.dtype) + ", " + std::to_string(g.rows) + ">",

@@ -11,6 +11,7 @@ constexpr int kMaxAxes = 8;
 
 // Limits of the language-model kernels (kernels/llm.cuh, attention.cuh) that the host's launches keep to.
 constexpr int kGemvWarps = 8;  // most warps a decode product's block splits its rows' chunks between
+constexpr int kQuantizeBlocks = 8;  // blocks of 32 values a quantize_rows thread block rounds (a warp each)
 constexpr int kNormLaneValues = 32;  // values a lane holds of a row a warp normalizes (rows up to 32 * 32)
 constexpr int kLaneDims = 8;  // head dims of q, k and v an attention lane holds (up to 256)
 constexpr int kAttentionKeys = 4;  // keys an attention lane group loads at once

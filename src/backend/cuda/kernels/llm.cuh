@@ -334,45 +334,47 @@ __device__ constexpr float max_code() {
 /* Rows of x (with a norm weight: rms_norm(x, w, eps), rounded to x's dtype as the op rounds)
    rounded to integer blocks of 32 as QmmActivations specifies: per block the scale max|v| / C
    and codes rint(v * C / max|v|) (C the largest code); a block with a NaN or an infinity gets
-   codes 0 and a NaN scale. A block a row; a warp a block of 32 at a time, a lane a value. */
+   codes 0 and a NaN scale. Each thread block takes kQuantizeBlocks blocks of a row, a warp a
+   block and a lane a value; with a norm, each first sums the squares of its whole row (16-byte
+   reads; one thread block a row left the long rows' rounding to a few SMs). */
 template <class T, class W, bool Wide>
 __device__ void quantize_rows(const QuantizeRows& a) {
   __shared__ float red[32];
   kiln_wait_for_inputs();
-  const T* x = static_cast<const T*>(a.x) + blockIdx.x * a.k;
+  const long blocks = a.k / kChunk, parts = (blocks + kQuantizeBlocks - 1) / kQuantizeBlocks;
+  const long row = blockIdx.x / parts, part = blockIdx.x - row * parts;
+  const T* x = static_cast<const T*>(a.x) + row * a.k;
   const W* nw = static_cast<const W*>(a.norm_weight);
   float inv_rms = 1.0f;
   if (nw) {
+    constexpr int kPer = 16 / sizeof(T);  // a row of 32-value blocks is whole 16-byte pieces
     float sq = 0.0f;
-    for (long i = threadIdx.x; i < a.k; i += blockDim.x) {
-      const float v = static_cast<float>(x[i]);
-      sq = __fmaf_rn(v, v, sq);
+    for (long i = threadIdx.x; i < a.k / kPer; i += blockDim.x) {
+      const auto v = reinterpret_cast<const kiln_vec<T, kPer>*>(x)[i];
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) sq = __fmaf_rn(static_cast<float>(v.v[j]), static_cast<float>(v.v[j]), sq);
     }
     sq = block_fold<false>(sq, red);
     inv_rms = 1.0f / sqrtf(sq / static_cast<float>(a.k) + static_cast<float>(a.eps));
   }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long b = part * kQuantizeBlocks + warp;
+  if (warp >= kQuantizeBlocks || b >= blocks) return;
   using Code = std::conditional_t<Wide, short, signed char>;
-  Code* codes = static_cast<Code*>(a.codes) + blockIdx.x * a.k;
-  const long blocks = a.k / kChunk;
-  float* scale = static_cast<float*>(a.block_scale) + blockIdx.x * blocks;
-  float* sum = static_cast<float*>(a.block_sum) + blockIdx.x * blocks;
-  for (long b = warp; b < blocks; b += warps) {
-    const long i = b * kChunk + lane;
-    float v = static_cast<float>(x[i]);
-    if (nw) v = static_cast<float>(static_cast<T>(__fmul_rn(__fmul_rn(v, inv_rms), static_cast<float>(nw[i]))));
-    const bool finite = __all_sync(0xffffffffu, isfinite(v));
-    float amax = fabsf(v);
-    for (int m = 16; m > 0; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
-    const float id = amax > 0.0f ? __fdiv_rn(max_code<Wide>(), amax) : 0.0f;
-    const int c = finite ? static_cast<int>(fminf(fmaxf(rintf(__fmul_rn(v, id)), -16256.0f), 16256.0f)) : 0;
-    codes[i] = static_cast<Code>(c);
-    const int total = warp_sum(c);
-    if (lane == 0) {
-      const float d = finite ? __fdiv_rn(amax, max_code<Wide>()) : __int_as_float(0x7fc00000);
-      scale[b] = d;
-      sum[b] = __fmul_rn(d, static_cast<float>(total));
-    }
+  const long i = b * kChunk + lane;
+  float v = static_cast<float>(x[i]);
+  if (nw) v = static_cast<float>(static_cast<T>(__fmul_rn(__fmul_rn(v, inv_rms), static_cast<float>(nw[i]))));
+  const bool finite = __all_sync(0xffffffffu, isfinite(v));
+  float amax = fabsf(v);
+  for (int m = 16; m > 0; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+  const float id = amax > 0.0f ? __fdiv_rn(max_code<Wide>(), amax) : 0.0f;
+  const int c = finite ? static_cast<int>(fminf(fmaxf(rintf(__fmul_rn(v, id)), -16256.0f), 16256.0f)) : 0;
+  static_cast<Code*>(a.codes)[row * a.k + i] = static_cast<Code>(c);
+  const int total = warp_sum(c);
+  if (lane == 0) {
+    const float d = finite ? __fdiv_rn(amax, max_code<Wide>()) : __int_as_float(0x7fc00000);
+    static_cast<float*>(a.block_scale)[row * blocks + b] = d;
+    static_cast<float*>(a.block_sum)[row * blocks + b] = __fmul_rn(d, static_cast<float>(total));
   }
 }
 
