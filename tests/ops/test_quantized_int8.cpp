@@ -266,7 +266,7 @@ TEST(QuantizedMatmulIntegers, KgraphAttribute) {
   };
   for (QmmActivations act : kIntegers) {
     const char* name = kQmmActivationNames[static_cast<int>(act)];
-    Executable exe(parse_graph(text(name)), ExecMode::lazy);
+    Executable exe(parse_graph(text(name)), ExecMode::lazy, default_device());  // where the op below runs
     Array y = exe.run_typed({{"x", x}, {"w", w}, {"s", s}, {"b", b}})[0];
     kt::expect_same_bits(y, quantized_matmul(x, w, s, b, true, 32, 4, act), name);
   }
