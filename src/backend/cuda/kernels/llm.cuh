@@ -170,12 +170,13 @@ __device__ constexpr int field_place(int i) {
    where it lies below bit 23 (after a 12-bit shift where it does not), it makes 2^23 + q * 2^p.
    3-, 5- and 6-bit fields cross words and are converted. */
 template <int Bits>
-__device__ inline float chunk_field(const uint32_t* words, int i) {
+__device__ inline float chunk_field(const uint32_t* words, int i, uint32_t two23) {
   if constexpr (32 % Bits == 0) {
     const int bit = i * Bits, at = bit >> 5, shift = bit & 31;
     const uint32_t mask = ((1u << Bits) - 1u) << field_place<Bits>(i);
-    const uint32_t field = (shift + Bits > 23 ? words[at] >> 12 : words[at]) & mask;
-    return __uint_as_float(0x4B000000u | field) - 8388608.0f;
+    uint32_t bits;  // (word & mask) | two23 in one lop3: ptxas splits the C++ form into two
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(bits) : "r"(shift + Bits > 23 ? words[at] >> 12 : words[at]), "r"(mask), "r"(two23));
+    return __uint_as_float(bits) - 8388608.0f;
   } else {
     return static_cast<float>(packed_field<Bits>(words, i));
   }
@@ -191,6 +192,8 @@ __device__ inline void gemv_chunk(const QuantizedGemv& a, const GemvLoads<S, Bit
                                   float (&squares)[M]) {
   ChunkValues<T> xc[M];
   ChunkValues<W> nwc;
+  uint32_t two23 = 0x4B000000u;  // the bits of 2^23, in a register (lop3 takes one immediate)
+  asm volatile("" : "+r"(two23));
   const bool norm = a.norm_weight != nullptr;
 #pragma unroll
   for (int m = 0; m < M; ++m) xc[m].load(static_cast<const T*>(a.x) + m * a.k + c * kChunk);
@@ -222,7 +225,7 @@ __device__ inline void gemv_chunk(const QuantizedGemv& a, const GemvLoads<S, Bit
     for (int r = 0; r < R; ++r) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        const float q = chunk_field<Bits>(l.words[r], j + i);
+        const float q = chunk_field<Bits>(l.words[r], j + i, two23);
 #pragma unroll
         for (int m = 0; m < M; ++m) dots[r][m] = __fmaf_rn(q, xs[m][i], dots[r][m]);
       }
