@@ -92,11 +92,12 @@ int chain10_latency(const std::string& dir, const kiln::Device& device) {
   kiln::set_fused_kernels(kiln::FusedKernels::background);
   auto [tiered_ms, wait_ms] = interleaved([&] { f(x).eval(); }, [&] { g(x).eval(); }, 20, 200);
   std::printf(
-      "{\"workload\": \"chain10\", \"device\": \"%s\", \"first_call_ms\": %.3f, \"first_tier\": \"%s\", \"kernels_compiling\": %zu, "
+      "{\"workload\": \"chain10\", \"device\": \"%s\", \"first_call_ms\": %.3f, \"first_tier\": \"%s\", "
+      "\"kernels_compiling\": %zu, "
       "\"second_call_us\": %.3f, \"fused_arrival_ms\": %.3f, \"host_call_us\": %.3f, \"host_call_us_wait\": %.3f, "
       "\"cache_misses\": %llu, \"cache_dir\": \"%s\"}\n",
-      device.str().c_str(), first_ms, first_tier, compiling, second_us, static_cast<double>(s.fused_arrival_ns) / 1e6, tiered_ms * 1000,
-      wait_ms * 1000, static_cast<unsigned long long>(s.cache_misses), dir.c_str());
+      device.str().c_str(), first_ms, first_tier, compiling, second_us, static_cast<double>(s.fused_arrival_ns) / 1e6,
+      tiered_ms * 1000, wait_ms * 1000, static_cast<unsigned long long>(s.cache_misses), dir.c_str());
   return 0;
 }
 

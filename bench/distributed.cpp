@@ -159,10 +159,12 @@ int bench_decode(const std::vector<std::string>& tps, const std::vector<std::str
       clear_memory_cache();  // the next configuration starts with the GPUs' memory free
       std::printf(
           "{\"bench\":\"decode\",\"engine\":\"kiln\",\"model\":\"%s\",\"layers\":%d,\"type\":\"%s\","
-          "\"activations\":\"bfloat16\",\"products\":\"%s\",\"tp\":%d,\"tokens\":%d,\"tokens_per_s\":%.3f,\"ms_per_token\":%.4f,"
+          "\"activations\":\"bfloat16\",\"products\":\"%s\",\"tp\":%d,\"tokens\":%d,\"tokens_per_s\":%.3f,\"ms_per_"
+          "token\":%.4f,"
           "\"weight_gb\":%.3f,\"load_s\":%.2f,\"warmup_s\":%.2f,\"launches_per_token\":%.1f,\"interim_steps\":%llu}\n",
-          cpu ? "small-cpu-dry-run" : "llama3-8b-shape", s.n_layers, type.c_str(), products.c_str(), tp, tokens, tokens / decode_s,
-          decode_s * 1e3 / tokens, weight_bytes / 1e9, load_s, warm_s, launches, static_cast<unsigned long long>(interim));
+          cpu ? "small-cpu-dry-run" : "llama3-8b-shape", s.n_layers, type.c_str(), products.c_str(), tp, tokens,
+          tokens / decode_s, decode_s * 1e3 / tokens, weight_bytes / 1e9, load_s, warm_s, launches,
+          static_cast<unsigned long long>(interim));
       std::fflush(stdout);
     }
   }

@@ -129,11 +129,10 @@ class FuseQuantizedMatmul : public Pass {
       for (int r : glu) removed[static_cast<size_t>(r)] = true;
       removed[n] = true;
       const int out = add >= 0 ? node(add).outputs[0] : !glu.empty() ? node(glu.back()).outputs[0] : y;
-      added.push_back(
-          GNode{std::make_shared<FusedQuantizedMatmul>(q.params(), q.transpose(), eps, add >= 0, !glu.empty(),
-                                                 q.activations()),
-                std::move(inputs),
-                {out}});
+      added.push_back(GNode{std::make_shared<FusedQuantizedMatmul>(q.params(), q.transpose(), eps, add >= 0,
+                                                                   !glu.empty(), q.activations()),
+                            std::move(inputs),
+                            {out}});
     }
     if (added.empty()) return false;
     replace_nodes(g, removed, std::move(added));

@@ -632,16 +632,16 @@ TEST(Passes, IntegerActivationsJoinForDecodeRows) {
   for (int64_t rows : {1, 8, 9}) {
     Array x = rnd({rows, 64}, float32, 27), r = rnd({rows, 64}, float32, 28);
     auto f = [&](const std::vector<Array>& in) {
-      return std::vector<Array>{
-          in[1] + quantized_matmul(rms_norm(in[0], nw, 1e-5f), packed, scales, biases, true, 32, 4,
-                                   QmmActivations::int8)};
+      return std::vector<Array>{in[1] + quantized_matmul(rms_norm(in[0], nw, 1e-5f), packed, scales, biases, true, 32,
+                                                         4, QmmActivations::int8)};
     };
     compiler::Graph g = traced(f, {x, r});
     EXPECT_EQ(run_pass(g, make_fuse_quantized_matmul()), rows <= 8) << rows;
     EXPECT_EQ(count_kind(g, OpKind::FusedQuantizedMatmul), rows <= 8 ? 1u : 0u) << rows;
     const auto e = f({x, r})[0].to_vector<float>(), c = compile(f)({x, r})[0].to_vector<float>();
     ASSERT_EQ(e.size(), c.size());
-    for (size_t j = 0; j < e.size(); ++j) EXPECT_NEAR(c[j], e[j], 1e-4f * (1.0f + std::fabs(e[j]))) << rows << ", " << j;
+    for (size_t j = 0; j < e.size(); ++j)
+      EXPECT_NEAR(c[j], e[j], 1e-4f * (1.0f + std::fabs(e[j]))) << rows << ", " << j;
   }
 }
 

@@ -567,7 +567,12 @@ TEST(CudaInterp, EmbeddedImagesHoldTheInterpreter) {
       EXPECT_TRUE(holds(im, ".entry kiln_interp")) << im.arch;
       EXPECT_EQ(im.bytes[im.size - 1], 0) << "PTX is handed to the driver as a C string";
     } else {
-      EXPECT_EQ(std::memcmp(im.bytes, "\x7f" "ELF", 4), 0) << im.arch;
+      EXPECT_EQ(std::memcmp(im.bytes,
+                            "\x7f"
+                            "ELF",
+                            4),
+                0)
+          << im.arch;
       EXPECT_TRUE(holds(im, cuda::embedded::kInterpKernel)) << im.arch;
     }
   }
@@ -590,8 +595,8 @@ TEST(CudaInterp, ProgramOfASmallRegion) {
   using namespace cuda::args;
   auto w = [](long code, long a = 0, long b = 0, long c = 0) { return code | a << 8 | b << 16 | c << 24; };
   EXPECT_EQ(prog->words, (std::vector<long>{w(kInterpLoad, 2), w(kInterpLoad, 3), w(kInterpSin, 0),
-                                            w(kInterpMultiply, 2, 1), w(kInterpGreater, 3, 0),
-                                            w(kInterpWhere, 4, 0, 1), w(kInterpStore, 5, 0), w(kInterpStore, 4, 1)}));
+                                            w(kInterpMultiply, 2, 1), w(kInterpGreater, 3, 0), w(kInterpWhere, 4, 0, 1),
+                                            w(kInterpStore, 5, 0), w(kInterpStore, 4, 1)}));
   EXPECT_EQ(prog->dtypes, (std::vector<long>{0, kInterpBool, 0, 0}));
 }
 

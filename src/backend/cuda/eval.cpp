@@ -369,7 +369,8 @@ void run_region(int dev, const FusedProgram& p, const Shape& shape, const std::v
                 const std::vector<Tensor>& outs) {
   const FusedKernels policy = fused_kernels();
   if (policy == FusedKernels::off && run_interpreted(dev, p, shape, ins, outs)) return;
-  if (policy != FusedKernels::background || !interpretable(dev, p)) return run_program(dev, p, shape, ins, outs, &p.gpu_kernels);
+  if (policy != FusedKernels::background || !interpretable(dev, p))
+    return run_program(dev, p, shape, ins, outs, &p.gpu_kernels);
   struct Background {
     Background() { background_region() = true; }
     ~Background() { background_region() = false; }

@@ -171,8 +171,8 @@ void quantized_matmul_integer(int dev, const QuantParams& q, QmmActivations acti
                               reinterpret_cast<void*>(ptr_bits(scale)),
                               reinterpret_cast<void*>(ptr_bits(sum))};
   run(dev, "QuantizeRows",
-      "quantize_rows<" + type(x.dtype) + ", " + type(with_norm ? nw.dtype : x.dtype) + ", " + (wide ? "true" : "false") +
-          ">",
+      "quantize_rows<" + type(x.dtype) + ", " + type(with_norm ? nw.dtype : x.dtype) + ", " +
+          (wide ? "true" : "false") + ">",
       qa, static_cast<unsigned>(m * ((blocks + args::kQuantizeBlocks - 1) / args::kQuantizeBlocks)),
       32 * args::kQuantizeBlocks);
   const int64_t out_bytes = static_cast<int64_t>(size_of(y.dtype));

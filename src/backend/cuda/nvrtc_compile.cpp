@@ -106,12 +106,8 @@ const NvrtcHeaders& nvrtc_headers() {
 }
 
 std::vector<std::string> nvrtc_options(const std::string& arch, bool fmad) {
-  return {"--gpu-architecture=" + arch,
-          "-std=c++20",
-          "-default-device",
-          fmad ? "--fmad=true" : "--fmad=false",
-          "-DKILN_HD=__device__",
-          "-DKILN_CUDA_DEVICE=1"};
+  return {"--gpu-architecture=" + arch,          "-std=c++20",           "-default-device",
+          fmad ? "--fmad=true" : "--fmad=false", "-DKILN_HD=__device__", "-DKILN_CUDA_DEVICE=1"};
 }
 
 std::string nvrtc_compile(const std::string& source, const std::string& name, const std::string& arch, bool fmad) {

@@ -62,11 +62,12 @@ int main(int argc, char** argv) {
   out << "}  // namespace\n\nconst InterpImage interp_images[] = {\n";
   for (size_t i = 0; i < built.size(); ++i) {
     const Built& b = built[i];
-    out << "    {\"" << b.arch << "\", " << b.major << ", " << b.minor << ", " << (b.ptx ? "true" : "false") << ", image"
-        << i << ", sizeof(image" << i << ")},\n";
+    out << "    {\"" << b.arch << "\", " << b.major << ", " << b.minor << ", " << (b.ptx ? "true" : "false")
+        << ", image" << i << ", sizeof(image" << i << ")},\n";
   }
   if (built.empty()) out << "    {\"\", 0, 0, false, nullptr, 0},\n";
   out << "};\nconst size_t interp_image_count = " << built.size() << ";\n";
-  out << "const char interp_unavailable[] = \"" << (built.empty() ? why : std::string()) << "\";\n\n}  // namespace kiln::cuda::embedded\n";
+  out << "const char interp_unavailable[] = \"" << (built.empty() ? why : std::string())
+      << "\";\n\n}  // namespace kiln::cuda::embedded\n";
   return out ? 0 : 1;
 }

@@ -175,7 +175,9 @@ __device__ inline float chunk_field(const uint32_t* words, int i, uint32_t two23
     const int bit = i * Bits, at = bit >> 5, shift = bit & 31;
     const uint32_t mask = ((1u << Bits) - 1u) << field_place<Bits>(i);
     uint32_t bits;  // (word & mask) | two23 in one lop3: ptxas splits the C++ form into two
-    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(bits) : "r"(shift + Bits > 23 ? words[at] >> 12 : words[at]), "r"(mask), "r"(two23));
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;"
+        : "=r"(bits)
+        : "r"(shift + Bits > 23 ? words[at] >> 12 : words[at]), "r"(mask), "r"(two23));
     return __uint_as_float(bits) - 8388608.0f;
   } else {
     return static_cast<float>(packed_field<Bits>(words, i));
@@ -447,7 +449,8 @@ __device__ inline int chunk_dot(const uint32_t (&words)[Bits], const ChunkCodes<
     for (int j = 0; j < 4; ++j) {  // word j: values 8j..8j+7
       const uint32_t lo = words[j] & 0x0F0F0F0Fu, hi = (words[j] >> 4) & 0x0F0F0F0Fu;  // evens, odds
       if constexpr (Wide) {  // codes (x0, x2) (x1, x3) (x4, x6) (x5, x7)
-        dot = dp2a_lo(x.v[4 * j], lo, dp2a_hi(x.v[4 * j + 2], lo, dp2a_lo(x.v[4 * j + 1], hi, dp2a_hi(x.v[4 * j + 3], hi, dot))));
+        dot = dp2a_lo(x.v[4 * j], lo,
+                      dp2a_hi(x.v[4 * j + 2], lo, dp2a_lo(x.v[4 * j + 1], hi, dp2a_hi(x.v[4 * j + 3], hi, dot))));
       } else {  // codes: evens, odds
         dot = dp4a(lo, x.v[2 * j], dp4a(hi, x.v[2 * j + 1], dot));
       }
@@ -501,7 +504,8 @@ __device__ void quantized_gemv_integer(const QuantizedGemv& a) {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const float dot = __fmul_rn(d, static_cast<float>(chunk_dot<Bits, Wide>(l.words[r], x)));
-        acc[r][m] = __fmaf_rn(static_cast<float>(l.scale[r]), dot, __fmaf_rn(static_cast<float>(l.bias[r]), dsum, acc[r][m]));
+        acc[r][m] =
+            __fmaf_rn(static_cast<float>(l.scale[r]), dot, __fmaf_rn(static_cast<float>(l.bias[r]), dsum, acc[r][m]));
       }
     }
   }
