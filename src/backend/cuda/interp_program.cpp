@@ -15,12 +15,16 @@ enum class Form { none, unary, binary, test, compare };
 // The interpreter's code of op kind k and how it reads and gives values.
 std::pair<long, Form> code_of(OpKind k) {
   switch (k) {
-#define KILN_INTERP_UNARY(F)                                                           \
-  case OpKind::F:                                                                      \
-    return {kInterp##F, Form::unary};                                                  \
-#define KILN_INTERP_BINARY(F) case OpKind::F : return {kInterp##F, Form::binary }; \
-#define KILN_INTERP_TEST(F) case OpKind::F : return {kInterp##F, Form::test };     \
-#define KILN_INTERP_COMPARE(F) case OpKind::F : return {kInterp##F, Form::compare };
+// clang-format off
+#define KILN_INTERP_UNARY(F) \
+  case OpKind::F: return {kInterp##F, Form::unary};
+#define KILN_INTERP_BINARY(F) \
+  case OpKind::F: return {kInterp##F, Form::binary};
+#define KILN_INTERP_TEST(F) \
+  case OpKind::F: return {kInterp##F, Form::test};
+#define KILN_INTERP_COMPARE(F) \
+  case OpKind::F: return {kInterp##F, Form::compare};
+// clang-format on
 #include "backend/cuda/kernels/interp_ops.def"
 #undef KILN_INTERP_UNARY
 #undef KILN_INTERP_BINARY

@@ -38,13 +38,18 @@ __device__ inline float step(const kiln::cuda::args::Interp& a, long w, const fl
     }
     case kInterpWhere: return r[x] != 0.0f ? r[y] : r[z];
     case kInterpToBool: return kiln::math::convert<bool>(r[x]) ? 1.0f : 0.0f;
-    case kInterpFromBool: return kiln::math::convert<float>(r[x] != 0.0f);
-#define KILN_INTERP_UNARY(F)                                                                                  \
-  case kInterp##F:                                                                                            \
-    return static_cast<float>(kiln::math::F{}(r[x]));                                                         \
-#define KILN_INTERP_BINARY(F) case kInterp##F : return static_cast < float>(kiln::math::F{}(r[x], r[y])); \
-#define KILN_INTERP_TEST(F) case kInterp##F : return kiln::math::F{}(r[x])          ? 1.0f : 0.0f;        \
-#define KILN_INTERP_COMPARE(F) case kInterp##F : return kiln::math::F{}(r[x], r[y]) ? 1.0f : 0.0f;
+    case kInterpFromBool:
+      return kiln::math::convert<float>(r[x] != 0.0f);
+// clang-format off
+#define KILN_INTERP_UNARY(F) \
+  case kInterp##F: return static_cast<float>(kiln::math::F{}(r[x]));
+#define KILN_INTERP_BINARY(F) \
+  case kInterp##F: return static_cast<float>(kiln::math::F{}(r[x], r[y]));
+#define KILN_INTERP_TEST(F) \
+  case kInterp##F: return kiln::math::F{}(r[x]) ? 1.0f : 0.0f;
+#define KILN_INTERP_COMPARE(F) \
+  case kInterp##F: return kiln::math::F{}(r[x], r[y]) ? 1.0f : 0.0f;
+// clang-format on
 #include "backend/cuda/kernels/interp_ops.def"
 #undef KILN_INTERP_UNARY
 #undef KILN_INTERP_BINARY
