@@ -158,44 +158,63 @@ __device__ inline void gemv_load_scales(const QuantizedGemv& a, const long (&row
   }
 }
 
-/* Where field i of a chunk sits once made a float by chunk_field: its value times 2^place. */
+/* Where field i of a chunk lies in the word chunk_field reads (after a 12-bit shift for a field
+   that reaches bit 23): its bit there. */
 template <int Bits>
 __device__ constexpr int field_place(int i) {
   const int shift = (i * Bits) & 31;
-  return 32 % Bits != 0 ? 0 : shift + Bits > 23 ? shift - 12 : shift;
+  return shift + Bits > 23 ? shift - 12 : shift;
 }
 
-/* Field i of a chunk as q * 2^field_place, exactly. A 2-, 4- or 8-bit field needs no conversion
-   instruction (those run at a fraction of the multiply-add rate): or-ed into the bits of 2^23
-   where it lies below bit 23 (after a 12-bit shift where it does not), it makes 2^23 + q * 2^p.
+/* The bits of 2^(23 - p) for each place p a 2-, 4- or 8-bit field takes, in registers (lop3 takes
+   one immediate; the field's mask is the other). */
+template <int Bits>
+struct FieldMagic {
+  uint32_t bits[24];
+  __device__ FieldMagic() {
+#pragma unroll
+    for (int p = 0; p < 24; ++p) {
+      if (!used(p)) continue;
+      bits[p] = (150u - static_cast<uint32_t>(p)) << 23;
+      asm volatile("" : "+r"(bits[p]));  // a register ptxas cannot fold back into an immediate
+    }
+  }
+  static constexpr bool used(int p) {
+    for (int i = 0; i < kChunk; ++i)
+      if (field_place<Bits>(i) == p) return true;
+    return false;
+  }
+};
+
+/* Field i of a chunk as a float, exactly. A 2-, 4- or 8-bit field needs no conversion
+   instruction (those run at a fraction of the multiply-add rate): or-ed (one lop3) into the bits
+   of 2^(23 - p) where it lies at bit p, it makes 2^(23 - p) + q, and one subtraction leaves q.
    3-, 5- and 6-bit fields cross words and are converted. */
 template <int Bits>
-__device__ inline float chunk_field(const uint32_t* words, int i, uint32_t two23) {
+__device__ inline float chunk_field(const uint32_t* words, int i, const FieldMagic<32 % Bits == 0 ? Bits : 4>& magic) {
   if constexpr (32 % Bits == 0) {
-    const int bit = i * Bits, at = bit >> 5, shift = bit & 31;
-    const uint32_t mask = ((1u << Bits) - 1u) << field_place<Bits>(i);
-    uint32_t bits;  // (word & mask) | two23 in one lop3: ptxas splits the C++ form into two
+    const int bit = i * Bits, at = bit >> 5, shift = bit & 31, p = field_place<Bits>(i);
+    const uint32_t mask = ((1u << Bits) - 1u) << p;
+    uint32_t bits;  // (word & mask) | magic: ptxas splits the C++ form into two instructions
     asm("lop3.b32 %0, %1, %2, %3, 0xEA;"
         : "=r"(bits)
-        : "r"(shift + Bits > 23 ? words[at] >> 12 : words[at]), "r"(mask), "r"(two23));
-    return __uint_as_float(bits) - 8388608.0f;
+        : "r"(shift + Bits > 23 ? words[at] >> 12 : words[at]), "r"(mask), "r"(magic.bits[p]));
+    return __uint_as_float(bits) - __uint_as_float((150u - static_cast<uint32_t>(p)) << 23);
   } else {
     return static_cast<float>(packed_field<Bits>(words, i));
   }
 }
 
 /* Chunk c of the R rows against the M activation rows. The chunk's product is s * sum(q * x) + b * sum(x), as the CPU's
-   decode product computes it: three instructions a weight (field, its float, a multiply-add; the
-   kernels build with --fmad=false, so multiply-adds are explicit), the activations scaled by
-   2^-place once for all R rows. With a norm the products take the weighted activations and the
-   sums of squares build beside. */
+   decode product computes it: three instructions a weight (the field, its value, a multiply-add;
+   the kernels build with --fmad=false, so multiply-adds are explicit). With a norm the products
+   take the weighted activations and the sums of squares build beside. */
 template <class T, class S, int Bits, int M, class W, int R>
 __device__ inline void gemv_chunk(const QuantizedGemv& a, const GemvLoads<S, Bits, R>& l, long c, float (&acc)[R][M],
                                   float (&squares)[M]) {
   ChunkValues<T> xc[M];
   ChunkValues<W> nwc;
-  uint32_t two23 = 0x4B000000u;  // the bits of 2^23, in a register (lop3 takes one immediate)
-  asm volatile("" : "+r"(two23));
+  const FieldMagic<32 % Bits == 0 ? Bits : 4> magic;
   const bool norm = a.norm_weight != nullptr;
 #pragma unroll
   for (int m = 0; m < M; ++m) xc[m].load(static_cast<const T*>(a.x) + m * a.k + c * kChunk);
@@ -209,7 +228,7 @@ __device__ inline void gemv_chunk(const QuantizedGemv& a, const GemvLoads<S, Bit
   }
 #pragma unroll
   for (int j = 0; j < kChunk; j += 8) {
-    float xs[M][8];  // the activations, weighted with a norm, times 2^-place
+    float xs[M][8];  // the activations, weighted with a norm
 #pragma unroll
     for (int m = 0; m < M; ++m) {
 #pragma unroll
@@ -220,14 +239,14 @@ __device__ inline void gemv_chunk(const QuantizedGemv& a, const GemvLoads<S, Bit
           xv *= nwc.at(j + i);
         }
         sums[m] += xv;
-        xs[m][i] = xv * __uint_as_float((127u - field_place<Bits>(j + i)) << 23);  // exact
+        xs[m][i] = xv;
       }
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        const float q = chunk_field<Bits>(l.words[r], j + i, two23);
+        const float q = chunk_field<Bits>(l.words[r], j + i, magic);
 #pragma unroll
         for (int m = 0; m < M; ++m) dots[r][m] = __fmaf_rn(q, xs[m][i], dots[r][m]);
       }
