@@ -9,13 +9,14 @@
 //     finish together). Bus bandwidth is NCCL's: bytes / time * 2 (n - 1) / n, as
 //     bench/nccl_allreduce.py reports PyTorch's.
 //
-//   bench_distributed decode [--tp 1,2] [--types BF16,Q4] [--tokens 64] [--layers 32]
+//   bench_distributed decode [--tp 1,2] [--types BF16,Q4] [--tokens 64] [--layers 32] [--sessions 1]
 //     Decode tokens/s of a Llama-3-8B-shaped model of random weights (d_model 4096, 32 heads, 8
 //     key/value heads, ffn 14336, 32 layers, vocabulary 128256; src/llm/synthetic_model.h),
 //     bfloat16 activations, its matrices BF16 or 4-bit (kiln's affine format, groups of 32), at
 //     each tensor-parallel size on cuda:0.. (LoadOptions::tensor_parallel): a 32-token prompt,
 //     8 decode steps of warm-up (the first traces, records and builds the step's CUDA graphs),
-//     then --tokens steps timed one session, greedy-free (a fixed token each step).
+//     then --tokens steps timed, greedy-free (a fixed token each step), of each --sessions count
+//     decoding together (one step a token for all of them; tokens/s counts every session's).
 //
 //   --cpu (either part): a dry run of the plumbing on CPU threads, 2 ranks, at a small shape (measures nothing).
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -102,8 +104,77 @@ int bench_all_sum(int64_t min_mib, int64_t max_mib, bool cpu) {
   return 0;
 }
 
-int bench_decode(const std::vector<std::string>& tps, const std::vector<std::string>& types, int tokens, int layers,
-                 bool cpu) {
+/* One configuration of the decode benchmark: its JSON line on stdout. */
+void decode_once(const std::string& type, int tp, int batch, int tokens, int layers, bool cpu) {
+  const llm::SyntheticModel s = cpu ? llm::SyntheticModel{.n_layers = 2,
+                                                          .d_model = 256,
+                                                          .n_heads = 8,
+                                                          .n_kv_heads = 4,
+                                                          .ffn_dim = 512,
+                                                          .vocab_size = 1024,
+                                                          .type = type}
+                                    : llm::SyntheticModel{.n_layers = layers,
+                                                          .d_model = 4096,
+                                                          .n_heads = 32,
+                                                          .n_kv_heads = 8,
+                                                          .ffn_dim = 14336,
+                                                          .vocab_size = 128256,
+                                                          .context_length = 8192,
+                                                          .type = type};  // Llama-3-8B's shape
+  llm::LoadOptions o;
+  o.device = cpu ? Device::cpu() : Device::cuda(0);
+  o.dtype = bfloat16;
+  o.tensor_parallel = tp;
+  auto t0 = Clock::now();
+  double load_s = 0, warm_s = 0, decode_s = 0;
+  size_t weight_bytes = 0;
+  std::string products;  // what the quantized products multiply (QmmActivations)
+  double launches = 0;  // kernels launched a step (a replayed CUDA graph counts its kernels)
+  uint64_t interim = 0;  // timed steps that ran a fused region interpreted (its kernel compiling)
+  {
+    auto model = llm::Model::load(llm::synthetic_model(s), o);
+    load_s = seconds_since(t0);
+    weight_bytes = model->weight_bytes();
+    products = kQmmActivationNames[static_cast<int>(model->activations())];
+    std::vector<std::unique_ptr<llm::Session>> sessions;
+    std::vector<llm::Session*> all;
+    for (int b = 0; b < batch; ++b) {
+      sessions.push_back(std::make_unique<llm::Session>(model));
+      all.push_back(sessions.back().get());
+    }
+    auto tokens_of = [&](int i, int mul, int add) {
+      std::vector<std::vector<int32_t>> t;
+      for (int b = 0; b < batch; ++b) t.push_back({(i * mul + add + b * 17) % s.vocab_size});
+      return t;
+    };
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 32; ++i) prompt.push_back((i * 7919 + 11) % s.vocab_size);
+    t0 = Clock::now();
+    for (auto& session : sessions) session->append(prompt);
+    for (int i = 0; i < 8; ++i) model->step(all, tokens_of(i, 31, 7));
+    warm_s = seconds_since(t0);
+    const Stats before = stats();
+    t0 = Clock::now();
+    for (int i = 0; i < tokens; ++i) model->step(all, tokens_of(i, 131, 5));
+    decode_s = seconds_since(t0);
+    const Stats after = stats();
+    launches = static_cast<double>(after.kernels_launched - before.kernels_launched) / tokens;
+    interim = after.interim_calls - before.interim_calls;
+  }
+  clear_memory_cache();  // the next configuration starts with the GPUs' memory free
+  std::printf(
+      "{\"bench\":\"decode\",\"engine\":\"kiln\",\"model\":\"%s\",\"layers\":%d,\"type\":\"%s\","
+      "\"activations\":\"bfloat16\",\"products\":\"%s\",\"tp\":%d,\"sessions\":%d,\"tokens\":%d,"
+      "\"tokens_per_s\":%.3f,\"ms_per_step\":%.4f,\"weight_gb\":%.3f,\"load_s\":%.2f,\"warmup_s\":%.2f,"
+      "\"launches_per_step\":%.1f,\"interim_steps\":%llu}\n",
+      cpu ? "small-cpu-dry-run" : "llama3-8b-shape", s.n_layers, type.c_str(), products.c_str(), tp, batch, tokens,
+      static_cast<double>(tokens) * batch / decode_s, decode_s * 1e3 / tokens, weight_bytes / 1e9, load_s, warm_s,
+      launches, static_cast<unsigned long long>(interim));
+  std::fflush(stdout);
+}
+
+int bench_decode(const std::vector<std::string>& tps, const std::vector<std::string>& types,
+                 const std::vector<std::string>& batches, int tokens, int layers, bool cpu) {
   for (const std::string& type : types) {
     for (const std::string& tp_s : tps) {
       const int tp = std::atoi(tp_s.c_str());
@@ -111,61 +182,8 @@ int bench_decode(const std::vector<std::string>& tps, const std::vector<std::str
         std::fprintf(stderr, "bench_distributed decode: skipping TP=%d (%d GPUs visible)\n", tp, cuda_device_count());
         continue;
       }
-      const llm::SyntheticModel s = cpu ? llm::SyntheticModel{.n_layers = 2,
-                                                              .d_model = 256,
-                                                              .n_heads = 8,
-                                                              .n_kv_heads = 4,
-                                                              .ffn_dim = 512,
-                                                              .vocab_size = 1024,
-                                                              .type = type}
-                                        : llm::SyntheticModel{.n_layers = layers,
-                                                              .d_model = 4096,
-                                                              .n_heads = 32,
-                                                              .n_kv_heads = 8,
-                                                              .ffn_dim = 14336,
-                                                              .vocab_size = 128256,
-                                                              .context_length = 8192,
-                                                              .type = type};  // Llama-3-8B's shape
-      llm::LoadOptions o;
-      o.device = cpu ? Device::cpu() : Device::cuda(0);
-      o.dtype = bfloat16;
-      o.tensor_parallel = tp;
-      auto t0 = Clock::now();
-      double load_s = 0, warm_s = 0, decode_s = 0;
-      size_t weight_bytes = 0;
-      std::string products;  // what the quantized products multiply (QmmActivations)
-      double launches = 0;  // kernels launched a token (a replayed CUDA graph counts as one)
-      uint64_t interim = 0;  // timed steps that ran a fused region interpreted (its kernel compiling)
-      {
-        auto model = llm::Model::load(llm::synthetic_model(s), o);
-        load_s = seconds_since(t0);
-        weight_bytes = model->weight_bytes();
-        products = kQmmActivationNames[static_cast<int>(model->activations())];
-        llm::Session session(model);
-        std::vector<int32_t> prompt;
-        for (int i = 0; i < 32; ++i) prompt.push_back((i * 7919 + 11) % s.vocab_size);
-        t0 = Clock::now();
-        session.append(prompt);
-        for (int i = 0; i < 8; ++i) model->step({&session}, {{(i * 31 + 7) % s.vocab_size}});
-        warm_s = seconds_since(t0);
-        const Stats before = stats();
-        t0 = Clock::now();
-        for (int i = 0; i < tokens; ++i) model->step({&session}, {{(i * 131 + 5) % s.vocab_size}});
-        decode_s = seconds_since(t0);
-        const Stats after = stats();
-        launches = static_cast<double>(after.kernels_launched - before.kernels_launched) / tokens;
-        interim = after.interim_calls - before.interim_calls;
-      }
-      clear_memory_cache();  // the next configuration starts with the GPUs' memory free
-      std::printf(
-          "{\"bench\":\"decode\",\"engine\":\"kiln\",\"model\":\"%s\",\"layers\":%d,\"type\":\"%s\","
-          "\"activations\":\"bfloat16\",\"products\":\"%s\",\"tp\":%d,\"tokens\":%d,\"tokens_per_s\":%.3f,\"ms_per_"
-          "token\":%.4f,"
-          "\"weight_gb\":%.3f,\"load_s\":%.2f,\"warmup_s\":%.2f,\"launches_per_token\":%.1f,\"interim_steps\":%llu}\n",
-          cpu ? "small-cpu-dry-run" : "llama3-8b-shape", s.n_layers, type.c_str(), products.c_str(), tp, tokens,
-          tokens / decode_s, decode_s * 1e3 / tokens, weight_bytes / 1e9, load_s, warm_s, launches,
-          static_cast<unsigned long long>(interim));
-      std::fflush(stdout);
+      for (const std::string& b : batches)
+        decode_once(type, tp, std::max(1, std::atoi(b.c_str())), tokens, layers, cpu);
     }
   }
   return 0;
@@ -176,14 +194,15 @@ int bench_decode(const std::vector<std::string>& tps, const std::vector<std::str
 int main(int argc, char** argv) {
   const std::string usage =
       "usage: bench_distributed all_sum [--min-mib M] [--max-mib M] [--cpu]\n"
-      "       bench_distributed decode [--tp 1,2] [--types BF16,Q4] [--tokens N] [--layers N] [--cpu]\n";
+      "       bench_distributed decode [--tp 1,2] [--types BF16,Q4] [--tokens N] [--layers N] [--sessions 1,4]"
+      " [--cpu]\n";
   if (argc < 2) {
     std::fputs(usage.c_str(), stderr);
     return 2;
   }
   const std::string mode = argv[1];
   int64_t min_mib = 1, max_mib = 1024;
-  std::vector<std::string> tps = {"1", "2"}, types = {"BF16", "Q4"};
+  std::vector<std::string> tps = {"1", "2"}, types = {"BF16", "Q4"}, batches = {"1"};
   int tokens = 64, layers = 32;
   bool cpu = false;
   for (int i = 2; i < argc; ++i) {
@@ -205,6 +224,8 @@ int main(int argc, char** argv) {
       tokens = std::atoi(v.c_str());
     else if (a == "--layers")
       layers = std::atoi(v.c_str());
+    else if (a == "--sessions")
+      batches = split(v);
     else {
       std::fprintf(stderr, "bench_distributed: unknown option %s\n%s", a.c_str(), usage.c_str());
       return 2;
@@ -212,7 +233,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (mode == "all_sum") return bench_all_sum(std::max<int64_t>(1, min_mib), max_mib, cpu);
-    if (mode == "decode") return bench_decode(tps, types, std::max(1, tokens), std::max(1, layers), cpu);
+    if (mode == "decode") return bench_decode(tps, types, batches, std::max(1, tokens), std::max(1, layers), cpu);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_distributed %s: %s\n", mode.c_str(), e.what());
     return 1;

@@ -29,7 +29,7 @@ def main(path):
         one = {r["type"]: r["tokens_per_s"] for r in decode if r["tp"] == 1}
         for r in sorted(decode, key=lambda r: (r["type"], r["tp"])):
             speedup = f"{r['tokens_per_s'] / one[r['type']]:.2f}x" if r["type"] in one else "-"
-            print(f"| {r['type']} | {r['tp']} | {r['tokens_per_s']:.1f} | {r['ms_per_token']:.2f} | {speedup} | "
+            print(f"| {r['type']} | {r['tp']} | {r['tokens_per_s']:.1f} | {r.get('ms_per_step', r.get('ms_per_token', 0)):.2f} | {speedup} | "
                   f"{r['weight_gb']:.2f} |")
 
 

@@ -212,10 +212,45 @@ __device__ inline float chunk_field(const uint32_t* words, int i, const FieldMag
 template <class T, class S, int Bits, int M, class W, int R>
 __device__ inline void gemv_chunk(const QuantizedGemv& a, const GemvLoads<S, Bits, R>& l, long c, float (&acc)[R][M],
                                   float (&squares)[M]) {
-  ChunkValues<T> xc[M];
   ChunkValues<W> nwc;
   const FieldMagic<32 % Bits == 0 ? Bits : 4> magic;
   const bool norm = a.norm_weight != nullptr;
+  if constexpr (M > 2) {
+    // Many activation rows: the weights made floats once, then one row of x at a time (every
+    // row's chunk held at once took 250 registers a thread).
+    if (norm) nwc.load(static_cast<const W*>(a.norm_weight) + c * kChunk);
+    float q[R][kChunk];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) q[r][i] = chunk_field<Bits>(l.words[r], i, magic);
+    }
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      ChunkValues<T> xm;
+      xm.load(static_cast<const T*>(a.x) + m * a.k + c * kChunk);
+      float dot[R], sum = 0.0f;
+#pragma unroll
+      for (int r = 0; r < R; ++r) dot[r] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) {
+        float xv = xm.at(i);
+        if (norm) {
+          squares[m] = __fmaf_rn(xv, xv, squares[m]);
+          xv *= nwc.at(i);
+        }
+        sum += xv;
+#pragma unroll
+        for (int r = 0; r < R; ++r) dot[r] = __fmaf_rn(q[r][i], xv, dot[r]);
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        acc[r][m] =
+            __fmaf_rn(static_cast<float>(l.scale[r]), dot[r], __fmaf_rn(static_cast<float>(l.bias[r]), sum, acc[r][m]));
+    }
+    return;
+  }
+  ChunkValues<T> xc[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) xc[m].load(static_cast<const T*>(a.x) + m * a.k + c * kChunk);
   if (norm) nwc.load(static_cast<const W*>(a.norm_weight) + c * kChunk);
