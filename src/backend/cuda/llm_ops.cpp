@@ -155,7 +155,8 @@ void quantized_matmul_integer(int dev, const QuantParams& q, QmmActivations acti
   }
   const bool wide = activations == QmmActivations::int16;
   const int64_t code_bytes = wide ? 2 : 1, blocks = k / 32, outs = glu ? n / 2 : n;
-  const Tensor px = dense(dev, x), pw = dense(dev, w, 16), ps = dense(dev, s);
+  // x at 16 bytes: quantize_rows reads a row's squares in 16-byte pieces.
+  const Tensor px = dense(dev, x, 16), pw = dense(dev, w, 16), ps = dense(dev, s);
   const Tensor pb = as_dtype(dev, b, ps.dtype);
   Tensor nw, r;
   if (with_norm) nw = dense(dev, with_norm->weight);
