@@ -186,9 +186,10 @@ __attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
    saves the shift; the top value is shifted down instead (it would read as negative). The
    biases multiply per-group sums of x (xsum). Rows [m0, m0 + MR) of x against NR rows of w
    at once (x loaded once for them), outputs [n0, n1) with n1 - n0 a multiple of NR. */
-template <int B, int MR, int NR>
-__attribute__((target("avx2,fma"))) void gemv_avx2_rows(const QmmProblem& p, const float* xp, const float* xsum,
-                                                        int64_t m0, int64_t n0, int64_t n1) {
+template <int B, int MR, int NR, class S>
+__attribute__((target("avx2,fma"))) void gemv_avx2_rows(const QmmProblem& p, const S* scales, const S* biases,
+                                                        const float* xp, const float* xsum, int64_t m0, int64_t n0,
+                                                        int64_t n1) {
   constexpr int V = 32 / B;  // values per word
   const int64_t groups = p.k / p.q.group_size;
   const int64_t words_per_group = p.q.group_size * B / 32;
@@ -221,23 +222,23 @@ __attribute__((target("avx2,fma"))) void gemv_avx2_rows(const QmmProblem& p, con
       }
       const int64_t w0 = blk * 8;
       for (int c = 0; c < NR; ++c) {
-        const float* s = p.scales + (n + c) * groups;
+        const S* s = scales + (n + c) * groups;
         __m256 sv;
         if (words_per_group >= 8) {
-          sv = _mm256_set1_ps(s[w0 / words_per_group]);
+          sv = _mm256_set1_ps(static_cast<float>(s[w0 / words_per_group]));
         } else {
           alignas(32) float lanes[8];
-          for (int j = 0; j < 8; ++j) lanes[j] = s[(w0 + j) / words_per_group];
+          for (int j = 0; j < 8; ++j) lanes[j] = static_cast<float>(s[(w0 + j) / words_per_group]);
           sv = _mm256_load_ps(lanes);
         }
         for (int r = 0; r < MR; ++r) acc[c][r] = _mm256_fmadd_ps(part[c][r], sv, acc[c][r]);
       }
     }
     for (int c = 0; c < NR; ++c) {
-      const float* b = p.biases + (n + c) * groups;
+      const S* b = biases + (n + c) * groups;
       for (int r = 0; r < MR; ++r) {
         float bias = 0;
-        for (int64_t g = 0; g < groups; ++g) bias += b[g] * xsum[(m0 + r) * groups + g];
+        for (int64_t g = 0; g < groups; ++g) bias += static_cast<float>(b[g]) * xsum[(m0 + r) * groups + g];
         p.y[(m0 + r) * p.n + n + c] = hsum(acc[c][r]) + bias;
       }
     }
@@ -245,16 +246,19 @@ __attribute__((target("avx2,fma"))) void gemv_avx2_rows(const QmmProblem& p, con
 }
 
 /* Rows [m0, m0 + MR) of x against outputs [n0, n1): NR weight rows at a time, then the rest. */
-template <int B, int MR>
-void gemv_avx2_block(const QmmProblem& p, const float* xp, const float* xsum, int64_t m0, int64_t n0, int64_t n1) {
+template <int B, int MR, class S>
+void gemv_avx2_block(const QmmProblem& p, const S* scales, const S* biases, const float* xp, const float* xsum,
+                     int64_t m0, int64_t n0, int64_t n1) {
   constexpr int NR = MR == 1 ? 4 : MR == 2 ? 2 : 1;
   const int64_t paired = n0 + (n1 - n0) / NR * NR;
-  gemv_avx2_rows<B, MR, NR>(p, xp, xsum, m0, n0, paired);
-  if (paired < n1) gemv_avx2_rows<B, MR, 1>(p, xp, xsum, m0, paired, n1);
+  gemv_avx2_rows<B, MR, NR>(p, scales, biases, xp, xsum, m0, n0, paired);
+  if (paired < n1) gemv_avx2_rows<B, MR, 1>(p, scales, biases, xp, xsum, m0, paired, n1);
 }
 
-template <int B>
-void gemv_avx2(const QmmProblem& p) {
+/* The decode product with the scales and biases read as stored (S: float or bfloat16), each
+   converted as its group is reached (a pass converting them all took 15-27% of the product). */
+template <int B, class S>
+void gemv_avx2(const QmmProblem& p, const S* scales, const S* biases) {
   constexpr int V = 32 / B;
   const int64_t groups = p.k / p.q.group_size;
   // x permuted within blocks of 8 words, xp[blk*8V + t*8 + j] = x[blk*8V + j*V + t], and
@@ -278,11 +282,12 @@ void gemv_avx2(const QmmProblem& p) {
   detail::parallel_for(p.n, std::max<int64_t>(2, (1 << 15) / std::max<int64_t>(p.k * p.m, 1)),
                        [&](int64_t n0, int64_t n1) {
                          int64_t m = 0;
-                         for (; m + 4 <= p.m; m += 4) gemv_avx2_block<B, 4>(p, xp.data(), xsum.data(), m, n0, n1);
+                         const float *xs = xp.data(), *sums = xsum.data();
+                         for (; m + 4 <= p.m; m += 4) gemv_avx2_block<B, 4>(p, scales, biases, xs, sums, m, n0, n1);
                          switch (p.m - m) {
-                           case 3: gemv_avx2_block<B, 3>(p, xp.data(), xsum.data(), m, n0, n1); break;
-                           case 2: gemv_avx2_block<B, 2>(p, xp.data(), xsum.data(), m, n0, n1); break;
-                           case 1: gemv_avx2_block<B, 1>(p, xp.data(), xsum.data(), m, n0, n1); break;
+                           case 3: gemv_avx2_block<B, 3>(p, scales, biases, xs, sums, m, n0, n1); break;
+                           case 2: gemv_avx2_block<B, 2>(p, scales, biases, xs, sums, m, n0, n1); break;
+                           case 1: gemv_avx2_block<B, 1>(p, scales, biases, xs, sums, m, n0, n1); break;
                            default: break;
                          }
                        });
@@ -335,20 +340,36 @@ void QuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor
     detail::quantized_matmul_integer(x.data(), m, k, w.data<uint32_t>(), n, in[2], in[3], q_, activations_, yp);
   } else {
     const std::vector<float> x = detail::to_floats(in[0]);
-    const FloatRows sb(in[2], in[3]);
-    QmmProblem p{x.data(), w.data<uint32_t>(), sb.scales, sb.biases, m, n, k, w.shape.back(), q_, yp};
+    QmmProblem p{x.data(), w.data<uint32_t>(), nullptr, nullptr, m, n, k, w.shape.back(), q_, yp};
     const bool decode = transpose_ && m <= kGemvRows;
-    const bool simd = decode && p.words % 8 == 0 && cpu_has_avx2_fma();
-    if (simd && q_.bits == 4)
-      gemv_avx2<4>(p);
-    else if (simd && q_.bits == 8)
-      gemv_avx2<8>(p);
-    else if (simd && q_.bits == 2)
-      gemv_avx2<2>(p);
-    else if (decode)
-      gemv_generic(p);
-    else
-      gemm_tiled(p, transpose_);
+    const bool simd =
+        decode && p.words % 8 == 0 && cpu_has_avx2_fma() && (q_.bits == 2 || q_.bits == 4 || q_.bits == 8);
+    auto gemv = [&](auto* s, auto* b) {
+      if (q_.bits == 4)
+        gemv_avx2<4>(p, s, b);
+      else if (q_.bits == 8)
+        gemv_avx2<8>(p, s, b);
+      else
+        gemv_avx2<2>(p, s, b);
+    };
+    // bfloat16 scales are read in place (a shift makes each a float); float16 ones are converted
+    // in one F16C pass (one at a time in software took twice as long as the product).
+    const bool bf16 = in[2].dtype == bfloat16 && in[3].dtype == bfloat16 && in[2].row_contiguous() &&
+                      in[3].row_contiguous();
+    if (simd && bf16) {
+      gemv(in[2].data<bfloat16_t>(), in[3].data<bfloat16_t>());
+    } else if (simd) {
+      const FloatRows sb(in[2], in[3]);
+      gemv(sb.scales, sb.biases);
+    } else {
+      const FloatRows sb(in[2], in[3]);
+      p.scales = sb.scales;
+      p.biases = sb.biases;
+      if (decode)
+        gemv_generic(p);
+      else
+        gemm_tiled(p, transpose_);
+    }
   }
   if (!yf.empty()) {
     Tensor src(y.shape, float32);
