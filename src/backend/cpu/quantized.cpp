@@ -354,8 +354,8 @@ void QuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor
     };
     // bfloat16 scales are read in place (a shift makes each a float); float16 ones are converted
     // in one F16C pass (one at a time in software took twice as long as the product).
-    const bool bf16 = in[2].dtype == bfloat16 && in[3].dtype == bfloat16 && in[2].row_contiguous() &&
-                      in[3].row_contiguous();
+    const bool bf16 =
+        in[2].dtype == bfloat16 && in[3].dtype == bfloat16 && in[2].row_contiguous() && in[3].row_contiguous();
     if (simd && bf16) {
       gemv(in[2].data<bfloat16_t>(), in[3].data<bfloat16_t>());
     } else if (simd) {
