@@ -23,13 +23,16 @@ def main(path):
         print()
     decode = [r for r in rows if r["bench"] == "decode"]
     if decode:
-        print("Decode of a Llama-3-8B-shaped model (random weights), bfloat16 activations, one session:\n")
-        print("| weights | TP | tokens/s | ms/token | speed-up over TP=1 | weights read a step (GB) |")
-        print("|---|---|---|---|---|---|")
-        one = {r["type"]: r["tokens_per_s"] for r in decode if r["tp"] == 1}
-        for r in sorted(decode, key=lambda r: (r["type"], r["tp"])):
-            speedup = f"{r['tokens_per_s'] / one[r['type']]:.2f}x" if r["type"] in one else "-"
-            print(f"| {r['type']} | {r['tp']} | {r['tokens_per_s']:.1f} | {r.get('ms_per_step', r.get('ms_per_token', 0)):.2f} | {speedup} | "
+        print("Decode of a Llama-3-8B-shaped model (random weights), bfloat16 activations; tokens/s over every "
+              "session of a step:\n")
+        print("| weights | TP | sessions | tokens/s | ms a step | speed-up over TP=1 | weights read a step (GB) |")
+        print("|---|---|---|---|---|---|---|")
+        one = {(r["type"], r.get("sessions", 1)): r["tokens_per_s"] for r in decode if r["tp"] == 1}
+        for r in sorted(decode, key=lambda r: (r["type"], r.get("sessions", 1), r["tp"])):
+            key = (r["type"], r.get("sessions", 1))
+            speedup = f"{r['tokens_per_s'] / one[key]:.2f}x" if key in one else "-"
+            ms = r.get("ms_per_step", r.get("ms_per_token", 0))
+            print(f"| {r['type']} | {r['tp']} | {key[1]} | {r['tokens_per_s']:.1f} | {ms:.2f} | {speedup} | "
                   f"{r['weight_gb']:.2f} |")
 
 
