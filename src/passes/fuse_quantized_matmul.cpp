@@ -82,11 +82,14 @@ class FuseQuantizedMatmul : public Pass {
       const GNode& mm = g.nodes[n];
       if (mm.prim->kind() != OpKind::QuantizedMatmul) continue;
       auto& q = static_cast<const QuantizedMatmul&>(*mm.prim);
-      // Integer activations join for decode only: there the GPU's integer product takes the norm
-      // and the epilogue; more rows keep the CPU's vectorized kernels for the add and the gate.
+      // Integer activations join only where the GPU's integer decode product takes the norm and
+      // the epilogue: weights held on a GPU, up to 8 rows of x. The CPU runs a joined node's ops
+      // in turn, which lost the row fusion of the residual add with the next norm.
       const Shape& xs = g.values[static_cast<size_t>(mm.inputs[0])].shape;
+      const Value& packed = g.values[static_cast<size_t>(mm.inputs[1])];
+      const bool on_gpu = packed.constant && packed.constant->buffer && !packed.constant->buffer->on_host();
       if (q.activations() != QmmActivations::exact &&
-          (xs.empty() || xs.back() == 0 || detail::shape_size(xs) / xs.back() > kDecodeRows))
+          (!on_gpu || xs.empty() || xs.back() == 0 || detail::shape_size(xs) / xs.back() > kDecodeRows))
         continue;
       // The norm in front: a weighted rms_norm whose result only this product reads.
       int norm = -1;
