@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -330,9 +333,28 @@ Library JitState::run_compiler(const JitConfig& c, const std::string& key, const
   auto [dir, include] = workspace_.get();
   if (include.empty()) fail("jit", "no private directory to compile kernels in (mkdtemp under $TMPDIR or /tmp failed)");
   std::string why;
-  std::string cpp = detail::write_unique_file(dir, ".tmp-" + key + "-", ".cpp", source, &why);
-  if (cpp.empty()) fail("jit", "cannot write kernel source into '", dir, "': ", why);
-  std::string so = cpp.substr(0, cpp.size() - 4) + ".so";
+  // Each compile in a directory of its own, its source under a fixed name: the name is in the
+  // library's symbols, and a source must make the same bytes in every process, else two
+  // processes storing one entry at once could pair one's library with the other's checksum.
+  struct Workdir {
+    std::string path, cpp, so;
+    ~Workdir() {
+      if (path.empty()) return;
+      ::unlink(cpp.c_str());
+      ::unlink(so.c_str());
+      ::rmdir(path.c_str());
+    }
+  } work;
+  work.path = dir + "/.tmp-" + key + "-XXXXXX";
+  if (!::mkdtemp(work.path.data())) {
+    const std::string err = std::error_code(errno, std::generic_category()).message();
+    work.path.clear();
+    fail("jit", "cannot make a directory to compile kernels in under '", dir, "': ", err);
+  }
+  work.cpp = work.path + "/" + key + ".cpp";
+  work.so = work.path + "/" + key + ".so";
+  if (!detail::write_file_atomic(work.cpp, source)) fail("jit", "cannot write kernel source into '", work.path, "'");
+  const std::string &cpp = work.cpp, &so = work.so;
 
   std::vector<std::string> argv = c.compiler;
   argv.insert(argv.end(), c.flags.begin(), c.flags.end());
