@@ -353,12 +353,13 @@ __device__ void gemv_finish(const QuantizedGemv& a, const long (&row)[R], float 
   }
 }
 
-/* The decode product: a block takes R weight rows against the M activation rows; its warps
-   split the rows' chunks, then fold their sums (gemv_finish). Many small warps, each a chunk a
-   step, keep the weights' reads in flight (one warp a row group with long serial steps left
-   the SMs mostly idle). With a norm, each row's 1/rms scales the result at the end. */
-template <class T, class S, int Bits, int M, class W = T, int R = 1>
-__device__ void quantized_gemv(const QuantizedGemv& a) {
+/* A decode product's blocks: each takes R weight rows against the M activation rows; its warps
+   split the rows' chunks, `chunk`(loads, c, acc, squares) adding each chunk's products to the
+   sums, then fold their sums (gemv_finish). Many small warps, each a chunk a step, keep the
+   weights' reads in flight (one warp a row group with long serial steps left the SMs mostly
+   idle). */
+template <class T, class S, int Bits, int M, int R, class Chunk>
+__device__ void gemv_blocks(const QuantizedGemv& a, Chunk chunk) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   long row[R];
   gemv_rows(a, row);
@@ -378,9 +379,17 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
   for (long c = first; c < chunks; c += 32L * warps) {
     if (c != first || !early) gemv_load_words(a, row, c, l);
     gemv_load_scales(a, row, c, l);
-    gemv_chunk<T, S, Bits, M, W, R>(a, l, c, acc, squares);
+    chunk(l, c, acc, squares);
   }
   gemv_finish<T, M, R>(a, row, acc, squares);
+}
+
+/* The decode product of x as it is. With a norm, each row's 1/rms scales the result at the end. */
+template <class T, class S, int Bits, int M, class W = T, int R = 1>
+__device__ void quantized_gemv(const QuantizedGemv& a) {
+  gemv_blocks<T, S, Bits, M, R>(a, [&](const GemvLoads<S, Bits, R>& l, long c, float(&acc)[R][M], float(&squares)[M]) {
+    gemv_chunk<T, S, Bits, M, W, R>(a, l, c, acc, squares);
+  });
 }
 
 // ---- the decode product with integer activations ---------------------------------------
@@ -524,32 +533,16 @@ __device__ inline int chunk_dot(const uint32_t (&words)[Bits], const ChunkCodes<
   return dot;
 }
 
-/* The decode product against integer codes of x (quantize_rows): as quantized_gemv, with each
-   chunk's sums in integers, scaled by the block's scale; the bias meets the block's scaled sum
-   of codes. The norm was applied as x was rounded. */
+/* The decode product against integer codes of x (quantize_rows): each chunk's sums in
+   integers, scaled by the block's scale; the bias meets the block's scaled sum of codes. The
+   norm was applied as x was rounded. */
 template <class T, class S, int Bits, int M, bool Wide, int R = 1>
 __device__ void quantized_gemv_integer(const QuantizedGemv& a) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  long row[R];
-  gemv_rows(a, row);
-  const long chunks = a.k / kChunk, first = warp * 32L + lane;
-  GemvLoads<S, Bits, R> l;
-  const bool early = a.weights_ready && first < chunks;
-  if (early) gemv_load_words(a, row, first, l);
-  kiln_wait_for_inputs();
-  float acc[R][M], squares[M];
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    squares[m] = 0.0f;
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[r][m] = 0.0f;
-  }
   constexpr long kCodeBytes = Wide ? 2 : 1;
+  const long chunks = a.k / kChunk;
   const float* block_scale = static_cast<const float*>(a.block_scale);
   const float* block_sum = static_cast<const float*>(a.block_sum);
-  for (long c = first; c < chunks; c += 32L * warps) {
-    if (c != first || !early) gemv_load_words(a, row, c, l);
-    gemv_load_scales(a, row, c, l);
+  gemv_blocks<T, S, Bits, M, R>(a, [&](const GemvLoads<S, Bits, R>& l, long c, float(&acc)[R][M], float(&)[M]) {
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       ChunkCodes<Bits, Wide> x;
@@ -562,8 +555,7 @@ __device__ void quantized_gemv_integer(const QuantizedGemv& a) {
             __fmaf_rn(static_cast<float>(l.scale[r]), dot, __fmaf_rn(static_cast<float>(l.bias[r]), dsum, acc[r][m]));
       }
     }
-  }
-  gemv_finish<T, M, R>(a, row, acc, squares);
+  });
 }
 
 /* The gate of a gated product (prefill, where the decode product did not take it), a thread an
