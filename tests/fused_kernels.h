@@ -26,4 +26,11 @@ class WaitForFusedKernels : public ::testing::Environment {
   void SetUp() override { kiln::set_fused_kernels(kiln::FusedKernels::wait); }
 };
 
+/* a and b (float32) hold the same bits: an interim call's results against the kernel's. */
+inline void expect_bits_equal(const kiln::Array& a, const kiln::Array& b) {
+  auto x = a.to_vector<float>(), y = b.to_vector<float>();
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], y[i]) << "at " << i;
+}
+
 }  // namespace kt

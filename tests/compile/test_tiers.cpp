@@ -45,12 +45,6 @@ Array input() {
   return array(v, {64, 64});
 }
 
-void expect_bits_equal(const Array& a, const Array& b) {
-  auto x = a.to_vector<float>(), y = b.to_vector<float>();
-  ASSERT_EQ(x.size(), y.size());
-  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], y[i]) << "at " << i;
-}
-
 // A compiler that sleeps before compiling (not before --version, which names its identity),
 // in a fresh kernel cache: the background compile of every test is slow and its own.
 class SlowCompiler : public ::testing::Test {
@@ -111,14 +105,14 @@ TEST_F(SlowCompiler, FirstCallRunsInterimWhileTheKernelsCompile) {
   EXPECT_EQ(stats().fused_calls, 0u);
   const size_t regions = kernels_compiling();
   EXPECT_GE(regions, 1u);
-  for (size_t i = 0; i < got.size(); ++i) expect_bits_equal(got[i], want[i]);
+  for (size_t i = 0; i < got.size(); ++i) kt::expect_bits_equal(got[i], want[i]);
 
   wait_for_kernels();
   EXPECT_EQ(kernels_compiling(), 0u);
   const auto before = cpu::jit_stats();
   got = f({x});
   eval(got);
-  for (size_t i = 0; i < got.size(); ++i) expect_bits_equal(got[i], want[i]);
+  for (size_t i = 0; i < got.size(); ++i) kt::expect_bits_equal(got[i], want[i]);
   Stats s = stats();
   EXPECT_EQ(s.interim_calls, 1u);
   EXPECT_EQ(s.fused_calls, 1u);

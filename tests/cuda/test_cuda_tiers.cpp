@@ -54,16 +54,15 @@ Array chain(const Array& x, Recipe r) {
   return sin(y);
 }
 
+/* chain with the recipe's constant and length, compiled. */
+std::function<Array(const Array&)> compiled_chain(Recipe r) {
+  return compile(std::function<Array(const Array&)>([r](const Array& a) { return chain(a, r); }));
+}
+
 Array gpu_input() {
   std::vector<float> v(1000);
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.001f - 0.5f;
   return to(array(v, {1000}), gpu);
-}
-
-void expect_bits_equal(const Array& a, const Array& b) {
-  auto x = a.to_vector<float>(), y = b.to_vector<float>();
-  ASSERT_EQ(x.size(), y.size());
-  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], y[i]) << "at " << i;
 }
 
 class CudaTiers : public ::testing::Test {
@@ -100,30 +99,30 @@ TEST_F(CudaTiers, FirstCallRunsInterimThenTheKernelAsAGraph) {
   Array x = gpu_input();
   Array eager = chain(x, c);
   eager.eval();
-  auto f = compile(std::function<Array(const Array&)>([c](const Array& a) { return chain(a, c); }));
+  auto f = compiled_chain(c);
   Array first = f(x);
   first.eval();
   EXPECT_EQ(stats().interim_calls, 1u) << "the first call waited for NVRTC";
-  expect_bits_equal(first, eager);
+  kt::expect_bits_equal(first, eager);
   wait_for_kernels();
   EXPECT_EQ(kernels_compiling(), 0u);
   Array second = f(x);  // records the fused run
   second.eval();
   EXPECT_EQ(stats().fused_calls, 1u);
   EXPECT_EQ(stats().fused_arrivals, 1u);
-  expect_bits_equal(second, eager);
+  kt::expect_bits_equal(second, eager);
   const uint64_t replays = cuda::graph_replays();
   Array third = f(x);
   third.eval();
   EXPECT_EQ(cuda::graph_replays(), replays + 1) << "the fused call was not kept as a graph";
-  expect_bits_equal(third, eager);
+  kt::expect_bits_equal(third, eager);
 }
 
 TEST_F(CudaTiers, InterimCallsAreNotKeptAsGraphs) {
   const Recipe c = fresh_recipe();
   Array x = gpu_input();
   kt::FusedKernelsScope off(FusedKernels::off);
-  auto f = compile(std::function<Array(const Array&)>([c](const Array& a) { return chain(a, c); }));
+  auto f = compiled_chain(c);
   const uint64_t replays = cuda::graph_replays();
   for (int i = 0; i < 4; ++i) f(x).eval();
   EXPECT_EQ(stats().interim_calls, 4u);
@@ -134,7 +133,7 @@ TEST_F(CudaTiers, WaitMakesTheFirstCallFused) {
   const Recipe c = fresh_recipe();
   Array x = gpu_input();
   kt::FusedKernelsScope wait(FusedKernels::wait);
-  auto f = compile(std::function<Array(const Array&)>([c](const Array& a) { return chain(a, c); }));
+  auto f = compiled_chain(c);
   f(x).eval();
   EXPECT_EQ(stats().interim_calls, 0u);
   EXPECT_EQ(stats().fused_calls, 1u);
@@ -145,7 +144,7 @@ TEST_F(CudaTiers, ThreadsMissingTheSameEntryShareOneCompile) {
   Array x = gpu_input();
   Array eager = chain(x, c);
   eager.eval();
-  auto f = compile(std::function<Array(const Array&)>([c](const Array& a) { return chain(a, c); }));
+  auto f = compiled_chain(c);
   const uint64_t compiles = cuda::nvrtc_stats().compiles;
   const int threads = static_cast<int>(config::integer(config::Knob::test_threads));
   std::vector<std::vector<float>> got(static_cast<size_t>(threads));
@@ -165,7 +164,7 @@ TEST_F(CudaTiers, ThreadsMissingTheSameEntryShareOneCompile) {
 TEST_F(CudaTiers, FreeingTheFunctionLeavesNothingQueued) {
   for (int k = 0; k < 8; ++k) {
     const Recipe c = fresh_recipe();
-    auto f = compile(std::function<Array(const Array&)>([c](const Array& a) { return chain(a, c); }));
+    auto f = compiled_chain(c);
     f(gpu_input()).eval();
   }  // each function freed: its queued compile is dropped, a running one ends
   wait_for_kernels();
@@ -189,7 +188,7 @@ TEST_F(CudaTiers, FuzzerGraphsInBothTiersEqualEager) {
 // Run as a child process: a compile in flight when main returns.
 TEST_F(CudaTiers, DISABLED_ExitsWithACompileInFlight) {
   const Recipe c = fresh_recipe();
-  static auto f = compile(std::function<Array(const Array&)>([c](const Array& a) { return chain(a, c); }));
+  static auto f = compiled_chain(c);
   f(gpu_input()).eval();
   ASSERT_GE(kernels_compiling(), 1u);
 }
