@@ -336,6 +336,7 @@ Library JitState::run_compiler(const JitConfig& c, const std::string& key, const
   // Each compile in a directory of its own, its source under a fixed name: the name is in the
   // library's symbols, and a source must make the same bytes in every process, else two
   // processes storing one entry at once could pair one's library with the other's checksum.
+  // It goes on every exit (a loaded library's mapping outlives its name).
   struct Workdir {
     std::string path, cpp, so;
     ~Workdir() {
@@ -360,10 +361,8 @@ Library JitState::run_compiler(const JitConfig& c, const std::string& key, const
   argv.insert(argv.end(), c.flags.begin(), c.flags.end());
   argv.insert(argv.end(), {"-I" + include, "-o", so, cpp});
   detail::ProcessResult r = detail::run_process(argv, cancel, niceness);
-  ::unlink(cpp.c_str());
   compiles_.fetch_add(1, std::memory_order_relaxed);
   if (!r.succeeded()) {
-    ::unlink(so.c_str());
     if (cancel && cancel->cancelled()) fail("jit", "the compile of kernel '", symbol, "' was cancelled");
     if (!r.started) fail("jit", "cannot run the C++ compiler '", c.compiler[0], "': ", r.error);
     std::string out = trim(r.output);
@@ -387,7 +386,6 @@ Library JitState::run_compiler(const JitConfig& c, const std::string& key, const
   Library lib;
   if (!stored.empty() && !replacing) lib = open_library(stored, &why);
   if (!lib) lib = open_library(so, &why);
-  ::unlink(so.c_str());  // the mapping outlives the name
   if (!lib && !stored.empty()) lib = open_library(stored, &why);  // a temporary directory mounted noexec
   if (!lib) fail("jit", "cannot load the compiled kernel '", so, "': ", why);
   return lib;
