@@ -1022,6 +1022,8 @@ std::vector<LlmCase> llm_cases(int64_t scale, Device dev) {
       qmm("qmm_decode_4096x14336", 1, 4096, 14336),  // down
       qmm("qmm_decode_128256x4096", 1, 128256, 4096),  // the vocabulary's logits
       qmm("qmm_decode8_14336x4096", 8, 14336, 4096),  // gate or up for 8 sequences at once
+      qmm("qmm_decode32_14336x4096", 32, 14336, 4096),  // ... for 32
+      qmm("qmm_decode64_14336x4096", 64, 14336, 4096),  // ... for 64
       // The same with x rounded to integer blocks (QmmActivations): dp2a (int16) and dp4a (int8).
       qmm("qmm_decode_int16_4096x4096", 1, 4096, 4096, kiln::QmmActivations::int16),
       qmm("qmm_decode_int16_14336x4096", 1, 14336, 4096, kiln::QmmActivations::int16),

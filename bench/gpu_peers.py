@@ -395,6 +395,8 @@ def llm_cases(scale):
         ("qmm_decode_4096x14336", "qmm", (1, 4096 // d, 14336 // d)),
         ("qmm_decode_128256x4096", "qmm", (1, 128256 // d, 4096 // d)),
         ("qmm_decode8_14336x4096", "qmm", (8, 14336 // d, 4096 // d)),
+        ("qmm_decode32_14336x4096", "qmm", (32, 14336 // d, 4096 // d)),
+        ("qmm_decode64_14336x4096", "qmm", (64, 14336 // d, 4096 // d)),
         ("qmm_prefill512_14336x4096", "qmm", (prompt, 14336 // d, 4096 // d)),
         ("sdpa_decode_4096", "sdpa", (1, ctx, False)),
         ("sdpa_prefill_512_causal", "sdpa", (prompt, prompt, True)),

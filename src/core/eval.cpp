@@ -133,12 +133,13 @@ void Node::materialize() {
 
 namespace {
 
-// Nodes a walk has met: the first few in a reused per-thread list searched linearly (a
-// compiled call's walk meets one or two, and allocates nothing for them), the rest hashed.
-class SeenNodes {
+// What a walk has met (nodes, producers): the first few in a reused per-thread list searched
+// linearly (a compiled call's walk meets one or two, and allocates nothing for them), the rest hashed.
+template <class T>
+class Seen {
  public:
-  SeenNodes() { few().clear(); }
-  bool insert(Node* n) {
+  Seen() { few().clear(); }
+  bool insert(T* n) {
     auto& f = few();
     if (std::find(f.begin(), f.end(), n) != f.end()) return false;
     if (f.size() < kFew) {
@@ -150,17 +151,20 @@ class SeenNodes {
 
  private:
   static constexpr size_t kFew = 16;
-  static std::vector<Node*>& few() {
-    thread_local std::vector<Node*> list;  // the walk never re-enters itself on a thread
+  static std::vector<T*>& few() {
+    thread_local std::vector<T*> list;  // the walk never re-enters itself on a thread
     return list;
   }
-  std::unordered_set<Node*> many_;
+  std::unordered_set<T*> many_;
 };
 
 // Unevaluated nodes reachable from `roots`, inputs before users.
 std::vector<std::shared_ptr<Node>> post_order(const std::vector<Array>& roots) {
   std::vector<std::shared_ptr<Node>> order;
-  SeenNodes seen;
+  Seen<Node> seen;
+  // A producer's inputs are walked once: its other outputs (a compiled step returns a thousand
+  // caches) follow at once, since none of them can lie among those inputs.
+  Seen<Producer> walked;
   struct Frame {
     std::shared_ptr<Node> node;
     std::shared_ptr<Producer> producer;
@@ -175,8 +179,8 @@ std::vector<std::shared_ptr<Node>> post_order(const std::vector<Array>& roots) {
     auto p = n->pending_producer();
     if (!p && n->ready.load(std::memory_order_acquire)) return;  // evaluated: not even remembered
     if (!seen.insert(n.get())) return;
-    if (!p) {
-      order.push_back(n);  // a trace placeholder: fails below
+    if (!p || !walked.insert(p.get())) {
+      order.push_back(n);  // a trace placeholder (fails below), or its producer's inputs are ordered
       return;
     }
     stack.push_back({n, std::move(p), 0});

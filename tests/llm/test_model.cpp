@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/tensor.h"
 #include "kiln/kiln.h"
 #include "kiln/llm.h"
 #include "runtime/json.h"
@@ -280,10 +281,19 @@ TEST_F(LlmModel, BatchedStepEqualsSeparateSessions) {
       ptrs.push_back(&sessions[b]);
       next.push_back({ids_of(*forced[b].get("ids"))[9 + 3 * b]});
     }
+    std::vector<const void*> before;  // the step writes each session's new keys into its own cache
+    for (Session* s : ptrs)
+      for (const auto* cache : {&s->cache_keys(), &s->cache_values()})
+        for (const Array& a : *cache) before.push_back(a.tensor().raw());
     std::vector<float> got = m->step(ptrs, next).to_vector<float>();
     for (size_t b = 0; b < 3; ++b)
       for (size_t t = 0; t < vocab; ++t)
         ASSERT_NEAR(got[b * vocab + t], alone[b][t], path_tolerance(*m)) << "session " << b;
+    size_t i = 0;
+    for (Session* s : ptrs)
+      for (const auto* cache : {&s->cache_keys(), &s->cache_values()})
+        for (const Array& a : *cache)
+          EXPECT_EQ(a.tensor().raw(), before[i++]) << "a cache was copied, not updated in place";
   }
 }
 

@@ -128,8 +128,8 @@ TEST(QuantizedMatmul, AgainstFloat64AllBitsShapesAndDtypes) {
   struct Case {
     int64_t m, n, k;
   };
-  for (Case sh :
-       {Case{1, 7, 256}, Case{3, 5, 128}, Case{8, 9, 512}, Case{9, 6, 256}, Case{33, 300, 128}, Case{2, 3, 32}}) {
+  for (Case sh : {Case{1, 7, 256}, Case{3, 5, 128}, Case{8, 9, 512}, Case{9, 6, 256}, Case{33, 300, 128},
+                  Case{2, 3, 32}, Case{5, 64, 256}, Case{40, 32, 128}}) {
     for (int bits : {2, 3, 4, 5, 6, 8}) {
       for (int gs : {32, 128}) {
         if (sh.k % gs != 0) continue;
@@ -161,8 +161,12 @@ TEST(QuantizedMatmul, AgainstFloat64AllBitsShapesAndDtypes) {
             matmul_t_ref(xv, wt, static_cast<size_t>(sh.m), static_cast<size_t>(sh.n), static_cast<size_t>(sh.k), want,
                          mag);
             // On a GPU, more than 8 rows (or w untransposed) multiply w rounded to x's dtype, as
-            // MLX and a bfloat16 PyTorch model do: each term may carry that rounding.
-            const bool w_rounded = kiln::default_device().type == Device::Type::cuda && (sh.m > 8 || !transpose);
+            // MLX and a bfloat16 PyTorch model do, and so do 4-bit products of 2 to 32 rows of 16-bit x
+            // (whole chunks of 128 values, whole tiles of 32 weight rows) on the tensor cores:
+            // each term may carry that rounding.
+            const bool mma =
+                transpose && bits == 4 && d != float32 && sh.m >= 2 && sh.m <= 32 && sh.k % 128 == 0 && sh.n % 32 == 0;
+            const bool w_rounded = kiln::default_device().type == Device::Type::cuda && (sh.m > 8 || !transpose || mma);
             const double w_unit = !w_rounded ? 0 : d == bfloat16 ? 0x1p-8 : d == float16 ? 0x1p-11 : 0;
             for (size_t i = 0; i < want.size(); ++i)
               mag[i] += std::fabs(want[i]) * kt::rel_tol(d) / 1e-5 + mag[i] * w_unit / 1e-5;
@@ -170,6 +174,66 @@ TEST(QuantizedMatmul, AgainstFloat64AllBitsShapesAndDtypes) {
           }
         }
       }
+    }
+  }
+}
+
+// A compiled decode layer's products with what they join (the norm in front, the residual add
+// behind, or the gated unit behind) against float64, for 1 to 40 rows of 16-bit x: on a GPU these
+// run as one kernel each (the tensor-core product from 2 to 32 rows); 40 rows take cuBLASLt.
+TEST(QuantizedMatmul, JoinedNormResidualAndGateAgainstFloat64) {
+  const int64_t k = 256, f = 64;
+  auto wv = kt::random_values(2 * f * k, float32, 41), nv = kt::random_values(k, float32, 42, 0.5, 1.5);
+  auto [packed, scales, biases] = quantize(kt::from_values(wv, {2 * f, k}, float32), 64, 4);
+  const auto wd = kt::dequantize_ref(words_of(packed), floats_of(scales), floats_of(biases), 2 * f, k, 64, 4);
+  for (Dtype d : {bfloat16, float16}) {
+    const Array nw = kt::from_values(nv, {k}, d);
+    for (int64_t m : {1, 3, 8, 17, 40}) {
+      const std::string ctx = std::string(dtype_name(d)) + " rows " + std::to_string(m);
+      auto xv = kt::random_values(m * k, d, 43, -2, 2), rv = kt::random_values(m * 2 * f, d, 44, -2, 2);
+      auto f1 = compile([&](const std::vector<Array>& in) {
+        const Array y = quantized_matmul(rms_norm(in[0], nw, 1e-5f), packed, scales, biases, true, 64, 4);
+        const Array gate = slice(y, {0, 0}, {m, f}), up = slice(y, {0, f}, {m, 2 * f});
+        return std::vector<Array>{in[1] + y, gate * sigmoid(gate) * up};
+      });
+      // The residual and the gate each read the product, so each output's product stands alone.
+      auto f2 = compile([&](const std::vector<Array>& in) {
+        return std::vector<Array>{in[1] +
+                                  quantized_matmul(rms_norm(in[0], nw, 1e-5f), packed, scales, biases, true, 64, 4)};
+      });
+      auto f3 = compile([&](const std::vector<Array>& in) {
+        const Array y = quantized_matmul(rms_norm(in[0], nw, 1e-5f), packed, scales, biases, true, 64, 4);
+        const Array gate = slice(y, {0, 0}, {m, f}), up = slice(y, {0, f}, {m, 2 * f});
+        return std::vector<Array>{gate * sigmoid(gate) * up};
+      });
+      const std::vector<Array> in{kt::from_values(xv, {m, k}, d), kt::from_values(rv, {m, 2 * f}, d)};
+      // float64: h = rms_norm(x) * nw, y = h @ w^T; the tolerance covers x, h and w rounded to d.
+      std::vector<double> h(static_cast<size_t>(m * k)), y, mag, residual(rv.size()), gated(static_cast<size_t>(m * f));
+      std::vector<double> res_mag(rv.size()), gate_mag(gated.size());
+      for (int64_t r = 0; r < m; ++r) {
+        double ss = 0;
+        for (int64_t i = 0; i < k; ++i) ss += xv[r * k + i] * xv[r * k + i];
+        const double inv = 1 / std::sqrt(ss / k + 1e-5);
+        for (int64_t i = 0; i < k; ++i) h[r * k + i] = xv[r * k + i] * inv * nv[i];
+      }
+      matmul_t_ref(h, wd, static_cast<size_t>(m), static_cast<size_t>(2 * f), static_cast<size_t>(k), y, mag);
+      for (size_t i = 0; i < y.size(); ++i) {
+        residual[i] = rv[i] + y[i];
+        res_mag[i] = mag[i] + std::fabs(rv[i]) + std::fabs(residual[i]) + 1;
+      }
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t j = 0; j < f; ++j) {
+          const double g = y[r * 2 * f + j], u = y[r * 2 * f + f + j], sig = 1 / (1 + std::exp(-g));
+          gated[r * f + j] = g * sig * u;
+          // d(g * sig(g) * u) is at most about (|u| + |g sig(g)|) times the error of either.
+          gate_mag[r * f + j] = (std::fabs(u) + std::fabs(g) + 1) * (mag[r * 2 * f + j] + mag[r * 2 * f + f + j] + 1);
+        }
+      }
+      const double unit = d == bfloat16 ? 0x1p-6 : 0x1p-9;  // a few roundings of each term
+      kt::expect_within(f1(in)[0], residual, res_mag, unit, ctx + " residual (product read twice)");
+      kt::expect_within(f1(in)[1], gated, gate_mag, unit, ctx + " gate (product read twice)");
+      kt::expect_within(f2(in)[0], residual, res_mag, unit, ctx + " norm and residual joined");
+      kt::expect_within(f3(in)[0], gated, gate_mag, unit, ctx + " norm and gate joined");
     }
   }
 }

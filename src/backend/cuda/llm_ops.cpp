@@ -20,6 +20,7 @@
 #include "backend/cuda/recording.h"
 #include "backend/cuda/streams.h"
 #include "backend/cuda/struct_launch.h"
+#include "backend/cuda/tuning.h"
 #include "compile/codegen_util.h"
 #include "core/buffer.h"
 #include "core/stats.h"
@@ -203,13 +204,33 @@ void quantized_matmul_integer(int dev, const QuantParams& q, QmmActivations acti
   }
 }
 
+/* Whether a product runs on the tensor cores (quantized_mma): transposed 4-bit weights, 16-bit
+   activations, from the knob's rows (KILN_CUDA_MMA_PRODUCT_ROWS) up to args::kMmaMostRows, whole
+   chunks of values and whole tiles of weight rows, compute capability 8.0 or newer. */
+bool mma_product(int dev, const QuantParams& q, bool transpose, Dtype xt, int64_t m, int64_t n, int64_t k, bool glu) {
+  return transpose && q.bits == 4 && (xt == bfloat16 || xt == float16) && m >= tuning().mma_product_rows &&
+         m <= args::kMmaMostRows && k % args::kMmaChunk == 0 &&
+         (glu ? n / 2 : n) % (args::kMmaRows / (glu ? 2 : 1)) == 0 && device_info(dev).major >= 8;
+}
+
+/* Launches quantized_mma<types, NT, nw_type> with NT tiles of 8 activation rows. */
+void quantized_mma(int dev, const args::QuantizedGemv& a, const std::string& types, const std::string& nw_type) {
+  const int64_t outs = a.glu ? a.n / 2 : a.n, chunks = a.k / args::kMmaChunk, nt = a.m <= 8 ? 1 : a.m <= 16 ? 2 : 4;
+  const unsigned warps = static_cast<unsigned>(std::clamp<int64_t>(chunks / 2, 1, args::kMmaWarps));
+  const unsigned grid = static_cast<unsigned>(a.glu ? outs / (args::kMmaRows / 2) : outs / args::kMmaRows);
+  const unsigned shared = static_cast<unsigned>(warps * (args::kMmaRows + 1) * nt * 8 * sizeof(float));
+  run(dev, "QuantizedGemv", "quantized_mma<" + types + ", " + std::to_string(nt) + ", " + nw_type + ">", a, grid,
+      32 * warps, shared);
+}
+
 /* With `glu`, y holds silu(gate) * up of a product whose columns are the gate and up halves. */
 void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tensor& x, const Tensor& w, const Tensor& s,
                       const Tensor& b, Tensor& y, const std::optional<InputNorm>& with_norm = std::nullopt,
                       const Tensor* addend = nullptr, bool glu = false) {
   const int64_t k = x.shape.back(), n = y.shape.back() * (glu ? 2 : 1), m = n ? y.size() * (glu ? 2 : 1) / n : 0;
   if (m == 0 || n == 0) return;
-  if (glu && (k == 0 || !transpose || m > kGemvRows)) {  // the whole product, then its gate
+  const bool mma = k > 0 && mma_product(dev, q, transpose, x.dtype, m, n, k, glu);
+  if (glu && !mma && (k == 0 || !transpose || m > kGemvRows)) {  // the whole product, then its gate
     Shape full_shape = y.shape;
     full_shape.back() = n;
     Tensor full(full_shape, y.dtype);
@@ -222,7 +243,7 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
     if (addend) add_into(dev, *addend, y);
     return;
   }
-  if (transpose && m <= kGemvRows) {
+  if (mma || (transpose && m <= kGemvRows)) {
     const Tensor px = dense(dev, x, 16), pw = dense(dev, w, 16), ps = dense(dev, s);
     const Tensor pb = as_dtype(dev, b, ps.dtype);
     Tensor nw, r;
@@ -244,10 +265,12 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
                           reinterpret_cast<void*>(ptr_bits(y)),
                           fixed_during_recording(pw) ? 1L : 0L,
                           glu ? 1L : 0L};
+    const std::string nw_type = type(with_norm ? nw.dtype : x.dtype);
+    if (mma) return quantized_mma(dev, a, type(x.dtype) + ", " + type(ps.dtype), nw_type);
     const GemvShape g = gemv_shape(m, n, k, glu);
     run(dev, "QuantizedGemv",
         "quantized_gemv<" + type(x.dtype) + ", " + type(ps.dtype) + ", " + std::to_string(q.bits) + ", " +
-            std::to_string(m) + ", " + type(with_norm ? nw.dtype : x.dtype) + ", " + std::to_string(g.rows) + ">",
+            std::to_string(m) + ", " + nw_type + ", " + std::to_string(g.rows) + ">",
         a, g.grid, g.block);
     return;
   }

@@ -11,6 +11,10 @@ constexpr int kMaxAxes = 8;
 
 // Limits of the language-model kernels (kernels/llm.cuh, attention.cuh) that the host's launches keep to.
 constexpr int kGemvWarps = 8;  // most warps a decode product's block splits its rows' chunks between
+constexpr int kMmaRows = 32;  // weight rows a block of the tensor-core product takes (two 16-row tiles)
+constexpr int kMmaChunk = 128;  // values of a weight row its warps take a step (16 bytes of 4-bit values a lane)
+constexpr int kMmaWarps = 8;  // most warps a block of it splits the chunks between
+constexpr int kMmaMostRows = 32;  // activation rows it takes (four 8-row B tiles); more go to cuBLASLt
 constexpr int kQuantizeBlocks = 8;  // blocks of 32 values a quantize_rows thread block rounds (a warp each)
 constexpr int kNormLaneValues = 32;  // values a lane holds of a row a warp normalizes (rows up to 32 * 32)
 constexpr int kLaneDims = 8;  // head dims of q, k and v an attention lane holds (up to 256)

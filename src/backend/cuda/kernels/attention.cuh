@@ -10,6 +10,8 @@ namespace kiln::cuda::attention {
 
 using namespace kiln::cuda::args;
 using llm::block_fold;
+using llm::mma_16816;
+using llm::mma_pair;
 using llm::nan_max;
 using llm::neg_inf;
 
@@ -276,30 +278,6 @@ __device__ void combine(const Attention& a) {
 // 4 warps are Wr row tiles x Wk interleaved tiles of keys. The block stages its keys and values
 // in shared memory, each 16-byte chunk of a row at (chunk ^ row % 8) so that ldmatrix reads
 // them without bank conflicts.
-/* Two floats as the 16-bit pair of an mma operand (the first in the low half). */
-template <class T>
-__device__ inline unsigned mma_pair(float lo, float hi) {
-  unsigned r;
-  if constexpr (std::is_same_v<T, kiln::bfloat16_t>)
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  else
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-/* c += a (16 x 16, row-major fragment) * b (16 x 8, column-major fragment). */
-template <class T>
-__device__ inline void mma_16816(float* c, const unsigned* a, unsigned b0, unsigned b1) {
-  if constexpr (std::is_same_v<T, kiln::bfloat16_t>)
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  else
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 /* Four 8 x 8 matrices of 16-bit values from shared memory, lane i naming row i % 8 of matrix i / 8;
    Trans: each transposed. */
 template <bool Trans>

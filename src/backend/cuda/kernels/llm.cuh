@@ -46,6 +46,31 @@ __device__ inline T block_fold(T v, T* red) {
   return r;
 }
 
+// ---- tensor-core operands (mma.sync m16n8k16, float sums) ----------------------------
+/* Two floats as the 16-bit pair of an mma operand (the first in the low half). */
+template <class T>
+__device__ inline unsigned mma_pair(float lo, float hi) {
+  unsigned r;
+  if constexpr (std::is_same_v<T, kiln::bfloat16_t>)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+/* c += a (16 x 16, row-major fragment) * b (16 x 8, column-major fragment). */
+template <class T>
+__device__ inline void mma_16816(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  if constexpr (std::is_same_v<T, kiln::bfloat16_t>)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 /* The words of Vals values of `Bits` bits (Vals * Bits a multiple of 32), read as wide as their
    alignment allows (the host checks the base). */
 template <int Bits, int Vals>
@@ -305,6 +330,24 @@ __device__ inline void gemv_rows(const QuantizedGemv& a, long (&row)[R]) {
   for (int r = 0; r < R; ++r) row[r] = a.glu ? group * kGates + r % kGates + (r / kGates) * outs : group * R + r;
 }
 
+/* 1/rms of an activation row from its sum of squares (1 without a norm). */
+__device__ inline float product_rms(const QuantizedGemv& a, float squares) {
+  return a.norm_weight ? 1.0f / sqrtf(squares / static_cast<float>(a.k) + static_cast<float>(a.eps)) : 1.0f;
+}
+/* Output `row` of activation row m, plus the addend when there is one (rounded after the product
+   and after the sum, as the separate ops round). */
+template <class T>
+__device__ inline void store_product(const QuantizedGemv& a, long m, long row, float y) {
+  if (a.addend)
+    y = static_cast<float>(static_cast<T>(y)) + static_cast<float>(static_cast<const T*>(a.addend)[m * a.n + row]);
+  static_cast<T*>(a.out)[m * a.n + row] = static_cast<T>(y);
+}
+/* With glu: silu(gate) * up for the gate row `row` of activation row m. */
+template <class T>
+__device__ inline void store_gated(const QuantizedGemv& a, long m, long row, float gate, float up) {
+  static_cast<T*>(a.out)[m * (a.n / 2) + row] = kiln::math::silu_times(static_cast<T>(gate), static_cast<T>(up));
+}
+
 /* The end of a decode product: the warps' sums (and, with a norm, sums of squares) folded in
    shared memory, then a thread an activation row scales by 1/rms, gates or adds, and writes. */
 template <class T, int M, int R>
@@ -334,23 +377,14 @@ __device__ void gemv_finish(const QuantizedGemv& a, const long (&row)[R], float 
     for (int r = 0; r < R; ++r) v[r] += partial[w][r * M + m];
     sq += partial[w][R * M + m];
   }
-  const float rms = a.norm_weight ? 1.0f / sqrtf(sq / static_cast<float>(a.k) + static_cast<float>(a.eps)) : 1.0f;
-  const long outs = a.glu ? a.n / 2 : a.n;
-  T* out = static_cast<T*>(a.out);
+  const float rms = product_rms(a, sq);
   if (a.glu) {
 #pragma unroll
-    for (int r = 0; r < kGates; ++r)
-      out[m * outs + row[r]] = kiln::math::silu_times(static_cast<T>(v[r] * rms), static_cast<T>(v[r + kGates] * rms));
+    for (int r = 0; r < kGates; ++r) store_gated<T>(a, m, row[r], v[r] * rms, v[r + kGates] * rms);
     return;
   }
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    float y = v[r] * rms;
-    if (a.addend) {  // rounded after the product and after the sum, as the separate ops round
-      y = static_cast<float>(static_cast<T>(y)) + static_cast<float>(static_cast<const T*>(a.addend)[m * a.n + row[r]]);
-    }
-    out[m * a.n + row[r]] = static_cast<T>(y);
-  }
+  for (int r = 0; r < R; ++r) store_product<T>(a, m, row[r], v[r] * rms);
 }
 
 /* A decode product's blocks: each takes R weight rows against the M activation rows; its warps
@@ -390,6 +424,206 @@ __device__ void quantized_gemv(const QuantizedGemv& a) {
   gemv_blocks<T, S, Bits, M, R>(a, [&](const GemvLoads<S, Bits, R>& l, long c, float(&acc)[R][M], float(&squares)[M]) {
     gemv_chunk<T, S, Bits, M, W, R>(a, l, c, acc, squares);
   });
+}
+
+// ---- the decode product on the tensor cores ------------------------------------------------
+/* 4-bit weights against 2 to 32 activation rows (KILN_CUDA_MMA_PRODUCT_ROWS) on the tensor cores:
+   the weights are the 16-row A tiles of mma.sync m16n8k16 and each 8 rows of x a B tile, so a
+   weight is read once and meets every row in one instruction. A block takes kMmaRows rows of w
+   (with glu, 16 gate rows and their up rows) as two tiles; its warps split the rows' chunks of
+   kMmaChunk values, each with the next chunk's words in flight. A lane reads 16 bytes (32 values) of
+   each of its four rows a chunk and makes them the A operands in registers; so that no value moves
+   between lanes, the chunk's values fill the mma's k slots in an order of their own (mma_x_pairs
+   puts x's values in that order). */
+
+/* Two 4-bit fields (bits 0-3 and 16-19 of w) as the pair (s * q + b) of T: or-ed into the bits
+   of 2^7 (bfloat16) or 2^10 (float16) they make 2^p + q exactly; a multiply-add takes 2^p off and
+   another scales and shifts, each rounded once. */
+template <class T>
+__device__ inline unsigned dequantized_pair(unsigned w, unsigned magic, unsigned s2, unsigned b2) {
+  unsigned v, q, y;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(v) : "r"(w), "r"(0x000F000Fu), "r"(magic));
+  if constexpr (std::is_same_v<T, kiln::bfloat16_t>) {
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(q) : "r"(v), "r"(0x3F803F80u), "r"(0xC300C300u));
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(y) : "r"(q), "r"(s2), "r"(b2));
+  } else {
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(q) : "r"(v), "r"(0x3C003C00u), "r"(0xE400E400u));
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(y) : "r"(q), "r"(s2), "r"(b2));
+  }
+  return y;
+}
+
+/* The B operands of a lane's 8 k-steps from its 32 values of a row of x (16 pairs, in memory
+   order): step 2i + h takes word i's fields 2h and 2h + 4 (first register) and 2h + 1 and
+   2h + 5 (second), as dequantized_pair reads them from the shifted words. */
+__device__ inline void mma_x_pairs(const unsigned (&x)[16], unsigned (&b)[8][2]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const unsigned lo = x[4 * i + h], hi = x[4 * i + h + 2];
+      asm("prmt.b32 %0, %1, %2, 0x5410;" : "=r"(b[2 * i + h][0]) : "r"(lo), "r"(hi));
+      asm("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(b[2 * i + h][1]) : "r"(lo), "r"(hi));
+    }
+  }
+}
+
+/* A lane's 32 values of activation row n for the chunk at `at` as 16 pairs of T (zeros past the
+   last row); with a norm, weighted by the norm's weights, their squares added to `squares`. */
+template <class T, class W>
+__device__ inline void mma_x_row(const QuantizedGemv& a, long n, long at, const ChunkValues<W>& nw, unsigned (&x)[16],
+                                 float& squares) {
+  if (n >= a.m) {
+#pragma unroll
+    for (int u = 0; u < 16; ++u) x[u] = 0;
+    return;
+  }
+  const auto* p = reinterpret_cast<const kiln_vec<unsigned, 4>*>(static_cast<const T*>(a.x) + n * a.k + at);
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    const kiln_vec<unsigned, 4> w = p[v];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) x[4 * v + j] = w.v[j];
+  }
+  if (!a.norm_weight) return;
+#pragma unroll
+  for (int u = 0; u < 16; ++u) {
+    const float lo = static_cast<float>(T::from_bits(static_cast<uint16_t>(x[u])));
+    const float hi = static_cast<float>(T::from_bits(static_cast<uint16_t>(x[u] >> 16)));
+    squares = __fmaf_rn(lo, lo, __fmaf_rn(hi, hi, squares));
+    x[u] = mma_pair<T>(lo * nw.at(2 * u), hi * nw.at(2 * u + 1));
+  }
+}
+
+template <class T, class S, int NT, class W = T>
+__device__ void quantized_mma(const QuantizedGemv& a) {
+#if __CUDA_ARCH__ >= 800
+  constexpr int kCols = NT * 8;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5, g = lane >> 2, t = lane & 3;
+  const long outs = a.glu ? a.n / 2 : a.n, chunks = a.k / kMmaChunk, row_chunks = a.k / 32;
+  const int group_bits = __ffs(static_cast<int>(a.group_size)) - 1;
+  const long groups = a.k >> group_bits;
+  long row[2][2];  // the lane's rows: tile m, rows g and g + 8 of it
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int i = m * 16 + g + 8 * h;
+      row[m][h] = a.glu ? blockIdx.x * 16L + (i & 15) + (i >> 4) * outs : blockIdx.x * long{kMmaRows} + i;
+    }
+  }
+  const auto* packed = static_cast<const kiln_vec<unsigned, 4>*>(a.packed);  // 32 values each
+  auto load = [&](long c, kiln_vec<unsigned, 4>(&w)[2][2]) {
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) w[m][h] = packed[row[m][h] * row_chunks + c * 4 + t];
+    }
+  };
+  kiln_vec<unsigned, 4> cur[2][2], next[2][2];  // this chunk's words, and the next chunk's in flight
+  long c = warp;
+  // Weights that no earlier kernel of the graph writes are read before waiting for x.
+  const bool early = a.weights_ready && c < chunks;
+  if (early) load(c, cur);
+  kiln_wait_for_inputs();
+  if (!early && c < chunks) load(c, cur);
+  unsigned magic = std::is_same_v<T, kiln::bfloat16_t> ? 0x43004300u : 0x64006400u;
+  asm volatile("" : "+r"(magic));  // a register: lop3 takes the mask as its one immediate
+  float acc[2][NT][4], squares[NT];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    squares[n] = 0.0f;
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[m][n][j] = 0.0f;
+    }
+  }
+  for (; c < chunks; c += warps) {
+    if (c + warps < chunks) load(c + warps, next);
+    const long at = c * kMmaChunk + 32 * t, group = at >> group_bits;
+    unsigned s2[2][2], b2[2][2];
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float s = static_cast<float>(static_cast<const S*>(a.scales)[row[m][h] * groups + group]);
+        const float b = static_cast<float>(static_cast<const S*>(a.biases)[row[m][h] * groups + group]);
+        s2[m][h] = mma_pair<T>(s, s);
+        b2[m][h] = mma_pair<T>(b, b);
+      }
+    }
+    ChunkValues<W> nw;
+    if (a.norm_weight) nw.load(static_cast<const W*>(a.norm_weight) + at);
+    unsigned b[NT][8][2];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      unsigned x[16];
+      mma_x_row<T, W>(a, n * 8 + g, at, nw, x, squares[n]);
+      mma_x_pairs(x, b[n]);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+          const unsigned lo = cur[m][0].v[i], hi = cur[m][1].v[i];  // rows g and g + 8
+          const unsigned af[4] = {dequantized_pair<T>(lo >> (8 * h), magic, s2[m][0], b2[m][0]),
+                                  dequantized_pair<T>(hi >> (8 * h), magic, s2[m][1], b2[m][1]),
+                                  dequantized_pair<T>(lo >> (8 * h + 4), magic, s2[m][0], b2[m][0]),
+                                  dequantized_pair<T>(hi >> (8 * h + 4), magic, s2[m][1], b2[m][1])};
+#pragma unroll
+          for (int n = 0; n < NT; ++n) mma_16816<T>(acc[m][n], af, b[n][2 * i + h][0], b[n][2 * i + h][1]);
+        }
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) cur[m][h] = next[m][h];
+    }
+  }
+  // The warps' sums meet in shared memory: [warps][kMmaRows][kCols], then [warps][kCols] squares.
+  extern __shared__ float mma_partial[];
+  float* sums = mma_partial + warp * kMmaRows * kCols;
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const int r = m * 16 + g, col = n * 8 + 2 * t;
+      sums[r * kCols + col] = acc[m][n][0];
+      sums[r * kCols + col + 1] = acc[m][n][1];
+      sums[(r + 8) * kCols + col] = acc[m][n][2];
+      sums[(r + 8) * kCols + col + 1] = acc[m][n][3];
+    }
+  }
+  float* square_sums = mma_partial + warps * kMmaRows * kCols;
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    float v = squares[n];
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    if (t == 0) square_sums[warp * kCols + n * 8 + g] = v;
+  }
+  __syncthreads();
+  const int per = a.glu ? kMmaRows / 2 : kMmaRows;  // outputs of an activation row
+  for (int o = threadIdx.x; o < per * a.m; o += blockDim.x) {
+    const int m = o / per, i = o - m * per;
+    float v = 0.0f, up = 0.0f, sq = 0.0f;
+    for (int w = 0; w < warps; ++w) {
+      const float* p = mma_partial + w * kMmaRows * kCols;
+      v += p[i * kCols + m];
+      if (a.glu) up += p[(i + 16) * kCols + m];
+      sq += square_sums[w * kCols + m];
+    }
+    const float rms = product_rms(a, sq);
+    if (a.glu)
+      store_gated<T>(a, m, blockIdx.x * 16L + i, v * rms, up * rms);
+    else
+      store_product<T>(a, m, blockIdx.x * long{kMmaRows} + i, v * rms);
+  }
+#endif
 }
 
 // ---- the decode product with integer activations ---------------------------------------
