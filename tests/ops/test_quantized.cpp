@@ -248,6 +248,12 @@ TEST(QuantizedMatmul, BatchAxesNonContiguousXEmptyAndNaN) {
   Array ys = quantized_matmul(xs, packed, scales, biases);
   EXPECT_EQ(ys.shape(), (Shape{2, 3, 16}));
   kt::expect_same_bits(ys, quantized_matmul(xc, packed, scales, biases), "transposed x");
+  // 40 sessions' rows [40, 1, K] (a batched decode step): the same bits as [40, K].
+  auto xb = kt::random_values(40 * 128, bfloat16, 5);
+  kt::expect_same_bits(
+      quantized_matmul(kt::from_values(xb, {40, 1, 128}, bfloat16), packed, scales, biases),
+      reshape(quantized_matmul(kt::from_values(xb, {40, 128}, bfloat16), packed, scales, biases), {40, 1, 16}),
+      "rows of sessions");
   // One row and a 1-D x.
   Array x1 = kt::from_values(std::vector<double>(xv.begin(), xv.begin() + 128), {128}, float32);
   EXPECT_EQ(quantized_matmul(x1, packed, scales, biases).shape(), (Shape{16}));

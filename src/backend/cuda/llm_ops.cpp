@@ -287,10 +287,13 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
   allocate_output(dev, full);
   dequantize_into(dev, q, w, s, b, full);
   const Tensor wt = transpose ? detail::view(full, Shape{k, n}, Strides{1, k}, 0) : full;
+  // Every row of x meets the same weights: one [m, k] @ [k, n] product (x [B, 1, k] of B sessions
+  // as B batched one-row products read the expanded weights B times).
   const Tensor xd = dense(dev, x);
   Tensor yd = y.dtype == x.dtype ? y : Tensor(y.shape, x.dtype);
   if (y.dtype != x.dtype) allocate_output(dev, yd);
-  matmul(dev, xd, wt, yd);
+  Tensor y2 = detail::view(yd, Shape{m, n}, Strides{n, 1}, yd.offset);
+  matmul(dev, detail::view(xd, Shape{m, k}, Strides{k, 1}, xd.offset), wt, y2);
   if (y.dtype != x.dtype) copy_into(dev, yd, y);
   if (addend) add_into(dev, *addend, y);
 }
