@@ -320,14 +320,18 @@ __device__ inline void gemv_chunk(const QuantizedGemv& a, const GemvLoads<S, Bit
   }
 }
 
-/* The rows of w that the block's group takes: with `glu`, R / 2 gate rows and their up rows,
+/* Row r of the R rows of w that the block takes: with `glu`, R / 2 gate rows and their up rows,
    n / 2 apart; else R consecutive rows. */
 template <int R>
-__device__ inline void gemv_rows(const QuantizedGemv& a, long (&row)[R]) {
+__device__ inline long gemv_row(const QuantizedGemv& a, int r) {
   constexpr int kGates = R > 1 ? R / 2 : 1;
   const long group = blockIdx.x, outs = a.glu ? a.n / 2 : a.n;  // the grid covers the output columns exactly
+  return a.glu ? group * kGates + r % kGates + (r / kGates) * outs : group * R + r;
+}
+template <int R>
+__device__ inline void gemv_rows(const QuantizedGemv& a, long (&row)[R]) {
 #pragma unroll
-  for (int r = 0; r < R; ++r) row[r] = a.glu ? group * kGates + r % kGates + (r / kGates) * outs : group * R + r;
+  for (int r = 0; r < R; ++r) row[r] = gemv_row<R>(a, r);
 }
 
 /* 1/rms of an activation row from its sum of squares (1 without a norm). */
@@ -500,17 +504,14 @@ __device__ void quantized_mma(const QuantizedGemv& a) {
 #if __CUDA_ARCH__ >= 800
   constexpr int kCols = NT * 8;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5, g = lane >> 2, t = lane & 3;
-  const long outs = a.glu ? a.n / 2 : a.n, chunks = a.k / kMmaChunk, row_chunks = a.k / 32;
+  const long chunks = a.k / kMmaChunk, row_chunks = a.k / 32;
   const int group_bits = __ffs(static_cast<int>(a.group_size)) - 1;
   const long groups = a.k >> group_bits;
   long row[2][2];  // the lane's rows: tile m, rows g and g + 8 of it
 #pragma unroll
   for (int m = 0; m < 2; ++m) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int i = m * 16 + g + 8 * h;
-      row[m][h] = a.glu ? blockIdx.x * 16L + (i & 15) + (i >> 4) * outs : blockIdx.x * long{kMmaRows} + i;
-    }
+    for (int h = 0; h < 2; ++h) row[m][h] = gemv_row<kMmaRows>(a, m * 16 + g + 8 * h);
   }
   const auto* packed = static_cast<const kiln_vec<unsigned, 4>*>(a.packed);  // 32 values each
   auto load = [&](long c, kiln_vec<unsigned, 4>(&w)[2][2]) {
@@ -619,9 +620,9 @@ __device__ void quantized_mma(const QuantizedGemv& a) {
     }
     const float rms = product_rms(a, sq);
     if (a.glu)
-      store_gated<T>(a, m, blockIdx.x * 16L + i, v * rms, up * rms);
+      store_gated<T>(a, m, gemv_row<kMmaRows>(a, i), v * rms, up * rms);
     else
-      store_product<T>(a, m, blockIdx.x * long{kMmaRows} + i, v * rms);
+      store_product<T>(a, m, gemv_row<kMmaRows>(a, i), v * rms);
   }
 #endif
 }
