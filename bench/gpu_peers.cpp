@@ -1019,6 +1019,7 @@ std::vector<LlmCase> llm_cases(int64_t scale, Device dev) {
   std::vector<LlmCase> cases = {
       qmm("qmm_decode_4096x4096", 1, 4096, 4096),  // the q and o projections of one token
       qmm("qmm_decode_14336x4096", 1, 14336, 4096),  // gate or up
+      qmm("qmm_decode_28672x4096", 1, 28672, 4096),  // gate and up as one product
       qmm("qmm_decode_4096x14336", 1, 4096, 14336),  // down
       qmm("qmm_decode_128256x4096", 1, 128256, 4096),  // the vocabulary's logits
       qmm("qmm_decode8_14336x4096", 8, 14336, 4096),  // gate or up for 8 sequences at once

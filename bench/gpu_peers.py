@@ -392,6 +392,7 @@ def llm_cases(scale):
     return [
         ("qmm_decode_4096x4096", "qmm", (1, 4096 // d, 4096 // d)),
         ("qmm_decode_14336x4096", "qmm", (1, 14336 // d, 4096 // d)),
+        ("qmm_decode_28672x4096", "qmm", (1, 28672 // d, 4096 // d)),
         ("qmm_decode_4096x14336", "qmm", (1, 4096 // d, 14336 // d)),
         ("qmm_decode_128256x4096", "qmm", (1, 128256 // d, 4096 // d)),
         ("qmm_decode8_14336x4096", "qmm", (8, 14336 // d, 4096 // d)),

@@ -8,6 +8,10 @@ time theirs.
     bench/llm_peer_torch.py MODEL.gguf [--device cuda|cpu] [--dtype bfloat16|float16|float32]
                             [--pp 512] [--tg 128] [-r 3] [--no-compile] [--json]
     bench/llm_peer_torch.py MODEL.gguf --generate N --prompt-ids 1,2,3
+    bench/llm_peer_torch.py llama3-8b-shape [--layers 32] ...
+
+llama3-8b-shape is the model of `bench_distributed decode` (Llama-3-8B's shapes, random weights
+drawn by torch in dtype on the device), for runs where no GGUF of it is at hand.
 
 The file is read with gguf-py. Q4_0, Q4_1 and Q8_0 blocks are dequantized with torch on the
 target device (gguf-py's numpy dequantize takes about 15 ns a weight, two minutes for an 8B
@@ -31,13 +35,11 @@ import warnings
 
 import numpy as np
 import torch
-import gguf
 
 HF_NAMES = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
             "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
             "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
             "ffn_down": "mlp.down_proj"}
-Q = gguf.GGMLQuantizationType
 
 
 def field(reader, key, default=None):
@@ -66,6 +68,8 @@ def dequantize(t, device, dtype):
     with warnings.catch_warnings():  # the memory map is read-only; torch copies it to the device
         warnings.simplefilter("ignore")
         raw = torch.from_numpy(np.asarray(t.data).reshape(-1).view(np.uint8)).to(device)
+    import gguf
+    Q = gguf.GGMLQuantizationType
     kind = t.tensor_type
     if kind in (Q.F32, Q.F16, Q.BF16):
         as_type = {Q.F32: torch.float32, Q.F16: torch.float16, Q.BF16: torch.bfloat16}[kind]
@@ -91,8 +95,31 @@ def unpermute(w, n_heads):
     return w.reshape(n_heads, rows // n_heads // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
 
 
+def built(config, device, dtype):
+    """LlamaForCausalLM of config, made in dtype on the device: an 8B model never exists in float32."""
+    from transformers import LlamaForCausalLM
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            return LlamaForCausalLM(config).eval()
+    finally:
+        torch.set_default_dtype(before)
+
+
+def synthetic(layers, device, dtype):
+    """bench_distributed's Llama-3-8B-shaped model with random weights."""
+    from transformers import LlamaConfig
+    config = LlamaConfig(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=layers,
+                         num_attention_heads=32, num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-5,
+                         rope_theta=500000.0, max_position_embeddings=8192, tie_word_embeddings=False,
+                         attention_bias=False, mlp_bias=False)
+    return built(config, device, dtype), config
+
+
 def load(path, device, dtype):
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import gguf
+    from transformers import LlamaConfig
     r = gguf.GGUFReader(path)
     arch = field(r, "general.architecture")
     if arch != "llama":
@@ -110,13 +137,7 @@ def load(path, device, dtype):
         rms_norm_eps=float(k("attention.layer_norm_rms_epsilon", 1e-5)),
         rope_theta=float(k("rope.freq_base", 10000.0)), max_position_embeddings=int(k("context_length", 4096)),
         tie_word_embeddings=tied, attention_bias=False, mlp_bias=False)
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)  # made in dtype on the device: an 8B model never exists in float32
-    try:
-        with torch.device(device):
-            model = LlamaForCausalLM(config).eval()
-    finally:
-        torch.set_default_dtype(before)
+    model = built(config, device, dtype)
     params = dict(model.named_parameters())
     for name, t in tensors.items():
         if name == "rope_freqs.weight":
@@ -146,6 +167,19 @@ class Runner:
         self.cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         self.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True, dynamic=False) \
             if compile_ else model.forward
+        # One eager step first: the cache allocates its tensors on its first update, and inside a
+        # CUDA graph they would belong to the graph, overwritten by its next replay.
+        with torch.no_grad():
+            model.forward(input_ids=torch.zeros(1, 1, dtype=torch.long, device=device), position_ids=self.positions[None, :1],
+                          cache_position=self.positions[:1], use_cache=True, logits_to_keep=1,
+                          **{self.cache_arg: self.cache})
+        # Its tensors (the lengths too, which each update advances in place) keep their addresses
+        # across replays, so the CUDA graphs may mutate them.
+        for layer in getattr(self.cache, "layers", []):
+            for v in vars(layer).values():
+                if isinstance(v, torch.Tensor):
+                    torch._dynamo.mark_static_address(v)
+        self.cache.reset()
 
     @torch.no_grad()
     def step(self, ids, start):
@@ -216,6 +250,7 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--generate", type=int, default=0, help="print N greedy ids after --prompt-ids")
     ap.add_argument("--prompt-ids")
+    ap.add_argument("--layers", type=int, default=32, help="layers of llama3-8b-shape")
     a = ap.parse_args()
     cpu = a.device == "cpu"
     dtype = getattr(torch, a.dtype or ("float32" if cpu else "bfloat16"))
@@ -223,7 +258,8 @@ def main():
     if a.threads:
         torch.set_num_threads(a.threads)
     t0 = time.perf_counter()
-    model, config = load(a.model, a.device, dtype)
+    model, config = synthetic(a.layers, a.device, dtype) if a.model == "llama3-8b-shape" else \
+        load(a.model, a.device, dtype)
     load_s = time.perf_counter() - t0
     name = os.path.basename(a.model)
 

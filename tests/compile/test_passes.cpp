@@ -295,7 +295,7 @@ TEST(Passes, CseMergesCollectivesOfOneGroupOnly) {
   auto sums = [&](const distributed::Group& a, const distributed::Group& b) {
     compiler::Graph g =
         traced([&](const std::vector<Array>& in) { return std::vector<Array>{all_sum(in[0], a) + all_sum(in[0], b)}; },
-               {x4()});
+               {kiln::to(x4(), Device::cpu())});  // on the groups' device, whatever the tests' device
     run_pass(g, make_cse());
     return count_kind(g, OpKind::AllSum);
   };

@@ -129,7 +129,7 @@ TEST(QuantizedMatmul, AgainstFloat64AllBitsShapesAndDtypes) {
     int64_t m, n, k;
   };
   for (Case sh : {Case{1, 7, 256}, Case{3, 5, 128}, Case{8, 9, 512}, Case{9, 6, 256}, Case{33, 300, 128},
-                  Case{2, 3, 32}, Case{5, 64, 256}, Case{40, 32, 128}}) {
+                  Case{2, 3, 32}, Case{5, 64, 256}, Case{40, 32, 128}, Case{1, 48, 512}}) {
     for (int bits : {2, 3, 4, 5, 6, 8}) {
       for (int gs : {32, 128}) {
         if (sh.k % gs != 0) continue;
@@ -234,6 +234,36 @@ TEST(QuantizedMatmul, JoinedNormResidualAndGateAgainstFloat64) {
       kt::expect_within(f1(in)[1], gated, gate_mag, unit, ctx + " gate (product read twice)");
       kt::expect_within(f2(in)[0], residual, res_mag, unit, ctx + " norm and residual joined");
       kt::expect_within(f3(in)[0], gated, gate_mag, unit, ctx + " norm and gate joined");
+    }
+  }
+}
+
+// One row of 16-bit x against 4-bit weights with float or 16-bit scales. On a GPU, whole chunks of
+// 256 values and whole 16-row tiles take the one-row tensor-core product, its warps splitting a
+// tile 8, 4, 2 or 1 ways as the tiles grow (16 to 32768 rows on 132 SMs); weights and x enter it
+// exactly, so only its float sums round.
+TEST(QuantizedMatmul, OneRowAgainstFloat64) {
+  const int64_t k = 512;
+  for (int64_t n : {16, 48, 8192, 16384, 32768}) {
+    auto wv = kt::random_values(n * k, float32, 50 + static_cast<uint64_t>(n));
+    for (int gs : {32, 64}) {
+      auto [packed, s32, b32] = quantize(kt::from_values(wv, {n, k}, float32), gs, 4);
+      for (Dtype sd : {float32, bfloat16, float16}) {
+        const Array scales = astype(s32, sd), biases = astype(b32, sd);
+        const auto wd = kt::dequantize_ref(words_of(packed), floats_of(scales), floats_of(biases),
+                                           static_cast<size_t>(n), static_cast<size_t>(k), gs, 4);
+        for (Dtype d : {bfloat16, float16}) {
+          const std::string ctx = "n " + std::to_string(n) + " group " + std::to_string(gs) + " scales " +
+                                  dtype_name(sd) + " x " + dtype_name(d);
+          auto xv = kt::random_values(k, d, 51, -2, 2);
+          std::vector<double> want, mag;
+          matmul_t_ref(xv, wd, 1, static_cast<size_t>(n), static_cast<size_t>(k), want, mag);
+          for (size_t i = 0; i < want.size(); ++i) mag[i] += std::fabs(want[i]) * kt::rel_tol(d) / 1e-5;
+          Array y = quantized_matmul(kt::from_values(xv, {1, k}, d), packed, scales, biases, true, gs, 4);
+          ASSERT_EQ(y.shape(), (Shape{1, n})) << ctx;
+          kt::expect_within(y, want, mag, 1e-5, ctx);
+        }
+      }
     }
   }
 }

@@ -5,6 +5,7 @@
 #include "backend/cuda/llm_ops.h"
 
 #include <algorithm>
+#include <bit>
 #include <optional>
 #include <cstring>
 #include <string>
@@ -208,9 +209,23 @@ void quantized_matmul_integer(int dev, const QuantParams& q, QmmActivations acti
    activations, from the knob's rows (KILN_CUDA_MMA_PRODUCT_ROWS) up to args::kMmaMostRows, whole
    chunks of values and whole tiles of weight rows, compute capability 8.0 or newer. */
 bool mma_product(int dev, const QuantParams& q, bool transpose, Dtype xt, int64_t m, int64_t n, int64_t k, bool glu) {
-  return transpose && q.bits == 4 && (xt == bfloat16 || xt == float16) && m >= tuning().mma_product_rows &&
+  return transpose && q.bits == 4 && (xt == bfloat16 || xt == float16) && m >= std::max(2, tuning().mma_product_rows) &&
          m <= args::kMmaMostRows && k % args::kMmaChunk == 0 &&
          (glu ? n / 2 : n) % (args::kMmaRows / (glu ? 2 : 1)) == 0 && device_info(dev).major >= 8;
+}
+
+/* Shared memory of a quantized_mv block: x's image and sums, 16 zero words, the warps' row sums
+   and a fold's 32 floats. */
+unsigned mv_shared_bytes(int64_t k) {
+  return static_cast<unsigned>(k * 2 + 16 * 4 + k / 32 * 4 + args::kMvWarps * 16 * 4 + 32 * 4);
+}
+
+/* Launches quantized_mv<types, nw_type, split>. */
+void quantized_mv(int dev, const args::QuantizedGemv& a, const std::string& types, const std::string& nw_type,
+                  int split) {
+  const unsigned grid = static_cast<unsigned>(a.n / 16 / (args::kMvWarps / split));
+  run(dev, "QuantizedGemv", "quantized_mv<" + types + ", " + nw_type + ", " + std::to_string(split) + ">", a, grid,
+      32 * args::kMvWarps, mv_shared_bytes(a.k));
 }
 
 /* Launches quantized_mma<types, NT, nw_type> with NT tiles of 8 activation rows. */
@@ -223,6 +238,26 @@ void quantized_mma(int dev, const args::QuantizedGemv& a, const std::string& typ
       32 * warps, shared);
 }
 
+/* The one-row product on the tensor cores (quantized_mv) takes transposed 4-bit weights against
+   one row of 16-bit x when the knob's rows (KILN_CUDA_MMA_PRODUCT_ROWS) start at 1: whole chunks
+   of values, whole 16-row tiles, scales and biases on 4-byte boundaries, x's image within the
+   block's shared memory. Returns the warps that split a tile (0: not this kernel). */
+int mv_split(int dev, const QuantParams& q, bool transpose, Dtype xt, int64_t m, int64_t n, int64_t k, const Tensor& s,
+             const Tensor& b) {
+  if (!transpose || q.bits != 4 || (xt != bfloat16 && xt != float16) || m != 1 || tuning().mma_product_rows > 1 ||
+      k % args::kMvChunk != 0 || n % 16 != 0 || ptr_bits(s) % 4 != 0 || ptr_bits(b) % 4 != 0 ||
+      device_info(dev).major < 8 || mv_shared_bytes(k) > static_cast<unsigned>(device_info(dev).shared_optin))
+    return 0;
+  // The most warps a tile whose warps all fit on the SMs at once (16 an SM at 128 registers):
+  // fewer leave SMs waiting on their loads, more run in two rounds (measured on an H200).
+  const int64_t tiles = n / 16, resident = int64_t{device_info(dev).sms} * 16;
+  const int chosen = tuning().mv_split;
+  int split = chosen ? static_cast<int>(std::bit_floor(static_cast<unsigned>(chosen))) : args::kMvWarps;
+  while (!chosen && split > 1 && tiles * split > resident) split /= 2;
+  while (tiles % (args::kMvWarps / split) != 0) split *= 2;
+  return split;
+}
+
 /* With `glu`, y holds silu(gate) * up of a product whose columns are the gate and up halves. */
 void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tensor& x, const Tensor& w, const Tensor& s,
                       const Tensor& b, Tensor& y, const std::optional<InputNorm>& with_norm = std::nullopt,
@@ -230,7 +265,8 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
   const int64_t k = x.shape.back(), n = y.shape.back() * (glu ? 2 : 1), m = n ? y.size() * (glu ? 2 : 1) / n : 0;
   if (m == 0 || n == 0) return;
   const bool mma = k > 0 && mma_product(dev, q, transpose, x.dtype, m, n, k, glu);
-  if (glu && !mma && (k == 0 || !transpose || m > kGemvRows)) {  // the whole product, then its gate
+  const int split = k > 0 ? mv_split(dev, q, transpose, x.dtype, m, n, k, s, b) : 0;
+  if (glu && !mma && !split && (k == 0 || !transpose || m > kGemvRows)) {  // the whole product, then its gate
     Shape full_shape = y.shape;
     full_shape.back() = n;
     Tensor full(full_shape, y.dtype);
@@ -243,7 +279,7 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
     if (addend) add_into(dev, *addend, y);
     return;
   }
-  if (mma || (transpose && m <= kGemvRows)) {
+  if (split || mma || (transpose && m <= kGemvRows)) {
     const Tensor px = dense(dev, x, 16), pw = dense(dev, w, 16), ps = dense(dev, s);
     const Tensor pb = as_dtype(dev, b, ps.dtype);
     Tensor nw, r;
@@ -266,6 +302,10 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
                           fixed_during_recording(pw) ? 1L : 0L,
                           glu ? 1L : 0L};
     const std::string nw_type = type(with_norm ? nw.dtype : x.dtype);
+    if (split) {  // scales and biases too are read before x is ready
+      a.weights_ready = a.weights_ready && fixed_during_recording(ps) && fixed_during_recording(pb);
+      return quantized_mv(dev, a, type(x.dtype) + ", " + type(ps.dtype), nw_type, split);
+    }
     if (mma) return quantized_mma(dev, a, type(x.dtype) + ", " + type(ps.dtype), nw_type);
     const GemvShape g = gemv_shape(m, n, k, glu);
     run(dev, "QuantizedGemv",

@@ -320,12 +320,12 @@ __device__ inline void gemv_chunk(const QuantizedGemv& a, const GemvLoads<S, Bit
   }
 }
 
-/* Row r of the R rows of w that the block takes: with `glu`, R / 2 gate rows and their up rows,
-   n / 2 apart; else R consecutive rows. */
+/* Row r of the R rows of w of row group `group` (by default the block's): with `glu`, R / 2 gate
+   rows and their up rows, n / 2 apart; else R consecutive rows. */
 template <int R>
-__device__ inline long gemv_row(const QuantizedGemv& a, int r) {
+__device__ inline long gemv_row(const QuantizedGemv& a, int r, long group = blockIdx.x) {
   constexpr int kGates = R > 1 ? R / 2 : 1;
-  const long group = blockIdx.x, outs = a.glu ? a.n / 2 : a.n;  // the grid covers the output columns exactly
+  const long outs = a.glu ? a.n / 2 : a.n;  // the groups cover the output columns exactly
   return a.glu ? group * kGates + r % kGates + (r / kGates) * outs : group * R + r;
 }
 template <int R>
@@ -624,6 +624,217 @@ __device__ void quantized_mma(const QuantizedGemv& a) {
     else
       store_product<T>(a, m, gemv_row<kMmaRows>(a, i), v * rms);
   }
+#endif
+}
+
+// ---- the one-row decode product on the tensor cores ----------------------------------------
+/* 4-bit weights against one row of 16-bit x (decoding one sequence). A warp takes a tile of 16
+   weight rows (with glu, 8 gate rows and their up rows) as the A operand of mma.sync m16n8k16, a
+   chunk of kMvChunk values a step: lane (g, t) holds segments t and 4 + t (32 values, 16 bytes
+   each) of rows g and g + 8. The B operand's 8 columns are the chunk's 8 segments of x: column j
+   holds segment j in that segment's k slots and zeros elsewhere, so the C fragment keeps each
+   segment's sum apart and its scale and bias apply after the mma, in float. A weight then costs
+   a lop3 and part of a shift (the CUDA-core product spends three instructions): bfloat16
+   weights enter as 2^7 + q, the 2^7 taken off with the segment's sum of x. x is staged once a
+   block in shared memory, already in B order, with its segments' sums (and the norm applied).
+   Each warp keeps kMvStages chunks of weights, scales and biases in flight. */
+constexpr int kMvStages = 3;
+
+/* Two 4-bit fields (bits 0-3 and 16-19 of w) as an A pair: 2^7 + q for bfloat16; for float16,
+   2^10 + q less 2^10, exactly (2^10 would cost float16 sums ten bits). */
+template <class T>
+__device__ inline unsigned mv_weight_pair(unsigned w, unsigned magic) {
+  unsigned v;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(v) : "r"(w), "r"(0x000F000Fu), "r"(magic));
+  if constexpr (!std::is_same_v<T, kiln::bfloat16_t>)
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(v) : "r"(v), "r"(0x3C003C00u), "r"(0xE400E400u));
+  return v;
+}
+
+/* A lane's scales (or biases) of one weight row for two segments (values at0 and at1 of p), as
+   read: 16-bit ones as one word (two groups of 32, or one group's value twice), floats as two. */
+template <class S>
+__device__ inline void mv_load_pair(const S* p, long at0, long at1, unsigned (&raw)[2]) {
+  if constexpr (sizeof(S) == 2) {
+    const auto* bits = reinterpret_cast<const uint16_t*>(p);
+    raw[0] = at1 == at0 + 1 ? *reinterpret_cast<const unsigned*>(bits + at0) : bits[at0] * 0x10001u;
+  } else {
+    raw[0] = __float_as_uint(p[at0]);
+    raw[1] = __float_as_uint(p[at1]);
+  }
+}
+template <class S>
+__device__ inline float2 mv_pair(const unsigned (&raw)[2]) {
+  if constexpr (sizeof(S) == 2)
+    return {static_cast<float>(S::from_bits(static_cast<uint16_t>(raw[0]))),
+            static_cast<float>(S::from_bits(static_cast<uint16_t>(raw[0] >> 16)))};
+  else
+    return {__uint_as_float(raw[0]), __uint_as_float(raw[1])};
+}
+
+/* What a lane reads of one chunk: [half][row g, row g + 8] words, and scales and biases of its
+   two rows for segments 2t and 2t + 1. */
+struct MvStage {
+  kiln_vec<unsigned, 4> w[2][2];
+  unsigned s[2][2], b[2][2];
+};
+
+/* x's segments in B order in shared memory: segment j's 16 words as mma_x_pairs orders them
+   (weighted by the norm, with one), its sum in sums[j]; returns the norm's 1/rms (1 without). */
+template <class T, class W>
+__device__ inline float mv_stage_x(const QuantizedGemv& a, unsigned* image, float* sums, float* red) {
+  const long segments = a.k / 32;
+  float squares = 0.0f;
+  for (long j = threadIdx.x; j < segments; j += blockDim.x) {
+    unsigned x[16];
+    const auto* p = reinterpret_cast<const kiln_vec<unsigned, 4>*>(static_cast<const T*>(a.x) + j * 32);
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const kiln_vec<unsigned, 4> w = p[v];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) x[4 * v + i] = w.v[i];
+    }
+    if (a.norm_weight) {
+      ChunkValues<W> nw;
+      nw.load(static_cast<const W*>(a.norm_weight) + j * 32);
+#pragma unroll
+      for (int u = 0; u < 16; ++u) {
+        const float lo = static_cast<float>(T::from_bits(static_cast<uint16_t>(x[u])));
+        const float hi = static_cast<float>(T::from_bits(static_cast<uint16_t>(x[u] >> 16)));
+        squares = __fmaf_rn(lo, lo, __fmaf_rn(hi, hi, squares));
+        x[u] = mma_pair<T>(lo * nw.at(2 * u), hi * nw.at(2 * u + 1));
+      }
+    }
+    float sum = 0.0f;
+#pragma unroll
+    for (int u = 0; u < 16; ++u)
+      sum += static_cast<float>(T::from_bits(static_cast<uint16_t>(x[u]))) +
+             static_cast<float>(T::from_bits(static_cast<uint16_t>(x[u] >> 16)));
+    unsigned b[8][2];
+    mma_x_pairs(x, b);
+    auto* out = reinterpret_cast<kiln_vec<unsigned, 4>*>(image + j * 16);
+#pragma unroll
+    for (int v = 0; v < 4; ++v) out[v] = {b[2 * v][0], b[2 * v][1], b[2 * v + 1][0], b[2 * v + 1][1]};
+    sums[j] = sum;
+  }
+  return a.norm_weight ? product_rms(a, block_fold<false>(squares, red)) : 1.0f;
+}
+
+template <class T, class S, class W, int Split>
+__device__ void quantized_mv(const QuantizedGemv& a) {
+#if __CUDA_ARCH__ >= 800
+  constexpr int kTiles = kMvWarps / Split;  // tiles a block takes, each split between Split warps
+  constexpr float kOffset = std::is_same_v<T, kiln::bfloat16_t> ? 128.0f : 0.0f;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3, split = warp % Split;
+  const long tile = static_cast<long>(blockIdx.x) * kTiles + warp / Split;
+  const long segments = a.k / 32, chunks = a.k / kMvChunk, mine = (chunks - split + Split - 1) / Split;
+  const int group_bits = __ffs(static_cast<int>(a.group_size)) - 1;
+  const long groups = a.k >> group_bits;
+  const long row[2] = {gemv_row<16>(a, g, tile), gemv_row<16>(a, g + 8, tile)};
+  const auto* packed = static_cast<const kiln_vec<unsigned, 4>*>(a.packed);  // 32 values each
+  auto load = [&](long i, MvStage& st) {  // this warp's chunk i: split + i * Split
+    if (i >= mine) return;
+    const long c = split + i * Split, v0 = c * kMvChunk + 64 * t, g0 = v0 >> group_bits, g1 = (v0 + 32) >> group_bits;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) st.w[half][h] = packed[row[h] * segments + c * 8 + 4 * half + t];
+      mv_load_pair(static_cast<const S*>(a.scales), row[h] * groups + g0, row[h] * groups + g1, st.s[h]);
+      mv_load_pair(static_cast<const S*>(a.biases), row[h] * groups + g0, row[h] * groups + g1, st.b[h]);
+    }
+  };
+  MvStage st[kMvStages];
+  // Weights that no earlier kernel of the graph writes are read before waiting for x.
+  if (a.weights_ready) {
+#pragma unroll
+    for (int s = 0; s < kMvStages; ++s) load(s, st[s]);
+  }
+  kiln_wait_for_inputs();
+  if (!a.weights_ready) {
+#pragma unroll
+    for (int s = 0; s < kMvStages; ++s) load(s, st[s]);
+  }
+  // Shared memory: x's image [segments][16], 16 zero words, the segments' sums, then the warps'
+  // row sums [kMvWarps][16] and block_fold's 32 floats.
+  extern __shared__ kiln_vec<unsigned, 4> mv_shared[];
+  unsigned* image = reinterpret_cast<unsigned*>(mv_shared);
+  unsigned* zeros = image + segments * 16;
+  float* sums = reinterpret_cast<float*>(zeros + 16);
+  float* partial = sums + segments;
+  float* red = partial + kMvWarps * 16;
+  if (threadIdx.x < 16) zeros[threadIdx.x] = 0;
+  const float rms = mv_stage_x<T, W>(a, image, sums, red);
+  __syncthreads();
+  unsigned magic = std::is_same_v<T, kiln::bfloat16_t> ? 0x43004300u : 0x64006400u;
+  asm volatile("" : "+r"(magic));  // a register: lop3 takes the mask as its one immediate
+  float acc[2] = {0.0f, 0.0f};  // rows g and g + 8, this lane's segments
+  for (long i0 = 0; i0 < mine; i0 += kMvStages) {
+#pragma unroll
+    for (int s = 0; s < kMvStages; ++s) {
+      const long i = i0 + s;
+      if (i >= mine) break;
+      const long c = split + i * Split;
+      float cf[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        // Column g of B: segment g's values where this lane's k slots hold segment 4 * half + t.
+        const auto* src =
+            reinterpret_cast<const kiln_vec<unsigned, 4>*>(g == 4 * half + t ? image + (c * 8 + g) * 16 : zeros);
+        unsigned bx[16];
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          const kiln_vec<unsigned, 4> w = src[v];
+#pragma unroll
+          for (int u = 0; u < 4; ++u) bx[4 * v + u] = w.v[u];
+        }
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const unsigned lo = st[s].w[half][0].v[q], hi = st[s].w[half][1].v[q];  // rows g and g + 8
+            const unsigned af[4] = {mv_weight_pair<T>(lo >> (8 * h), magic), mv_weight_pair<T>(hi >> (8 * h), magic),
+                                    mv_weight_pair<T>(lo >> (8 * h + 4), magic),
+                                    mv_weight_pair<T>(hi >> (8 * h + 4), magic)};
+            mma_16816<T>(cf, af, bx[2 * (2 * q + h)], bx[2 * (2 * q + h) + 1]);
+          }
+        }
+      }
+      // cf: rows g and g + 8 against segments 2t and 2t + 1.
+      const float2 xs = *reinterpret_cast<const float2*>(sums + c * 8 + 2 * t);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float2 sc = mv_pair<S>(st[s].s[h]), bi = mv_pair<S>(st[s].b[h]);
+        acc[h] = __fmaf_rn(sc.x, __fmaf_rn(-kOffset, xs.x, cf[2 * h]), acc[h]);
+        acc[h] = __fmaf_rn(sc.y, __fmaf_rn(-kOffset, xs.y, cf[2 * h + 1]), acc[h]);
+        acc[h] = __fmaf_rn(bi.x, xs.x, __fmaf_rn(bi.y, xs.y, acc[h]));
+      }
+      load(i + kMvStages, st[s]);
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    acc[h] += __shfl_xor_sync(0xffffffffu, acc[h], 1);
+    acc[h] += __shfl_xor_sync(0xffffffffu, acc[h], 2);
+  }
+  if (t == 0) {
+    partial[warp * 16 + g] = acc[0];
+    partial[warp * 16 + g + 8] = acc[1];
+  }
+  __syncthreads();
+  const int per = a.glu ? 8 : 16;  // outputs of a tile
+  if (threadIdx.x >= kTiles * per) return;
+  const int tb = threadIdx.x / per, r = threadIdx.x % per;
+  float v = 0.0f, up = 0.0f;
+#pragma unroll
+  for (int sp = 0; sp < Split; ++sp) {
+    v += partial[(tb * Split + sp) * 16 + r];
+    if (a.glu) up += partial[(tb * Split + sp) * 16 + r + 8];
+  }
+  const long out_tile = static_cast<long>(blockIdx.x) * kTiles + tb;
+  if (a.glu)
+    store_gated<T>(a, 0, gemv_row<16>(a, r, out_tile), v * rms, up * rms);
+  else
+    store_product<T>(a, 0, gemv_row<16>(a, r, out_tile), v * rms);
 #endif
 }
 
