@@ -5,6 +5,7 @@
 #include "core/config.h"
 #include "llm/model_file_impl.h"
 #include "llm/model_impl.h"
+#include "ops/nn.h"
 
 namespace kiln::llm {
 
@@ -107,11 +108,11 @@ std::vector<Array> Stacked::operator()(const Array& x) const {
 }
 
 Array Linear::operator()(const Array& x) const {
-  // On a GPU only decode products (up to 8 rows) round x to integers: the integer kernel reads
-  // the weights once per 8 rows, while a prompt's float product runs on the tensor cores.
+  // On a GPU only decode products (up to kDecodeRows rows) round x to integers: the integer
+  // kernel reads the weights once per tile of rows, while a prompt's float product runs on the tensor cores.
   QmmActivations act = activations;
   if (act != QmmActivations::exact && x.device().type != Device::Type::cpu && x.ndim() > 0 &&
-      x.size() / std::max<int64_t>(x.shape().back(), 1) > 8)
+      x.size() / std::max<int64_t>(x.shape().back(), 1) > kDecodeRows)
     act = QmmActivations::exact;
   Array y = w.quantized() ? quantized_matmul(x, w.w, *w.scales, *w.biases, true, w.group_size, w.bits, act)
                           : matmul(x, transpose(w.w));

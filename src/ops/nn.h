@@ -48,6 +48,9 @@ class Dequantize : public QuantizedPrimitive {
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
 };
 
+/* Rows of x that a quantized product takes as decode (both backends); more are a prefill. */
+constexpr int64_t kDecodeRows = 8;
+
 /* Inputs (x [.., M, K], packed, scales, biases): x @ dequantize(w)^T (transpose, w [N, K])
    or x @ dequantize(w) (w [K, N]); the weights are 2-D, the result has x's dtype. With int8
    activations x is rounded to int8 blocks first (kiln/nn.h); that needs transpose. */

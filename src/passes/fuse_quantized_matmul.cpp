@@ -26,8 +26,6 @@ bool last_axis_slice(const Graph& g, const GNode& n, int y, int64_t start, int64
   return true;
 }
 
-constexpr int64_t kDecodeRows = 8;  // rows of x the decode products take (both backends)
-
 class FuseQuantizedMatmul : public Pass {
  public:
   const char* name() const override { return "fuse_quantized_matmul"; }

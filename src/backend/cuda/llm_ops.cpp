@@ -36,7 +36,6 @@ Tensor contiguous_on_device(const Tensor& t, int device);  // eval.cpp
 namespace {
 
 constexpr unsigned kThreads = 256;
-constexpr int kGemvRows = 8;  // activation rows the decode product holds in registers
 constexpr unsigned kAttentionThreads = 256;  // most threads of an attention block
 
 constexpr const char* kHeader = "backend/cuda/kernels/llm.cuh";
@@ -142,7 +141,7 @@ GemvShape gemv_shape(int64_t m, int64_t n, int64_t k, bool glu) {
 
 /* quantized_matmul with integer activations (QmmActivations::int8 and int16) of transposed
    weights: x's rows rounded to codes (after the norm, with one) by quantize_rows, then the
-   integer decode product a tile of up to kGemvRows rows at a time (prefill reads the weights
+   integer decode product a tile of up to kDecodeRows rows at a time (prefill reads the weights
    once a tile). */
 void quantized_matmul_integer(int dev, const QuantParams& q, QmmActivations activations, const Tensor& x,
                               const Tensor& w, const Tensor& s, const Tensor& b, Tensor& y,
@@ -179,8 +178,8 @@ void quantized_matmul_integer(int dev, const QuantParams& q, QmmActivations acti
       qa, static_cast<unsigned>(m * ((blocks + args::kQuantizeBlocks - 1) / args::kQuantizeBlocks)),
       32 * args::kQuantizeBlocks);
   const int64_t out_bytes = static_cast<int64_t>(size_of(y.dtype));
-  for (int64_t m0 = 0; m0 < m; m0 += kGemvRows) {
-    const int64_t tile = std::min<int64_t>(kGemvRows, m - m0);
+  for (int64_t m0 = 0; m0 < m; m0 += kDecodeRows) {
+    const int64_t tile = std::min<int64_t>(kDecodeRows, m - m0);
     const args::QuantizedGemv a{tile,
                                 n,
                                 k,
@@ -266,7 +265,7 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
   if (m == 0 || n == 0) return;
   const bool mma = k > 0 && mma_product(dev, q, transpose, x.dtype, m, n, k, glu);
   const int split = k > 0 ? mv_split(dev, q, transpose, x.dtype, m, n, k, s, b) : 0;
-  if (glu && !mma && !split && (k == 0 || !transpose || m > kGemvRows)) {  // the whole product, then its gate
+  if (glu && !mma && !split && (k == 0 || !transpose || m > kDecodeRows)) {  // the whole product, then its gate
     Shape full_shape = y.shape;
     full_shape.back() = n;
     Tensor full(full_shape, y.dtype);
@@ -279,7 +278,7 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
     if (addend) add_into(dev, *addend, y);
     return;
   }
-  if (split || mma || (transpose && m <= kGemvRows)) {
+  if (split || mma || (transpose && m <= kDecodeRows)) {
     const Tensor px = dense(dev, x, 16), pw = dense(dev, w, 16), ps = dense(dev, s);
     const Tensor pb = as_dtype(dev, b, ps.dtype);
     Tensor nw, r;
@@ -554,6 +553,20 @@ void slice_update(int dev, const DynamicSliceUpdate& prim, const std::vector<Ten
 
 }  // namespace
 
+namespace {
+/* A quantized product (w, scales and biases at wsb[0..2]) with what it joins: the norm in front,
+   the addend or the gate behind; integer activations take their own kernels (the ops require
+   transposed weights for them). */
+void quantized_product(int dev, const QuantParams& q, bool transpose, QmmActivations activations, const Tensor& x,
+                       const Tensor* wsb, Tensor& y, const std::optional<InputNorm>& with_norm = std::nullopt,
+                       const Tensor* addend = nullptr, bool glu = false) {
+  allocate_output(dev, y);
+  if (activations != QmmActivations::exact)
+    return quantized_matmul_integer(dev, q, activations, x, wsb[0], wsb[1], wsb[2], y, with_norm, addend, glu);
+  quantized_matmul(dev, q, transpose, x, wsb[0], wsb[1], wsb[2], y, with_norm, addend, glu);
+}
+}  // namespace
+
 void check_llm_inputs(const Primitive& prim, const std::vector<Tensor>& in) {
   if (prim.kind() != OpKind::DynamicSliceUpdate || on_device(in[2])) return;
   static_cast<const DynamicSliceUpdate&>(prim).check_start(in[0].shape, in[1].shape, in[2]);
@@ -568,22 +581,15 @@ void eval_llm(int dev, Primitive& prim, std::vector<Tensor>& in, std::vector<Ten
       return;
     case OpKind::QuantizedMatmul: {
       auto& p = static_cast<const QuantizedMatmul&>(prim);
-      allocate_output(dev, y);
-      if (p.activations() != QmmActivations::exact)  // the op requires transposed weights for these
-        return quantized_matmul_integer(dev, p.params(), p.activations(), in[0], in[1], in[2], in[3], y);
-      return quantized_matmul(dev, p.params(), p.transpose(), in[0], in[1], in[2], in[3], y);
+      return quantized_product(dev, p.params(), p.transpose(), p.activations(), in[0], &in[1], y);
     }
     case OpKind::FusedQuantizedMatmul: {
       auto& p = static_cast<const FusedQuantizedMatmul&>(prim);
-      allocate_output(dev, y);
       const size_t w = p.packed_at();
       std::optional<InputNorm> with_norm;
       if (p.norm_eps()) with_norm = InputNorm{in[1], *p.norm_eps()};
-      if (p.activations() != QmmActivations::exact)
-        return quantized_matmul_integer(dev, p.params(), p.activations(), in[0], in[w], in[w + 1], in[w + 2], y,
-                                        with_norm, p.addend() ? &in[w + 3] : nullptr, p.glu());
-      return quantized_matmul(dev, p.params(), p.transpose(), in[0], in[w], in[w + 1], in[w + 2], y, with_norm,
-                              p.addend() ? &in[w + 3] : nullptr, p.glu());
+      return quantized_product(dev, p.params(), p.transpose(), p.activations(), in[0], &in[w], y, with_norm,
+                               p.addend() ? &in[w + 3] : nullptr, p.glu());
     }
     case OpKind::RmsNorm: {
       auto& p = static_cast<const RmsNorm&>(prim);
