@@ -17,6 +17,9 @@
 //     8 decode steps of warm-up (the first traces, records and builds the step's CUDA graphs),
 //     then --tokens steps timed, greedy-free (a fixed token each step), of each --sessions count
 //     decoding together (one step a token for all of them; tokens/s counts every session's).
+//     --threads 1,2,4,8 (TP=1 only): that many sessions instead, each decoding on a thread of its
+//     own on the one loaded model (`kiln bench-llm --threads`: a 16-token prompt, then --tokens
+//     steps a session; tokens/s over all of them).
 //
 //   --cpu (either part): a dry run of the plumbing on CPU threads, 2 ranks, at a small shape (measures nothing).
 #include <algorithm>
@@ -28,6 +31,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "llm_sessions_bench.h"
 
 #include "kiln/kiln.h"
 #include "llm/synthetic_model.h"
@@ -104,23 +109,28 @@ int bench_all_sum(int64_t min_mib, int64_t max_mib, bool cpu) {
   return 0;
 }
 
+/* The decode benchmark's model: Llama-3-8B's shape, or a small one for a dry run on the CPU. */
+llm::SyntheticModel synthetic(const std::string& type, int layers, bool cpu) {
+  return cpu ? llm::SyntheticModel{.n_layers = 2,
+                                   .d_model = 256,
+                                   .n_heads = 8,
+                                   .n_kv_heads = 4,
+                                   .ffn_dim = 512,
+                                   .vocab_size = 1024,
+                                   .type = type}
+             : llm::SyntheticModel{.n_layers = layers,
+                                   .d_model = 4096,
+                                   .n_heads = 32,
+                                   .n_kv_heads = 8,
+                                   .ffn_dim = 14336,
+                                   .vocab_size = 128256,
+                                   .context_length = 8192,
+                                   .type = type};  // Llama-3-8B's shape
+}
+
 /* One configuration of the decode benchmark: its JSON line on stdout. */
 void decode_once(const std::string& type, int tp, int batch, int tokens, int layers, bool cpu) {
-  const llm::SyntheticModel s = cpu ? llm::SyntheticModel{.n_layers = 2,
-                                                          .d_model = 256,
-                                                          .n_heads = 8,
-                                                          .n_kv_heads = 4,
-                                                          .ffn_dim = 512,
-                                                          .vocab_size = 1024,
-                                                          .type = type}
-                                    : llm::SyntheticModel{.n_layers = layers,
-                                                          .d_model = 4096,
-                                                          .n_heads = 32,
-                                                          .n_kv_heads = 8,
-                                                          .ffn_dim = 14336,
-                                                          .vocab_size = 128256,
-                                                          .context_length = 8192,
-                                                          .type = type};  // Llama-3-8B's shape
+  const llm::SyntheticModel s = synthetic(type, layers, cpu);
   llm::LoadOptions o;
   o.device = cpu ? Device::cpu() : Device::cuda(0);
   o.dtype = bfloat16;
@@ -173,8 +183,28 @@ void decode_once(const std::string& type, int tp, int batch, int tokens, int lay
   std::fflush(stdout);
 }
 
+/* Sessions on threads of their own, one loaded model: a JSON line a thread count. */
+void decode_threads(const std::string& type, const std::vector<int>& threads, int tokens, int layers, bool cpu) {
+  const llm::SyntheticModel s = synthetic(type, layers, cpu);
+  llm::LoadOptions o;
+  o.device = cpu ? Device::cpu() : Device::cuda(0);
+  o.dtype = bfloat16;
+  auto model = llm::Model::load(llm::synthetic_model(s), o);
+  for (const cli::SessionsSpeed& r : cli::bench_sessions(model, {}, threads, tokens))
+    std::printf(
+        "{\"bench\":\"decode_threads\",\"engine\":\"kiln\",\"model\":\"%s\",\"layers\":%d,\"type\":\"%s\","
+        "\"threads\":%d,\"tokens\":%d,\"tokens_per_s\":%.3f}\n",
+        cpu ? "small-cpu-dry-run" : "llama3-8b-shape", s.n_layers, type.c_str(), r.count, tokens, r.tokens_per_s);
+  std::fflush(stdout);
+}
+
 int bench_decode(const std::vector<std::string>& tps, const std::vector<std::string>& types,
-                 const std::vector<std::string>& batches, int tokens, int layers, bool cpu) {
+                 const std::vector<std::string>& batches, const std::vector<int>& threads, int tokens, int layers,
+                 bool cpu) {
+  if (!threads.empty()) {
+    for (const std::string& type : types) decode_threads(type, threads, tokens, layers, cpu);
+    return 0;
+  }
   for (const std::string& type : types) {
     for (const std::string& tp_s : tps) {
       const int tp = std::atoi(tp_s.c_str());
@@ -195,7 +225,7 @@ int main(int argc, char** argv) {
   const std::string usage =
       "usage: bench_distributed all_sum [--min-mib M] [--max-mib M] [--cpu]\n"
       "       bench_distributed decode [--tp 1,2] [--types BF16,Q4] [--tokens N] [--layers N] [--sessions 1,4]"
-      " [--cpu]\n";
+      " [--threads 1,2,4,8] [--cpu]\n";
   if (argc < 2) {
     std::fputs(usage.c_str(), stderr);
     return 2;
@@ -203,6 +233,7 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   int64_t min_mib = 1, max_mib = 1024;
   std::vector<std::string> tps = {"1", "2"}, types = {"BF16", "Q4"}, batches = {"1"};
+  std::vector<int> threads;
   int tokens = 64, layers = 32;
   bool cpu = false;
   for (int i = 2; i < argc; ++i) {
@@ -226,6 +257,8 @@ int main(int argc, char** argv) {
       layers = std::atoi(v.c_str());
     else if (a == "--sessions")
       batches = split(v);
+    else if (a == "--threads")
+      for (const std::string& t : split(v)) threads.push_back(std::max(1, std::atoi(t.c_str())));
     else {
       std::fprintf(stderr, "bench_distributed: unknown option %s\n%s", a.c_str(), usage.c_str());
       return 2;
@@ -233,7 +266,8 @@ int main(int argc, char** argv) {
   }
   try {
     if (mode == "all_sum") return bench_all_sum(std::max<int64_t>(1, min_mib), max_mib, cpu);
-    if (mode == "decode") return bench_decode(tps, types, batches, std::max(1, tokens), std::max(1, layers), cpu);
+    if (mode == "decode")
+      return bench_decode(tps, types, batches, threads, std::max(1, tokens), std::max(1, layers), cpu);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_distributed %s: %s\n", mode.c_str(), e.what());
     return 1;

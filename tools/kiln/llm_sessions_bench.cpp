@@ -55,7 +55,11 @@ double batched(const std::shared_ptr<Model>& model, int sessions, int tokens) {
 
 double threaded(const std::shared_ptr<Model>& model, int threads, int tokens) {
   const int vocab = model->config().vocab_size;
-  std::barrier start(threads + 1);  // every session prefilled before the clock starts
+  // Every session prefilled before the clock starts; it starts as the barrier opens (read after
+  // it, a thread woken late would miss the others' first steps).
+  auto t0 = std::chrono::steady_clock::now();
+  auto start_clock = [&t0]() noexcept { t0 = std::chrono::steady_clock::now(); };
+  std::barrier start(threads + 1, start_clock);
   std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
   auto decode = [&](int t) {
     bool started = false;
@@ -76,7 +80,6 @@ double threaded(const std::shared_ptr<Model>& model, int threads, int tokens) {
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) pool.emplace_back(decode, t);
   start.arrive_and_wait();
-  const auto t0 = std::chrono::steady_clock::now();
   for (auto& t : pool) t.join();
   const double secs = seconds_since(t0);
   for (const auto& e : errors)

@@ -23,40 +23,54 @@ constexpr int64_t kTileQueries = 64;  // queries (heads x rows) per task, at mos
 /* max that propagates NaN (from q, k or an additive mask) into the softmax. */
 inline float nan_max(float a, float b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
 
-/* o = o * c + sum_j p[j] * v[j] for n rows v of width w, 32 outputs at a time held in four
-   registers across the rows (independent chains), then 8, then one. */
-[[gnu::always_inline]] inline void add_weighted_rows(float* o, float c, const float* p, const float* v, int64_t n,
-                                                     int64_t w) {
+/* o[q] = o[q] * c[q] + sum_j p[q][j] * v[j] for NQ outputs at once (queries that share these n
+   rows v of width w), 16 values of each held in registers across the rows, then 8, then one:
+   a row of v is read once for all the queries. */
+template <int NQ>
+[[gnu::always_inline]] inline void add_weighted_rows_n(float* const* o, const float* c, const float* const* p,
+                                                       const float* v, int64_t n, int64_t w) {
   using detail::f32x8;
+  f32x8 x0, x1;
   int64_t e0 = 0;
-  for (; e0 + 32 <= w; e0 += 32) {
-    f32x8 r[4], x;
-    for (int k = 0; k < 4; ++k) {
-      detail::load8(r[k], o + e0 + 8 * k);
-      r[k] *= c;
-    }
-    for (int64_t j = 0; j < n; ++j) {
-      for (int k = 0; k < 4; ++k) {
-        detail::load8(x, v + j * w + e0 + 8 * k);
-        r[k] += p[j] * x;
+  for (; e0 + 16 <= w; e0 += 16) {
+    f32x8 r[NQ][2];
+    for (int q = 0; q < NQ; ++q) {
+      for (int k = 0; k < 2; ++k) {
+        detail::load8(r[q][k], o[q] + e0 + 8 * k);
+        r[q][k] *= c[q];
       }
     }
-    for (int k = 0; k < 4; ++k) detail::store8(o + e0 + 8 * k, r[k]);
+    for (int64_t j = 0; j < n; ++j) {
+      detail::load8(x0, v + j * w + e0);
+      detail::load8(x1, v + j * w + e0 + 8);
+      for (int q = 0; q < NQ; ++q) {
+        const float pj = p[q][j];
+        r[q][0] += pj * x0;
+        r[q][1] += pj * x1;
+      }
+    }
+    for (int q = 0; q < NQ; ++q) {
+      for (int k = 0; k < 2; ++k) detail::store8(o[q] + e0 + 8 * k, r[q][k]);
+    }
   }
   for (; e0 + 8 <= w; e0 += 8) {
-    f32x8 r, x;
-    detail::load8(r, o + e0);
-    r *= c;
-    for (int64_t j = 0; j < n; ++j) {
-      detail::load8(x, v + j * w + e0);
-      r += p[j] * x;
+    f32x8 r[NQ];
+    for (int q = 0; q < NQ; ++q) {
+      detail::load8(r[q], o[q] + e0);
+      r[q] *= c[q];
     }
-    detail::store8(o + e0, r);
+    for (int64_t j = 0; j < n; ++j) {
+      detail::load8(x0, v + j * w + e0);
+      for (int q = 0; q < NQ; ++q) r[q] += p[q][j] * x0;
+    }
+    for (int q = 0; q < NQ; ++q) detail::store8(o[q] + e0, r[q]);
   }
   for (; e0 < w; ++e0) {
-    float r = o[e0] * c;
-    for (int64_t j = 0; j < n; ++j) r += p[j] * v[j * w + e0];
-    o[e0] = r;
+    for (int q = 0; q < NQ; ++q) {
+      float r = o[q][e0] * c[q];
+      for (int64_t j = 0; j < n; ++j) r += p[q][j] * v[j * w + e0];
+      o[q][e0] = r;
+    }
   }
 }
 
@@ -109,15 +123,19 @@ template <class T>
   }
   const T* kbase = a.k + (b * a.hkv + hk) * a.lk * a.d;
   const T* vbase = a.v + (b * a.hkv + hk) * a.lk * a.dv;
-  std::vector<float> kbuf, vbuf, s(static_cast<size_t>(kKeyBlock));
+  // Each query's scores of a block (then their exponentials), and which queries saw a key.
+  std::vector<float> kbuf, vbuf, scores(static_cast<size_t>(nq * kKeyBlock)), correction(static_cast<size_t>(nq));
+  std::vector<int64_t> seen;
   for (int64_t j0 = 0; j0 < keys; j0 += kKeyBlock) {
     const int64_t jn = std::min(kKeyBlock, keys - j0);
     const float* kb = float_rows(kbase, j0, jn, a.d, kbuf);
     const float* vb = float_rows(vbase, j0, jn, a.dv, vbuf);
+    seen.clear();
     for (int64_t n = 0; n < nq; ++n) {
       const int64_t h = hk * group + n / rows, i = row0 + n % rows;
       const float* qn = qf.data() + n * a.d;
       const int64_t lim = limit[static_cast<size_t>(n)];
+      float* s = scores.data() + n * kKeyBlock;
       float block_max = neg_inf;
       for (int64_t j = 0; j < jn; ++j) {
         float dot = detail::dot_lanes(qn, kb + j * a.d, a.d);
@@ -131,20 +149,39 @@ template <class T>
             dot += static_cast<float>(static_cast<const T*>(a.mask)[at]);
           }
         }
-        s[static_cast<size_t>(j)] = dot;
+        s[j] = dot;
         block_max = nan_max(block_max, dot);
       }
       float& mn = m[static_cast<size_t>(n)];
       const float next = nan_max(mn, block_max);
       if (next == neg_inf) continue;  // nothing seen yet
-      const float correction = math::exp_f32(mn - next);
-      float* o = acc.data() + n * a.dv;
-      for (int64_t j = 0; j < jn; ++j) s[static_cast<size_t>(j)] = math::exp_f32(s[static_cast<size_t>(j)] - next);
+      const float c = math::exp_f32(mn - next);
+      for (int64_t j = 0; j < jn; ++j) s[j] = math::exp_f32(s[j] - next);
       float sum = 0;
-      for (int64_t j = 0; j < jn; ++j) sum += s[static_cast<size_t>(j)];
-      l[static_cast<size_t>(n)] = l[static_cast<size_t>(n)] * correction + sum;
-      add_weighted_rows(o, correction, s.data(), vb, jn, a.dv);
+      for (int64_t j = 0; j < jn; ++j) sum += s[j];
+      l[static_cast<size_t>(n)] = l[static_cast<size_t>(n)] * c + sum;
+      correction[static_cast<size_t>(n)] = c;
       mn = next;
+      seen.push_back(n);
+    }
+    // The block's values for up to four queries a pass, each row of v read once for them.
+    for (size_t g = 0; g < seen.size(); g += 4) {
+      float* o[4];
+      const float* p[4];
+      float c[4];
+      const size_t count = std::min<size_t>(4, seen.size() - g);
+      for (size_t u = 0; u < count; ++u) {
+        const int64_t n = seen[g + u];
+        o[u] = acc.data() + n * a.dv;
+        p[u] = scores.data() + n * kKeyBlock;
+        c[u] = correction[static_cast<size_t>(n)];
+      }
+      switch (count) {
+        case 4: add_weighted_rows_n<4>(o, c, p, vb, jn, a.dv); break;
+        case 3: add_weighted_rows_n<3>(o, c, p, vb, jn, a.dv); break;
+        case 2: add_weighted_rows_n<2>(o, c, p, vb, jn, a.dv); break;
+        default: add_weighted_rows_n<1>(o, c, p, vb, jn, a.dv);
+      }
     }
   }
   for (int64_t n = 0; n < nq; ++n) {
