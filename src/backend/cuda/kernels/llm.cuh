@@ -472,6 +472,26 @@ __device__ inline void mma_x_pairs(const unsigned (&x)[16], unsigned (&b)[8][2])
   }
 }
 
+/* 32 values of x at p as 16 pairs of T; with a norm, weighted by the norm's 32 values nw, their
+   squares added to `squares`. */
+template <class T, class W>
+__device__ inline void x_pairs(const T* p, bool norm, const ChunkValues<W>& nw, unsigned (&x)[16], float& squares) {
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    const kiln_vec<unsigned, 4> w = reinterpret_cast<const kiln_vec<unsigned, 4>*>(p)[v];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) x[4 * v + j] = w.v[j];
+  }
+  if (!norm) return;
+#pragma unroll
+  for (int u = 0; u < 16; ++u) {
+    const float lo = static_cast<float>(T::from_bits(static_cast<uint16_t>(x[u])));
+    const float hi = static_cast<float>(T::from_bits(static_cast<uint16_t>(x[u] >> 16)));
+    squares = __fmaf_rn(lo, lo, __fmaf_rn(hi, hi, squares));
+    x[u] = mma_pair<T>(lo * nw.at(2 * u), hi * nw.at(2 * u + 1));
+  }
+}
+
 /* A lane's 32 values of activation row n for the chunk at `at` as 16 pairs of T (zeros past the
    last row); with a norm, weighted by the norm's weights, their squares added to `squares`. */
 template <class T, class W>
@@ -482,21 +502,7 @@ __device__ inline void mma_x_row(const QuantizedGemv& a, long n, long at, const 
     for (int u = 0; u < 16; ++u) x[u] = 0;
     return;
   }
-  const auto* p = reinterpret_cast<const kiln_vec<unsigned, 4>*>(static_cast<const T*>(a.x) + n * a.k + at);
-#pragma unroll
-  for (int v = 0; v < 4; ++v) {
-    const kiln_vec<unsigned, 4> w = p[v];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) x[4 * v + j] = w.v[j];
-  }
-  if (!a.norm_weight) return;
-#pragma unroll
-  for (int u = 0; u < 16; ++u) {
-    const float lo = static_cast<float>(T::from_bits(static_cast<uint16_t>(x[u])));
-    const float hi = static_cast<float>(T::from_bits(static_cast<uint16_t>(x[u] >> 16)));
-    squares = __fmaf_rn(lo, lo, __fmaf_rn(hi, hi, squares));
-    x[u] = mma_pair<T>(lo * nw.at(2 * u), hi * nw.at(2 * u + 1));
-  }
+  x_pairs<T, W>(static_cast<const T*>(a.x) + n * a.k + at, a.norm_weight != nullptr, nw, x, squares);
 }
 
 template <class T, class S, int NT, class W = T>
@@ -687,23 +693,13 @@ __device__ inline float mv_stage_x(const QuantizedGemv& a, unsigned* image, floa
   float squares = 0.0f;
   for (long j = threadIdx.x; j < segments; j += blockDim.x) {
     unsigned x[16];
-    const auto* p = reinterpret_cast<const kiln_vec<unsigned, 4>*>(static_cast<const T*>(a.x) + j * 32);
-#pragma unroll
-    for (int v = 0; v < 4; ++v) {
-      const kiln_vec<unsigned, 4> w = p[v];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) x[4 * v + i] = w.v[i];
-    }
+    const T* xj = static_cast<const T*>(a.x) + j * 32;
     if (a.norm_weight) {
       ChunkValues<W> nw;
       nw.load(static_cast<const W*>(a.norm_weight) + j * 32);
-#pragma unroll
-      for (int u = 0; u < 16; ++u) {
-        const float lo = static_cast<float>(T::from_bits(static_cast<uint16_t>(x[u])));
-        const float hi = static_cast<float>(T::from_bits(static_cast<uint16_t>(x[u] >> 16)));
-        squares = __fmaf_rn(lo, lo, __fmaf_rn(hi, hi, squares));
-        x[u] = mma_pair<T>(lo * nw.at(2 * u), hi * nw.at(2 * u + 1));
-      }
+      x_pairs<T, W>(xj, true, nw, x, squares);
+    } else {
+      x_pairs<T, W>(xj, false, ChunkValues<W>{}, x, squares);
     }
     float sum = 0.0f;
 #pragma unroll
