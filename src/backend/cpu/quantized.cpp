@@ -150,8 +150,6 @@ struct QmmProblem {
   float* y;  // [M, N]
 };
 
-constexpr int64_t kGemvRows = 8;  // at most this many rows of x take the decode path
-
 /* x @ dequantize(w)^T one output column at a time: each weight row dequantized once into a
    float buffer, then dotted with every row of x. Any bits, any CPU. */
 void gemv_generic(const QmmProblem& p) {
@@ -341,7 +339,7 @@ void QuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor
   } else {
     const std::vector<float> x = detail::to_floats(in[0]);
     QmmProblem p{x.data(), w.data<uint32_t>(), nullptr, nullptr, m, n, k, w.shape.back(), q_, yp};
-    const bool decode = transpose_ && m <= kGemvRows;
+    const bool decode = transpose_ && m <= kDecodeRows;
     const bool simd =
         decode && p.words % 8 == 0 && cpu_has_avx2_fma() && (q_.bits == 2 || q_.bits == 4 || q_.bits == 8);
     auto gemv = [&](auto* s, auto* b) {
