@@ -551,9 +551,6 @@ void slice_update(int dev, const DynamicSliceUpdate& prim, const std::vector<Ten
       grid_for(dev, u.size(), kThreads), kThreads);
 }
 
-}  // namespace
-
-namespace {
 /* A quantized product (w, scales and biases at wsb[0..2]) with what it joins: the norm in front,
    the addend or the gate behind; integer activations take their own kernels (the ops require
    transposed weights for them). */
@@ -565,6 +562,7 @@ void quantized_product(int dev, const QuantParams& q, bool transpose, QmmActivat
     return quantized_matmul_integer(dev, q, activations, x, wsb[0], wsb[1], wsb[2], y, with_norm, addend, glu);
   quantized_matmul(dev, q, transpose, x, wsb[0], wsb[1], wsb[2], y, with_norm, addend, glu);
 }
+
 }  // namespace
 
 void check_llm_inputs(const Primitive& prim, const std::vector<Tensor>& in) {
