@@ -9,10 +9,11 @@
 //     finish together). Bus bandwidth is NCCL's: bytes / time * 2 (n - 1) / n, as
 //     bench/nccl_allreduce.py reports PyTorch's.
 //
-//   bench_distributed decode [--tp 1,2] [--types BF16,Q4] [--tokens 64] [--layers 32] [--sessions 1]
+//   bench_distributed decode [--tp 1,2] [--types BF16,Q4,Q4G64] [--tokens 64] [--layers 32] [--sessions 1]
 //     Decode tokens/s of a Llama-3-8B-shaped model of random weights (d_model 4096, 32 heads, 8
 //     key/value heads, ffn 14336, 32 layers, vocabulary 128256; src/llm/synthetic_model.h),
-//     bfloat16 activations, its matrices BF16 or 4-bit (kiln's affine format, groups of 32), at
+//     bfloat16 activations, its matrices BF16 or 4-bit (kiln's affine format, float16 scales and
+//     biases for groups of 32, or of 64 with Q4G64), at
 //     each tensor-parallel size on cuda:0.. (LoadOptions::tensor_parallel): a 32-token prompt,
 //     8 decode steps of warm-up (the first traces, records and builds the step's CUDA graphs),
 //     then --tokens steps timed, greedy-free (a fixed token each step), of each --sessions count
@@ -110,14 +111,18 @@ int bench_all_sum(int64_t min_mib, int64_t max_mib, bool cpu) {
 }
 
 /* The decode benchmark's model: Llama-3-8B's shape, or a small one for a dry run on the CPU. */
-llm::SyntheticModel synthetic(const std::string& type, int layers, bool cpu) {
+llm::SyntheticModel synthetic(const std::string& name, int layers, bool cpu) {
+  const bool g64 = name == "Q4G64";
+  const std::string type = g64 ? "Q4" : name;
+  const int group = g64 ? 64 : 32;
   return cpu ? llm::SyntheticModel{.n_layers = 2,
                                    .d_model = 256,
                                    .n_heads = 8,
                                    .n_kv_heads = 4,
                                    .ffn_dim = 512,
                                    .vocab_size = 1024,
-                                   .type = type}
+                                   .type = type,
+                                   .group_size = group}
              : llm::SyntheticModel{.n_layers = layers,
                                    .d_model = 4096,
                                    .n_heads = 32,
@@ -125,7 +130,8 @@ llm::SyntheticModel synthetic(const std::string& type, int layers, bool cpu) {
                                    .ffn_dim = 14336,
                                    .vocab_size = 128256,
                                    .context_length = 8192,
-                                   .type = type};  // Llama-3-8B's shape
+                                   .type = type,
+                                   .group_size = group};  // Llama-3-8B's shape
 }
 
 /* One configuration of the decode benchmark: its JSON line on stdout. */

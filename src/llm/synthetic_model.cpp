@@ -53,11 +53,11 @@ Weight dense(const Shape& shape, Dtype dtype, float spread, float center, uint64
 }
 
 // Codes anywhere in 0..15, scales near spread / 7.5 and biases -7.5 scales: values in about [-spread, spread].
-Weight four_bit(const Shape& shape, float spread, uint64_t key) {
-  const int64_t rows = shape[0], cols = shape[1], groups = cols / 32;
+Weight four_bit(const Shape& shape, int group_size, float spread, uint64_t key) {
+  const int64_t rows = shape[0], cols = shape[1], groups = cols / group_size;
   Weight w;
   w.bits = 4;
-  w.group_size = 32;
+  w.group_size = group_size;
   w.w = filled<uint32_t>({rows, cols / 8},
                          [&](int64_t i) { return static_cast<uint32_t>(mix(key + static_cast<uint64_t>(i))); });
   const uint64_t scale_key = mix(key ^ 0x5ca1e);
@@ -74,6 +74,8 @@ std::shared_ptr<ModelFile> synthetic_model(const SyntheticModel& s) {
   const std::string& type = s.type;
   if (type != "F32" && type != "F16" && type != "BF16" && type != "Q4")
     fail("llm", "synthetic model: type '", type, "' is not one of F32, F16, BF16, Q4");
+  if (s.group_size != 32 && s.group_size != 64)
+    fail("llm", "synthetic model: group size ", s.group_size, " is not 32 or 64");
   auto impl = std::make_unique<ModelFile::Impl>();
   impl->format = "synthetic";
   impl->path = "synthetic-" + type + "-" + std::to_string(s.n_layers) + "x" + std::to_string(s.d_model);
@@ -88,11 +90,12 @@ std::shared_ptr<ModelFile> synthetic_model(const SyntheticModel& s) {
   const Dtype dtype = type == "F16" ? float16 : type == "BF16" ? bfloat16 : float32;
   const uint64_t seed = s.seed;
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, float spread) {
-    const bool q4 = type == "Q4" && cols % 32 == 0;
+    const int group = s.group_size;
+    const bool q4 = type == "Q4" && cols % group == 0;
     TensorEntry e;
-    e.info = {name, q4 ? "affine4/g32" : type, {rows, cols}};
+    e.info = {name, q4 ? "affine4/g" + std::to_string(group) : type, {rows, cols}};
     e.load = [=] {
-      return q4 ? four_bit({rows, cols}, spread, name_key(seed, name))
+      return q4 ? four_bit({rows, cols}, group, spread, name_key(seed, name))
                 : dense({rows, cols}, dtype, spread, 0, name_key(seed, name));
     };
     impl->tensors[name] = std::move(e);
