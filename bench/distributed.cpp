@@ -22,6 +22,9 @@
 //     own on the one loaded model (`kiln bench-llm --threads`: a 16-token prompt, then --tokens
 //     steps a session; tokens/s over all of them).
 //
+//     --prefill N: prefill instead, tokens/s of an N-token prompt into a fresh session (median of 3,
+//     after one that compiles the step) and the time to its first token.
+//
 //   --cpu (either part): a dry run of the plumbing on CPU threads, 2 ranks, at a small shape (measures nothing).
 #include <algorithm>
 #include <chrono>
@@ -189,6 +192,39 @@ void decode_once(const std::string& type, int tp, int batch, int tokens, int lay
   std::fflush(stdout);
 }
 
+/* Prefill of `prompt` tokens into a fresh session (as llama-bench's pp): its JSON line, the median
+   of 3 timed prompts after one that traces and compiles the step's shape. */
+void prefill_once(const std::string& type, int tp, int prompt, int layers, bool cpu) {
+  const llm::SyntheticModel s = synthetic(type, layers, cpu);
+  llm::LoadOptions o;
+  o.device = cpu ? Device::cpu() : Device::cuda(0);
+  o.dtype = bfloat16;
+  o.tensor_parallel = tp;
+  std::vector<double> times;
+  {
+    auto model = llm::Model::load(llm::synthetic_model(s), o);
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < prompt; ++i) tokens.push_back((i * 7919 + 11) % s.vocab_size);
+    llm::Session session(model);
+    session.append(tokens).eval();
+    wait_for_kernels();  // timed prompts run the fused tier
+    for (int r = 0; r < 3; ++r) {
+      session.reset();
+      const auto t0 = Clock::now();
+      session.append(tokens).eval();
+      times.push_back(seconds_since(t0));
+    }
+  }
+  clear_memory_cache();
+  std::sort(times.begin(), times.end());
+  std::printf(
+      "{\"bench\":\"prefill\",\"engine\":\"kiln\",\"model\":\"%s\",\"layers\":%d,\"type\":\"%s\","
+      "\"activations\":\"bfloat16\",\"tp\":%d,\"prompt\":%d,\"tokens_per_s\":%.3f,\"ms_to_first_token\":%.3f}\n",
+      cpu ? "small-cpu-dry-run" : "llama3-8b-shape", s.n_layers, type.c_str(), tp, prompt, prompt / times[1],
+      times[1] * 1e3);
+  std::fflush(stdout);
+}
+
 /* Sessions on threads of their own, one loaded model: a JSON line a thread count. */
 void decode_threads(const std::string& type, const std::vector<int>& threads, int tokens, int layers, bool cpu) {
   const llm::SyntheticModel s = synthetic(type, layers, cpu);
@@ -206,7 +242,7 @@ void decode_threads(const std::string& type, const std::vector<int>& threads, in
 
 int bench_decode(const std::vector<std::string>& tps, const std::vector<std::string>& types,
                  const std::vector<std::string>& batches, const std::vector<int>& threads, int tokens, int layers,
-                 bool cpu) {
+                 int prefill, bool cpu) {
   if (!threads.empty()) {
     for (const std::string& type : types) decode_threads(type, threads, tokens, layers, cpu);
     return 0;
@@ -216,6 +252,10 @@ int bench_decode(const std::vector<std::string>& tps, const std::vector<std::str
       const int tp = std::atoi(tp_s.c_str());
       if (!cpu && tp > cuda_device_count()) {
         std::fprintf(stderr, "bench_distributed decode: skipping TP=%d (%d GPUs visible)\n", tp, cuda_device_count());
+        continue;
+      }
+      if (prefill > 0) {
+        prefill_once(type, tp, prefill, layers, cpu);
         continue;
       }
       for (const std::string& b : batches)
@@ -231,7 +271,7 @@ int main(int argc, char** argv) {
   const std::string usage =
       "usage: bench_distributed all_sum [--min-mib M] [--max-mib M] [--cpu]\n"
       "       bench_distributed decode [--tp 1,2] [--types BF16,Q4] [--tokens N] [--layers N] [--sessions 1,4]"
-      " [--threads 1,2,4,8] [--cpu]\n";
+      " [--threads 1,2,4,8] [--prefill N] [--cpu]\n";
   if (argc < 2) {
     std::fputs(usage.c_str(), stderr);
     return 2;
@@ -240,7 +280,7 @@ int main(int argc, char** argv) {
   int64_t min_mib = 1, max_mib = 1024;
   std::vector<std::string> tps = {"1", "2"}, types = {"BF16", "Q4"}, batches = {"1"};
   std::vector<int> threads;
-  int tokens = 64, layers = 32;
+  int tokens = 64, layers = 32, prefill = 0;
   bool cpu = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -263,6 +303,8 @@ int main(int argc, char** argv) {
       layers = std::atoi(v.c_str());
     else if (a == "--sessions")
       batches = split(v);
+    else if (a == "--prefill")
+      prefill = std::atoi(v.c_str());
     else if (a == "--threads")
       for (const std::string& t : split(v)) threads.push_back(std::max(1, std::atoi(t.c_str())));
     else {
@@ -273,7 +315,7 @@ int main(int argc, char** argv) {
   try {
     if (mode == "all_sum") return bench_all_sum(std::max<int64_t>(1, min_mib), max_mib, cpu);
     if (mode == "decode")
-      return bench_decode(tps, types, batches, threads, std::max(1, tokens), std::max(1, layers), cpu);
+      return bench_decode(tps, types, batches, threads, std::max(1, tokens), std::max(1, layers), prefill, cpu);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_distributed %s: %s\n", mode.c_str(), e.what());
     return 1;
