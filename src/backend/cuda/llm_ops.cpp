@@ -360,7 +360,11 @@ void norm(int dev, const std::vector<Tensor>& in, Tensor& y, double eps, bool la
     constexpr unsigned kWarps = 4;
     run(dev, "Norm", "norm_warp<" + types, a, static_cast<unsigned>((rows + kWarps - 1) / kWarps), 32 * kWarps);
   } else {
-    run(dev, "Norm", "norm<" + types, a, row_blocks(dev, rows), n <= 128 ? 64 : n <= 1024 ? 128 : kThreads);
+    // Enough threads (at most 512: the kernel takes up to 128 registers) that a row of up to
+    // 4096 values sits in registers, kNormThreadValues a thread.
+    const int64_t held = (n + args::kNormThreadValues - 1) / args::kNormThreadValues;
+    const auto threads = static_cast<unsigned>(std::clamp<int64_t>((held + 31) / 32 * 32, 64, 512));
+    run(dev, "Norm", "norm<" + types, a, row_blocks(dev, rows), threads);
   }
 }
 

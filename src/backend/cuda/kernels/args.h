@@ -19,6 +19,7 @@ constexpr int kMvChunk = 256;  // values of a weight row its warps take a step (
 constexpr int kMmaMostRows = 32;  // activation rows it takes (four 8-row B tiles); more go to cuBLASLt
 constexpr int kQuantizeBlocks = 8;  // blocks of 32 values a quantize_rows thread block rounds (a warp each)
 constexpr int kNormLaneValues = 32;  // values a lane holds of a row a warp normalizes (rows up to 32 * 32)
+constexpr int kNormThreadValues = 8;  // values a thread holds of a row a block normalizes in registers
 constexpr int kLaneDims = 8;  // head dims of q, k and v an attention lane holds (up to 256)
 constexpr int kAttentionKeys = 4;  // keys an attention lane group loads at once
 constexpr int kAttentionMmaKeys = 64;  // keys attention::mma stages a step (Wk tiles of 64 / Wk)

@@ -1024,32 +1024,81 @@ __device__ void add_into(const AddInto& a) {
 }
 
 // ---- norms --------------------------------------------------------------------------------
-/* A block a row: the mean (layer_norm), the mean square about it, then one pass to write. */
+/* One row of up to V * stride values held in registers, this thread's at `at`, at + stride, ...:
+   every load issued at once (a loop would wait on each in turn), then the mean (layer_norm), the
+   mean square about it and the writes. fold sums a value over the threads sharing the row. */
+template <int V, class T, class W, bool Layer, class Fold>
+__device__ inline void norm_held(const Norm& a, long r, int at, int stride, Fold fold) {
+  using A = kiln::math::compute_t<T>;
+  const T* x = static_cast<const T*>(a.x) + r * a.n;
+  T* y = static_cast<T*>(a.out) + r * a.n;
+  const W* w = static_cast<const W*>(a.weight);
+  const W* b = static_cast<const W*>(a.bias);
+  const A n = static_cast<A>(a.n);
+  A v[V];
+  A s = 0;
+#pragma unroll
+  for (int u = 0; u < V; ++u) {
+    const long i = at + static_cast<long>(stride) * u;
+    v[u] = i < a.n ? static_cast<A>(x[i]) : A(0);
+    s += v[u];
+  }
+  const A mean = Layer ? fold(s) / n : A(0);
+  A ss = 0;
+#pragma unroll
+  for (int u = 0; u < V; ++u) {
+    const long i = at + static_cast<long>(stride) * u;
+    const A d = i < a.n ? v[u] - mean : A(0);
+    ss += d * d;
+  }
+  const A inv = A(1) / sqrt(fold(ss) / n + static_cast<A>(a.eps));
+#pragma unroll
+  for (int u = 0; u < V; ++u) {
+    const long i = at + static_cast<long>(stride) * u;
+    if (i >= a.n) continue;
+    A o = (v[u] - mean) * inv;
+    if (w) o *= static_cast<A>(w[i]);
+    if (b) o += static_cast<A>(b[i]);
+    y[i] = static_cast<T>(o);
+  }
+}
+
+/* A block a row: rows of up to kNormThreadValues values a thread in registers (a decode step's
+   rows), longer ones in passes over memory (the mean, the mean square about it, the writes),
+   unrolled so that a thread's loads go out together. */
 template <class T, class W, bool Layer>
 __device__ void norm(const Norm& a) {
   kiln_wait_for_inputs();
   using A = kiln::math::compute_t<T>;
   __shared__ A red[32];
+  auto fold = [&](A v) { return block_fold<false>(v, red); };
   const T* xs = static_cast<const T*>(a.x);
   const W* w = static_cast<const W*>(a.weight);
   const W* b = static_cast<const W*>(a.bias);
   T* ys = static_cast<T*>(a.out);
   const A n = static_cast<A>(a.n);
   for (long r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    if (a.n <= static_cast<long>(blockDim.x) * kNormThreadValues) {
+      norm_held<kNormThreadValues, T, W, Layer>(a, r, threadIdx.x, blockDim.x, fold);
+      continue;
+    }
     const T* x = xs + r * a.n;
     T* y = ys + r * a.n;
     A mean = 0;
     if constexpr (Layer) {
       A s = 0;
+#pragma unroll 8
       for (long i = threadIdx.x; i < a.n; i += blockDim.x) s += static_cast<A>(x[i]);
-      mean = block_fold<false>(s, red) / n;
+      mean = fold(s) / n;
     }
     A ss = 0;
+#pragma unroll 8
     for (long i = threadIdx.x; i < a.n; i += blockDim.x) {
       const A v = static_cast<A>(x[i]) - mean;
       ss += v * v;
     }
-    const A inv = A(1) / sqrt(block_fold<false>(ss, red) / n + static_cast<A>(a.eps));
+    const A inv = A(1) / sqrt(fold(ss) / n + static_cast<A>(a.eps));
+#pragma unroll 8
     for (long i = threadIdx.x; i < a.n; i += blockDim.x) {
       A v = (static_cast<A>(x[i]) - mean) * inv;
       if (w) v *= static_cast<A>(w[i]);
@@ -1060,45 +1109,13 @@ __device__ void norm(const Norm& a) {
 }
 
 /* A warp a row of up to 32 * kNormLaneValues values, held in registers between the passes:
-   no block barriers, for the short rows of a decode step. */
+   no block barriers, for the short rows of a prompt. */
 template <class T, class W, bool Layer>
 __device__ void norm_warp(const Norm& a) {
   kiln_wait_for_inputs();
-  using A = kiln::math::compute_t<T>;
-  const int lane = threadIdx.x & 31;
   const long r = static_cast<long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (r >= a.rows) return;
-  const T* x = static_cast<const T*>(a.x) + r * a.n;
-  T* y = static_cast<T*>(a.out) + r * a.n;
-  const W* w = static_cast<const W*>(a.weight);
-  const W* b = static_cast<const W*>(a.bias);
-  const A n = static_cast<A>(a.n);
-  A v[kNormLaneValues];
-  A s = 0;
-#pragma unroll
-  for (int u = 0; u < kNormLaneValues; ++u) {
-    const long i = lane + 32 * u;
-    v[u] = i < a.n ? static_cast<A>(x[i]) : A(0);
-    s += v[u];
-  }
-  const A mean = Layer ? warp_sum(s) / n : A(0);
-  A ss = 0;
-#pragma unroll
-  for (int u = 0; u < kNormLaneValues; ++u) {
-    const long i = lane + 32 * u;
-    const A d = i < a.n ? v[u] - mean : A(0);
-    ss += d * d;
-  }
-  const A inv = A(1) / sqrt(warp_sum(ss) / n + static_cast<A>(a.eps));
-#pragma unroll
-  for (int u = 0; u < kNormLaneValues; ++u) {
-    const long i = lane + 32 * u;
-    if (i >= a.n) continue;
-    A o = (v[u] - mean) * inv;
-    if (w) o *= static_cast<A>(w[i]);
-    if (b) o += static_cast<A>(b[i]);
-    y[i] = static_cast<T>(o);
-  }
+  norm_held<kNormLaneValues, T, W, Layer>(a, r, threadIdx.x & 31, 32, [](auto v) { return warp_sum(v); });
 }
 
 // ---- rope ---------------------------------------------------------------------------------
