@@ -324,7 +324,9 @@ TEST(Attention, AgainstFloat64GroupedCausalLengthsAndMasks) {
        {AttnCase{1, 4, 2, 1, 70, 8, 8}, AttnCase{2, 4, 4, 5, 9, 16, 8}, AttnCase{1, 2, 1, 130, 130, 8, 8},
         AttnCase{2, 8, 2, 3, 200, 32, 32}, AttnCase{1, 1, 1, 1, 1, 4, 4},
         // Heads of 64 and 128 (the GPU's tensor-core kernel): decoding, short and long prompts.
-        AttnCase{1, 8, 2, 1, 300, 128, 128}, AttnCase{2, 4, 4, 9, 70, 128, 128}, AttnCase{1, 4, 2, 37, 150, 64, 64}}) {
+        AttnCase{1, 8, 2, 1, 300, 128, 128}, AttnCase{2, 4, 4, 9, 70, 128, 128}, AttnCase{1, 4, 2, 37, 150, 64, 64},
+        // Over 512 keys: the GPU splits the keys between blocks and merges the splits.
+        AttnCase{1, 8, 2, 1, 1300, 128, 128}, AttnCase{2, 4, 2, 2, 1100, 16, 16}}) {
     for (Dtype d : {float32, bfloat16, float16}) {
       std::ostringstream ctx;
       ctx << "B" << c.b << " Hq" << c.hq << " Hkv" << c.hkv << " Lq" << c.lq << " Lk" << c.lk << " " << dtype_name(d);

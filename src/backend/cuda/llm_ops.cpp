@@ -36,6 +36,7 @@ Tensor contiguous_on_device(const Tensor& t, int device);  // eval.cpp
 namespace {
 
 constexpr unsigned kThreads = 256;
+constexpr int64_t kMinSplitKeys = 512;  // fewest keys a split of decode attention takes
 constexpr unsigned kAttentionThreads = 256;  // most threads of an attention block
 
 constexpr const char* kHeader = "backend/cuda/kernels/llm.cuh";
@@ -452,11 +453,13 @@ void attention(int dev, const ScaledDotProductAttention& prim, const std::vector
   if (prim.has_key_lengths()) lengths = as_dtype(dev, in[next], int32);
   const int64_t group = hq / hkv, rows = group * lq;
   // Splits of the keys that give every SM two blocks (one where the rows alone fill the GPU),
-  // each a whole number of `step` keys.
+  // each a whole number of `step` keys and at least kMinSplitKeys: a decode step's cache of a few
+  // hundred keys takes one block a head in less time than merging splits takes a second kernel.
   const int64_t sms = device_info(dev).sms;
   auto split_keys = [&](int64_t blocks_per_split, int64_t step) {
     const int64_t want = blocks_per_split >= sms ? 1 : (2 * sms + blocks_per_split - 1) / blocks_per_split;
-    const int64_t len = std::max(step, ((lk + want - 1) / want + step - 1) / step * step);
+    const int64_t len =
+        std::max((kMinSplitKeys + step - 1) / step * step, ((lk + want - 1) / want + step - 1) / step * step);
     return std::pair{len, std::max<int64_t>(1, (lk + len - 1) / len)};
   };
   // Tensor cores for 16-bit heads of 64 or 128 dims whose rows are 16-byte aligned: 4 warps as
