@@ -116,7 +116,7 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& in) const {
     for (size_t j = 0; j < step.inputs.size(); ++j) {
       const int v = step.inputs[j];
       // Kernels never overwrite their inputs, but for an in-place op's input that dies here.
-      const bool in_place = static_cast<int>(j) == step.prim->in_place_input() && dies_at(step, v, regs);
+      const bool in_place = step.prim->may_write_into(j) && dies_at(step, v, regs);
       step_in.push_back(regs[static_cast<size_t>(v)]);
       step_in.back().donated = in_place;
       if (shapeless) in_shapes.push_back(step_in.back().shape);

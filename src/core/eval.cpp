@@ -48,8 +48,7 @@ void Producer::run(Device device) {
     // Host memory kiln allocated, or device memory from a backend's allocator (an upload
     // is also held as its host buffer's mirror, so it never gets here).
     const bool ours = buf && (buf->on_host() ? buf->owned() : buf->block() != nullptr);
-    const bool may_donate =
-        prim->kind() == OpKind::CompiledCall || prim->in_place_input() == static_cast<int>(in.size() - 1);
+    const bool may_donate = prim->kind() == OpKind::CompiledCall || prim->may_write_into(in.size() - 1);
     if (may_donate && a.node().use_count() == 1 && ours && buf.use_count() == 2) {
       in.back().donated = donated = true;
     }

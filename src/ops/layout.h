@@ -60,7 +60,7 @@ class SliceUpdate : public Primitive {
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
   bool is_equivalent(const Primitive& o) const override;
   void print(std::ostream& os) const override;
-  int in_place_input() const override { return 0; }
+  bool may_write_into(size_t input) const override { return input == 0; }
   const std::vector<SliceArg>& args() const { return args_; }
 
  private:

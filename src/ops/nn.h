@@ -201,7 +201,7 @@ class DynamicSliceUpdate : public Primitive {
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
   bool is_equivalent(const Primitive& o) const override;
   void print(std::ostream& os) const override;
-  int in_place_input() const override { return 0; }
+  bool may_write_into(size_t input) const override { return input == 0; }
   const std::vector<int>& axes() const { return axes_; }
   /* Throws when start puts an update of shape u outside a (the CUDA kernel clamps instead). */
   void check_start(const Shape& a, const Shape& u, const detail::Tensor& start) const;

@@ -47,9 +47,9 @@ class Primitive {
   virtual void print(std::ostream& os) const { os << name(); }
   /* True when outputs alias an input's buffer and no kernel runs. */
   virtual bool is_view() const { return false; }
-  /* The input whose buffer the kernel writes its output into when that input arrives
-     donated (nothing else holds it), or -1. */
-  virtual int in_place_input() const { return -1; }
+  /* Whether the kernel may write an output into this input's buffer when the input arrives
+     donated (nothing else holds it); a multi-output op may name several, one per output. */
+  virtual bool may_write_into(size_t /*input*/) const { return false; }
 
  protected:
   /* is_equivalent of a primitive without attributes. */
