@@ -271,4 +271,78 @@ void DynamicSliceUpdate::print(std::ostream& os) const {
   os << ")";
 }
 
+// ---- the batched decode step ----------------------------------------------------------------
+namespace {
+
+/* Checks the caches at in[first..]: 2 * batch of them, B of keys, then B of values, each
+   [1, heads, capacity, dims] with one shape per kind, keys and values of the same heads and
+   capacity. Returns a key cache's shape and a value cache's. */
+std::pair<Shape, Shape> check_caches(const char* op, const std::vector<Shape>& in, size_t first, int64_t batch) {
+  if (batch < 1) fail(op, "needs at least one batch row");
+  const size_t given = in.size() - first, want = 2 * static_cast<size_t>(batch);
+  if (given != want) {
+    fail(op, "needs ", want, " caches (a key cache and a value cache for each of ", batch, " batch rows), got ", given);
+  }
+  const Shape &k = in[first], &v = in[first + want / 2];
+  if (k.size() != 4 || k[0] != 1 || v.size() != 4 || v[0] != 1 || v[1] != k[1] || v[2] != k[2]) {
+    fail(op, "caches must be [1, heads, capacity, dims] with the keys' heads and capacity, got keys ", shape_str(k),
+         " and values ", shape_str(v));
+  }
+  for (size_t i = 0; i < want; ++i) {
+    const Shape& first_of_kind = i < want / 2 ? k : v;
+    if (in[first + i] != first_of_kind) {
+      fail(op, "cache ", i, " has shape ", shape_str(in[first + i]), ", not ", shape_str(first_of_kind),
+           " as the first of its kind (caches of other sizes go to separate calls)");
+    }
+  }
+  return {k, v};
+}
+
+void check_lengths(const char* op, const char* what, const Shape& s, int64_t batch) {
+  if (s.size() != 1 || s[0] != batch) {
+    fail(op, what, " must hold one entry per batch row (", batch, "), got shape ", shape_str(s));
+  }
+}
+
+}  // namespace
+
+std::vector<Shape> CacheUpdate::output_shapes(const std::vector<Shape>& in) const {
+  const char* op = "cache_update";
+  const Shape &keys = in[0], &values = in[1];
+  if (keys.size() != 4 || values.size() != 4) {
+    fail(op, "keys and values must be 4-D [B, heads, L, dims], got ", shape_str(keys), " and ", shape_str(values));
+  }
+  const auto [k, v] = check_caches(op, in, kFirstCache, keys[0]);
+  if (values[0] != keys[0] || values[1] != keys[1] || values[2] != keys[2] || keys[1] != k[1] || keys[3] != k[3] ||
+      values[3] != v[3] || keys[2] > k[2]) {
+    fail(op, "keys ", shape_str(keys), " and values ", shape_str(values), " do not fit caches ", shape_str(k), " and ",
+         shape_str(v));
+  }
+  check_lengths(op, "positions", in[2], keys[0]);
+  std::vector<Shape> out(in.begin() + kFirstCache, in.end());
+  return out;
+}
+
+std::vector<Shape> CacheAttention::output_shapes(const std::vector<Shape>& in) const {
+  const char* op = "cache_attention";
+  const Shape& q = in[0];
+  if (q.size() != 4) fail(op, "q must be 4-D [B, heads, L, dims], got ", shape_str(q));
+  const auto [k, v] = check_caches(op, in, kFirstCache, q[0]);
+  if (q[3] != k[3]) fail(op, "q ", shape_str(q), " and key caches ", shape_str(k), " differ in head size");
+  if (q[1] % k[1] != 0) {
+    fail(op, "the query heads (", q[1], ") must be a multiple of the caches' heads (", k[1], ")");
+  }
+  check_lengths(op, "key_lengths", in[1], q[0]);
+  return {Shape{q[0], q[1], q[2], v[3]}};
+}
+
+bool CacheAttention::is_equivalent(const Primitive& o) const {
+  if (o.kind() != kind()) return false;
+  auto& b = static_cast<const CacheAttention&>(o);
+  return same_float(b.scale_, scale_) && b.causal_ == causal_;
+}
+void CacheAttention::print(std::ostream& os) const {
+  os << name() << "(scale=" << scale_ << (causal_ ? ",causal" : "") << ")";
+}
+
 }  // namespace kiln

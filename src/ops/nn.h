@@ -1,5 +1,6 @@
 // Primitives for language models (include/kiln/nn.h): quantization, quantized
-// products, norms, rotary embeddings, attention and the dynamic cache update.
+// products, norms, rotary embeddings, attention, the dynamic cache update and the batched
+// decode step's cache update and attention.
 // Shape rules live in ops/nn.cpp, CPU kernels in backend/cpu/{quantized,norms,
 // rope,attention}.cpp.
 #pragma once
@@ -209,5 +210,52 @@ class DynamicSliceUpdate : public Primitive {
  private:
   std::vector<int> axes_;  // non-negative, distinct
 };
+
+// ---- The batched decode step: B sessions, each with a key and a value cache of its own ----
+// Both ops take the caches as their inputs from kFirstCache on: B key caches, then B value caches, each
+// [1, heads, capacity, dims] and each kind of one shape (ops/nn.cpp checks them).
+
+/* Inputs (keys, values [B, H, L, D], positions int32 [B], caches): each batch row's keys and
+   values written at its position along axis 2 of its own caches. Outputs: the 2B caches in
+   input order, each its input itself where that input arrives donated, else a copy. */
+class CacheUpdate : public Primitive {
+ public:
+  static constexpr size_t kFirstCache = 3;
+  CacheUpdate() : Primitive(OpKind::CacheUpdate) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  bool is_equivalent(const Primitive& o) const override { return same_kind(o); }
+  bool may_write_into(size_t input) const override { return input >= kFirstCache; }
+  /* Throws when a position puts L = keys[2] rows outside caches of `capacity` (the CUDA kernel
+     clamps instead). */
+  static void check_positions(const Shape& keys, int64_t capacity, const detail::Tensor& positions);
+};
+
+/* Inputs (q [B, Hq, L, D], key_lengths int32 [B], caches): scaled_dot_product_attention of each
+   batch row of q over the first key_lengths[b] keys of its own caches (clamped into them), causal
+   or not. Output [B, Hq, L, Dv]. */
+class CacheAttention : public Primitive {
+ public:
+  static constexpr size_t kFirstCache = 2;
+  CacheAttention(float scale, bool causal) : Primitive(OpKind::CacheAttention), scale_(scale), causal_(causal) {}
+  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
+  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
+  bool is_equivalent(const Primitive& o) const override;
+  void print(std::ostream& os) const override;
+  float scale() const { return scale_; }
+  bool causal() const { return causal_; }
+
+ private:
+  float scale_;
+  bool causal_;
+};
+
+/* The updated caches of CacheUpdate (keys and values cast to the caches' dtype): B key caches,
+   then B value caches, each written in place where nothing else holds its input. */
+std::vector<Array> cache_update(const Array& keys, const Array& values, const Array& positions,
+                                const std::vector<Array>& caches);
+/* CacheAttention of q over the caches (B key caches, then B value caches). */
+Array cache_attention(const Array& q, const Array& key_lengths, const std::vector<Array>& caches, float scale,
+                      bool causal);
 
 }  // namespace kiln

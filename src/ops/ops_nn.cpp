@@ -181,4 +181,57 @@ Array slice_update(const Array& a, const Array& update, const Array& start, cons
   return Array::make(a.shape(), a.dtype(), std::move(prim), {a, cast_to(update, a.dtype()), start});
 }
 
+namespace {
+
+std::vector<Shape> shapes_of(const std::vector<Array>& in) {
+  std::vector<Shape> shapes;
+  for (auto& a : in) shapes.push_back(a.shape());
+  return shapes;
+}
+
+/* At least one cache, every one in the first one's dtype. */
+void check_caches(const char* op, const std::vector<Array>& caches) {
+  if (caches.empty()) fail(op, "needs the caches of at least one batch row");
+  for (size_t i = 0; i < caches.size(); ++i) {
+    check_given(op, {&caches[i]});
+    if (caches[i].dtype() != caches[0].dtype())
+      fail(op, "cache ", i, " is ", dtype_name(caches[i].dtype()), ", not ", dtype_name(caches[0].dtype()),
+           " as cache 0");
+  }
+}
+
+}  // namespace
+
+std::vector<Array> cache_update(const Array& keys, const Array& values, const Array& positions,
+                                const std::vector<Array>& caches) {
+  const char* op = "cache_update";
+  check_given(op, {&keys, &values, &positions});
+  check_int_positions(op, "positions", positions);
+  check_caches(op, caches);
+  const Dtype d = caches[0].dtype();
+  std::vector<Array> in{cast_to(keys, d), cast_to(values, d), positions};
+  in.insert(in.end(), caches.begin(), caches.end());
+  auto prim = std::make_shared<CacheUpdate>();
+  std::vector<Shape> out = prim->output_shapes(shapes_of(in));
+  std::vector<Dtype> dtypes(out.size(), d);
+  return Array::make(std::move(out), std::move(dtypes), std::move(prim), std::move(in));
+}
+
+Array cache_attention(const Array& q, const Array& key_lengths, const std::vector<Array>& caches, float scale,
+                      bool causal) {
+  const char* op = "cache_attention";
+  check_given(op, {&q, &key_lengths});
+  check_activation(op, "q", q);
+  check_int_positions(op, "key_lengths", key_lengths);
+  check_caches(op, caches);
+  if (caches[0].dtype() != q.dtype())
+    fail(op, "q and the caches must share a dtype, got ", dtype_name(q.dtype()), " and ",
+         dtype_name(caches[0].dtype()));
+  std::vector<Array> in{q, key_lengths};
+  in.insert(in.end(), caches.begin(), caches.end());
+  auto prim = std::make_shared<CacheAttention>(scale, causal);
+  Shape out = prim->output_shapes(shapes_of(in))[0];
+  return Array::make(std::move(out), q.dtype(), std::move(prim), std::move(in));
+}
+
 }  // namespace kiln

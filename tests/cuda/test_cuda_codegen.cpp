@@ -433,6 +433,7 @@ TEST_F(CudaCodegen, LanguageModelKernelsCompile) {
   }
   for (const char* w : {"uint8_t", "uint16_t", "uint32_t", "uint64_t"}) {
     check("SliceUpdate", std::string("slice_update<") + w + ">");
+    check("CacheUpdate", std::string("cache_update<") + w + ">");
   }
   for (const char* i : {"int32_t", "int64_t", "uint8_t", "uint32_t"}) {
     SCOPED_TRACE(i);

@@ -1,6 +1,7 @@
-// rms_norm, layer_norm, rope, scaled_dot_product_attention and the dynamic, in-place
-// slice_update against float64 references built in the test, and against golden data
-// from MLX (golden/make_llm_ops_golden.py).
+// rms_norm, layer_norm, rope, scaled_dot_product_attention, the dynamic, in-place
+// slice_update and the batched decode step's cache_update and cache_attention against
+// float64 references built in the test, and against golden data from MLX
+// (golden/make_llm_ops_golden.py).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -536,6 +537,280 @@ TEST(DynamicSliceUpdate, AppendsInPlace) {
   cache.eval();
   EXPECT_EQ(cache.tensor().buffer->data(), data);
   EXPECT_EQ(detail::counters().layout_bytes_copied.load(), token_bytes);
+}
+
+// ---- the batched decode step: cache_update and cache_attention ------------------------------
+namespace {
+
+/* Row b of `values` (rows of `per` values each). */
+std::vector<double> row_of(const std::vector<double>& values, int64_t b, int64_t per) {
+  return std::vector<double>(values.begin() + b * per, values.begin() + (b + 1) * per);
+}
+
+/* B arrays of shape `cache`, each its own buffer, from `values` (the B caches one after another). */
+std::vector<Array> caches_of(const std::vector<double>& values, int64_t batch, const Shape& cache, Dtype d) {
+  std::vector<Array> out;
+  for (int64_t b = 0; b < batch; ++b) out.push_back(kt::from_values(row_of(values, b, kt::numel(cache)), cache, d));
+  eval(out);
+  return out;
+}
+
+/* Positions that differ by row: the first and last rows at the ends of the room L rows leave. */
+std::vector<int32_t> positions_of(int64_t batch, int64_t room) {
+  std::vector<int32_t> p;
+  for (int64_t b = 0; b < batch; ++b) p.push_back(static_cast<int32_t>((b * 7 + 3) % (room + 1)));
+  p.front() = 0;
+  p.back() = static_cast<int32_t>(room);
+  return p;
+}
+
+struct UpdateCase {
+  int64_t b, h, l, cap, d, dv;
+};
+
+/* The caches ([B, H, cap, D], one after another) with rows [B, H, L, D] written at the positions. */
+std::vector<double> updated_ref(std::vector<double> caches, const std::vector<double>& rows, const UpdateCase& c,
+                                int64_t d, const std::vector<int32_t>& pos) {
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.h; ++h)
+      for (int64_t t = 0; t < c.l; ++t)
+        for (int64_t e = 0; e < d; ++e)
+          caches[static_cast<size_t>(((b * c.h + h) * c.cap + pos[static_cast<size_t>(b)] + t) * d + e)] =
+              rows[static_cast<size_t>(((b * c.h + h) * c.l + t) * d + e)];
+  return caches;
+}
+
+/* [B, H, L, D] values as the model makes them: a transposed view of [B, L, H, D]. */
+Array heads_view(const std::vector<double>& bhld, int64_t b, int64_t h, int64_t l, int64_t d, Dtype dt) {
+  std::vector<double> blhd(bhld.size());
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 0; j < h; ++j)
+      for (int64_t t = 0; t < l; ++t)
+        for (int64_t e = 0; e < d; ++e)
+          blhd[static_cast<size_t>(((i * l + t) * h + j) * d + e)] =
+              bhld[static_cast<size_t>(((i * h + j) * l + t) * d + e)];
+  return transpose(kt::from_values(blhd, {b, l, h, d}, dt), {0, 2, 1, 3});
+}
+
+}  // namespace
+
+TEST(CacheUpdate, WritesEveryRowAtItsOwnPositionAndLeavesHeldCachesAlone) {
+  // 70 rows: two launches of at most 64 on the GPU.
+  for (UpdateCase c : {UpdateCase{1, 2, 1, 16, 8, 8}, UpdateCase{3, 2, 3, 20, 8, 4}, UpdateCase{70, 1, 1, 9, 4, 4}}) {
+    for (Dtype d : {float32, bfloat16, float16}) {
+      std::ostringstream os;
+      os << "B" << c.b << " L" << c.l << " " << dtype_name(d);
+      const std::string ctx = os.str();
+      const auto kc = kt::random_values(c.b * c.h * c.cap * c.d, d, 101),
+                 vc = kt::random_values(c.b * c.h * c.cap * c.dv, d, 102);
+      const auto kr = kt::random_values(c.b * c.h * c.l * c.d, d, 103),
+                 vr = kt::random_values(c.b * c.h * c.l * c.dv, d, 104);
+      const std::vector<int32_t> pos = positions_of(c.b, c.cap - c.l);
+      std::vector<Array> caches = caches_of(kc, c.b, {1, c.h, c.cap, c.d}, d);
+      const std::vector<Array> values = caches_of(vc, c.b, {1, c.h, c.cap, c.dv}, d);
+      caches.insert(caches.end(), values.begin(), values.end());
+      const std::vector<Array> out =
+          cache_update(heads_view(kr, c.b, c.h, c.l, c.d, d), kt::from_values(vr, {c.b, c.h, c.l, c.dv}, d),
+                       array(pos, {c.b}), caches);
+      ASSERT_EQ(out.size(), static_cast<size_t>(2 * c.b)) << ctx;
+      const auto want_k = updated_ref(kc, kr, c, c.d, pos), want_v = updated_ref(vc, vr, c, c.dv, pos);
+      for (int64_t b = 0; b < c.b; ++b) {
+        const int64_t per_k = c.h * c.cap * c.d, per_v = c.h * c.cap * c.dv;
+        const auto& k_out = out[static_cast<size_t>(b)];
+        const auto& v_out = out[static_cast<size_t>(c.b + b)];
+        EXPECT_EQ(k_out.to_vector<double>(), row_of(want_k, b, per_k)) << ctx << " keys of row " << b;
+        EXPECT_EQ(v_out.to_vector<double>(), row_of(want_v, b, per_v)) << ctx << " values of row " << b;
+        // The caches are still held here: copied, not overwritten.
+        EXPECT_EQ(caches[static_cast<size_t>(b)].to_vector<double>(), row_of(kc, b, per_k)) << ctx;
+        EXPECT_EQ(caches[static_cast<size_t>(c.b + b)].to_vector<double>(), row_of(vc, b, per_v)) << ctx;
+      }
+    }
+  }
+}
+
+// Given up by their holder, the caches are written where they lie, eagerly and compiled: only
+// the new rows' bytes move.
+TEST(CacheUpdate, WritesInPlaceWhereTheCachesAreDonated) {
+  const UpdateCase c{3, 2, 1, 64, 8, 8};
+  std::vector<Array> caches =
+      caches_of(kt::random_values(2 * c.b * c.h * c.cap * c.d, float32, 111), 2 * c.b, {1, c.h, c.cap, c.d}, float32);
+  std::vector<const void*> data;
+  for (const Array& a : caches) data.push_back(a.tensor().buffer->data());
+  const uint64_t row_bytes = 2 * c.b * c.h * c.l * c.d * 4;
+  const auto expect_in_place = [&](const std::vector<Array>& out, const std::string& ctx) {
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].tensor().buffer->data(), data[i]) << ctx << " cache " << i;
+  };
+  Array keys = full({c.b, c.h, c.l, c.d}, 1.0), values = full({c.b, c.h, c.l, c.d}, 2.0);
+  eval({keys, values});
+  detail::counters().layout_bytes_copied = 0;
+  std::vector<Array> out = cache_update(keys, values, array({0, 1, 2}), caches);
+  caches.clear();
+  eval(out);
+  expect_in_place(out, "eager");
+  EXPECT_EQ(detail::counters().layout_bytes_copied.load(), row_bytes);
+  auto step = compile([](const std::vector<Array>& in) {
+    return cache_update(in[0] * 2.0f, in[1], in[2], std::vector<Array>(in.begin() + 3, in.end()));
+  });
+  std::vector<Array> in{keys, values, array({5, 6, 7})};
+  in.insert(in.end(), out.begin(), out.end());
+  out.clear();
+  detail::counters().layout_bytes_copied = 0;
+  out = step(in);
+  in.clear();
+  eval(out);
+  expect_in_place(out, "compiled");
+  // A call replayed as a CUDA graph runs no host code that could count its bytes.
+  const uint64_t counted = detail::counters().layout_bytes_copied.load();
+  EXPECT_TRUE(counted == row_bytes || (out[0].device().type == Device::Type::cuda && counted == 0)) << counted;
+  for (int64_t b = 0; b < c.b; ++b) {
+    const auto k = slice(out[static_cast<size_t>(b)], {0, 0, 0, 0}, {1, 1, 8, 1}).to_vector<float>();
+    EXPECT_EQ(k[static_cast<size_t>(b)], 1.0f) << b;  // the eager step's row
+    EXPECT_EQ(k[static_cast<size_t>(5 + b)], 2.0f) << b;  // the compiled step's
+  }
+}
+
+TEST(CacheAttention, EachRowOverItsOwnCachesAgainstFloat64) {
+  // Heads of 64 and 128 take the GPU's tensor-core kernel; 70 rows take two launches there.
+  for (AttnCase c :
+       {AttnCase{1, 4, 2, 1, 40, 8, 8}, AttnCase{3, 4, 2, 1, 70, 8, 8}, AttnCase{3, 4, 4, 5, 30, 16, 16},
+        AttnCase{2, 8, 2, 1, 300, 128, 128}, AttnCase{2, 4, 2, 9, 80, 64, 64}, AttnCase{70, 2, 1, 1, 12, 8, 8}}) {
+    for (Dtype d : {float32, bfloat16, float16}) {
+      for (bool causal : {false, true}) {
+        if (causal && c.lq == 1) continue;  // one query sees every key either way
+        std::ostringstream ctx;
+        ctx << "B" << c.b << " Hq" << c.hq << " Hkv" << c.hkv << " L" << c.lq << " cap" << c.lk << " " << dtype_name(d)
+            << (causal ? " causal" : "");
+        const auto qv = kt::random_values(c.b * c.hq * c.lq * c.d, d, 121, -1, 1);
+        auto kv = kt::random_values(c.b * c.hkv * c.lk * c.d, d, 122, -1, 1);
+        auto vv = kt::random_values(c.b * c.hkv * c.lk * c.dv, d, 123);
+        std::vector<int> lengths;
+        for (int32_t p : positions_of(c.b, c.lk - c.lq)) lengths.push_back(p + static_cast<int>(c.lq));
+        const double scale = 1.0 / std::sqrt(static_cast<double>(c.d)), tol = std::max(kt::rel_tol(d), 2e-6) * 4;
+        const auto want = attention_ref(c, qv, kv, vv, scale, causal, &lengths, no_mask);
+        // Past each row's length the caches hold garbage that must never be read.
+        for (int64_t b = 0; b < c.b; ++b)
+          for (int64_t h = 0; h < c.hkv; ++h)
+            for (int64_t j = lengths[static_cast<size_t>(b)]; j < c.lk; ++j) {
+              for (int64_t e = 0; e < c.d; ++e) kv[static_cast<size_t>(((b * c.hkv + h) * c.lk + j) * c.d + e)] = NAN;
+              for (int64_t e = 0; e < c.dv; ++e) vv[static_cast<size_t>(((b * c.hkv + h) * c.lk + j) * c.dv + e)] = NAN;
+            }
+        std::vector<Array> caches = caches_of(kv, c.b, {1, c.hkv, c.lk, c.d}, d);
+        const std::vector<Array> values = caches_of(vv, c.b, {1, c.hkv, c.lk, c.dv}, d);
+        caches.insert(caches.end(), values.begin(), values.end());
+        const Array got = cache_attention(kt::from_values(qv, {c.b, c.hq, c.lq, c.d}, d),
+                                          array(std::vector<int32_t>(lengths.begin(), lengths.end()), {c.b}), caches,
+                                          static_cast<float>(scale), causal);
+        kt::expect_within(got, want, magnitude(want, 1.0), tol, ctx.str());
+      }
+    }
+  }
+}
+
+TEST(CacheAttention, CompiledStepEqualsEagerAndLengthsPastTheCachesAreClamped) {
+  const AttnCase c{3, 4, 2, 2, 24, 16, 16};
+  const auto qv = kt::random_values(c.b * c.hq * c.lq * c.d, float32, 131, -1, 1);
+  const auto kv = kt::random_values(c.b * c.hkv * c.lk * c.d, float32, 132, -1, 1);
+  const auto vv = kt::random_values(c.b * c.hkv * c.lk * c.dv, float32, 133);
+  const Array q = kt::from_values(qv, {c.b, c.hq, c.lq, c.d}, float32);
+  const Array k =
+      kt::from_values(kt::random_values(c.b * c.hkv * c.lq * c.d, float32, 134), {c.b, c.hkv, c.lq, c.d}, float32);
+  const Array pos = array({0, 9, 22});
+  std::vector<Array> caches = caches_of(kv, c.b, {1, c.hkv, c.lk, c.d}, float32);
+  const std::vector<Array> values = caches_of(vv, c.b, {1, c.hkv, c.lk, c.dv}, float32);
+  caches.insert(caches.end(), values.begin(), values.end());
+  auto decode = [](const Array& q, const Array& k, const Array& pos, const std::vector<Array>& caches) {
+    const std::vector<Array> updated = cache_update(k, k * 0.5f, pos, caches);
+    return cache_attention(q * 2.0f, pos + int32_t{2}, updated, 0.25f, true);
+  };
+  auto step = compile([&](const std::vector<Array>& in) {
+    return std::vector<Array>{decode(in[0], in[1], in[2], std::vector<Array>(in.begin() + 3, in.end()))};
+  });
+  std::vector<Array> in{q, k, pos};
+  in.insert(in.end(), caches.begin(), caches.end());
+  kt::expect_same_bits(step(in)[0], decode(q, k, pos, caches), "compiled");
+  // Key lengths past the caches read the whole caches, never beyond.
+  std::vector<int> whole(3, static_cast<int>(c.lk));
+  const auto want = attention_ref(c, qv, kv, vv, 0.5, false, &whole, no_mask);
+  kt::expect_within(cache_attention(q, array({24, 1000, 25}), caches, 0.5f, false), want, magnitude(want, 1.0), 1e-5,
+                    "clamped lengths");
+}
+
+TEST(CacheUpdate, ErrorsPrintAndEquivalence) {
+  Array k = ones({2, 2, 1, 8}), pos = array({0, 3});
+  auto caches = [](int64_t n, int64_t cap) {
+    return std::vector<Array>(static_cast<size_t>(n), zeros({1, 2, cap, 8}));
+  };
+  kt::expect_error([&] { cache_update(k, k, pos, caches(3, 16)); },
+                   "[cache_update] needs 4 caches (a key cache and a value cache for each of 2 batch rows), got 3");
+  std::vector<Array> mixed = caches(4, 16);
+  mixed[1] = zeros({1, 2, 32, 8});
+  kt::expect_error([&] { cache_update(k, k, pos, mixed); },
+                   "[cache_update] cache 1 has shape (1,2,32,8), not (1,2,16,8) as the first of its kind (caches of "
+                   "other sizes go to separate calls)");
+  kt::expect_error(
+      [&] {
+        cache_update(ones({2, 2, 1, 4}), k, pos, caches(4, 16));
+      },
+      "[cache_update] keys (2,2,1,4) and values (2,2,1,8) do not fit caches (1,2,16,8) and (1,2,16,8)");
+  kt::expect_error(
+      [&] {
+        cache_update(k, k, array({0, 3, 4}), caches(4, 16));
+      },
+      "[cache_update] positions must hold one entry per batch row (2), got shape (3)");
+  kt::expect_error(
+      [&] {
+        cache_update(k, k, array({0.0f, 3.0f}), caches(4, 16));
+      },
+      "[cache_update] positions must be int32, got float32");
+  std::vector<Array> f16 = caches(4, 16);
+  f16[3] = astype(f16[3], float16);
+  kt::expect_error([&] { cache_update(k, k, pos, f16); }, "[cache_update] cache 3 is float16, not float32 as cache 0");
+  kt::expect_error(
+      [&] {
+        eval(cache_update(k, k, array({0, 16}), caches(4, 16)));
+      },
+      "[cache_update] position 16 of batch row 1 puts 1 keys outside caches of capacity 16");
+  kt::expect_error(
+      [&] {
+        eval(cache_update(k, k, array({-1, 0}), caches(4, 16)));
+      },
+      "[cache_update] position -1 of batch row 0 puts 1 keys outside caches of capacity 16");
+  EXPECT_EQ(printed(CacheUpdate()), "cache_update");
+  EXPECT_TRUE(CacheUpdate().is_equivalent(CacheUpdate()));
+}
+
+TEST(CacheAttention, ErrorsPrintAndEquivalence) {
+  Array q = ones({2, 4, 1, 8}), lengths = array({1, 4});
+  auto caches = [](int64_t n, const Shape& s) { return std::vector<Array>(static_cast<size_t>(n), zeros(s)); };
+  const Shape cache{1, 2, 16, 8};
+  kt::expect_error([&] { cache_attention(q, lengths, caches(2, cache), 1.0f, false); },
+                   "[cache_attention] needs 4 caches (a key cache and a value cache for each of 2 batch rows), got 2");
+  kt::expect_error(
+      [&] {
+        cache_attention(q, lengths, caches(4, {1, 2, 16, 4}), 1.0f, false);
+      },
+      "[cache_attention] q (2,4,1,8) and key caches (1,2,16,4) differ in head size");
+  kt::expect_error(
+      [&] {
+        cache_attention(q, lengths, caches(4, {1, 3, 16, 8}), 1.0f, false);
+      },
+      "[cache_attention] the query heads (4) must be a multiple of the caches' heads (3)");
+  kt::expect_error(
+      [&] {
+        cache_attention(q, lengths, caches(4, {2, 2, 16, 8}), 1.0f, false);
+      },
+      "[cache_attention] caches must be [1, heads, capacity, dims] with the keys' heads and capacity, got "
+      "keys (2,2,16,8) and values (2,2,16,8)");
+  kt::expect_error([&] { cache_attention(q, array({1}), caches(4, cache), 1.0f, false); },
+                   "[cache_attention] key_lengths must hold one entry per batch row (2), got shape (1)");
+  kt::expect_error([&] { cache_attention(astype(q, float16), lengths, caches(4, cache), 1.0f, false); },
+                   "[cache_attention] q and the caches must share a dtype, got float16 and float32");
+  kt::expect_error([&] { cache_attention(q, lengths, {}, 1.0f, false); },
+                   "[cache_attention] needs the caches of at least one batch row");
+  EXPECT_EQ(printed(CacheAttention(0.5f, true)), "cache_attention(scale=0.5,causal)");
+  EXPECT_TRUE(CacheAttention(0.5f, true).is_equivalent(CacheAttention(0.5f, true)));
+  EXPECT_FALSE(CacheAttention(0.5f, true).is_equivalent(CacheAttention(0.5f, false)));
+  EXPECT_FALSE(CacheAttention(0.5f, true).is_equivalent(CacheAttention(0.25f, true)));
 }
 
 TEST(LanguageModelOps, EmptyShapes) {

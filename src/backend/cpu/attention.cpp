@@ -76,7 +76,8 @@ template <int NQ>
 
 template <class T>
 struct AttentionArgs {
-  const T *q, *k, *v;  // row-major [B, H, L, D]
+  const T* q;  // row-major [B, Hq, Lq, D]
+  std::vector<const T*> k, v;  // per batch row: row-major [Hkv, Lk, D] (and Dv)
   T* out;  // row-major [B, Hq, Lq, Dv]
   int64_t batch, hq, hkv, lq, lk, d, dv;
   int64_t rows_per_tile;  // query rows of one head per task
@@ -121,8 +122,8 @@ template <class T>
     limit[static_cast<size_t>(n)] = a.causal ? std::clamp<int64_t>(i + valid - a.lq + 1, 0, valid) : valid;
     keys = std::max(keys, limit[static_cast<size_t>(n)]);
   }
-  const T* kbase = a.k + (b * a.hkv + hk) * a.lk * a.d;
-  const T* vbase = a.v + (b * a.hkv + hk) * a.lk * a.dv;
+  const T* kbase = a.k[static_cast<size_t>(b)] + hk * a.lk * a.d;
+  const T* vbase = a.v[static_cast<size_t>(b)] + hk * a.lk * a.dv;
   // Each query's scores of a block (then their exponentials), and which queries saw a key.
   std::vector<float> kbuf, vbuf, scores(static_cast<size_t>(nq * kKeyBlock)), correction(static_cast<size_t>(nq));
   std::vector<int64_t> seen;
@@ -202,36 +203,42 @@ void attention_tasks_plain(const AttentionArgs<T>& a, int64_t t0, int64_t t1) {
   for (int64_t t = t0; t < t1; ++t) attention_task(a, t);
 }
 
-}  // namespace
+/* What one attention run reads: q, each batch row's keys and values (views of one array's
+   rows, or the row's own cache), and the mask and key lengths where given. */
+struct AttentionInputs {
+  Tensor q;  // row-major [B, Hq, Lq, D]
+  std::vector<Tensor> k, v;  // per batch row: row-major [1, Hkv, Lk, D] (and Dv)
+  float scale = 1;
+  bool causal = false;
+  ScaledDotProductAttention::Mask mask_kind = ScaledDotProductAttention::Mask::none;
+  Tensor mask;
+  Strides mask_strides = Strides(4, 0);
+  std::vector<int32_t> lengths;  // empty: every key
+};
 
-void ScaledDotProductAttention::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  Tensor& y = out[0];
+void attend(const AttentionInputs& in, Tensor& y) {
   y.allocate();
   if (y.size() == 0) return;
-  const Tensor q = detail::row_major(in[0]), k = detail::row_major(in[1]), v = detail::row_major(in[2]);
-  size_t next = 3;
-  Tensor mask;
-  Strides mask_strides(4, 0);
-  if (mask_ != Mask::none) {
-    mask = in[next++];
-    mask_strides = detail::broadcast_strides(mask, {q.shape[0], q.shape[1], q.shape[2], k.shape[2]});
-  }
-  std::vector<int32_t> lengths;
-  if (has_key_lengths_) lengths = detail::elements_as<int32_t>(in[next]);
+  const Tensor& q = in.q;
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   detail::dispatch_float(q.dtype, [&](auto z) {
     using T = decltype(z);
     if constexpr (!std::is_same_v<T, double>) {
-      AttentionArgs<T> a{q.data<T>(),  k.data<T>(),
-                         v.data<T>(),  y.data<T>(),
-                         q.shape[0],   q.shape[1],
-                         k.shape[1],   q.shape[2],
-                         k.shape[2],   q.shape[3],
-                         v.shape[3],   1,
-                         scale_,       causal_,
-                         mask_,        mask_ != Mask::none ? mask.raw() : nullptr,
-                         mask_strides, has_key_lengths_ ? lengths.data() : nullptr};
+      AttentionArgs<T> a{};
+      a.q = q.data<T>();
+      for (size_t b = 0; b < in.k.size(); ++b) {
+        a.k.push_back(in.k[b].data<T>());
+        a.v.push_back(in.v[b].data<T>());
+      }
+      a.out = y.data<T>();
+      a.batch = q.shape[0], a.hq = q.shape[1], a.lq = q.shape[2], a.d = q.shape[3];
+      a.hkv = in.k[0].shape[1], a.lk = in.k[0].shape[2], a.dv = in.v[0].shape[3];
       a.rows_per_tile = std::max<int64_t>(1, kTileQueries / (a.hq / a.hkv));
+      a.scale = in.scale, a.causal = in.causal;
+      a.mask_kind = in.mask_kind;
+      a.mask = in.mask_kind != ScaledDotProductAttention::Mask::none ? in.mask.raw() : nullptr;
+      a.mask_strides = in.mask_strides;
+      a.key_lengths = in.lengths.empty() ? nullptr : in.lengths.data();
       const int64_t tasks = a.batch * a.hkv * ((a.lq + a.rows_per_tile - 1) / a.rows_per_tile);
       detail::parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
         if (avx2)
@@ -241,6 +248,39 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<Tensor>& in, std::vec
       });
     }
   });
+}
+
+}  // namespace
+
+void ScaledDotProductAttention::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  AttentionInputs a;
+  a.q = detail::row_major(in[0]);
+  const Tensor k = detail::row_major(in[1]), v = detail::row_major(in[2]);
+  for (int64_t b = 0; b < k.shape[0]; ++b) {  // batch row b of k and v
+    a.k.push_back(detail::view(k, {1, k.shape[1], k.shape[2], k.shape[3]}, k.strides, k.offset + b * k.strides[0]));
+    a.v.push_back(detail::view(v, {1, v.shape[1], v.shape[2], v.shape[3]}, v.strides, v.offset + b * v.strides[0]));
+  }
+  a.scale = scale_, a.causal = causal_, a.mask_kind = mask_;
+  size_t next = 3;
+  if (mask_ != Mask::none) {
+    a.mask = in[next++];
+    a.mask_strides = detail::broadcast_strides(a.mask, {a.q.shape[0], a.q.shape[1], a.q.shape[2], k.shape[2]});
+  }
+  if (has_key_lengths_) a.lengths = detail::elements_as<int32_t>(in[next]);
+  attend(a, out[0]);
+}
+
+void CacheAttention::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  AttentionInputs a;
+  a.q = detail::row_major(in[0]);
+  const size_t batch = static_cast<size_t>(a.q.shape[0]);
+  for (size_t b = 0; b < batch; ++b) {
+    a.k.push_back(detail::row_major(in[kFirstCache + b]));
+    a.v.push_back(detail::row_major(in[kFirstCache + batch + b]));
+  }
+  a.scale = scale_, a.causal = causal_;
+  a.lengths = detail::elements_as<int32_t>(in[1]);
+  attend(a, out[0]);
 }
 
 }  // namespace kiln

@@ -268,6 +268,32 @@ void DynamicSliceUpdate::eval_cpu(const std::vector<Tensor>& in, std::vector<Ten
   copy_elements(u, region);
 }
 
+void CacheUpdate::check_positions(const Shape& keys, int64_t capacity, const detail::Tensor& positions) {
+  const std::vector<int32_t> pos = detail::elements_as<int32_t>(positions);
+  for (size_t b = 0; b < pos.size(); ++b) {
+    if (pos[b] < 0 || pos[b] + keys[2] > capacity) {
+      fail("cache_update", "position ", pos[b], " of batch row ", b, " puts ", keys[2],
+           " keys outside caches of capacity ", capacity);
+    }
+  }
+}
+
+void CacheUpdate::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Shape& keys = in[0].shape;
+  check_positions(keys, in[kFirstCache].shape[2], in[2]);
+  const std::vector<int32_t> pos = detail::elements_as<int32_t>(in[2]);
+  const size_t batch = static_cast<size_t>(keys[0]);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Tensor& u = in[i / batch];  // keys for the first B caches, then values
+    const int64_t b = static_cast<int64_t>(i % batch);
+    Tensor& y = out[i];
+    start_from(in[kFirstCache + i], y);
+    const Shape rows{1, u.shape[1], u.shape[2], u.shape[3]};
+    Tensor region = view(y, rows, y.strides, y.offset + pos[static_cast<size_t>(b)] * y.strides[2]);
+    copy_elements(view(u, rows, u.strides, u.offset + b * u.strides[0]), region);
+  }
+}
+
 void Take::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const Tensor& a = in[0];
   const Tensor& ind = in[1];

@@ -401,26 +401,40 @@ void rope(int dev, const Rope& prim, const std::vector<Tensor>& in, Tensor& y) {
 /* q, k or v with unit stride along the last axis. */
 Tensor unit_rows(int dev, const Tensor& t) { return t.strides.back() == 1 || t.shape.back() <= 1 ? t : dense(dev, t); }
 
+/* The operands of one attention: q, k and v as the op gives them, or, with k_rows and v_rows,
+   each batch row's own caches (q.shape[0] of each, dense, of k's and v's shape [1, ...]); the
+   mask and key lengths where given. */
+struct AttentionOperands {
+  Tensor q, k, v, mask, lengths;
+  const Tensor* k_rows = nullptr;
+  const Tensor* v_rows = nullptr;
+  ScaledDotProductAttention::Mask mask_kind = ScaledDotProductAttention::Mask::none;
+  bool causal = false;
+  float scale = 1;
+};
+
 /* How attention::split reads a head's rows: Vec values a load (16 bytes where every row
    allows, else 1), Lanes lanes a key row, Chunks loads a lane, Rows query rows a block. */
 struct AttentionShape {
   int vec, lanes, chunks, rows;
 };
-/* Values of q, k and v a 16-byte load takes where every row of all three starts on 16 bytes, else 1. */
-int row_load_width(const Tensor& q, const Tensor& k, const Tensor& v) {
-  const int vec = static_cast<int>(16 / q.itemsize());
+/* Values of q, k and v a 16-byte load takes where every row of all three (and of every batch
+   row's caches) starts on 16 bytes, else 1. */
+int row_load_width(const AttentionOperands& o) {
+  const int vec = static_cast<int>(16 / o.q.itemsize());
   auto fits = [&](const Tensor& t) {
     for (int i = 0; i < 3; ++i) {
       if (t.strides[static_cast<size_t>(i)] % vec != 0) return false;
     }
     return ptr_bits(t) % 16 == 0;
   };
-  return q.shape[3] % vec == 0 && v.shape[3] % vec == 0 && fits(q) && fits(k) && fits(v) ? vec : 1;
+  bool rows_fit = true;
+  for (int64_t b = 0; o.k_rows && b < o.q.shape[0]; ++b) rows_fit = rows_fit && fits(o.k_rows[b]) && fits(o.v_rows[b]);
+  return o.q.shape[3] % vec == 0 && o.v.shape[3] % vec == 0 && fits(o.q) && fits(o.k) && fits(o.v) && rows_fit ? vec
+                                                                                                               : 1;
 }
 
-AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v, int64_t rows) {
-  const int64_t d = q.shape[3], dv = v.shape[3];
-  const int vec = row_load_width(q, k, v);
+AttentionShape attention_shape(int64_t d, int64_t dv, int vec, int64_t rows) {
   const int64_t loads = (std::max(d, dv) + vec - 1) / vec;  // loads of a key row
   int lanes = 1;
   while (lanes < 32 && lanes < loads) lanes *= 2;
@@ -431,10 +445,10 @@ AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v
   return {vec, lanes, chunks, r};
 }
 
-void attention(int dev, const ScaledDotProductAttention& prim, const std::vector<Tensor>& in, Tensor& y) {
+void attention(int dev, const AttentionOperands& o, Tensor& y) {
   using Mask = ScaledDotProductAttention::Mask;
   if (y.size() == 0) return;
-  const Tensor q = unit_rows(dev, in[0]), k = unit_rows(dev, in[1]), v = unit_rows(dev, in[2]);
+  const Tensor &q = o.q, &k = o.k, &v = o.v;
   const int64_t batch = q.shape[0], hq = q.shape[1], lq = q.shape[2], d = q.shape[3];
   const int64_t hkv = k.shape[1], lk = k.shape[2], dv = v.shape[3];
   if (d > 32 * args::kLaneDims || dv > 32 * args::kLaneDims)
@@ -442,15 +456,8 @@ void attention(int dev, const ScaledDotProductAttention& prim, const std::vector
          dv, ")");
   if (lk > INT32_MAX || (hq / hkv) * lq > INT32_MAX)
     fail("scaled_dot_product_attention", "more than 2^31 - 1 keys or query rows a head on a CUDA device");
-  size_t next = 3;
-  Tensor mask;
   Strides mask_strides(4, 0);
-  if (prim.mask() != Mask::none) {
-    mask = in[next++];
-    mask_strides = detail::broadcast_strides(mask, {batch, hq, lq, lk});
-  }
-  Tensor lengths;
-  if (prim.has_key_lengths()) lengths = as_dtype(dev, in[next], int32);
+  if (o.mask_kind != Mask::none) mask_strides = detail::broadcast_strides(o.mask, {batch, hq, lq, lk});
   const int64_t group = hq / hkv, rows = group * lq;
   // Splits of the keys that give every SM two blocks (one where the rows alone fill the GPU),
   // each a whole number of `step` keys and at least kMinSplitKeys: a decode step's cache of a few
@@ -464,8 +471,9 @@ void attention(int dev, const ScaledDotProductAttention& prim, const std::vector
   };
   // Tensor cores for 16-bit heads of 64 or 128 dims whose rows are 16-byte aligned: 4 warps as
   // Wr row tiles of 16 x Wk tiles of keys (Wk = 4 for up to 16 rows, as in decoding).
+  const int vec = row_load_width(o);
   const bool mma = (q.dtype == float16 || q.dtype == bfloat16) && d == dv && (d == 64 || d == 128) &&
-                   device_info(dev).major >= 8 && row_load_width(q, k, v) == 8;
+                   device_info(dev).major >= 8 && vec == 8;
   const int64_t row_tiles = (rows + 15) / 16;
   const int64_t wk = row_tiles >= 4 ? 1 : row_tiles == 1 ? 4 : 2;
   AttentionShape sh{};
@@ -479,7 +487,7 @@ void attention(int dev, const ScaledDotProductAttention& prim, const std::vector
   } else {
     // A block takes Rows rows (query positions x the heads of a key/value head), its warps one
     // pass of keys at least.
-    sh = attention_shape(q, k, v, rows);
+    sh = attention_shape(d, dv, vec, rows);
     blocks_per_split = batch * hkv * ((rows + sh.rows - 1) / sh.rows);
     warps = static_cast<unsigned>(
         std::clamp<int64_t>(48 * 1024 / (sh.rows * (dv + 2) * int64_t{sizeof(float)}), 1, kAttentionThreads / 32));
@@ -502,18 +510,22 @@ void attention(int dev, const ScaledDotProductAttention& prim, const std::vector
     a.k_strides[i] = k.strides[static_cast<size_t>(i)];
     a.v_strides[i] = v.strides[static_cast<size_t>(i)];
   }
-  a.mask_kind = prim.mask() == Mask::none ? 0 : prim.mask() == Mask::keep ? 1 : 2;
+  a.mask_kind = o.mask_kind == Mask::none ? 0 : o.mask_kind == Mask::keep ? 1 : 2;
   for (int i = 0; i < 4; ++i) a.mask_strides[i] = mask_strides[static_cast<size_t>(i)];
-  a.causal = prim.causal();
-  a.scale = prim.scale();
+  a.causal = o.causal;
+  a.scale = o.scale;
   a.q = reinterpret_cast<const void*>(ptr_bits(q));
   a.k = reinterpret_cast<const void*>(ptr_bits(k));
   a.v = reinterpret_cast<const void*>(ptr_bits(v));
-  a.mask = prim.mask() == Mask::none ? nullptr : reinterpret_cast<const void*>(ptr_bits(mask));
-  a.key_lengths = prim.has_key_lengths() ? reinterpret_cast<const void*>(ptr_bits(lengths)) : nullptr;
+  for (int64_t b = 0; o.k_rows && b < batch; ++b) {
+    a.k_rows[b] = reinterpret_cast<const void*>(ptr_bits(o.k_rows[b]));
+    a.v_rows[b] = reinterpret_cast<const void*>(ptr_bits(o.v_rows[b]));
+  }
+  a.mask = o.mask_kind == Mask::none ? nullptr : reinterpret_cast<const void*>(ptr_bits(o.mask));
+  a.key_lengths = o.lengths.buffer ? reinterpret_cast<const void*>(ptr_bits(o.lengths)) : nullptr;
   a.partial = splits > 1 ? reinterpret_cast<float*>(ptr_bits(partial)) : nullptr;
   a.out = reinterpret_cast<void*>(ptr_bits(y));
-  const std::string t = type(q.dtype), mt = prim.mask() == Mask::keep ? "bool" : t;
+  const std::string t = type(q.dtype), mt = o.mask_kind == Mask::keep ? "bool" : t;
   const std::string call = mma ? "mma<" + t + ", " + mt + ", " + std::to_string(d) + ", " + std::to_string(wk) + ">"
                                : "split<" + t + ", " + mt + ", " + std::to_string(sh.vec) + ", " +
                                      std::to_string(sh.lanes) + ", " + std::to_string(sh.chunks) + ", " +
@@ -525,18 +537,66 @@ void attention(int dev, const ScaledDotProductAttention& prim, const std::vector
                   static_cast<unsigned>(splits * sizeof(float)));
 }
 
-// ---- cache update ---------------------------------------------------------------------------
-void slice_update(int dev, const DynamicSliceUpdate& prim, const std::vector<Tensor>& in, Tensor& y) {
-  const Tensor& dst = in[0];
-  const Tensor& u = in[1];
-  // A donated, whole buffer is updated where it lies: only the update's bytes move.
-  auto moved = [](const Tensor& t) { return static_cast<uint64_t>(t.size()) * t.itemsize(); };
-  if (!allocate_from(dev, dst, y)) {
-    copy_into(dev, dst, y);
-    detail::count(detail::counters().layout_bytes_copied, moved(dst));
+void attention(int dev, const ScaledDotProductAttention& prim, const std::vector<Tensor>& in, Tensor& y) {
+  using Mask = ScaledDotProductAttention::Mask;
+  AttentionOperands o;
+  o.q = unit_rows(dev, in[0]), o.k = unit_rows(dev, in[1]), o.v = unit_rows(dev, in[2]);
+  size_t next = 3;
+  o.mask_kind = prim.mask();
+  if (prim.mask() != Mask::none) o.mask = in[next++];
+  if (prim.has_key_lengths()) o.lengths = as_dtype(dev, in[next], int32);
+  o.causal = prim.causal();
+  o.scale = prim.scale();
+  attention(dev, o, y);
+}
+
+/* Rows [b0, b0 + n) of t along its first axis. */
+Tensor batch_rows(const Tensor& t, int64_t b0, int64_t n) {
+  Shape s = t.shape;
+  s[0] = n;
+  return detail::view(t, std::move(s), t.strides, t.offset + b0 * t.strides[0]);
+}
+
+/* Each batch row over its own caches (made dense, so that every row has one layout), up to
+   kMaxCacheRows rows a launch. */
+void cache_attention(int dev, const CacheAttention& prim, const std::vector<Tensor>& in, Tensor& y) {
+  const int64_t batch = in[0].shape[0];
+  std::vector<Tensor> caches;  // B of keys, then B of values
+  for (size_t i = CacheAttention::kFirstCache; i < in.size(); ++i) caches.push_back(dense(dev, in[i]));
+  const Tensor q = unit_rows(dev, in[0]), lengths = as_dtype(dev, in[1], int32);
+  for (int64_t b0 = 0; b0 < batch; b0 += args::kMaxCacheRows) {
+    const int64_t n = std::min<int64_t>(args::kMaxCacheRows, batch - b0);
+    const Tensor* k_rows = &caches[static_cast<size_t>(b0)];
+    const Tensor* v_rows = &caches[static_cast<size_t>(batch + b0)];
+    AttentionOperands o;
+    o.q = batch_rows(q, b0, n), o.k = k_rows[0], o.v = v_rows[0], o.lengths = batch_rows(lengths, b0, n);
+    o.k_rows = k_rows, o.v_rows = v_rows;
+    o.causal = prim.causal();
+    o.scale = prim.scale();
+    Tensor part = batch_rows(y, b0, n);
+    attention(dev, o, part);
   }
+}
+
+// ---- cache update ---------------------------------------------------------------------------
+/* Counts t's bytes as moved by a layout op. */
+void count_moved(const Tensor& t) {
+  detail::count(detail::counters().layout_bytes_copied, static_cast<uint64_t>(t.size()) * t.itemsize());
+}
+
+/* y in the buffer of a donated, whole `cache` (updated where it lies: only the update's bytes
+   move), else a copy of it. */
+void start_from(int dev, const Tensor& cache, Tensor& y) {
+  if (allocate_from(dev, cache, y)) return;
+  copy_into(dev, cache, y);
+  count_moved(cache);
+}
+
+void slice_update(int dev, const DynamicSliceUpdate& prim, const std::vector<Tensor>& in, Tensor& y) {
+  const Tensor& u = in[1];
+  start_from(dev, in[0], y);
   if (u.size() == 0) return;
-  detail::count(detail::counters().layout_bytes_copied, moved(u));
+  count_moved(u);
   if (u.shape.size() > static_cast<size_t>(args::kMaxAxes))
     fail("slice_update", "updates of more than ", args::kMaxAxes, " axes on a CUDA device");
   const Tensor start = as_dtype(dev, in[2], int32);
@@ -558,6 +618,34 @@ void slice_update(int dev, const DynamicSliceUpdate& prim, const std::vector<Ten
       grid_for(dev, u.size(), kThreads), kThreads);
 }
 
+/* Each cache updated where it lies when donated (else copied first): one kernel a
+   kMaxCacheRows batch rows writes their keys and values. */
+void cache_update(int dev, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const Tensor &keys = in[0], &values = in[1];
+  const int64_t batch = keys.shape[0];
+  for (size_t i = 0; i < out.size(); ++i) start_from(dev, in[CacheUpdate::kFirstCache + i], out[i]);
+  if (keys.size() + values.size() == 0) return;
+  count_moved(keys);
+  count_moved(values);
+  const Tensor positions = as_dtype(dev, in[2], int32);
+  for (int64_t b0 = 0; b0 < batch; b0 += args::kMaxCacheRows) {
+    const int64_t n = std::min<int64_t>(args::kMaxCacheRows, batch - b0);
+    args::CacheUpdate a{};
+    a.rows = n, a.heads = keys.shape[1], a.len = keys.shape[2], a.capacity = out[0].shape[2];
+    for (int u = 0; u < 2; ++u) {
+      const Tensor rows = batch_rows(in[static_cast<size_t>(u)], b0, n);
+      a.dims[u] = rows.shape[3];
+      for (int i = 0; i < 4; ++i) a.update_strides[u][i] = rows.strides[static_cast<size_t>(i)];
+      a.update[u] = reinterpret_cast<const void*>(ptr_bits(rows));
+      for (int64_t b = 0; b < n; ++b)
+        a.caches[u][b] = reinterpret_cast<void*>(ptr_bits(out[static_cast<size_t>(u * batch + b0 + b)]));
+    }
+    a.positions = reinterpret_cast<const void*>(ptr_bits(batch_rows(positions, b0, n)));
+    run(dev, "CacheUpdate", std::string("cache_update<") + word_type(keys.itemsize()) + ">", a,
+        grid_for(dev, n * a.heads * a.len * (a.dims[0] + a.dims[1]), kThreads), kThreads);
+  }
+}
+
 /* A quantized product (w, scales and biases at wsb[0..2]) with what it joins: the norm in front,
    the addend or the gate behind; integer activations take their own kernels (the ops require
    transposed weights for them). */
@@ -573,8 +661,10 @@ void quantized_product(int dev, const QuantParams& q, bool transpose, QmmActivat
 }  // namespace
 
 void check_llm_inputs(const Primitive& prim, const std::vector<Tensor>& in) {
-  if (prim.kind() != OpKind::DynamicSliceUpdate || on_device(in[2])) return;
-  static_cast<const DynamicSliceUpdate&>(prim).check_start(in[0].shape, in[1].shape, in[2]);
+  if (prim.kind() == OpKind::DynamicSliceUpdate && !on_device(in[2]))
+    static_cast<const DynamicSliceUpdate&>(prim).check_start(in[0].shape, in[1].shape, in[2]);
+  if (prim.kind() == OpKind::CacheUpdate && !on_device(in[2]))
+    CacheUpdate::check_positions(in[0].shape, in[CacheUpdate::kFirstCache].shape[2], in[2]);
 }
 
 void eval_llm(int dev, Primitive& prim, std::vector<Tensor>& in, std::vector<Tensor>& out) {
@@ -611,6 +701,10 @@ void eval_llm(int dev, Primitive& prim, std::vector<Tensor>& in, std::vector<Ten
       allocate_output(dev, y);
       return attention(dev, static_cast<const ScaledDotProductAttention&>(prim), in, y);
     case OpKind::DynamicSliceUpdate: return slice_update(dev, static_cast<const DynamicSliceUpdate&>(prim), in, y);
+    case OpKind::CacheUpdate: return cache_update(dev, in, out);
+    case OpKind::CacheAttention:
+      allocate_output(dev, y);
+      return cache_attention(dev, static_cast<const CacheAttention&>(prim), in, y);
     default: break;
   }
   // Quantize (once per weight, at load) runs on the host, its results uploaded.

@@ -23,6 +23,7 @@ constexpr int kNormThreadValues = 8;  // values a thread holds of a row a block 
 constexpr int kLaneDims = 8;  // head dims of q, k and v an attention lane holds (up to 256)
 constexpr int kAttentionKeys = 4;  // keys an attention lane group loads at once
 constexpr int kAttentionMmaKeys = 64;  // keys attention::mma stages a step (Wk tiles of 64 / Wk)
+constexpr int kMaxCacheRows = 64;  // batch rows a launch over each row's own caches takes (more: more launches)
 
 /* dequantize: rows of k values, packed (`bits` words a 32 values), one scale and bias a group. */
 struct Dequantize {
@@ -101,7 +102,8 @@ struct Rope {
 /* Attention (kernels/attention.cuh), a block a group of query rows of one key/value head and a
    split of split_len keys: each split's partial softmax sums, then a second kernel combines the
    splits (one split writes the result). k, v, q and mask index [b, h, l, e] by strides (the last
-   stride of q, k and v is 1). */
+   stride of q, k and v is 1); where k_rows[0] is set, batch row b's keys and values start at
+   k_rows[b] and v_rows[b] instead of k + b * k_strides[0] (each row's own cache, one layout). */
 struct Attention {
   long batch, hq, hkv, lq, lk, d, dv, splits, split_len;
   long q_strides[3], k_strides[3], v_strides[3];
@@ -116,7 +118,10 @@ struct Attention {
   const void* key_lengths;  // int32 [batch] or null
   float* partial;  // [batch * hq * lq * splits, dv + 2]: sums, then max and total
   void* out;  // row-major [batch, hq, lq, dv]
+  const void* k_rows[kMaxCacheRows];
+  const void* v_rows[kMaxCacheRows];
 };
+static_assert(sizeof(Attention) <= 4096, "a kernel's parameters fit in 4 KB");
 
 /* Writes the update (any strides) into out at a start read on the device, clamped so the
    update stays inside; shapes are the update's. */
@@ -128,6 +133,19 @@ struct SliceUpdate {
   const void* start;  // int32
   void* out;  // at the view's offset
 };
+
+/* Writes each of `rows` batch rows of two updates (keys, then values: [rows, heads, len, dims[u]]
+   by strides) into its own dense cache ([heads, capacity, dims[u]]) at the row's position,
+   clamped so the rows stay inside. */
+struct CacheUpdate {
+  long rows, heads, len, capacity;
+  long dims[2];
+  long update_strides[2][4];
+  const void* update[2];
+  const void* positions;  // int32 [rows]
+  void* caches[2][kMaxCacheRows];
+};
+static_assert(sizeof(CacheUpdate) <= 4096, "a kernel's parameters fit in 4 KB");
 
 /* Gather indices as int64, negative ones counted from the end, clamped into the axis. */
 struct Indices {

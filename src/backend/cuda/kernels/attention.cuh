@@ -43,6 +43,13 @@ __device__ inline void merge_state(SoftmaxState<Dims>& s, float top, float total
   s.top = next;
 }
 
+/* Where batch row b's keys (or values) start: its own cache where the host gave one per row,
+   else row b of the one array. */
+template <class T>
+__device__ inline const T* batch_row(const void* whole, const void* const* rows, long stride, long b) {
+  return rows[0] ? static_cast<const T*>(rows[b]) : static_cast<const T*>(whole) + b * stride;
+}
+
 /* Keys batch row b has: its key length clamped into [0, lk], or lk. */
 __device__ inline long key_count(const Attention& a, long b) {
   const int32_t* lengths = static_cast<const int32_t*>(a.key_lengths);
@@ -97,8 +104,8 @@ __device__ void split(const Attention& a) {
     }
   }
   const long j0 = split * a.split_len, j1 = j0 + a.split_len < seen ? j0 + a.split_len : seen;
-  const T* k = static_cast<const T*>(a.k) + b * a.k_strides[0] + hk * a.k_strides[1];
-  const T* v = static_cast<const T*>(a.v) + b * a.v_strides[0] + hk * a.v_strides[1];
+  const T* k = batch_row<T>(a.k, a.k_rows, a.k_strides[0], b) + hk * a.k_strides[1];
+  const T* v = batch_row<T>(a.v, a.v_rows, a.v_strides[0], b) + hk * a.v_strides[1];
   SoftmaxState<kDims> st[Rows];
 #pragma unroll
   for (int r = 0; r < Rows; ++r) {
@@ -344,8 +351,8 @@ __device__ void mma(const Attention& a) {
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   const float scale2 = static_cast<float>(a.scale) * kLog2e;
-  const T* kg = static_cast<const T*>(a.k) + b * a.k_strides[0] + hk * a.k_strides[1];
-  const T* vg = static_cast<const T*>(a.v) + b * a.v_strides[0] + hk * a.v_strides[1];
+  const T* kg = batch_row<T>(a.k, a.k_rows, a.k_strides[0], b) + hk * a.k_strides[1];
+  const T* vg = batch_row<T>(a.v, a.v_rows, a.v_strides[0], b) + hk * a.v_strides[1];
   auto chunk_at = [](int r, int c) { return (r * kChunks + (c ^ (r & 7))) * 8; };  // element offset
   // Two stages: a step's copies are in flight while the step before it computes. A thread
   // copies one 16-byte chunk of every kRowsAPass-th key row (the block has 128 threads).

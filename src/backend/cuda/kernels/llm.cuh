@@ -1176,4 +1176,28 @@ __device__ void slice_update(const SliceUpdate& a) {
   }
 }
 
+/* Copies each batch row of the keys and of the values into its own cache at the row's position
+   (clamped into the cache, so no position writes outside it); W: a word of the element's size. */
+template <class W>
+__device__ void cache_update(const CacheUpdate& a) {
+  kiln_wait_for_inputs();
+  const int32_t* positions = static_cast<const int32_t*>(a.positions);
+  const long keys = a.rows * a.heads * a.len * a.dims[0], n = keys + a.rows * a.heads * a.len * a.dims[1];
+  for (long idx = kiln_gid(); idx < n; idx += kiln_gstride()) {
+    const int u = idx < keys ? 0 : 1;  // keys, then values
+    const long dims = a.dims[u];
+    long i = u == 0 ? idx : idx - keys;
+    const long e = i % dims;
+    i /= dims;
+    const long t = i % a.len;
+    i /= a.len;
+    const long h = i % a.heads, b = i / a.heads;
+    const long room = a.capacity - a.len, p = positions[b] < 0 ? 0 : (positions[b] > room ? room : positions[b]);
+    const long* s = a.update_strides[u];
+    const W* from = static_cast<const W*>(a.update[u]);
+    W* to = static_cast<W*>(a.caches[u][b]);
+    to[(h * a.capacity + p + t) * dims + e] = from[b * s[0] + h * s[1] + t * s[2] + e * s[3]];
+  }
+}
+
 }  // namespace kiln::cuda::llm
