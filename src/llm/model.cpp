@@ -1,6 +1,7 @@
 // The Llama family as one forward pass; its differences are configuration (model_config.cpp).
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "core/config.h"
 #include "llm/model_file_impl.h"
@@ -50,6 +51,74 @@ size_t bytes_of(const Weight& w) {
 }
 
 Array silu(const Array& x) { return x * sigmoid(x); }
+
+/* One layer's attention in a step: q [B, heads, L, head_dim], the new keys and values
+   [B, kv_heads, L, head_dim], and the step's caches (session b's keys of the layer at
+   key_slot(b), its values `layers` later), which the attention replaces with the updated ones. */
+struct LayerAttention {
+  const ModelConfig& c;
+  const Array &q, &k, &v, &positions;
+  std::vector<Array>& caches;
+  size_t layers, layer;
+  float scale;
+
+  int64_t batch() const { return q.shape(0); }
+  int64_t length() const { return q.shape(2); }
+  size_t key_slot(int64_t b) const { return static_cast<size_t>(b) * 2 * layers + layer; }
+
+  /* A session at a time: each writes its keys at its own position and attends over its own
+     cache (with a sliding window, only the keys still in it). */
+  Array each() {
+    const int64_t B = batch(), L = length();
+    std::vector<Array> attended;
+    for (int64_t b = 0; b < B; ++b) {
+      auto row = [&](const Array& a) { return B == 1 ? a : slice(a, {{b, b + 1}}); };
+      Array pos = slice(positions, {{b, b + 1}});
+      Array& kc = caches[key_slot(b)];
+      Array& vc = caches[key_slot(b) + layers];
+      kc = slice_update(kc, row(k), pos, {2});
+      vc = slice_update(vc, row(v), pos, {2});
+      std::optional<Array> window;
+      if (c.sliding_window > 0) {  // key j is seen from position p when p - window < j (causal: j <= p)
+        const Array query_pos = reshape(pos + arange(L, int32), {1, 1, L, 1});
+        window = greater(reshape(arange(kc.shape(2), int32), {1, 1, 1, kc.shape(2)}),
+                         query_pos - static_cast<int32_t>(c.sliding_window));
+      }
+      attended.push_back(
+          scaled_dot_product_attention(row(q), kc, vc, scale, window, L > 1, pos + static_cast<int32_t>(L)));
+    }
+    return B == 1 ? attended[0] : concatenate(attended, 0);
+  }
+
+  /* Every session at once: one cache_update and one cache_attention for each capacity of the
+     sessions' caches (a batched op takes caches of one shape; usually all share one). */
+  Array batched() {
+    const int64_t L = length();
+    std::map<int64_t, std::vector<int32_t>> groups;  // capacity -> its sessions, in order
+    for (int64_t b = 0; b < batch(); ++b) groups[caches[key_slot(b)].shape(2)].push_back(static_cast<int32_t>(b));
+    std::vector<Array> parts;
+    std::vector<int32_t> order;  // the sessions of parts' rows
+    for (const auto& [capacity, rows] : groups) {
+      const Array index = array(rows, {static_cast<int64_t>(rows.size())});
+      auto pick = [&](const Array& a) { return groups.size() == 1 ? a : take(a, index, 0); };
+      std::vector<Array> group_caches;  // keys, then values
+      for (size_t kind = 0; kind < 2; ++kind)
+        for (int32_t b : rows) group_caches.push_back(caches[key_slot(b) + kind * layers]);
+      const Array pos = pick(positions);
+      const std::vector<Array> updated = cache_update(pick(k), pick(v), pos, group_caches);
+      for (size_t j = 0; j < rows.size(); ++j) {
+        caches[key_slot(rows[j])] = updated[j];
+        caches[key_slot(rows[j]) + layers] = updated[rows.size() + j];
+      }
+      parts.push_back(cache_attention(pick(q), pos + static_cast<int32_t>(L), updated, scale, L > 1));
+      order.insert(order.end(), rows.begin(), rows.end());
+    }
+    if (parts.size() == 1) return parts[0];
+    std::vector<int32_t> where(order.size());  // each session's row of the parts
+    for (size_t i = 0; i < order.size(); ++i) where[static_cast<size_t>(order[i])] = static_cast<int32_t>(i);
+    return take(concatenate(parts, 0), array(where, {batch()}), 0);
+  }
+};
 
 }  // namespace
 
@@ -271,7 +340,7 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
   const Array& positions = in[1];  // [B]
   const int64_t B = tokens.shape(0), L = tokens.shape(1);
   const size_t n = layers.size();
-  std::vector<Array> keys(in.begin() + 2, in.end());  // per session: n keys, then n values
+  std::vector<Array> caches(in.begin() + 2, in.end());  // per session: n keys, then n values
 
   Array ids = reshape(tokens, {B * L});
   // A quantized table is gathered quantized; only those rows expand, in float32 (float16 would round them).
@@ -284,7 +353,6 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const std::optional<float> base = rope_freqs ? std::nullopt : std::optional<float>(c.rope_base);
   auto heads = [&](const Array& y, int h) { return transpose(reshape(y, {B, L, h, c.head_dim}), {0, 2, 1, 3}); };
-  std::vector<Array> out(1 + keys.size());
   for (size_t i = 0; i < n; ++i) {
     const Layer& l = layers[i];
     Array h = rms_norm(x, l.attn_norm, c.norm_eps);
@@ -310,26 +378,9 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
       k = rotate(k);
     }
 
-    // Each session writes its keys at its own position and attends over its own cache.
-    std::vector<Array> attended;
-    for (int64_t b = 0; b < B; ++b) {
-      auto row = [&](const Array& a) { return B == 1 ? a : slice(a, {{b, b + 1}}); };
-      Array pos = slice(positions, {{b, b + 1}});
-      const size_t kslot = static_cast<size_t>(b) * 2 * n + i, vslot = kslot + n;
-      Array kc = slice_update(keys[kslot], row(k), pos, {2});
-      Array vc = slice_update(keys[vslot], row(v), pos, {2});
-      out[1 + kslot] = kc;
-      out[1 + vslot] = vc;
-      std::optional<Array> window;
-      if (c.sliding_window > 0) {  // key j is seen from position p when p - window < j (causal: j <= p)
-        const Array query_pos = reshape(pos + arange(L, int32), {1, 1, L, 1});
-        window = greater(reshape(arange(kc.shape(2), int32), {1, 1, 1, kc.shape(2)}),
-                         query_pos - static_cast<int32_t>(c.sliding_window));
-      }
-      attended.push_back(
-          scaled_dot_product_attention(row(q), kc, vc, scale, window, L > 1, pos + static_cast<int32_t>(L)));
-    }
-    Array o = B == 1 ? attended[0] : concatenate(attended, 0);
+    // Several sessions without a sliding window take the batched ops: two launches a layer, not 2B + B.
+    LayerAttention attention{c, q, k, v, positions, caches, n, i, scale};
+    Array o = B > 1 && c.sliding_window == 0 ? attention.batched() : attention.each();
     o = reshape(transpose(o, {0, 2, 1, 3}), {B, L, int64_t{c.n_heads} * c.head_dim});
     x = x + reduce(l.o(o));
     h = rms_norm(x, l.ffn_norm, c.norm_eps);
@@ -340,7 +391,8 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
   x = rms_norm(x, output_norm, c.norm_eps);
   Array logits = output(x);
   if (vocab_parallel) logits = all_gather(logits, group, -1);  // each rank computed its vocabulary rows
-  out[0] = astype(reshape(logits, {-1, c.vocab_size}), float32);
+  std::vector<Array> out{astype(reshape(logits, {-1, c.vocab_size}), float32)};
+  out.insert(out.end(), caches.begin(), caches.end());
   return out;
 }
 
