@@ -405,6 +405,7 @@ Tensor unit_rows(int dev, const Tensor& t) { return t.strides.back() == 1 || t.s
    each batch row's own caches (q.shape[0] of each, dense, of k's and v's shape [1, ...]); the
    mask and key lengths where given. */
 struct AttentionOperands {
+  const char* op = "scaled_dot_product_attention";  // errors name it
   Tensor q, k, v, mask, lengths;
   const Tensor* k_rows = nullptr;
   const Tensor* v_rows = nullptr;
@@ -452,10 +453,9 @@ void attention(int dev, const AttentionOperands& o, Tensor& y) {
   const int64_t batch = q.shape[0], hq = q.shape[1], lq = q.shape[2], d = q.shape[3];
   const int64_t hkv = k.shape[1], lk = k.shape[2], dv = v.shape[3];
   if (d > 32 * args::kLaneDims || dv > 32 * args::kLaneDims)
-    fail("scaled_dot_product_attention", "head dims above ", 32 * args::kLaneDims, " on a CUDA device (q ", d, ", v ",
-         dv, ")");
+    fail(o.op, "head dims above ", 32 * args::kLaneDims, " on a CUDA device (q ", d, ", v ", dv, ")");
   if (lk > INT32_MAX || (hq / hkv) * lq > INT32_MAX)
-    fail("scaled_dot_product_attention", "more than 2^31 - 1 keys or query rows a head on a CUDA device");
+    fail(o.op, "more than 2^31 - 1 keys or query rows a head on a CUDA device");
   Strides mask_strides(4, 0);
   if (o.mask_kind != Mask::none) mask_strides = detail::broadcast_strides(o.mask, {batch, hq, lq, lk});
   const int64_t group = hq / hkv, rows = group * lq;
@@ -496,7 +496,7 @@ void attention(int dev, const AttentionOperands& o, Tensor& y) {
   }
   const auto [split_len, splits] = split_keys(blocks_per_split, step);
   const int64_t blocks = blocks_per_split * splits;
-  if (blocks > INT32_MAX) fail("scaled_dot_product_attention", "too many queries for one launch (", blocks, " blocks)");
+  if (blocks > INT32_MAX) fail(o.op, "too many queries for one launch (", blocks, " blocks)");
   Tensor partial;
   if (splits > 1) {
     partial = Tensor(Shape{batch * hq * lq * splits * (dv + 2)}, float32);
@@ -569,6 +569,7 @@ void cache_attention(int dev, const CacheAttention& prim, const std::vector<Tens
     const Tensor* k_rows = &caches[static_cast<size_t>(b0)];
     const Tensor* v_rows = &caches[static_cast<size_t>(batch + b0)];
     AttentionOperands o;
+    o.op = "cache_attention";
     o.q = batch_rows(q, b0, n), o.k = k_rows[0], o.v = v_rows[0], o.lengths = batch_rows(lengths, b0, n);
     o.k_rows = k_rows, o.v_rows = v_rows;
     o.causal = prim.causal();
