@@ -25,6 +25,7 @@
 #include "backend/cuda/streams.h"
 #include "core/config.h"
 #include "kiln/half.h"
+#include "ops/nn.h"
 #include "fused_kernels.h"
 #include "fuzz/random_graph.h"
 #include "reference.h"
@@ -1252,6 +1253,56 @@ TEST_F(Cuda, CompiledPlansWithMatmulsReplayWithNewBuffers) {
 
 // Operands at any offset (views 2 or 4 bytes past an aligned start): cuBLASLt is asked for
 // algorithms that accept their alignment, eager and compiled (replayed) alike.
+// The batched decode step's ops (cache_update, then cache_attention over the updated caches)
+// compiled over 70 sessions (launches of at most 64 rows) equal the CPU's; calls after the first
+// replay as graphs over new caches, each written where it lies. A position past the caches, held
+// on the device, is clamped into them (the CPU refuses it; the kernel never writes outside).
+TEST_F(Cuda, BatchedDecodeStepReplaysOverNewCaches) {
+  const int64_t B = 70, H = 2, cap = 32, D = 64;  // bfloat16 heads of 64: the tensor-core attention
+  auto step = [](const std::vector<Array>& in) {
+    std::vector<Array> out = cache_update(in[1], in[1] * 0.5f, in[2], std::vector<Array>(in.begin() + 3, in.end()));
+    out.insert(out.begin(), cache_attention(in[0], in[2] + int32_t{1}, out, 0.125f, false));
+    return out;
+  };
+  auto fn = compile(step);
+  const uint64_t before = cuda::graph_replays();
+  auto inputs = [&](int call, int32_t last_position) {
+    std::vector<int32_t> pos;
+    for (int64_t b = 0; b < B; ++b) pos.push_back(static_cast<int32_t>((b * 5 + call) % cap));
+    pos.back() = last_position;
+    std::vector<Array> in{input({B, 4, 1, D}, bfloat16, 300 + call, -1, 1), input({B, H, 1, D}, bfloat16, 310 + call),
+                          array(pos, {B})};
+    for (int64_t i = 0; i < 2 * B; ++i) in.push_back(input({1, H, cap, D}, bfloat16, 320 + 1000 * call + i));
+    return in;
+  };
+  for (int call = 0; call < 4; ++call) {
+    std::vector<Array> in = inputs(call, static_cast<int32_t>(cap - 1));
+    const std::vector<Array> want = step(in);
+    std::vector<Array> g;
+    for (const Array& a : in) g.push_back(to(a, gpu));
+    eval(g);
+    std::vector<const void*> data;
+    for (size_t i = 3; i < g.size(); ++i) data.push_back(g[i].tensor().raw());
+    std::vector<Array> got = fn(g);
+    g.clear();  // the caches are the step's alone: updated in place
+    eval(got);
+    EXPECT_TRUE(close(got[0], want[0])) << "call " << call << " attention";
+    for (size_t i = 1; i < got.size(); ++i) {
+      EXPECT_TRUE(close(got[i], want[i])) << "call " << call << " cache " << i - 1;
+      EXPECT_EQ(got[i].tensor().raw(), data[i - 1]) << "call " << call << ": cache " << i - 1 << " was copied";
+    }
+  }
+  EXPECT_GE(cuda::graph_replays() - before, 2u) << "calls after the first should be graph launches";
+  std::vector<Array> g;
+  for (const Array& a : inputs(9, static_cast<int32_t>(cap + 5))) g.push_back(to(a, gpu));
+  const std::vector<Array> got = fn(g);
+  kt::expect_error([&] { eval(step(inputs(9, static_cast<int32_t>(cap + 5)))); },
+                   "[cache_update] position 37 of batch row 69 puts 1 keys outside caches of capacity 32");
+  const std::vector<Array> clamped = step(inputs(9, static_cast<int32_t>(cap - 1)));
+  EXPECT_TRUE(close(got[B], clamped[B])) << "the last session's keys, at the last position";
+  EXPECT_TRUE(close(got[0], clamped[0])) << "attention over the clamped caches";
+}
+
 TEST_F(Cuda, MatmulOfViewsAtAnyOffset) {
   for (Dtype d : {float32, bfloat16, float16}) {
     Array flat_a = input({1 + 37 * 29}, d, 330, -1, 1), flat_b = input({3 + 29 * 23}, d, 331, -1, 1);
