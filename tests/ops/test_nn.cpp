@@ -670,10 +670,12 @@ TEST(CacheUpdate, WritesInPlaceWhereTheCachesAreDonated) {
 }
 
 TEST(CacheAttention, EachRowOverItsOwnCachesAgainstFloat64) {
-  // Heads of 64 and 128 take the GPU's tensor-core kernel; 70 rows take two launches there.
+  // Heads of 64 and 128 take the GPU's tensor-core kernel; 70 rows take two launches there, and
+  // caches over 512 keys split the keys between blocks.
   for (AttnCase c :
        {AttnCase{1, 4, 2, 1, 40, 8, 8}, AttnCase{3, 4, 2, 1, 70, 8, 8}, AttnCase{3, 4, 4, 5, 30, 16, 16},
-        AttnCase{2, 8, 2, 1, 300, 128, 128}, AttnCase{2, 4, 2, 9, 80, 64, 64}, AttnCase{70, 2, 1, 1, 12, 8, 8}}) {
+        AttnCase{2, 8, 2, 1, 300, 128, 128}, AttnCase{2, 4, 2, 9, 80, 64, 64}, AttnCase{70, 2, 1, 1, 12, 8, 8},
+        AttnCase{2, 8, 2, 1, 1100, 128, 128}, AttnCase{3, 4, 2, 2, 700, 16, 16}}) {
     for (Dtype d : {float32, bfloat16, float16}) {
       for (bool causal : {false, true}) {
         if (causal && c.lq == 1) continue;  // one query sees every key either way
