@@ -66,8 +66,8 @@ struct LayerAttention {
   int64_t length() const { return q.shape(2); }
   size_t key_slot(int64_t b) const { return static_cast<size_t>(b) * 2 * layers + layer; }
 
-  /* A session at a time: each writes its keys at its own position and attends over its own
-     cache (with a sliding window, only the keys still in it). */
+  /* A session at a time (models with a sliding window): each writes its keys at its own position
+     and attends over the keys of its cache still in the window. */
   Array each() {
     const int64_t B = batch(), L = length();
     std::vector<Array> attended;
@@ -378,9 +378,9 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
       k = rotate(k);
     }
 
-    // Several sessions without a sliding window take the batched ops: two launches a layer, not 2B + B.
+    // Without a sliding window the batched ops take every session: two launches a layer, not 3B.
     LayerAttention attention{c, q, k, v, positions, caches, n, i, scale};
-    Array o = B > 1 && c.sliding_window == 0 ? attention.batched() : attention.each();
+    Array o = c.sliding_window == 0 ? attention.batched() : attention.each();
     o = reshape(transpose(o, {0, 2, 1, 3}), {B, L, int64_t{c.n_heads} * c.head_dim});
     x = x + reduce(l.o(o));
     h = rms_norm(x, l.ffn_norm, c.norm_eps);
