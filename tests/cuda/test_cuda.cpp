@@ -1278,15 +1278,18 @@ TEST_F(Cuda, BatchedDecodeStepReplaysOverNewCaches) {
   for (int call = 0; call < 4; ++call) {
     std::vector<Array> in = inputs(call, static_cast<int32_t>(cap - 1));
     const std::vector<Array> want = step(in);
+    // The caches as a kernel's outputs: an upload stays its host array's mirror, never donated.
     std::vector<Array> g;
-    for (const Array& a : in) g.push_back(to(a, gpu));
+    for (size_t i = 0; i < in.size(); ++i) g.push_back(i < 3 ? to(in[i], gpu) : copy(to(in[i], gpu)));
     eval(g);
     std::vector<const void*> data;
     for (size_t i = 3; i < g.size(); ++i) data.push_back(g[i].tensor().raw());
     std::vector<Array> got = fn(g);
     g.clear();  // the caches are the step's alone: updated in place
     eval(got);
-    EXPECT_TRUE(close(got[0], want[0])) << "call " << call << " attention";
+    // Attention's probabilities enter the tensor cores in bfloat16: its output errs by bfloat16
+    // steps of the values (up to 4 here), not of the output (a small average of them).
+    EXPECT_TRUE(close(got[0], want[0], 1.0)) << "call " << call << " attention";
     for (size_t i = 1; i < got.size(); ++i) {
       EXPECT_TRUE(close(got[i], want[i])) << "call " << call << " cache " << i - 1;
       EXPECT_EQ(got[i].tensor().raw(), data[i - 1]) << "call " << call << ": cache " << i - 1 << " was copied";
@@ -1300,7 +1303,7 @@ TEST_F(Cuda, BatchedDecodeStepReplaysOverNewCaches) {
                    "[cache_update] position 37 of batch row 69 puts 1 keys outside caches of capacity 32");
   const std::vector<Array> clamped = step(inputs(9, static_cast<int32_t>(cap - 1)));
   EXPECT_TRUE(close(got[B], clamped[B])) << "the last session's keys, at the last position";
-  EXPECT_TRUE(close(got[0], clamped[0])) << "attention over the clamped caches";
+  EXPECT_TRUE(close(got[0], clamped[0], 1.0)) << "attention over the clamped caches";
 }
 
 TEST_F(Cuda, MatmulOfViewsAtAnyOffset) {
