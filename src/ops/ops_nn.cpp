@@ -16,6 +16,12 @@ void check_given(const char* op, std::initializer_list<const Array*> arrays) {
   }
 }
 
+std::vector<Shape> shapes_of(const std::vector<Array>& in) {
+  std::vector<Shape> shapes;
+  for (auto& a : in) shapes.push_back(a.shape());
+  return shapes;
+}
+
 bool is_activation_dtype(Dtype d) { return d == float32 || d == float16 || d == bfloat16; }
 
 void check_activation(const char* op, const char* what, const Array& a) {
@@ -85,9 +91,7 @@ Array rms_norm(const Array& x, const std::optional<Array>& weight, float eps) {
     in.push_back(cast_to(*weight, x.dtype()));
   }
   auto prim = std::make_shared<RmsNorm>(eps, weight.has_value());
-  std::vector<Shape> shapes;
-  for (auto& a : in) shapes.push_back(a.shape());
-  prim->output_shapes(shapes);  // validates
+  prim->output_shapes(shapes_of(in));  // validates
   return Array::make(x.shape(), x.dtype(), std::move(prim), std::move(in));
 }
 
@@ -101,9 +105,7 @@ Array layer_norm(const Array& x, const std::optional<Array>& weight, const std::
     in.push_back(cast_to(**p, x.dtype()));
   }
   auto prim = std::make_shared<LayerNorm>(eps, weight.has_value(), bias.has_value());
-  std::vector<Shape> shapes;
-  for (auto& a : in) shapes.push_back(a.shape());
-  prim->output_shapes(shapes);
+  prim->output_shapes(shapes_of(in));
   return Array::make(x.shape(), x.dtype(), std::move(prim), std::move(in));
 }
 
@@ -125,9 +127,7 @@ Array rope(const Array& x, int dims, bool traditional, std::optional<float> base
     in.push_back(cast_to(*freqs, float32));
   }
   auto prim = std::make_shared<Rope>(dims, traditional, base, scale, freqs.has_value());
-  std::vector<Shape> shapes;
-  for (auto& a : in) shapes.push_back(a.shape());
-  prim->output_shapes(shapes);
+  prim->output_shapes(shapes_of(in));
   return Array::make(x.shape(), x.dtype(), std::move(prim), std::move(in));
 }
 
@@ -158,9 +158,7 @@ Array scaled_dot_product_attention(const Array& q, const Array& k, const Array& 
     in.push_back(*key_lengths);
   }
   auto prim = std::make_shared<ScaledDotProductAttention>(scale, kind, causal, key_lengths.has_value());
-  std::vector<Shape> shapes;
-  for (auto& a : in) shapes.push_back(a.shape());
-  Shape out = prim->output_shapes(shapes)[0];
+  Shape out = prim->output_shapes(shapes_of(in))[0];
   return Array::make(std::move(out), q.dtype(), std::move(prim), std::move(in));
 }
 
@@ -182,12 +180,6 @@ Array slice_update(const Array& a, const Array& update, const Array& start, cons
 }
 
 namespace {
-
-std::vector<Shape> shapes_of(const std::vector<Array>& in) {
-  std::vector<Shape> shapes;
-  for (auto& a : in) shapes.push_back(a.shape());
-  return shapes;
-}
 
 /* At least one cache, every one in the first one's dtype. */
 void check_caches(const char* op, const std::vector<Array>& caches) {
