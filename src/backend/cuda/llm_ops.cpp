@@ -465,8 +465,8 @@ void attention(int dev, const AttentionOperands& o, Tensor& y) {
   const int64_t sms = device_info(dev).sms;
   auto split_keys = [&](int64_t blocks_per_split, int64_t step) {
     const int64_t want = blocks_per_split >= sms ? 1 : (2 * sms + blocks_per_split - 1) / blocks_per_split;
-    const int64_t len =
-        std::max((kMinSplitKeys + step - 1) / step * step, ((lk + want - 1) / want + step - 1) / step * step);
+    auto whole_steps = [&](int64_t keys) { return (keys + step - 1) / step * step; };
+    const int64_t len = std::max(whole_steps(kMinSplitKeys), whole_steps((lk + want - 1) / want));
     return std::pair{len, std::max<int64_t>(1, (lk + len - 1) / len)};
   };
   // Tensor cores for 16-bit heads of 64 or 128 dims whose rows are 16-byte aligned: 4 warps as
