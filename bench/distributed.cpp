@@ -115,35 +115,44 @@ int bench_all_sum(int64_t min_mib, int64_t max_mib, bool cpu) {
 
 /* The decode benchmark's model: Llama-3-8B's shape, or a small one for a dry run on the CPU. */
 llm::SyntheticModel synthetic(const std::string& name, int layers, bool cpu) {
+  llm::SyntheticModel s = cpu ? llm::SyntheticModel{.n_layers = 2,
+                                                    .d_model = 256,
+                                                    .n_heads = 8,
+                                                    .n_kv_heads = 4,
+                                                    .ffn_dim = 512,
+                                                    .vocab_size = 1024}
+                              : llm::SyntheticModel{.n_layers = layers,
+                                                    .d_model = 4096,
+                                                    .n_heads = 32,
+                                                    .n_kv_heads = 8,
+                                                    .ffn_dim = 14336,
+                                                    .vocab_size = 128256,
+                                                    .context_length = 8192};  // Llama-3-8B's shape
   const bool g64 = name == "Q4G64";
-  const std::string type = g64 ? "Q4" : name;
-  const int group = g64 ? 64 : 32;
-  return cpu ? llm::SyntheticModel{.n_layers = 2,
-                                   .d_model = 256,
-                                   .n_heads = 8,
-                                   .n_kv_heads = 4,
-                                   .ffn_dim = 512,
-                                   .vocab_size = 1024,
-                                   .type = type,
-                                   .group_size = group}
-             : llm::SyntheticModel{.n_layers = layers,
-                                   .d_model = 4096,
-                                   .n_heads = 32,
-                                   .n_kv_heads = 8,
-                                   .ffn_dim = 14336,
-                                   .vocab_size = 128256,
-                                   .context_length = 8192,
-                                   .type = type,
-                                   .group_size = group};  // Llama-3-8B's shape
+  s.type = g64 ? "Q4" : name;
+  s.group_size = g64 ? 64 : 32;
+  return s;
+}
+
+/* The model on cuda:0 (its ranks on cuda:0.. with tp > 1), or on the CPU, computing in bfloat16. */
+std::shared_ptr<llm::Model> load(const llm::SyntheticModel& s, int tp, bool cpu) {
+  llm::LoadOptions o;
+  o.device = cpu ? Device::cpu() : Device::cuda(0);
+  o.dtype = bfloat16;
+  o.tensor_parallel = tp;
+  return llm::Model::load(llm::synthetic_model(s), o);
+}
+
+/* A fixed prompt of n tokens. */
+std::vector<int32_t> prompt_of(int n, int vocab_size) {
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < n; ++i) tokens.push_back((i * 7919 + 11) % vocab_size);
+  return tokens;
 }
 
 /* One configuration of the decode benchmark: its JSON line on stdout. */
 void decode_once(const std::string& type, int tp, int batch, int tokens, int layers, bool cpu) {
   const llm::SyntheticModel s = synthetic(type, layers, cpu);
-  llm::LoadOptions o;
-  o.device = cpu ? Device::cpu() : Device::cuda(0);
-  o.dtype = bfloat16;
-  o.tensor_parallel = tp;
   auto t0 = Clock::now();
   double load_s = 0, warm_s = 0, decode_s = 0;
   size_t weight_bytes = 0;
@@ -151,7 +160,7 @@ void decode_once(const std::string& type, int tp, int batch, int tokens, int lay
   double launches = 0;  // kernels launched a step (a replayed CUDA graph counts its kernels)
   uint64_t interim = 0;  // timed steps that ran a fused region interpreted (its kernel compiling)
   {
-    auto model = llm::Model::load(llm::synthetic_model(s), o);
+    auto model = load(s, tp, cpu);
     load_s = seconds_since(t0);
     weight_bytes = model->weight_bytes();
     products = kQmmActivationNames[static_cast<int>(model->activations())];
@@ -166,8 +175,7 @@ void decode_once(const std::string& type, int tp, int batch, int tokens, int lay
       for (int b = 0; b < batch; ++b) t.push_back({(i * mul + add + b * 17) % s.vocab_size});
       return t;
     };
-    std::vector<int32_t> prompt;
-    for (int i = 0; i < 32; ++i) prompt.push_back((i * 7919 + 11) % s.vocab_size);
+    const std::vector<int32_t> prompt = prompt_of(32, s.vocab_size);
     t0 = Clock::now();
     for (auto& session : sessions) session->append(prompt);
     for (int i = 0; i < 8; ++i) model->step(all, tokens_of(i, 31, 7));
@@ -196,16 +204,10 @@ void decode_once(const std::string& type, int tp, int batch, int tokens, int lay
    of 3 timed prompts after one that traces and compiles the step's shape. */
 void prefill_once(const std::string& type, int tp, int prompt, int layers, bool cpu) {
   const llm::SyntheticModel s = synthetic(type, layers, cpu);
-  llm::LoadOptions o;
-  o.device = cpu ? Device::cpu() : Device::cuda(0);
-  o.dtype = bfloat16;
-  o.tensor_parallel = tp;
   std::vector<double> times;
   {
-    auto model = llm::Model::load(llm::synthetic_model(s), o);
-    std::vector<int32_t> tokens;
-    for (int i = 0; i < prompt; ++i) tokens.push_back((i * 7919 + 11) % s.vocab_size);
-    llm::Session session(model);
+    const std::vector<int32_t> tokens = prompt_of(prompt, s.vocab_size);
+    llm::Session session(load(s, tp, cpu));
     session.append(tokens).eval();
     wait_for_kernels();  // timed prompts run the fused tier
     for (int r = 0; r < 3; ++r) {
@@ -228,10 +230,7 @@ void prefill_once(const std::string& type, int tp, int prompt, int layers, bool 
 /* Sessions on threads of their own, one loaded model: a JSON line a thread count. */
 void decode_threads(const std::string& type, const std::vector<int>& threads, int tokens, int layers, bool cpu) {
   const llm::SyntheticModel s = synthetic(type, layers, cpu);
-  llm::LoadOptions o;
-  o.device = cpu ? Device::cpu() : Device::cuda(0);
-  o.dtype = bfloat16;
-  auto model = llm::Model::load(llm::synthetic_model(s), o);
+  auto model = load(s, 1, cpu);
   for (const cli::SessionsSpeed& r : cli::bench_sessions(model, {}, threads, tokens))
     std::printf(
         "{\"bench\":\"decode_threads\",\"engine\":\"kiln\",\"model\":\"%s\",\"layers\":%d,\"type\":\"%s\","
