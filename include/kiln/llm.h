@@ -21,6 +21,7 @@ struct Weight {
   Array w;
   std::optional<Array> scales, biases;  // quantized only
   int group_size = 0, bits = 0;  // 0 when dense
+  bool tiled = false;  // 4-bit rows in the GPU decode product's tile order (models on a GPU make these)
   bool quantized() const { return bits != 0; }
 };
 

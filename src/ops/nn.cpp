@@ -6,6 +6,7 @@
 #include <bit>
 
 #include "ops/elementwise.h"
+#include "ops/quant_tiles.h"
 
 namespace kiln {
 
@@ -49,7 +50,7 @@ bool QuantizedPrimitive::is_equivalent(const Primitive& o) const {
   return o.kind() == kind() && static_cast<const QuantizedPrimitive&>(o).q_ == q_;
 }
 void QuantizedPrimitive::print(std::ostream& os) const {
-  os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits << ")";
+  os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits << (q_.tiled ? ",tiled" : "") << ")";
 }
 
 std::vector<Shape> Quantize::output_shapes(const std::vector<Shape>& in) const {
@@ -78,6 +79,9 @@ std::vector<Shape> QuantizedMatmul::output_shapes(const std::vector<Shape>& in) 
     fail("quantized_matmul", kQmmActivationNames[static_cast<int>(activations_)],
          " activations need transpose (weights [N, K], groups along K)");
   int64_t k_packed = checked_unpacked_length("quantized_matmul", q_, w, in[2], in[3]);
+  if (q_.tiled && (!transpose_ || !quant_tiles::fits(w[0], k_packed, q_.bits)))
+    fail("quantized_matmul", "tile order needs transposed 4-bit weights of whole tiles (rows a multiple of ",
+         quant_tiles::kRows, ", values of ", quant_tiles::kChunk, "), got ", shape_str(w), " at ", q_.bits, " bits");
   // transpose: w is [N, K] packed along K; else [K, N] packed along N.
   int64_t k = transpose_ ? k_packed : w[0];
   int64_t n = transpose_ ? w[0] : k_packed;
@@ -94,7 +98,7 @@ bool QuantizedMatmul::is_equivalent(const Primitive& o) const {
   return other.transpose_ == transpose_ && other.activations_ == activations_;
 }
 void QuantizedMatmul::print(std::ostream& os) const {
-  os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits
+  os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits << (q_.tiled ? ",tiled" : "")
      << ",transpose=" << (transpose_ ? "true" : "false");
   if (activations_ != QmmActivations::exact)
     os << ",activations=" << kQmmActivationNames[static_cast<int>(activations_)];
@@ -117,7 +121,7 @@ bool FusedQuantizedMatmul::is_equivalent(const Primitive& o) const {
          f.activations_ == activations_;
 }
 void FusedQuantizedMatmul::print(std::ostream& os) const {
-  os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits
+  os << name() << "(group_size=" << q_.group_size << ",bits=" << q_.bits << (q_.tiled ? ",tiled" : "")
      << ",transpose=" << (transpose_ ? "true" : "false");
   if (norm_eps_) os << ",norm_eps=" << *norm_eps_;
   os << ",addend=" << (addend_ ? "true" : "false");

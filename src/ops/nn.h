@@ -16,6 +16,7 @@ namespace kiln {
 struct QuantParams {
   int group_size = 64;
   int bits = 4;
+  bool tiled = false;  // transposed 4-bit weights in tile order (ops/quant_tiles.h)
   bool operator==(const QuantParams&) const = default;
 };
 /* Throws [op] errors for a group size other than 32/64/128 or bits outside {2,3,4,5,6,8}. */
@@ -48,6 +49,11 @@ class Dequantize : public QuantizedPrimitive {
   void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
 };
+
+/* quantized_matmul (transposed) of 4-bit weights in tile order (ops/quant_tiles.h), which the
+   GPU's one-row decode product reads as contiguous runs; models on a GPU hold them so. */
+Array quantized_matmul_tiled(const Array& x, const Array& w, const Array& scales, const Array& biases, int group_size,
+                             QmmActivations activations = QmmActivations::exact);
 
 /* Rows of x that a quantized product takes as decode (both backends); more are a prefill. */
 constexpr int64_t kDecodeRows = 8;

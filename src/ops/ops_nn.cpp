@@ -69,17 +69,28 @@ Array dequantize(const Array& w, const Array& scales, const Array& biases, int g
   return Array::make(std::move(out), scales.dtype(), std::move(prim), {w, scales, cast_to(biases, scales.dtype())});
 }
 
-Array quantized_matmul(const Array& x, const Array& w, const Array& scales, const Array& biases, bool transpose,
-                       int group_size, int bits, QmmActivations activations) {
+namespace {
+Array quantized_product(const Array& x, const Array& w, const Array& scales, const Array& biases, bool transpose,
+                        QuantParams q, QmmActivations activations) {
   const char* op = "quantized_matmul";
   check_given(op, {&x});
   check_activation(op, "x", x);
   check_packed(op, w, scales, biases);
-  QuantParams q{group_size, bits};
   check_quant_params(op, q);
   auto prim = std::make_shared<QuantizedMatmul>(q, transpose, activations);
   Shape out = prim->output_shapes({x.shape(), w.shape(), scales.shape(), biases.shape()})[0];
   return Array::make(std::move(out), x.dtype(), std::move(prim), {x, w, scales, cast_to(biases, scales.dtype())});
+}
+}  // namespace
+
+Array quantized_matmul(const Array& x, const Array& w, const Array& scales, const Array& biases, bool transpose,
+                       int group_size, int bits, QmmActivations activations) {
+  return quantized_product(x, w, scales, biases, transpose, {group_size, bits}, activations);
+}
+
+Array quantized_matmul_tiled(const Array& x, const Array& w, const Array& scales, const Array& biases, int group_size,
+                             QmmActivations activations) {
+  return quantized_product(x, w, scales, biases, true, {group_size, 4, true}, activations);
 }
 
 Array rms_norm(const Array& x, const std::optional<Array>& weight, float eps) {

@@ -402,10 +402,14 @@ TEST_F(CudaCodegen, LanguageModelKernelsCompile) {
     check("QuantizedGemv", "quantized_gemv<" + t + ", " + f32 + ", 4, 1, " + t + ", 2>");  // gated
     check("QuantizedGemv", "quantized_gemv<" + t + ", " + f32 + ", 8, 1, " + t + ", 4>");  // four rows a warp
     for (const char* split : {"1", "2", "4", "8"}) {  // one row on the tensor cores, 16-bit and float scales
-      check("QuantizedGemv", "quantized_mv<" + t + ", " + t + ", " + t + ", " + split + ">");
-      check("QuantizedGemv", "quantized_mv<" + t + ", " + f32 + ", " + f32 + ", " + split + ">");
+      for (const char* tiled : {"false", "true"}) {  // weights in row order and in tile order
+        check("QuantizedGemv", "quantized_mv<" + t + ", " + t + ", " + t + ", " + split + ", " + tiled + ">");
+        check("QuantizedGemv", "quantized_mv<" + t + ", " + f32 + ", " + f32 + ", " + split + ", " + tiled + ">");
+      }
     }
+    check("QuantizedGemv", "quantized_mma<" + t + ", " + t + ", 2, " + t + ">");
   }
+  for (const std::string& t : {f32, f16, bf16}) check("Untile", "untile<" + t + ">");
   for (const std::string& t : {f32, f16, bf16}) {
     check("AddInto", "add_into<" + t + ">");
     check("Gated", "gated<" + t + ">");

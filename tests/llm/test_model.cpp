@@ -16,6 +16,7 @@
 #include "core/tensor.h"
 #include "kiln/kiln.h"
 #include "kiln/llm.h"
+#include "llm/synthetic_model.h"
 #include "runtime/json.h"
 
 namespace fs = std::filesystem;
@@ -382,4 +383,53 @@ TEST_F(LlmModel, CudaMatchesTheCpu) {
   Session a(cpu), b(gpu);
   const std::vector<int32_t> prompt = ids_of(*golden().get("greedy")->array[0].get("ids"));
   EXPECT_EQ(generate(b, tok, prompt, o).tokens, generate(a, tok, prompt, o).tokens);
+}
+
+// A GPU model of 16-bit activations holds its 4-bit weights in tile order (KILN_LLM_TILE_ORDER);
+// every step reads them there and gives the bits that row order gives: a prompt (the
+// tensor-core product of its rows), single-token steps (the one-row product, the gated and the
+// normalized ones among them) and a batched step of four sessions.
+TEST(LlmModelTiles, CudaTileOrderGivesTheLogitsOfRowOrder) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: tile order is the GPU's";
+  llm::SyntheticModel spec;
+  spec.n_layers = 2;
+  spec.d_model = 256;
+  spec.ffn_dim = 512;
+  spec.vocab_size = 512;
+  spec.type = "Q4";
+  spec.group_size = 64;
+  auto load = [&](const char* order) {
+    setenv("KILN_LLM_TILE_ORDER", order, 1);
+    auto m = Model::load(llm::synthetic_model(spec), {.device = Device::cuda(0), .dtype = bfloat16});
+    unsetenv("KILN_LLM_TILE_ORDER");
+    return m;
+  };
+  const auto tiled = load("1"), rows = load("0");
+  auto run = [](const std::shared_ptr<Model>& m) {
+    std::vector<float> out;
+    auto add = [&](const Array& a) {
+      const std::vector<float> v = a.to_vector<float>();
+      out.insert(out.end(), v.begin(), v.end());
+    };
+    std::vector<Session> sessions;
+    for (int32_t b = 0; b < 4; ++b) {
+      sessions.emplace_back(m);
+      std::vector<int32_t> prompt;
+      for (int32_t i = 0; i < 12 + 3 * b; ++i) prompt.push_back((i * 37 + b * 11) % 512);
+      add(sessions.back().append(prompt));
+      for (int32_t t = 0; t < 3; ++t) add(sessions.back().append({(t * 53 + b) % 512}));
+    }
+    std::vector<Session*> ptrs;
+    std::vector<std::vector<int32_t>> next;
+    for (int32_t b = 0; b < 4; ++b) {
+      ptrs.push_back(&sessions[static_cast<size_t>(b)]);
+      next.push_back({(b * 97 + 5) % 512});
+    }
+    add(m->step(ptrs, next));
+    return out;
+  };
+  const std::vector<float> got = run(tiled), want = run(rows);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0) << "logit " << i << ": " << got[i] << " vs " << want[i];
 }

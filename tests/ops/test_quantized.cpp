@@ -8,6 +8,7 @@
 #include "golden/llm_ops_golden.h"
 #include "nn_ref.h"
 #include "ops/nn.h"
+#include "ops/quant_tiles.h"
 
 using namespace kiln;
 
@@ -308,6 +309,96 @@ TEST(QuantizedMatmul, BatchAxesNonContiguousXEmptyAndNaN) {
   }
 }
 
+/* Weights in tile order on the default device (the permutation runs on the host). */
+std::tuple<Array, Array, Array> on_default(std::tuple<Array, Array, Array> t) {
+  auto& [w, s, b] = t;
+  return {to(w, default_device()), to(s, default_device()), to(b, default_device())};
+}
+
+// Tile order is a permutation inside each block of 16 rows: every word and every group lands
+// once, it comes back to row order, and whole tiles concatenate as rows do.
+TEST(QuantTiles, PermutesWithinTilesAndBack) {
+  for (int gs : {32, 64, 128}) {
+    const int64_t n = 48, k = 512;
+    std::vector<int> words_seen(static_cast<size_t>(n * k / 32)), groups_seen(static_cast<size_t>(n * k / gs));
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t w = 0; w < k / 32; ++w) {
+        const int64_t at = tile_order::word_at(r, w, k);
+        ASSERT_EQ(at / (16 * k / 32), r / 16) << "word " << w << " of row " << r << " left its tile";
+        ++words_seen[static_cast<size_t>(at)];
+      }
+      for (int64_t j = 0; j < k / gs; ++j) ++groups_seen[static_cast<size_t>(tile_order::group_at(r, j, k, gs))];
+    }
+    for (int c : words_seen) ASSERT_EQ(c, 1);
+    for (int c : groups_seen) ASSERT_EQ(c, 1);
+    auto [packed, scales, biases] =
+        quantize(kt::from_values(kt::random_values(n * k, float32, 60 + static_cast<uint64_t>(gs)), {n, k}, float32),
+                 gs, 4);
+    auto [tw, ts, tb] = quant_tiles::tiled(packed, scales, biases, gs);
+    EXPECT_NE(words_of(tw), words_of(packed)) << gs;
+    detail::Tensor w2, s2, b2;
+    quant_tiles::permute("test", tw.tensor(), ts.tensor(), tb.tensor(), gs, false, w2, s2, b2);
+    kt::expect_same_bits(Array::from_tensor(w2, Device::cpu()), to(packed, Device::cpu()), "packed back");
+    kt::expect_same_bits(Array::from_tensor(s2, Device::cpu()), to(scales, Device::cpu()), "scales back");
+    kt::expect_same_bits(Array::from_tensor(b2, Device::cpu()), to(biases, Device::cpu()), "biases back");
+    auto [top_w, top_s, top_b] = quant_tiles::tiled(slice(packed, {0, 0}, {16, k / 8}),
+                                                    slice(scales, {0, 0}, {16, k / gs}),
+                                                    slice(biases, {0, 0}, {16, k / gs}), gs);
+    kt::expect_same_bits(top_w, slice(tw, {0, 0}, {16, k / 8}), "the first tile alone");
+    kt::expect_same_bits(top_s, slice(ts, {0, 0}, {16, k / gs}), "its scales");
+  }
+}
+
+// Products of weights in tile order give the bits of the same weights in row order: every
+// group size, scale dtype and activation dtype; one row (on a GPU the tiled one-row kernel),
+// 3 and 20 rows (its tensor-core product), 40 (the expanded weights), a gated, normalized and
+// residual product compiled into one node, non-contiguous x and a row holding NaN.
+TEST(QuantizedMatmul, TileOrderGivesTheBitsOfRowOrder) {
+  const int64_t k = 512;
+  for (int64_t n : {32, 96, 8192}) {
+    auto wv = kt::random_values(n * k, float32, 70 + static_cast<uint64_t>(n));
+    for (int gs : {32, 64, 128}) {
+      auto [packed, s32, b32] = quantize(kt::from_values(wv, {n, k}, float32), gs, 4);
+      for (Dtype sd : {float32, bfloat16, float16}) {
+        if (n == 8192 && (sd != float16 || gs == 128)) continue;  // the large product: its main kinds only
+        const Array scales = astype(s32, sd), biases = astype(b32, sd);
+        auto [tw, ts, tb] = on_default(quant_tiles::tiled(packed, scales, biases, gs));
+        for (Dtype d : {bfloat16, float16}) {
+          for (int64_t m : {1, 3, 20, 40}) {
+            const std::string ctx = "n " + std::to_string(n) + " group " + std::to_string(gs) + " scales " +
+                                    dtype_name(sd) + " x " + dtype_name(d) + " rows " + std::to_string(m);
+            auto xv = kt::random_values(m * k, d, 71, -2, 2);
+            xv[static_cast<size_t>(k / 2)] = std::nan("");  // row 0
+            const Array x = kt::with_layout(xv, {m, k}, d, kt::Layout::transposed);
+            kt::expect_same_bits(quantized_matmul_tiled(x, tw, ts, tb, gs),
+                                 quantized_matmul(x, packed, scales, biases, true, gs, 4), ctx);
+          }
+        }
+      }
+    }
+  }
+  const int64_t f = 64;
+  auto [packed, scales, biases] = quantize(kt::from_values(kt::random_values(2 * f * k, float32, 72), {2 * f, k}, float32), 64, 4);
+  auto [tw, ts, tb] = on_default(quant_tiles::tiled(packed, scales, biases, 64));
+  const Array nw = kt::from_values(kt::random_values(k, float32, 73, 0.5, 1.5), {k}, bfloat16);
+  for (int64_t m : {1, 4, 12}) {
+    auto joined = [&](const Array& w, const Array& s, const Array& b, bool tiled) {
+      return compile([&, tiled](const std::vector<Array>& in) {
+        const Array h = rms_norm(in[0], nw, 1e-5f);
+        const Array y = tiled ? quantized_matmul_tiled(h, w, s, b, 64) : quantized_matmul(h, w, s, b, true, 64, 4);
+        const Array gate = slice(y, {0, 0}, {m, f}), up = slice(y, {0, f}, {m, 2 * f});
+        const Array r = tiled ? quantized_matmul_tiled(in[0], w, s, b, 64) : quantized_matmul(in[0], w, s, b, true, 64, 4);
+        return std::vector<Array>{gate * sigmoid(gate) * up, in[1] + r};
+      });
+    };
+    const std::vector<Array> in{kt::from_values(kt::random_values(m * k, bfloat16, 74, -2, 2), {m, k}, bfloat16),
+                                kt::from_values(kt::random_values(m * 2 * f, bfloat16, 75, -2, 2), {m, 2 * f}, bfloat16)};
+    const std::vector<Array> got = joined(tw, ts, tb, true)(in), want = joined(packed, scales, biases, false)(in);
+    kt::expect_same_bits(got[0], want[0], "gated, rows " + std::to_string(m));
+    kt::expect_same_bits(got[1], want[1], "residual, rows " + std::to_string(m));
+  }
+}
+
 TEST(QuantizedMatmul, CompiledEqualsEager) {
   auto wv = kt::random_values(64 * 256, float32, 5);
   auto [packed, scales, biases] = quantize(kt::from_values(wv, {64, 256}, float32), 64, 4);
@@ -358,6 +449,19 @@ TEST(Quantized, Errors) {
         quantized_matmul(ones({2, 64}), reshape(p, {32}), s, b);
       },
       "[quantized_matmul] the packed weights must be 2-D, got (32)");
+  auto [p24, s24, b24] = quantize(ones({24, 256}), 64, 4);
+  kt::expect_error(
+      [&] {
+        quantized_matmul_tiled(ones({1, 256}), p24, s24, b24, 64);
+      },
+      "[quantized_matmul] tile order needs transposed 4-bit weights of whole tiles (rows a multiple of 16, values "
+      "of 256), got (24,32) at 4 bits");
+  kt::expect_error(
+      [&] {
+        quant_tiles::tiled(p24, s24, b24, 64);
+      },
+      "[quant_tiles] tile order needs 4-bit weights of whole tiles: rows a multiple of 16 and values of 256, got "
+      "packed (24,32) with scales (24,4) in groups of 64");
 }
 
 TEST(Quantized, PrintAndEquivalence) {
@@ -371,4 +475,7 @@ TEST(Quantized, PrintAndEquivalence) {
   EXPECT_FALSE(Quantize({32, 3}).is_equivalent(Quantize({32, 4})));
   EXPECT_FALSE(Dequantize({32, 3}).is_equivalent(Dequantize({64, 3})));
   EXPECT_EQ(printed(Dequantize({128, 8})), "dequantize(group_size=128,bits=8)");
+  QuantizedMatmul tiled({64, 4, true}, true);
+  EXPECT_FALSE(a.is_equivalent(tiled));
+  EXPECT_EQ(printed(tiled), "quantized_matmul(group_size=64,bits=4,tiled,transpose=true)");
 }

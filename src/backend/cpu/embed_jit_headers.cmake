@@ -10,7 +10,8 @@ set(headers
   "backend/common/math.h" "src/backend/common/math.h"
   "backend/common/fold.h" "src/backend/common/fold.h"
   "backend/common/threefry.h" "src/backend/common/threefry.h"
-  "backend/common/order_key.h" "src/backend/common/order_key.h")
+  "backend/common/order_key.h" "src/backend/common/order_key.h"
+  "backend/common/tile_order.h" "src/backend/common/tile_order.h")
 file(GLOB cuda_kernels LIST_DIRECTORIES false RELATIVE "${SOURCE_DIR}/src" "${SOURCE_DIR}/src/backend/cuda/kernels/*")
 list(SORT cuda_kernels)
 foreach(file IN LISTS cuda_kernels)

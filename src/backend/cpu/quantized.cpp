@@ -17,6 +17,7 @@
 #include "backend/cpu/quantized_int8.h"
 #include "core/thread_pool.h"
 #include "ops/nn.h"
+#include "ops/quant_tiles.h"
 
 namespace kiln {
 
@@ -57,6 +58,23 @@ class FloatRows {
   const float* scales;
   const float* biases;
 };
+
+}  // namespace
+
+namespace {
+
+/* q for the same weights in row order. */
+QuantParams rows_of(QuantParams q) {
+  q.tiled = false;
+  return q;
+}
+
+/* in with the packed weights, scales and biases at in[at..at + 2] back in row order. */
+std::vector<Tensor> in_row_order(const char* op, std::vector<Tensor> in, size_t at, const QuantParams& q) {
+  quant_tiles::permute(op, row_major(in[at]), row_major(in[at + 1]), row_major(in[at + 2]), q.group_size, false,
+                       in[at], in[at + 1], in[at + 2]);
+  return in;
+}
 
 }  // namespace
 
@@ -109,6 +127,7 @@ void Quantize::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out)
 
 // ---- dequantize ------------------------------------------------------------------------
 void Dequantize::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  if (q_.tiled) return Dequantize(rows_of(q_)).eval_cpu(in_row_order("dequantize", in, 0, q_), out);
   Tensor& y = out[0];
   y.allocate();
   const Tensor w = detail::row_major(in[0]);
@@ -323,6 +342,9 @@ void gemm_tiled(const QmmProblem& p, bool transpose) {
 }  // namespace
 
 void QuantizedMatmul::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  if (q_.tiled)  // tile order is the GPU's; here the weights go back to row order first
+    return QuantizedMatmul(rows_of(q_), transpose_, activations_)
+        .eval_cpu(in_row_order("quantized_matmul", in, 1, q_), out);
   Tensor& y = out[0];
   y.allocate();
   const Tensor w = detail::row_major(in[1]);

@@ -94,9 +94,36 @@ void dequantize_into(int dev, const QuantParams& q, const Tensor& w, const Tenso
                      reinterpret_cast<const void*>(ptr_bits(pw)),
                      reinterpret_cast<const void*>(ptr_bits(ps)),
                      reinterpret_cast<const void*>(ptr_bits(pb)),
-                     reinterpret_cast<void*>(ptr_bits(y))};
+                     reinterpret_cast<void*>(ptr_bits(y)),
+                     q.tiled ? 1L : 0L};
   run(dev, "Dequantize", "dequantize<" + type(s.dtype) + ", " + type(y.dtype) + ", " + std::to_string(q.bits) + ">", a,
       grid_for(dev, rows * (k / 8), kThreads), kThreads);  // a thread per 8 values
+}
+
+/* Weights in tile order (q.tiled) put back in row order on the device, for the kernels that
+   read rows; q and the tensors as they are otherwise. */
+struct RowOrder {
+  QuantParams q;
+  Tensor w, s, b;
+};
+RowOrder row_order(int dev, QuantParams q, const Tensor& w, const Tensor& s, const Tensor& b) {
+  if (!q.tiled) return {q, w, s, b};
+  const Tensor pw = dense(dev, w, 16), ps = dense(dev, s), pb = as_dtype(dev, b, s.dtype);
+  RowOrder r{q, Tensor(w.shape, w.dtype), Tensor(s.shape, s.dtype), Tensor(s.shape, s.dtype)};
+  r.q.tiled = false;
+  for (Tensor* t : {&r.w, &r.s, &r.b}) allocate_output(dev, *t);
+  const int64_t n = w.shape[0], k = w.shape[1] * 8;
+  const args::Untile a{n,
+                       k,
+                       q.group_size,
+                       reinterpret_cast<const void*>(ptr_bits(pw)),
+                       reinterpret_cast<const void*>(ptr_bits(ps)),
+                       reinterpret_cast<const void*>(ptr_bits(pb)),
+                       reinterpret_cast<void*>(ptr_bits(r.w)),
+                       reinterpret_cast<void*>(ptr_bits(r.s)),
+                       reinterpret_cast<void*>(ptr_bits(r.b))};
+  run(dev, "Untile", "untile<" + type(s.dtype) + ">", a, grid_for(dev, n * (k / 32), kThreads), kThreads);
+  return r;
 }
 
 void norm(int dev, const std::vector<Tensor>& in, Tensor& y, double eps, bool layer, bool has_weight, bool has_bias);
@@ -155,6 +182,10 @@ void quantized_matmul_integer(int dev, const QuantParams& q, QmmActivations acti
     if (addend) add_into(dev, *addend, y);
     return;
   }
+  if (q.tiled) {  // the integer kernels read rows
+    const RowOrder r = row_order(dev, q, w, s, b);
+    return quantized_matmul_integer(dev, r.q, activations, x, r.w, r.s, r.b, y, with_norm, addend, glu);
+  }
   const bool wide = activations == QmmActivations::int16;
   const int64_t code_bytes = wide ? 2 : 1, blocks = k / 32, outs = glu ? n / 2 : n;
   // x at 16 bytes: quantize_rows reads a row's squares in 16-byte pieces.
@@ -196,7 +227,8 @@ void quantized_matmul_integer(int dev, const QuantParams& q, QmmActivations acti
                                 addend ? reinterpret_cast<const void*>(ptr_bits(r) + m0 * n * out_bytes) : nullptr,
                                 reinterpret_cast<void*>(ptr_bits(y) + m0 * outs * out_bytes),
                                 fixed_during_recording(pw) ? 1L : 0L,
-                                glu ? 1L : 0L};
+                                glu ? 1L : 0L,
+                                0L};
     const GemvShape g = gemv_shape(tile, n, k, glu);
     run(dev, "QuantizedGemv",
         "quantized_gemv_integer<" + type(x.dtype) + ", " + type(ps.dtype) + ", " + std::to_string(q.bits) + ", " +
@@ -220,12 +252,14 @@ unsigned mv_shared_bytes(int64_t k) {
   return static_cast<unsigned>(k * 2 + 16 * 4 + k / 32 * 4 + args::kMvWarps * 16 * 4 + 32 * 4);
 }
 
-/* Launches quantized_mv<types, nw_type, split>. */
+/* Launches quantized_mv<types, nw_type, split, tiled>. */
 void quantized_mv(int dev, const args::QuantizedGemv& a, const std::string& types, const std::string& nw_type,
                   int split) {
   const unsigned grid = static_cast<unsigned>(a.n / 16 / (args::kMvWarps / split));
-  run(dev, "QuantizedGemv", "quantized_mv<" + types + ", " + nw_type + ", " + std::to_string(split) + ">", a, grid,
-      32 * args::kMvWarps, mv_shared_bytes(a.k));
+  run(dev, "QuantizedGemv",
+      "quantized_mv<" + types + ", " + nw_type + ", " + std::to_string(split) + ", " + (a.tiled ? "true" : "false") +
+          ">",
+      a, grid, 32 * args::kMvWarps, mv_shared_bytes(a.k));
 }
 
 /* Launches quantized_mma<types, NT, nw_type> with NT tiles of 8 activation rows. */
@@ -241,20 +275,25 @@ void quantized_mma(int dev, const args::QuantizedGemv& a, const std::string& typ
 /* The one-row product on the tensor cores (quantized_mv) takes transposed 4-bit weights against
    one row of 16-bit x when the knob's rows (KILN_CUDA_MMA_PRODUCT_ROWS) start at 1: whole chunks
    of values, whole 16-row tiles, scales and biases on 4-byte boundaries, x's image within the
-   block's shared memory. Returns the warps that split a tile (0: not this kernel). */
+   block's shared memory; with glu, whole tiles of gate rows (a block takes as many tiles of
+   their up rows, so at most kMvWarps / 2 warps split a tile). Returns the warps that split a
+   tile (0: not this kernel). */
 int mv_split(int dev, const QuantParams& q, bool transpose, Dtype xt, int64_t m, int64_t n, int64_t k, const Tensor& s,
-             const Tensor& b) {
+             const Tensor& b, bool glu) {
   if (!transpose || q.bits != 4 || (xt != bfloat16 && xt != float16) || m != 1 || tuning().mma_product_rows > 1 ||
-      k % args::kMvChunk != 0 || n % 16 != 0 || ptr_bits(s) % 4 != 0 || ptr_bits(b) % 4 != 0 ||
+      k % args::kMvChunk != 0 || n % (glu ? 32 : 16) != 0 || ptr_bits(s) % 4 != 0 || ptr_bits(b) % 4 != 0 ||
       device_info(dev).major < 8 || mv_shared_bytes(k) > static_cast<unsigned>(device_info(dev).shared_optin))
     return 0;
   // The most warps a tile whose warps all fit on the SMs at once (16 an SM at 128 registers):
   // fewer leave SMs waiting on their loads, more run in two rounds (measured on an H200).
-  const int64_t tiles = n / 16, resident = int64_t{device_info(dev).sms} * 16;
+  const int64_t tiles = n / 16, resident = int64_t{device_info(dev).sms} * 16, most = args::kMvWarps / (glu ? 2 : 1);
   const int chosen = tuning().mv_split;
-  int split = chosen ? static_cast<int>(std::bit_floor(static_cast<unsigned>(chosen))) : args::kMvWarps;
+  int split = static_cast<int>(std::min<int64_t>(
+      chosen ? static_cast<int>(std::bit_floor(static_cast<unsigned>(chosen))) : args::kMvWarps, most));
   while (!chosen && split > 1 && tiles * split > resident) split /= 2;
-  while (tiles % (args::kMvWarps / split) != 0) split *= 2;
+  // A block's tiles (with glu, its gate tiles) divide the product's.
+  const int64_t units = glu ? tiles / 2 : tiles;
+  while (units % (args::kMvWarps / split / (glu ? 2 : 1)) != 0) split *= 2;
   return split;
 }
 
@@ -265,7 +304,7 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
   const int64_t k = x.shape.back(), n = y.shape.back() * (glu ? 2 : 1), m = n ? y.size() * (glu ? 2 : 1) / n : 0;
   if (m == 0 || n == 0) return;
   const bool mma = k > 0 && mma_product(dev, q, transpose, x.dtype, m, n, k, glu);
-  const int split = k > 0 ? mv_split(dev, q, transpose, x.dtype, m, n, k, s, b) : 0;
+  const int split = k > 0 ? mv_split(dev, q, transpose, x.dtype, m, n, k, s, b, glu) : 0;
   if (glu && !mma && !split && (k == 0 || !transpose || m > kDecodeRows)) {  // the whole product, then its gate
     Shape full_shape = y.shape;
     full_shape.back() = n;
@@ -278,6 +317,10 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
     fill_zero(dev, y);
     if (addend) add_into(dev, *addend, y);
     return;
+  }
+  if (q.tiled && !split && !mma && m <= kDecodeRows) {  // the CUDA cores' decode product reads rows
+    const RowOrder r = row_order(dev, q, w, s, b);
+    return quantized_matmul(dev, r.q, transpose, x, r.w, r.s, r.b, y, with_norm, addend, glu);
   }
   if (split || mma || (transpose && m <= kDecodeRows)) {
     const Tensor px = dense(dev, x, 16), pw = dense(dev, w, 16), ps = dense(dev, s);
@@ -300,7 +343,8 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
                           addend ? reinterpret_cast<const void*>(ptr_bits(r)) : nullptr,
                           reinterpret_cast<void*>(ptr_bits(y)),
                           fixed_during_recording(pw) ? 1L : 0L,
-                          glu ? 1L : 0L};
+                          glu ? 1L : 0L,
+                          q.tiled ? 1L : 0L};
     const std::string nw_type = type(with_norm ? nw.dtype : x.dtype);
     if (split) {  // scales and biases too are read before x is ready
       a.weights_ready = a.weights_ready && fixed_during_recording(ps) && fixed_during_recording(pb);

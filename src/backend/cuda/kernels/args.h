@@ -32,6 +32,19 @@ struct Dequantize {
   const void* scales;
   const void* biases;
   void* out;  // [rows, k], the scales' dtype
+  long tiled;  // 1: 4-bit weights in tile order (backend/common/tile_order.h)
+};
+
+/* Weights of n rows of k 4-bit values in tile order put back in row order: packed words,
+   scales and biases (the scales' dtype) into new arrays. */
+struct Untile {
+  long n, k, group_size;
+  const void* packed;
+  const void* scales;
+  const void* biases;
+  void* packed_out;
+  void* scales_out;
+  void* biases_out;
 };
 
 /* x [m, k] @ dequantize(w [n, k])^T for m <= 8 rows: a block a group of rows of w; with a norm
@@ -51,6 +64,7 @@ struct QuantizedGemv {
   void* out;  // [m, n]
   long weights_ready;  // 1: no earlier kernel writes packed, so it is read before x is ready
   long glu;  // 1: out [m, n / 2] = silu(product[:, :n/2]) * product[:, n/2:]
+  long tiled;  // 1: packed, scales and biases in tile order (backend/common/tile_order.h)
 };
 
 /* Rows of x [m, k] (normalized first with a norm weight) rounded to integer codes [m, k] (int8

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "backend/common/math.h"
+#include "backend/common/tile_order.h"
 #include "backend/cuda/kernels/args.h"
 
 namespace kiln::cuda::llm {
@@ -117,10 +118,17 @@ __device__ void dequantize(const Dequantize& a) {
   const S* scales = static_cast<const S*>(a.scales);
   const S* biases = static_cast<const S*>(a.biases);
   for (long c = kiln_gid(); c < total; c += kiln_gstride()) {
-    const long r = c / per_row, j = c - r * per_row, g = r * groups + j * kDequantizeRun / a.group_size;
+    const long r = c / per_row, j = c - r * per_row;
+    long g = r * groups + j * kDequantizeRun / a.group_size;
     // The run's Bits bytes, at most two words from where it starts (a row is whole words).
     const long bit = j * kDequantizeRun * Bits;
     const uint32_t* w = packed + r * (a.k * Bits / 32) + (bit >> 5);
+    if constexpr (Bits == 4) {
+      if (a.tiled) {  // a run is one word: word j % 4 of 16-byte word j / 4
+        w = packed + tile_order::word_at(r, j / 4, a.k) * 4 + j % 4;
+        g = tile_order::group_at(r, j * kDequantizeRun / a.group_size, a.k, a.group_size);
+      }
+    }
     const int shift = static_cast<int>(bit & 31);
     uint64_t fields = w[0];
     if (shift + kDequantizeRun * Bits > 32) fields |= static_cast<uint64_t>(w[1]) << 32;
@@ -135,6 +143,22 @@ __device__ void dequantize(const Dequantize& a) {
       run.v[i] = static_cast<O>(__fadd_rn(scaled, b));
     }
     reinterpret_cast<kiln_vec<O, kDequantizeRun>*>(static_cast<O*>(a.out) + r * a.k)[j] = run;
+  }
+}
+
+/* Weights in tile order put back in row order: a thread per 16-byte word, then per group. */
+template <class S>
+__device__ void untile(const Untile& a) {
+  kiln_wait_for_inputs();
+  const long words = a.n * (a.k / 32), row_words = a.k / 32, groups = a.k / a.group_size;
+  const auto* packed = static_cast<const kiln_vec<unsigned, 4>*>(a.packed);
+  auto* packed_out = static_cast<kiln_vec<unsigned, 4>*>(a.packed_out);
+  for (long i = kiln_gid(); i < words; i += kiln_gstride())
+    packed_out[i] = packed[tile_order::word_at(i / row_words, i % row_words, a.k)];
+  for (long i = kiln_gid(); i < a.n * groups; i += kiln_gstride()) {
+    const long at = tile_order::group_at(i / groups, i % groups, a.k, a.group_size);
+    static_cast<S*>(a.scales_out)[i] = static_cast<const S*>(a.scales)[at];
+    static_cast<S*>(a.biases_out)[i] = static_cast<const S*>(a.biases)[at];
   }
 }
 
@@ -524,7 +548,8 @@ __device__ void quantized_mma(const QuantizedGemv& a) {
 #pragma unroll
     for (int m = 0; m < 2; ++m) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) w[m][h] = packed[row[m][h] * row_chunks + c * 4 + t];
+      for (int h = 0; h < 2; ++h)
+        w[m][h] = packed[a.tiled ? tile_order::word_at(row[m][h], c * 4 + t, a.k) : row[m][h] * row_chunks + c * 4 + t];
     }
   };
   kiln_vec<unsigned, 4> cur[2][2], next[2][2];  // this chunk's words, and the next chunk's in flight
@@ -554,8 +579,10 @@ __device__ void quantized_mma(const QuantizedGemv& a) {
     for (int m = 0; m < 2; ++m) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float s = static_cast<float>(static_cast<const S*>(a.scales)[row[m][h] * groups + group]);
-        const float b = static_cast<float>(static_cast<const S*>(a.biases)[row[m][h] * groups + group]);
+        const long at =
+            a.tiled ? tile_order::group_at(row[m][h], group, a.k, a.group_size) : row[m][h] * groups + group;
+        const float s = static_cast<float>(static_cast<const S*>(a.scales)[at]);
+        const float b = static_cast<float>(static_cast<const S*>(a.biases)[at]);
         s2[m][h] = mma_pair<T>(s, s);
         b2[m][h] = mma_pair<T>(b, b);
       }
@@ -716,27 +743,71 @@ __device__ inline float mv_stage_x(const QuantizedGemv& a, unsigned* image, floa
   return a.norm_weight ? product_rms(a, block_fold<false>(squares, red)) : 1.0f;
 }
 
-template <class T, class S, class W, int Split>
+/* The scales (or biases) of rows g and g + 8 for segments 2t and 2t + 1 from a tile-ordered
+   step (`step` at row g's groups): one load, then each row's pair as mv_load_pair gives it. */
+template <class S>
+__device__ inline void mv_load_tiled(const S* step, int t, int group_bits, unsigned (&raw)[2][2]) {
+  const int j0 = (64 * t) >> group_bits, j1 = (64 * t + 32) >> group_bits;
+  if constexpr (sizeof(S) == 2) {
+    if (j1 != j0) {  // groups of 32: [g, j0], [g + 8, j0], [g, j1], [g + 8, j1]
+      const auto v = *reinterpret_cast<const kiln_vec<unsigned, 2>*>(step + 2 * j0);
+      raw[0][0] = __byte_perm(v.v[0], v.v[1], 0x5410);
+      raw[1][0] = __byte_perm(v.v[0], v.v[1], 0x7632);
+    } else {  // one group for both segments: [g, j0], [g + 8, j0]
+      const unsigned v = *reinterpret_cast<const unsigned*>(step + 2 * j0);
+      raw[0][0] = __byte_perm(v, v, 0x1010);
+      raw[1][0] = __byte_perm(v, v, 0x3232);
+    }
+  } else {
+    const unsigned* p = reinterpret_cast<const unsigned*>(step + 2 * j0);
+    raw[0][0] = p[0];
+    raw[1][0] = p[1];
+    raw[0][1] = j1 != j0 ? p[2] : p[0];
+    raw[1][1] = j1 != j0 ? p[3] : p[1];
+  }
+}
+
+/* Tiled: packed, scales and biases in tile order (backend/common/tile_order.h), so that a
+   warp's step reads contiguous runs. With glu a block takes kTiles / 2 tiles of gate rows and
+   the tiles of their up rows. */
+template <class T, class S, class W, int Split, bool Tiled>
 __device__ void quantized_mv(const QuantizedGemv& a) {
 #if __CUDA_ARCH__ >= 800
   constexpr int kTiles = kMvWarps / Split;  // tiles a block takes, each split between Split warps
+  constexpr int kPairs = kTiles > 1 ? kTiles / 2 : 1;  // with glu: gate tiles, and up tiles, of a block
   constexpr float kOffset = std::is_same_v<T, kiln::bfloat16_t> ? 128.0f : 0.0f;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3, split = warp % Split;
-  const long tile = static_cast<long>(blockIdx.x) * kTiles + warp / Split;
+  const int local = warp / Split;  // the block's tile this warp takes
+  const long tile = !a.glu         ? static_cast<long>(blockIdx.x) * kTiles + local
+                    : local < kPairs ? static_cast<long>(blockIdx.x) * kPairs + local
+                                     : a.n / 32 + static_cast<long>(blockIdx.x) * kPairs + local - kPairs;
   const long segments = a.k / 32, chunks = a.k / kMvChunk, mine = (chunks - split + Split - 1) / Split;
   const int group_bits = __ffs(static_cast<int>(a.group_size)) - 1;
   const long groups = a.k >> group_bits;
-  const long row[2] = {gemv_row<16>(a, g, tile), gemv_row<16>(a, g + 8, tile)};
+  const long row[2] = {tile * 16 + g, tile * 16 + g + 8};
   const auto* packed = static_cast<const kiln_vec<unsigned, 4>*>(a.packed);  // 32 values each
   auto load = [&](long i, MvStage& st) {  // this warp's chunk i: split + i * Split
     if (i >= mine) return;
-    const long c = split + i * Split, v0 = c * kMvChunk + 64 * t, g0 = v0 >> group_bits, g1 = (v0 + 32) >> group_bits;
+    const long c = split + i * Split;
+    if constexpr (Tiled) {
+      const long step = tile * chunks + c;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+      for (int half = 0; half < 2; ++half) {
 #pragma unroll
-      for (int half = 0; half < 2; ++half) st.w[half][h] = packed[row[h] * segments + c * 8 + 4 * half + t];
-      mv_load_pair(static_cast<const S*>(a.scales), row[h] * groups + g0, row[h] * groups + g1, st.s[h]);
-      mv_load_pair(static_cast<const S*>(a.biases), row[h] * groups + g0, row[h] * groups + g1, st.b[h]);
+        for (int h = 0; h < 2; ++h) st.w[half][h] = packed[step * 128 + (2 * half + h) * 32 + lane];
+      }
+      const long at = (step * 8 + g) * (groups / chunks) * 2;  // row g's groups of the step
+      mv_load_tiled(static_cast<const S*>(a.scales) + at, t, group_bits, st.s);
+      mv_load_tiled(static_cast<const S*>(a.biases) + at, t, group_bits, st.b);
+    } else {
+      const long v0 = c * kMvChunk + 64 * t, g0 = v0 >> group_bits, g1 = (v0 + 32) >> group_bits;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) st.w[half][h] = packed[row[h] * segments + c * 8 + 4 * half + t];
+        mv_load_pair(static_cast<const S*>(a.scales), row[h] * groups + g0, row[h] * groups + g1, st.s[h]);
+        mv_load_pair(static_cast<const S*>(a.biases), row[h] * groups + g0, row[h] * groups + g1, st.b[h]);
+      }
     }
   };
   MvStage st[kMvStages];
@@ -817,20 +888,19 @@ __device__ void quantized_mv(const QuantizedGemv& a) {
     partial[warp * 16 + g + 8] = acc[1];
   }
   __syncthreads();
-  const int per = a.glu ? 8 : 16;  // outputs of a tile
-  if (threadIdx.x >= kTiles * per) return;
-  const int tb = threadIdx.x / per, r = threadIdx.x % per;
+  // A thread an output: tile tb's row r (with glu, gate tile tb and up tile tb + kPairs).
+  if (threadIdx.x >= (a.glu ? kPairs : kTiles) * 16) return;
+  const int tb = threadIdx.x / 16, r = threadIdx.x % 16;
   float v = 0.0f, up = 0.0f;
 #pragma unroll
   for (int sp = 0; sp < Split; ++sp) {
     v += partial[(tb * Split + sp) * 16 + r];
-    if (a.glu) up += partial[(tb * Split + sp) * 16 + r + 8];
+    if (a.glu) up += partial[((tb + kPairs) * Split + sp) * 16 + r];
   }
-  const long out_tile = static_cast<long>(blockIdx.x) * kTiles + tb;
   if (a.glu)
-    store_gated<T>(a, 0, gemv_row<16>(a, r, out_tile), v * rms, up * rms);
+    store_gated<T>(a, 0, (static_cast<long>(blockIdx.x) * kPairs + tb) * 16 + r, v * rms, up * rms);
   else
-    store_product<T>(a, 0, gemv_row<16>(a, r, out_tile), v * rms);
+    store_product<T>(a, 0, (static_cast<long>(blockIdx.x) * kTiles + tb) * 16 + r, v * rms);
 #endif
 }
 

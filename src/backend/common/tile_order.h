@@ -1,0 +1,38 @@
+// Tile order: how the GPU's one-row decode product wants 4-bit transposed weights laid out.
+// Each block of 16 weight rows is permuted so that a warp reads a step's 256 values of its 16
+// rows, and their scales and biases, as contiguous runs; in row order the same reads ran at half
+// the bandwidth on an H200's larger products. A permutation inside each 16-row block: the arrays
+// keep their shapes and dtypes, and whole blocks slice and concatenate as rows do. Written once:
+// the host's permutation (ops/quant_tiles.cpp) and the CUDA kernels both include this file.
+#pragma once
+
+#include <cstdint>
+
+#ifndef KILN_HD
+#define KILN_HD
+#endif
+
+namespace kiln::tile_order {
+
+constexpr int64_t kRows = 16;  // rows of a tile
+constexpr int64_t kChunk = 256;  // values of a row that a warp reads in one step
+
+/* Whether transposed weights of n rows of k values at `bits` can take tile order. */
+KILN_HD inline bool fits(int64_t n, int64_t k, int bits) { return bits == 4 && n % kRows == 0 && k % kChunk == 0; }
+
+/* Where row r's 16-byte word w (values 32w .. 32w + 31) sits in tile order, in 16-byte words.
+   A step's 128 words: [half][row r or r + 8 of the tile][r mod 8][w mod 4], half = (w / 4) mod
+   2, the order in which a warp's 32 lanes load four words each. */
+KILN_HD inline int64_t word_at(int64_t r, int64_t w, int64_t k) {
+  const int64_t tile = r / kRows, row = r % kRows, step = w / 8;
+  return ((tile * (k / kChunk) + step) * 4 + (w / 4) % 2 * 2 + row / 8) * 32 + row % 8 * 4 + w % 4;
+}
+
+/* Where row r's group j (of k / group_size) sits in tile order: a step's groups with rows r and
+   r + 8 side by side, [row mod 8][group within the step][row / 8]. */
+KILN_HD inline int64_t group_at(int64_t r, int64_t j, int64_t k, int64_t group_size) {
+  const int64_t per_step = kChunk / group_size, tile = r / kRows, row = r % kRows;
+  return ((tile * (k / kChunk) + j / per_step) * 8 + row % 8) * per_step * 2 + j % per_step * 2 + row / 8;
+}
+
+}  // namespace kiln::tile_order
