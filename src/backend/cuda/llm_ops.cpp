@@ -247,19 +247,20 @@ bool mma_product(int dev, const QuantParams& q, bool transpose, Dtype xt, int64_
 }
 
 /* Shared memory of a quantized_mv block: x's image and sums, 16 zero words, the warps' row sums
-   and a fold's 32 floats. */
-unsigned mv_shared_bytes(int64_t k) {
-  return static_cast<unsigned>(k * 2 + 16 * 4 + k / 32 * 4 + args::kMvWarps * 16 * 4 + 32 * 4);
+   and a fold's 32 floats; with tile order, its warps' slots (scales and biases of scale_bytes). */
+unsigned mv_shared_bytes(int64_t k, bool tiled, int64_t scale_bytes) {
+  return static_cast<unsigned>(args::mv_slots_at(k) +
+                               (tiled ? args::kMvWarps * args::kMvTiledStages * args::mv_tiled_slot_bytes(scale_bytes) : 0));
 }
 
 /* Launches quantized_mv<types, nw_type, split, tiled>. */
 void quantized_mv(int dev, const args::QuantizedGemv& a, const std::string& types, const std::string& nw_type,
-                  int split) {
+                  int split, int64_t scale_bytes) {
   const unsigned grid = static_cast<unsigned>(a.n / 16 / (args::kMvWarps / split));
   run(dev, "QuantizedGemv",
       "quantized_mv<" + types + ", " + nw_type + ", " + std::to_string(split) + ", " + (a.tiled ? "true" : "false") +
           ">",
-      a, grid, 32 * args::kMvWarps, mv_shared_bytes(a.k));
+      a, grid, 32 * args::kMvWarps, mv_shared_bytes(a.k, a.tiled, scale_bytes));
 }
 
 /* Launches quantized_mma<types, NT, nw_type> with NT tiles of 8 activation rows. */
@@ -282,7 +283,8 @@ int mv_split(int dev, const QuantParams& q, bool transpose, Dtype xt, int64_t m,
              const Tensor& b, bool glu) {
   if (!transpose || q.bits != 4 || (xt != bfloat16 && xt != float16) || m != 1 || tuning().mma_product_rows > 1 ||
       k % args::kMvChunk != 0 || n % (glu ? 32 : 16) != 0 || ptr_bits(s) % 4 != 0 || ptr_bits(b) % 4 != 0 ||
-      device_info(dev).major < 8 || mv_shared_bytes(k) > static_cast<unsigned>(device_info(dev).shared_optin))
+      device_info(dev).major < 8 ||
+      mv_shared_bytes(k, q.tiled, int64_t(size_of(s.dtype))) > static_cast<unsigned>(device_info(dev).shared_optin))
     return 0;
   // The most warps a tile whose warps all fit on the SMs at once (16 an SM at 128 registers):
   // fewer leave SMs waiting on their loads, more run in two rounds (measured on an H200).
@@ -348,7 +350,7 @@ void quantized_matmul(int dev, const QuantParams& q, bool transpose, const Tenso
     const std::string nw_type = type(with_norm ? nw.dtype : x.dtype);
     if (split) {  // scales and biases too are read before x is ready
       a.weights_ready = a.weights_ready && fixed_during_recording(ps) && fixed_during_recording(pb);
-      return quantized_mv(dev, a, type(x.dtype) + ", " + type(ps.dtype), nw_type, split);
+      return quantized_mv(dev, a, type(x.dtype) + ", " + type(ps.dtype), nw_type, split, int64_t(size_of(ps.dtype)));
     }
     if (mma) return quantized_mma(dev, a, type(x.dtype) + ", " + type(ps.dtype), nw_type);
     const GemvShape g = gemv_shape(m, n, k, glu);

@@ -16,6 +16,7 @@ constexpr int kMmaChunk = 128;  // values of a weight row its warps take a step 
 constexpr int kMmaWarps = 8;  // most warps a block of it splits the chunks between
 constexpr int kMvWarps = 8;  // warps of a block of the one-row tensor-core product (quantized_mv)
 constexpr int kMvChunk = 256;  // values of a weight row its warps take a step (two 16-byte pieces a lane)
+constexpr int kMvTiledStages = 4;  // its steps a warp keeps in shared memory with tile order (in flight or read)
 constexpr int kMmaMostRows = 32;  // activation rows it takes (four 8-row B tiles); more go to cuBLASLt
 constexpr int kQuantizeBlocks = 8;  // blocks of 32 values a quantize_rows thread block rounds (a warp each)
 constexpr int kNormLaneValues = 32;  // values a lane holds of a row a warp normalizes (rows up to 32 * 32)
@@ -24,6 +25,16 @@ constexpr int kLaneDims = 8;  // head dims of q, k and v an attention lane holds
 constexpr int kAttentionKeys = 4;  // keys an attention lane group loads at once
 constexpr int kAttentionMmaKeys = 64;  // keys attention::mma stages a step (Wk tiles of 64 / Wk)
 constexpr int kMaxCacheRows = 64;  // batch rows a launch over each row's own caches takes (more: more launches)
+
+#ifndef KILN_HD
+#define KILN_HD
+#endif
+/* Bytes of a quantized_mv block's shared memory before its warps' slots: x's image (k / 32
+   segments of 16 words), 16 zero words, k / 32 sums, kMvWarps * 16 row sums and 32 floats. */
+KILN_HD constexpr long mv_slots_at(long k) { return k * 2 + 16 * 4 + k / 32 * 4 + kMvWarps * 16 * 4 + 32 * 4; }
+/* Bytes of one of its warps' slots with tile order: a step's 2048 bytes of weights, then each
+   lane's four scales and each lane's four biases of scale_bytes each. */
+KILN_HD constexpr long mv_tiled_slot_bytes(long scale_bytes) { return 2048 + 2 * 32 * 4 * scale_bytes; }
 
 /* dequantize: rows of k values, packed (`bits` words a 32 values), one scale and bias a group. */
 struct Dequantize {

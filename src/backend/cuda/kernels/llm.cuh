@@ -743,29 +743,43 @@ __device__ inline float mv_stage_x(const QuantizedGemv& a, unsigned* image, floa
   return a.norm_weight ? product_rms(a, block_fold<false>(squares, red)) : 1.0f;
 }
 
-/* The scales (or biases) of rows g and g + 8 for segments 2t and 2t + 1 from a tile-ordered
-   step (`step` at row g's groups): one load, then each row's pair as mv_load_pair gives it. */
+/* Tile order's scales (or biases) of one step as a lane reads them: those of rows g and g + 8
+   for segments 2t and 2t + 1, at group j0 of the step and, with groups of 32, at j1 = j0 + 1
+   (backend/common/tile_order.h): four or two values from `first` on. */
 template <class S>
-__device__ inline void mv_load_tiled(const S* step, int t, int group_bits, unsigned (&raw)[2][2]) {
-  const int j0 = (64 * t) >> group_bits, j1 = (64 * t + 32) >> group_bits;
-  if constexpr (sizeof(S) == 2) {
-    if (j1 != j0) {  // groups of 32: [g, j0], [g + 8, j0], [g, j1], [g + 8, j1]
-      const auto v = *reinterpret_cast<const kiln_vec<unsigned, 2>*>(step + 2 * j0);
-      raw[0][0] = __byte_perm(v.v[0], v.v[1], 0x5410);
-      raw[1][0] = __byte_perm(v.v[0], v.v[1], 0x7632);
-    } else {  // one group for both segments: [g, j0], [g + 8, j0]
-      const unsigned v = *reinterpret_cast<const unsigned*>(step + 2 * j0);
-      raw[0][0] = __byte_perm(v, v, 0x1010);
-      raw[1][0] = __byte_perm(v, v, 0x3232);
-    }
-  } else {
-    const unsigned* p = reinterpret_cast<const unsigned*>(step + 2 * j0);
-    raw[0][0] = p[0];
-    raw[1][0] = p[1];
-    raw[0][1] = j1 != j0 ? p[2] : p[0];
-    raw[1][1] = j1 != j0 ? p[3] : p[1];
+struct MvTiledScales {
+  static constexpr int kSlot = 4 * sizeof(S);  // bytes of a lane's slot
+  int first;  // the lane's first value, counted from row g's groups of the step
+  bool two;  // two groups (of 32)
+  __device__ MvTiledScales(int t, int group_bits)
+      : first(2 * ((64 * t) >> group_bits)), two(((64 * t) >> group_bits) != ((64 * t + 32) >> group_bits)) {}
+  /* Starts copying the values from `step` (row g's groups of the step) into `slot`. */
+  __device__ void copy(void* slot, const S* step) const {
+    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(slot));
+    const int bytes = (two ? 4 : 2) * static_cast<int>(sizeof(S));
+    if (bytes == 16)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to), "l"(step + first) : "memory");
+    else if (bytes == 8)
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(to), "l"(step + first) : "memory");
+    else
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(to), "l"(step + first) : "memory");
   }
-}
+  /* Each row's pair from the slot ([g, j0], [g + 8, j0], then [g, j1], [g + 8, j1] with two
+     groups), as mv_load_pair gives it. */
+  __device__ void unpack(const void* slot, unsigned (&raw)[2][2]) const {
+    if constexpr (sizeof(S) == 2) {
+      const auto v = *static_cast<const kiln_vec<unsigned, 2>*>(slot);
+      raw[0][0] = two ? __byte_perm(v.v[0], v.v[1], 0x5410) : __byte_perm(v.v[0], v.v[0], 0x1010);
+      raw[1][0] = two ? __byte_perm(v.v[0], v.v[1], 0x7632) : __byte_perm(v.v[0], v.v[0], 0x3232);
+    } else {
+      const auto v = *static_cast<const kiln_vec<unsigned, 4>*>(slot);
+      raw[0][0] = v.v[0];
+      raw[1][0] = v.v[1];
+      raw[0][1] = two ? v.v[2] : v.v[0];
+      raw[1][1] = two ? v.v[3] : v.v[1];
+    }
+  }
+};
 
 /* Tiled: packed, scales and biases in tile order (backend/common/tile_order.h), so that a
    warp's step reads contiguous runs. With glu a block takes kTiles / 2 tiles of gate rows and
@@ -789,41 +803,63 @@ __device__ void quantized_mv(const QuantizedGemv& a) {
   auto load = [&](long i, MvStage& st) {  // this warp's chunk i: split + i * Split
     if (i >= mine) return;
     const long c = split + i * Split;
-    if constexpr (Tiled) {
-      const long step = tile * chunks + c;
+    const long v0 = c * kMvChunk + 64 * t, g0 = v0 >> group_bits, g1 = (v0 + 32) >> group_bits;
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
+    for (int h = 0; h < 2; ++h) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) st.w[half][h] = packed[step * 128 + (2 * half + h) * 32 + lane];
-      }
-      const long at = (step * 8 + g) * (groups / chunks) * 2;  // row g's groups of the step
-      mv_load_tiled(static_cast<const S*>(a.scales) + at, t, group_bits, st.s);
-      mv_load_tiled(static_cast<const S*>(a.biases) + at, t, group_bits, st.b);
-    } else {
-      const long v0 = c * kMvChunk + 64 * t, g0 = v0 >> group_bits, g1 = (v0 + 32) >> group_bits;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) st.w[half][h] = packed[row[h] * segments + c * 8 + 4 * half + t];
-        mv_load_pair(static_cast<const S*>(a.scales), row[h] * groups + g0, row[h] * groups + g1, st.s[h]);
-        mv_load_pair(static_cast<const S*>(a.biases), row[h] * groups + g0, row[h] * groups + g1, st.b[h]);
-      }
+      for (int half = 0; half < 2; ++half) st.w[half][h] = packed[row[h] * segments + c * 8 + 4 * half + t];
+      mv_load_pair(static_cast<const S*>(a.scales), row[h] * groups + g0, row[h] * groups + g1, st.s[h]);
+      mv_load_pair(static_cast<const S*>(a.biases), row[h] * groups + g0, row[h] * groups + g1, st.b[h]);
     }
   };
-  MvStage st[kMvStages];
-  // Weights that no earlier kernel of the graph writes are read before waiting for x.
-  if (a.weights_ready) {
-#pragma unroll
-    for (int s = 0; s < kMvStages; ++s) load(s, st[s]);
-  }
-  kiln_wait_for_inputs();
-  if (!a.weights_ready) {
-#pragma unroll
-    for (int s = 0; s < kMvStages; ++s) load(s, st[s]);
-  }
-  // Shared memory: x's image [segments][16], 16 zero words, the segments' sums, then the warps'
-  // row sums [kMvWarps][16] and block_fold's 32 floats.
+  // Shared memory: x's image [segments][16], 16 zero words, the segments' sums, the warps' row
+  // sums [kMvWarps][16], block_fold's 32 floats, then with tile order the warps' slots.
   extern __shared__ kiln_vec<unsigned, 4> mv_shared[];
+  // Tile order: a step is contiguous, so each lane copies its own part of it into one of its
+  // warp's slots and reads it back alone; kMvTiledStages - 1 steps stay in flight while one is
+  // multiplied, and no registers hold them.
+  constexpr long kStepBytes = mv_tiled_slot_bytes(sizeof(S));
+  const MvTiledScales<S> tiled_scales(t, group_bits);
+  unsigned char* slots =
+      reinterpret_cast<unsigned char*>(mv_shared) + mv_slots_at(a.k) + warp * kMvTiledStages * kStepBytes;
+  auto copy = [&](long i) {  // this warp's chunk i into slot i % kMvTiledStages, then a commit
+    if (i < mine) {
+      const long step = tile * chunks + split + i * Split;
+      unsigned char* slot = slots + (i % kMvTiledStages) * kStepBytes;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) kiln_stage16(slot + (j * 32 + lane) * 16, packed + step * 128 + j * 32 + lane);
+      const long at = (step * 8 + g) * (groups / chunks) * 2;  // row g's groups of the step
+      tiled_scales.copy(slot + 2048 + lane * MvTiledScales<S>::kSlot, static_cast<const S*>(a.scales) + at);
+      tiled_scales.copy(slot + 2048 + (32 + lane) * MvTiledScales<S>::kSlot, static_cast<const S*>(a.biases) + at);
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  auto take = [&](long i, MvStage& st) {  // chunk i from its slot, once it has landed
+    asm volatile("cp.async.wait_group %0;" ::"n"(kMvTiledStages - 1) : "memory");
+    const unsigned char* slot = slots + (i % kMvTiledStages) * kStepBytes;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        st.w[half][h] = reinterpret_cast<const kiln_vec<unsigned, 4>*>(slot)[(2 * half + h) * 32 + lane];
+    }
+    tiled_scales.unpack(slot + 2048 + lane * MvTiledScales<S>::kSlot, st.s);
+    tiled_scales.unpack(slot + 2048 + (32 + lane) * MvTiledScales<S>::kSlot, st.b);
+  };
+  MvStage st[Tiled ? 1 : kMvStages];
+  // Weights that no earlier kernel of the graph writes are read before waiting for x.
+  auto start = [&] {
+#pragma unroll
+    for (int s = 0; s < (Tiled ? kMvTiledStages - 1 : kMvStages); ++s) {
+      if constexpr (Tiled)
+        copy(s);
+      else
+        load(s, st[s]);
+    }
+  };
+  if (a.weights_ready) start();
+  kiln_wait_for_inputs();
+  if (!a.weights_ready) start();
   unsigned* image = reinterpret_cast<unsigned*>(mv_shared);
   unsigned* zeros = image + segments * 16;
   float* sums = reinterpret_cast<float*>(zeros + 16);
@@ -835,47 +871,57 @@ __device__ void quantized_mv(const QuantizedGemv& a) {
   unsigned magic = std::is_same_v<T, kiln::bfloat16_t> ? 0x43004300u : 0x64006400u;
   asm volatile("" : "+r"(magic));  // a register: lop3 takes the mask as its one immediate
   float acc[2] = {0.0f, 0.0f};  // rows g and g + 8, this lane's segments
-  for (long i0 = 0; i0 < mine; i0 += kMvStages) {
+  auto multiply = [&](long c, const MvStage& st) {  // chunk c of the rows into acc
+    float cf[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-    for (int s = 0; s < kMvStages; ++s) {
-      const long i = i0 + s;
-      if (i >= mine) break;
-      const long c = split + i * Split;
-      float cf[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int half = 0; half < 2; ++half) {
+      // Column g of B: segment g's values where this lane's k slots hold segment 4 * half + t.
+      const auto* src =
+          reinterpret_cast<const kiln_vec<unsigned, 4>*>(g == 4 * half + t ? image + (c * 8 + g) * 16 : zeros);
+      unsigned bx[16];
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        // Column g of B: segment g's values where this lane's k slots hold segment 4 * half + t.
-        const auto* src =
-            reinterpret_cast<const kiln_vec<unsigned, 4>*>(g == 4 * half + t ? image + (c * 8 + g) * 16 : zeros);
-        unsigned bx[16];
+      for (int v = 0; v < 4; ++v) {
+        const kiln_vec<unsigned, 4> w = src[v];
 #pragma unroll
-        for (int v = 0; v < 4; ++v) {
-          const kiln_vec<unsigned, 4> w = src[v];
+        for (int u = 0; u < 4; ++u) bx[4 * v + u] = w.v[u];
+      }
 #pragma unroll
-          for (int u = 0; u < 4; ++u) bx[4 * v + u] = w.v[u];
-        }
+      for (int q = 0; q < 4; ++q) {
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const unsigned lo = st[s].w[half][0].v[q], hi = st[s].w[half][1].v[q];  // rows g and g + 8
-            const unsigned af[4] = {mv_weight_pair<T>(lo >> (8 * h), magic), mv_weight_pair<T>(hi >> (8 * h), magic),
-                                    mv_weight_pair<T>(lo >> (8 * h + 4), magic),
-                                    mv_weight_pair<T>(hi >> (8 * h + 4), magic)};
-            mma_16816<T>(cf, af, bx[2 * (2 * q + h)], bx[2 * (2 * q + h) + 1]);
-          }
+        for (int h = 0; h < 2; ++h) {
+          const unsigned lo = st.w[half][0].v[q], hi = st.w[half][1].v[q];  // rows g and g + 8
+          const unsigned af[4] = {mv_weight_pair<T>(lo >> (8 * h), magic), mv_weight_pair<T>(hi >> (8 * h), magic),
+                                  mv_weight_pair<T>(lo >> (8 * h + 4), magic),
+                                  mv_weight_pair<T>(hi >> (8 * h + 4), magic)};
+          mma_16816<T>(cf, af, bx[2 * (2 * q + h)], bx[2 * (2 * q + h) + 1]);
         }
       }
-      // cf: rows g and g + 8 against segments 2t and 2t + 1.
-      const float2 xs = *reinterpret_cast<const float2*>(sums + c * 8 + 2 * t);
+    }
+    // cf: rows g and g + 8 against segments 2t and 2t + 1.
+    const float2 xs = *reinterpret_cast<const float2*>(sums + c * 8 + 2 * t);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float2 sc = mv_pair<S>(st[s].s[h]), bi = mv_pair<S>(st[s].b[h]);
-        acc[h] = __fmaf_rn(sc.x, __fmaf_rn(-kOffset, xs.x, cf[2 * h]), acc[h]);
-        acc[h] = __fmaf_rn(sc.y, __fmaf_rn(-kOffset, xs.y, cf[2 * h + 1]), acc[h]);
-        acc[h] = __fmaf_rn(bi.x, xs.x, __fmaf_rn(bi.y, xs.y, acc[h]));
+    for (int h = 0; h < 2; ++h) {
+      const float2 sc = mv_pair<S>(st.s[h]), bi = mv_pair<S>(st.b[h]);
+      acc[h] = __fmaf_rn(sc.x, __fmaf_rn(-kOffset, xs.x, cf[2 * h]), acc[h]);
+      acc[h] = __fmaf_rn(sc.y, __fmaf_rn(-kOffset, xs.y, cf[2 * h + 1]), acc[h]);
+      acc[h] = __fmaf_rn(bi.x, xs.x, __fmaf_rn(bi.y, xs.y, acc[h]));
+    }
+  };
+  if constexpr (Tiled) {
+    for (long i = 0; i < mine; ++i) {
+      copy(i + kMvTiledStages - 1);  // into the slot chunk i - 1 left
+      take(i, st[0]);
+      multiply(split + i * Split, st[0]);
+    }
+  } else {
+    for (long i0 = 0; i0 < mine; i0 += kMvStages) {
+#pragma unroll
+      for (int s = 0; s < kMvStages; ++s) {
+        const long i = i0 + s;
+        if (i >= mine) break;
+        multiply(split + i * Split, st[s]);
+        load(i + kMvStages, st[s]);
       }
-      load(i + kMvStages, st[s]);
     }
   }
 #pragma unroll
