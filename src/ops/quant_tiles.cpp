@@ -48,7 +48,8 @@ void permute(const char* op, const Tensor& packed, const Tensor& scales, const T
     const int64_t r0 = t0 * kRows, r1 = t1 * kRows;
     move_rows(static_cast<const char*>(packed.raw()), static_cast<char*>(packed_out.raw()), r0, r1, words, 16,
               into_tiles, [&](int64_t r, int64_t w) { return tile_order::word_at(r, w, k); });
-    auto group = [&](int64_t r, int64_t j) { return tile_order::group_at(r, j, k, group_size); };
+    const int bits = tile_order::group_bits_of(group_size);
+    auto group = [&](int64_t r, int64_t j) { return tile_order::group_at(r, j, k, bits); };
     move_rows(static_cast<const char*>(scales.raw()), static_cast<char*>(scales_out.raw()), r0, r1, groups,
               scales.itemsize(), into_tiles, group);
     move_rows(static_cast<const char*>(biases.raw()), static_cast<char*>(biases_out.raw()), r0, r1, groups,

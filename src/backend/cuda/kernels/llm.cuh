@@ -118,15 +118,18 @@ __device__ void dequantize(const Dequantize& a) {
   const S* scales = static_cast<const S*>(a.scales);
   const S* biases = static_cast<const S*>(a.biases);
   for (long c = kiln_gid(); c < total; c += kiln_gstride()) {
-    const long r = c / per_row, j = c - r * per_row;
-    long g = r * groups + j * kDequantizeRun / a.group_size;
+    long r = c / per_row, j = c - r * per_row, g = r * groups + j * kDequantizeRun / a.group_size;
     // The run's Bits bytes, at most two words from where it starts (a row is whole words).
     const long bit = j * kDequantizeRun * Bits;
     const uint32_t* w = packed + r * (a.k * Bits / 32) + (bit >> 5);
     if constexpr (Bits == 4) {
-      if (a.tiled) {  // a run is one word: word j % 4 of 16-byte word j / 4
-        w = packed + tile_order::word_at(r, j / 4, a.k) * 4 + j % 4;
-        g = tile_order::group_at(r, j * kDequantizeRun / a.group_size, a.k, a.group_size);
+      if (a.tiled) {  // c counts the words as stored (reads in order); a run is one word
+        long tr, tw;
+        tile_order::word_of(c >> 2, a.k, tr, tw);
+        r = tr;
+        j = tw * 4 + (c & 3);
+        w = packed + c;
+        g = tile_order::group_at(r, j * kDequantizeRun / a.group_size, a.k, tile_order::group_bits_of(a.group_size));
       }
     }
     const int shift = static_cast<int>(bit & 31);
@@ -156,7 +159,7 @@ __device__ void untile(const Untile& a) {
   for (long i = kiln_gid(); i < words; i += kiln_gstride())
     packed_out[i] = packed[tile_order::word_at(i / row_words, i % row_words, a.k)];
   for (long i = kiln_gid(); i < a.n * groups; i += kiln_gstride()) {
-    const long at = tile_order::group_at(i / groups, i % groups, a.k, a.group_size);
+    const long at = tile_order::group_at(i / groups, i % groups, a.k, tile_order::group_bits_of(a.group_size));
     static_cast<S*>(a.scales_out)[i] = static_cast<const S*>(a.scales)[at];
     static_cast<S*>(a.biases_out)[i] = static_cast<const S*>(a.biases)[at];
   }
@@ -580,7 +583,7 @@ __device__ void quantized_mma(const QuantizedGemv& a) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const long at =
-            a.tiled ? tile_order::group_at(row[m][h], group, a.k, a.group_size) : row[m][h] * groups + group;
+            a.tiled ? tile_order::group_at(row[m][h], group, a.k, group_bits) : row[m][h] * groups + group;
         const float s = static_cast<float>(static_cast<const S*>(a.scales)[at]);
         const float b = static_cast<float>(static_cast<const S*>(a.biases)[at]);
         s2[m][h] = mma_pair<T>(s, s);
