@@ -27,29 +27,17 @@ KILN_HD inline int group_bits_of(int64_t group_size) { return group_size == 32 ?
    A step's 128 words: [half][row r or r + 8 of the tile][r mod 8][w mod 4], half = (w / 4) mod
    2, the order in which a warp's 32 lanes load four words each. */
 KILN_HD inline int64_t word_at(int64_t r, int64_t w, int64_t k) {
-  const int64_t tile = r / kRows, row = r % kRows, step = w / 8;
-  return ((tile * (k / kChunk) + step) * 4 + (w / 4) % 2 * 2 + row / 8) * 32 + row % 8 * 4 + w % 4;
+  const int64_t tile = r >> 4, row = r & 15, step = w >> 3;  // shifts: kernels call it for every word
+  return ((tile * (k >> 8) + step) * 4 + ((w >> 2) & 1) * 2 + (row >> 3)) * 32 + (row & 7) * 4 + (w & 3);
 }
 
 /* Where row r's group j (of k / 2^group_bits) sits in tile order: a step's groups with rows r
-   and r + 8 side by side, [row mod 8][group within the step][row / 8]. Shifts, not divisions:
-   kernels call it for every group they read. */
+   and r + 8 side by side, [row mod 8][group within the step][row / 8]. */
 KILN_HD inline int64_t group_at(int64_t r, int64_t j, int64_t k, int group_bits) {
   const int step_bits = 8 - group_bits;  // log2 of a step's groups (a step is 2^8 values)
   const int64_t tile = r >> 4, row = r & 15;
   const int64_t slot = ((tile * (k >> 8) + (j >> step_bits)) * 8 + (row & 7)) << step_bits;
   return (slot + (j & ((int64_t{1} << step_bits) - 1))) * 2 + (row >> 3);
-}
-
-/* The row and 16-byte word (in row order) of the word at `at` in tile order: word_at inverted. */
-KILN_HD inline void word_of(int64_t at, int64_t k, int64_t& r, int64_t& w) {
-  const int64_t lane = at & 31, piece = (at >> 5) & 3, step = at >> 7;  // piece: half * 2 + (row / 8)
-  const int64_t steps = k >> 8;  // 32-bit division where it fits: kernels call this per word
-  const int64_t tile = step >> 32 == 0 && steps >> 32 == 0
-                           ? static_cast<int64_t>(static_cast<uint32_t>(step) / static_cast<uint32_t>(steps))
-                           : step / steps;
-  r = tile * kRows + (piece & 1) * 8 + (lane >> 2);
-  w = (step - tile * steps) * 8 + (piece >> 1) * 4 + (lane & 3);
 }
 
 }  // namespace kiln::tile_order

@@ -118,17 +118,14 @@ __device__ void dequantize(const Dequantize& a) {
   const S* scales = static_cast<const S*>(a.scales);
   const S* biases = static_cast<const S*>(a.biases);
   for (long c = kiln_gid(); c < total; c += kiln_gstride()) {
-    long r = c / per_row, j = c - r * per_row, g = r * groups + j * kDequantizeRun / a.group_size;
+    const long r = c / per_row, j = c - r * per_row;
+    long g = r * groups + j * kDequantizeRun / a.group_size;
     // The run's Bits bytes, at most two words from where it starts (a row is whole words).
     const long bit = j * kDequantizeRun * Bits;
     const uint32_t* w = packed + r * (a.k * Bits / 32) + (bit >> 5);
     if constexpr (Bits == 4) {
-      if (a.tiled) {  // c counts the words as stored (reads in order); a run is one word
-        long tr, tw;
-        tile_order::word_of(c >> 2, a.k, tr, tw);
-        r = tr;
-        j = tw * 4 + (c & 3);
-        w = packed + c;
+      if (a.tiled) {  // a run is one word: word j % 4 of 16-byte word j / 4 (stores stay in row order)
+        w = packed + tile_order::word_at(r, j / 4, a.k) * 4 + j % 4;
         g = tile_order::group_at(r, j * kDequantizeRun / a.group_size, a.k, tile_order::group_bits_of(a.group_size));
       }
     }
