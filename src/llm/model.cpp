@@ -140,8 +140,7 @@ Stacked stack(std::vector<Linear> parts, std::vector<int64_t> widths, bool wante
   for (const Linear& l : parts) {
     same =
         same && l.w.bits == w0.bits && l.w.group_size == w0.group_size && l.w.tiled == w0.tiled &&
-        l.w.w.dtype() == w0.w.dtype() &&
-        l.activations == parts[0].activations &&
+        l.w.w.dtype() == w0.w.dtype() && l.activations == parts[0].activations &&
         (!l.w.quantized() || (l.w.scales->dtype() == w0.scales->dtype() && l.w.biases->dtype() == w0.biases->dtype()));
     any_bias = any_bias || l.bias.has_value();
   }
@@ -195,7 +194,7 @@ Array Linear::operator()(const Array& x) const {
   if (act != QmmActivations::exact && x.device().type != Device::Type::cpu && x.ndim() > 0 &&
       x.size() / std::max<int64_t>(x.shape().back(), 1) > kDecodeRows)
     act = QmmActivations::exact;
-  Array y = w.tiled       ? quantized_matmul_tiled(x, w.w, *w.scales, *w.biases, w.group_size, act)
+  Array y = w.tiled         ? quantized_matmul_tiled(x, w.w, *w.scales, *w.biases, w.group_size, act)
             : w.quantized() ? quantized_matmul(x, w.w, *w.scales, *w.biases, true, w.group_size, w.bits, act)
                             : matmul(x, transpose(w.w));
   return bias ? y + *bias : y;

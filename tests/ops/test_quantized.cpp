@@ -332,9 +332,8 @@ TEST(QuantTiles, PermutesWithinTilesAndBack) {
     }
     for (int c : words_seen) ASSERT_EQ(c, 1);
     for (int c : groups_seen) ASSERT_EQ(c, 1);
-    auto [packed, scales, biases] =
-        quantize(kt::from_values(kt::random_values(n * k, float32, 60 + static_cast<uint64_t>(gs)), {n, k}, float32),
-                 gs, 4);
+    auto [packed, scales, biases] = quantize(
+        kt::from_values(kt::random_values(n * k, float32, 60 + static_cast<uint64_t>(gs)), {n, k}, float32), gs, 4);
     auto [tw, ts, tb] = quant_tiles::tiled(packed, scales, biases, gs);
     EXPECT_NE(words_of(tw), words_of(packed)) << gs;
     detail::Tensor w2, s2, b2;
@@ -342,9 +341,9 @@ TEST(QuantTiles, PermutesWithinTilesAndBack) {
     kt::expect_same_bits(Array::from_tensor(w2, Device::cpu()), to(packed, Device::cpu()), "packed back");
     kt::expect_same_bits(Array::from_tensor(s2, Device::cpu()), to(scales, Device::cpu()), "scales back");
     kt::expect_same_bits(Array::from_tensor(b2, Device::cpu()), to(biases, Device::cpu()), "biases back");
-    auto [top_w, top_s, top_b] = quant_tiles::tiled(slice(packed, {0, 0}, {16, k / 8}),
-                                                    slice(scales, {0, 0}, {16, k / gs}),
-                                                    slice(biases, {0, 0}, {16, k / gs}), gs);
+    auto [top_w, top_s, top_b] =
+        quant_tiles::tiled(slice(packed, {0, 0}, {16, k / 8}), slice(scales, {0, 0}, {16, k / gs}),
+                           slice(biases, {0, 0}, {16, k / gs}), gs);
     kt::expect_same_bits(top_w, slice(tw, {0, 0}, {16, k / 8}), "the first tile alone");
     kt::expect_same_bits(top_s, slice(ts, {0, 0}, {16, k / gs}), "its scales");
   }
@@ -379,7 +378,8 @@ TEST(QuantizedMatmul, TileOrderGivesTheBitsOfRowOrder) {
     }
   }
   const int64_t f = 64;
-  auto [packed, scales, biases] = quantize(kt::from_values(kt::random_values(2 * f * k, float32, 72), {2 * f, k}, float32), 64, 4);
+  auto [packed, scales, biases] =
+      quantize(kt::from_values(kt::random_values(2 * f * k, float32, 72), {2 * f, k}, float32), 64, 4);
   auto [tw, ts, tb] = on_default(quant_tiles::tiled(packed, scales, biases, 64));
   const Array nw = kt::from_values(kt::random_values(k, float32, 73, 0.5, 1.5), {k}, bfloat16);
   for (int64_t m : {1, 4, 12}) {
@@ -388,12 +388,14 @@ TEST(QuantizedMatmul, TileOrderGivesTheBitsOfRowOrder) {
         const Array h = rms_norm(in[0], nw, 1e-5f);
         const Array y = tiled ? quantized_matmul_tiled(h, w, s, b, 64) : quantized_matmul(h, w, s, b, true, 64, 4);
         const Array gate = slice(y, {0, 0}, {m, f}), up = slice(y, {0, f}, {m, 2 * f});
-        const Array r = tiled ? quantized_matmul_tiled(in[0], w, s, b, 64) : quantized_matmul(in[0], w, s, b, true, 64, 4);
+        const Array r =
+            tiled ? quantized_matmul_tiled(in[0], w, s, b, 64) : quantized_matmul(in[0], w, s, b, true, 64, 4);
         return std::vector<Array>{gate * sigmoid(gate) * up, in[1] + r};
       });
     };
-    const std::vector<Array> in{kt::from_values(kt::random_values(m * k, bfloat16, 74, -2, 2), {m, k}, bfloat16),
-                                kt::from_values(kt::random_values(m * 2 * f, bfloat16, 75, -2, 2), {m, 2 * f}, bfloat16)};
+    const std::vector<Array> in{
+        kt::from_values(kt::random_values(m * k, bfloat16, 74, -2, 2), {m, k}, bfloat16),
+        kt::from_values(kt::random_values(m * 2 * f, bfloat16, 75, -2, 2), {m, 2 * f}, bfloat16)};
     const std::vector<Array> got = joined(tw, ts, tb, true)(in), want = joined(packed, scales, biases, false)(in);
     kt::expect_same_bits(got[0], want[0], "gated, rows " + std::to_string(m));
     kt::expect_same_bits(got[1], want[1], "residual, rows " + std::to_string(m));
@@ -458,9 +460,7 @@ TEST(Quantized, Errors) {
       "[quantized_matmul] tile order needs transposed 4-bit weights of whole tiles (rows a multiple of 16, values "
       "of 256), got (24,32) at 4 bits");
   kt::expect_error(
-      [&] {
-        quant_tiles::tiled(p24, s24, b24, 64);
-      },
+      [&] { quant_tiles::tiled(p24, s24, b24, 64); },
       "[quant_tiles] tile order needs 4-bit weights of whole tiles: rows a multiple of 16 and values of 256, got "
       "packed (24,32) with scales (24,4) in groups of 64");
 }

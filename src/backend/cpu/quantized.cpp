@@ -71,8 +71,8 @@ QuantParams rows_of(QuantParams q) {
 
 /* in with the packed weights, scales and biases at in[at..at + 2] back in row order. */
 std::vector<Tensor> in_row_order(const char* op, std::vector<Tensor> in, size_t at, const QuantParams& q) {
-  quant_tiles::permute(op, row_major(in[at]), row_major(in[at + 1]), row_major(in[at + 2]), q.group_size, false,
-                       in[at], in[at + 1], in[at + 2]);
+  quant_tiles::permute(op, row_major(in[at]), row_major(in[at + 1]), row_major(in[at + 2]), q.group_size, false, in[at],
+                       in[at + 1], in[at + 2]);
   return in;
 }
 

@@ -249,8 +249,9 @@ bool mma_product(int dev, const QuantParams& q, bool transpose, Dtype xt, int64_
 /* Shared memory of a quantized_mv block: x's image and sums, 16 zero words, the warps' row sums
    and a fold's 32 floats; with tile order, its warps' slots (scales and biases of scale_bytes). */
 unsigned mv_shared_bytes(int64_t k, bool tiled, int64_t scale_bytes) {
-  return static_cast<unsigned>(args::mv_slots_at(k) +
-                               (tiled ? args::kMvWarps * args::kMvTiledStages * args::mv_tiled_slot_bytes(scale_bytes) : 0));
+  return static_cast<unsigned>(
+      args::mv_slots_at(k) +
+      (tiled ? args::kMvWarps * args::kMvTiledStages * args::mv_tiled_slot_bytes(scale_bytes) : 0));
 }
 
 /* Launches quantized_mv<types, nw_type, split, tiled>. */

@@ -579,8 +579,7 @@ __device__ void quantized_mma(const QuantizedGemv& a) {
     for (int m = 0; m < 2; ++m) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const long at =
-            a.tiled ? tile_order::group_at(row[m][h], group, a.k, group_bits) : row[m][h] * groups + group;
+        const long at = a.tiled ? tile_order::group_at(row[m][h], group, a.k, group_bits) : row[m][h] * groups + group;
         const float s = static_cast<float>(static_cast<const S*>(a.scales)[at]);
         const float b = static_cast<float>(static_cast<const S*>(a.biases)[at]);
         s2[m][h] = mma_pair<T>(s, s);
@@ -792,7 +791,7 @@ __device__ void quantized_mv(const QuantizedGemv& a) {
   constexpr float kOffset = std::is_same_v<T, kiln::bfloat16_t> ? 128.0f : 0.0f;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3, split = warp % Split;
   const int local = warp / Split;  // the block's tile this warp takes
-  const long tile = !a.glu         ? static_cast<long>(blockIdx.x) * kTiles + local
+  const long tile = !a.glu           ? static_cast<long>(blockIdx.x) * kTiles + local
                     : local < kPairs ? static_cast<long>(blockIdx.x) * kPairs + local
                                      : a.n / 32 + static_cast<long>(blockIdx.x) * kPairs + local - kPairs;
   const long segments = a.k / 32, chunks = a.k / kMvChunk, mine = (chunks - split + Split - 1) / Split;
