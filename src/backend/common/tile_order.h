@@ -40,16 +40,4 @@ KILN_HD inline int64_t group_at(int64_t r, int64_t j, int64_t k, int group_bits)
   return (slot + (j & ((int64_t{1} << step_bits) - 1))) * 2 + (row >> 3);
 }
 
-/* The row r and 16-byte word w (in row order) of the word at `at` in tile order: word_at
-   inverted. */
-KILN_HD inline void word_of(int64_t at, int64_t k, int64_t& r, int64_t& w) {
-  const int64_t lane = at & 31, piece = (at >> 5) & 3, step = at >> 7;  // piece: half * 2 + (row / 8)
-  const int64_t steps = k >> 8;  // a 32-bit division where the numbers fit (kernels divide per word)
-  const int64_t tile = step >> 32 == 0 && steps >> 32 == 0
-                           ? static_cast<int64_t>(static_cast<uint32_t>(step) / static_cast<uint32_t>(steps))
-                           : step / steps;
-  r = tile * kRows + (piece & 1) * 8 + (lane >> 2);
-  w = (step - tile * steps) * 8 + (piece >> 1) * 4 + (lane & 3);
-}
-
 }  // namespace kiln::tile_order

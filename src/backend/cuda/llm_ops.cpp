@@ -97,7 +97,7 @@ void dequantize_into(int dev, const QuantParams& q, const Tensor& w, const Tenso
                      reinterpret_cast<void*>(ptr_bits(y)),
                      q.tiled ? 1L : 0L};
   run(dev, "Dequantize", "dequantize<" + type(s.dtype) + ", " + type(y.dtype) + ", " + std::to_string(q.bits) + ">", a,
-      grid_for(dev, rows * (k / (q.tiled ? 32 : 8)), kThreads), kThreads);  // a thread per 8 values (32 tiled)
+      grid_for(dev, rows * (k / 8), kThreads), kThreads);  // a thread per 8 values
 }
 
 /* Weights in tile order (q.tiled) put back in row order on the device, for the kernels that

@@ -110,50 +110,25 @@ constexpr int kDequantizeRun = 8;  // values a dequantizing thread writes: one 1
 
 /* A thread per run of 8 values, so a warp's loads and stores are contiguous: unpack, scale
    and shift (no fused multiply-add), store as O. */
-/* 4-bit weights in tile order: a thread per 16-byte word as stored (a warp reads 512 bytes in a
-   run), its 32 values stored as four runs of the row (64 bytes). */
-template <class S, class O>
-__device__ void dequantize_tiled(const Dequantize& a) {
-  const long words = a.rows * (a.k / 32);
-  const int group_bits = tile_order::group_bits_of(a.group_size);
-  const auto* packed = static_cast<const kiln_vec<uint32_t, 4>*>(a.packed);
-  for (long c = kiln_gid(); c < words; c += kiln_gstride()) {
-    long r, w;
-    tile_order::word_of(c, a.k, r, w);
-    const long g = tile_order::group_at(r, (w * 32) >> group_bits, a.k, group_bits);
-    const float s = static_cast<float>(static_cast<const S*>(a.scales)[g]);
-    const float b = static_cast<float>(static_cast<const S*>(a.biases)[g]);
-    const kiln_vec<uint32_t, 4> word = packed[c];
-    auto* out = reinterpret_cast<kiln_vec<O, kDequantizeRun>*>(static_cast<O*>(a.out) + r * a.k + w * 32);
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      kiln_vec<O, kDequantizeRun> run;
-#pragma unroll
-      for (int i = 0; i < kDequantizeRun; ++i) {
-        const float q = static_cast<float>((word.v[u] >> (4 * i)) & 15u);
-        const float scaled = static_cast<float>(static_cast<O>(__fmul_rn(s, q)));  // rounded as dequantize rounds
-        run.v[i] = static_cast<O>(__fadd_rn(scaled, b));
-      }
-      out[u] = run;
-    }
-  }
-}
-
 template <class S, class O, int Bits>
 __device__ void dequantize(const Dequantize& a) {
   kiln_wait_for_inputs();
-  if constexpr (Bits == 4) {
-    if (a.tiled) return dequantize_tiled<S, O>(a);
-  }
   const long per_row = a.k / kDequantizeRun, total = a.rows * per_row, groups = a.k / a.group_size;
   const uint32_t* packed = static_cast<const uint32_t*>(a.packed);
   const S* scales = static_cast<const S*>(a.scales);
   const S* biases = static_cast<const S*>(a.biases);
   for (long c = kiln_gid(); c < total; c += kiln_gstride()) {
-    const long r = c / per_row, j = c - r * per_row, g = r * groups + j * kDequantizeRun / a.group_size;
+    const long r = c / per_row, j = c - r * per_row;
+    long g = r * groups + j * kDequantizeRun / a.group_size;
     // The run's Bits bytes, at most two words from where it starts (a row is whole words).
     const long bit = j * kDequantizeRun * Bits;
     const uint32_t* w = packed + r * (a.k * Bits / 32) + (bit >> 5);
+    if constexpr (Bits == 4) {
+      if (a.tiled) {  // a run is one word: word j % 4 of 16-byte word j / 4 (stores stay in row order)
+        w = packed + tile_order::word_at(r, j / 4, a.k) * 4 + j % 4;
+        g = tile_order::group_at(r, j * kDequantizeRun / a.group_size, a.k, tile_order::group_bits_of(a.group_size));
+      }
+    }
     const int shift = static_cast<int>(bit & 31);
     uint64_t fields = w[0];
     if (shift + kDequantizeRun * Bits > 32) fields |= static_cast<uint64_t>(w[1]) << 32;
