@@ -96,8 +96,9 @@ void dequantize_into(int dev, const QuantParams& q, const Tensor& w, const Tenso
                      reinterpret_cast<const void*>(ptr_bits(pb)),
                      reinterpret_cast<void*>(ptr_bits(y)),
                      q.tiled ? 1L : 0L};
+  // A thread per 8 values; tile order: a block of 256 threads per two steps of 16 rows x 256 values.
   run(dev, "Dequantize", "dequantize<" + type(s.dtype) + ", " + type(y.dtype) + ", " + std::to_string(q.bits) + ">", a,
-      grid_for(dev, rows * (k / 8), kThreads), kThreads);  // a thread per 8 values
+      grid_for(dev, rows * k / (q.tiled ? 32 : 8), kThreads), kThreads);
 }
 
 /* Weights in tile order (q.tiled) put back in row order on the device, for the kernels that

@@ -110,25 +110,64 @@ constexpr int kDequantizeRun = 8;  // values a dequantizing thread writes: one 1
 
 /* A thread per run of 8 values, so a warp's loads and stores are contiguous: unpack, scale
    and shift (no fused multiply-add), store as O. */
+/* 4-bit weights in tile order, two steps of a tile (16 rows x 256 values, 2048 bytes stored in
+   a run) a block at a time: a thread expands one stored 16-byte word into shared memory in row
+   order, then the block stores each row's 256 values as one run. Both sides stay contiguous. */
+template <class S, class O>
+__device__ void dequantize_tiled(const Dequantize& a) {
+  __shared__ kiln_vec<O, kDequantizeRun> staged[2][16][256 / kDequantizeRun + 1];  // + 1: rows off the same banks
+  const long steps = a.k / 256, units = a.rows / 16 * steps;
+  const int group_bits = tile_order::group_bits_of(a.group_size), mine = threadIdx.x >> 7, at = threadIdx.x & 127;
+  const int row = (at >> 5 & 1) * 8 + (at >> 2 & 7), word = (at >> 6) * 4 + (at & 3);  // of the tile, of the step
+  const auto* packed = static_cast<const kiln_vec<uint32_t, 4>*>(a.packed);
+  for (long u0 = 2L * blockIdx.x; u0 < units; u0 += 2L * gridDim.x) {
+    const long unit = u0 + mine;
+    if (unit < units) {
+      const long tile = unit / steps, step = unit - tile * steps, r = tile * 16 + row;
+      const long g = tile_order::group_at(r, (step * 256 + word * 32) >> group_bits, a.k, group_bits);
+      const float s = static_cast<float>(static_cast<const S*>(a.scales)[g]);
+      const float b = static_cast<float>(static_cast<const S*>(a.biases)[g]);
+      const kiln_vec<uint32_t, 4> w = packed[unit * 128 + at];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        kiln_vec<O, kDequantizeRun> run;
+#pragma unroll
+        for (int i = 0; i < kDequantizeRun; ++i) {
+          const float q = static_cast<float>((w.v[u] >> (4 * i)) & 15u);
+          const float scaled = static_cast<float>(static_cast<O>(__fmul_rn(s, q)));  // rounded as dequantize rounds
+          run.v[i] = static_cast<O>(__fadd_rn(scaled, b));
+        }
+        staged[mine][row][word * 4 + u] = run;
+      }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 2 * 16 * (256 / kDequantizeRun); i += blockDim.x) {
+      const int which = i / (16 * 32), rr = i / 32 % 16, piece = i % 32;
+      const long unit2 = u0 + which;
+      if (unit2 >= units) continue;
+      const long tile = unit2 / steps, step = unit2 - tile * steps;
+      reinterpret_cast<kiln_vec<O, kDequantizeRun>*>(static_cast<O*>(a.out) + (tile * 16 + rr) * a.k +
+                                                     step * 256)[piece] = staged[which][rr][piece];
+    }
+    __syncthreads();
+  }
+}
+
 template <class S, class O, int Bits>
 __device__ void dequantize(const Dequantize& a) {
   kiln_wait_for_inputs();
+  if constexpr (Bits == 4) {
+    if (a.tiled) return dequantize_tiled<S, O>(a);
+  }
   const long per_row = a.k / kDequantizeRun, total = a.rows * per_row, groups = a.k / a.group_size;
   const uint32_t* packed = static_cast<const uint32_t*>(a.packed);
   const S* scales = static_cast<const S*>(a.scales);
   const S* biases = static_cast<const S*>(a.biases);
   for (long c = kiln_gid(); c < total; c += kiln_gstride()) {
-    const long r = c / per_row, j = c - r * per_row;
-    long g = r * groups + j * kDequantizeRun / a.group_size;
+    const long r = c / per_row, j = c - r * per_row, g = r * groups + j * kDequantizeRun / a.group_size;
     // The run's Bits bytes, at most two words from where it starts (a row is whole words).
     const long bit = j * kDequantizeRun * Bits;
     const uint32_t* w = packed + r * (a.k * Bits / 32) + (bit >> 5);
-    if constexpr (Bits == 4) {
-      if (a.tiled) {  // a run is one word: word j % 4 of 16-byte word j / 4 (stores stay in row order)
-        w = packed + tile_order::word_at(r, j / 4, a.k) * 4 + j % 4;
-        g = tile_order::group_at(r, j * kDequantizeRun / a.group_size, a.k, tile_order::group_bits_of(a.group_size));
-      }
-    }
     const int shift = static_cast<int>(bit & 31);
     uint64_t fields = w[0];
     if (shift + kDequantizeRun * Bits > 32) fields |= static_cast<uint64_t>(w[1]) << 32;
