@@ -108,8 +108,19 @@ __device__ inline uint32_t packed_field(const uint32_t* words, int i) {
 // ---- quantization ---------------------------------------------------------------------
 constexpr int kDequantizeRun = 8;  // values a dequantizing thread writes: one 16-byte store of 16-bit O
 
-/* A thread per run of 8 values, so a warp's loads and stores are contiguous: unpack, scale
-   and shift (no fused multiply-add), store as O. */
+/* A run of 8 fields of Bits bits (from bit 0 of `fields` up) as O: scale times q rounded to O,
+   plus the bias rounded to O (no fused multiply-add), as the CPU kernel and MLX compute. */
+template <class O, int Bits>
+__device__ inline kiln_vec<O, kDequantizeRun> expanded_run(uint64_t fields, float s, float b) {
+  kiln_vec<O, kDequantizeRun> run;
+#pragma unroll
+  for (int i = 0; i < kDequantizeRun; ++i) {
+    const float q = static_cast<float>(static_cast<uint32_t>(fields >> (i * Bits)) & ((1u << Bits) - 1u));
+    run.v[i] = static_cast<O>(__fadd_rn(static_cast<float>(static_cast<O>(__fmul_rn(s, q))), b));
+  }
+  return run;
+}
+
 /* 4-bit weights in tile order, two steps of a tile (16 rows x 256 values, 2048 bytes stored in
    a run) a block at a time: a thread expands one stored 16-byte word into shared memory in row
    order, then the block stores each row's 256 values as one run. Both sides stay contiguous. */
@@ -129,16 +140,7 @@ __device__ void dequantize_tiled(const Dequantize& a) {
       const float b = static_cast<float>(static_cast<const S*>(a.biases)[g]);
       const kiln_vec<uint32_t, 4> w = packed[unit * 128 + at];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        kiln_vec<O, kDequantizeRun> run;
-#pragma unroll
-        for (int i = 0; i < kDequantizeRun; ++i) {
-          const float q = static_cast<float>((w.v[u] >> (4 * i)) & 15u);
-          const float scaled = static_cast<float>(static_cast<O>(__fmul_rn(s, q)));  // rounded as dequantize rounds
-          run.v[i] = static_cast<O>(__fadd_rn(scaled, b));
-        }
-        staged[mine][row][word * 4 + u] = run;
-      }
+      for (int u = 0; u < 4; ++u) staged[mine][row][word * 4 + u] = expanded_run<O, 4>(w.v[u], s, b);
     }
     __syncthreads();
     for (int i = threadIdx.x; i < 2 * 16 * (256 / kDequantizeRun); i += blockDim.x) {
@@ -153,6 +155,7 @@ __device__ void dequantize_tiled(const Dequantize& a) {
   }
 }
 
+/* A thread per run of 8 values, so a warp's loads and stores are contiguous (tile order: above). */
 template <class S, class O, int Bits>
 __device__ void dequantize(const Dequantize& a) {
   kiln_wait_for_inputs();
@@ -172,16 +175,8 @@ __device__ void dequantize(const Dequantize& a) {
     uint64_t fields = w[0];
     if (shift + kDequantizeRun * Bits > 32) fields |= static_cast<uint64_t>(w[1]) << 32;
     fields >>= shift;
-    const float s = static_cast<float>(scales[g]), b = static_cast<float>(biases[g]);
-    kiln_vec<O, kDequantizeRun> run;
-#pragma unroll
-    for (int i = 0; i < kDequantizeRun; ++i) {
-      const float q = static_cast<float>(static_cast<uint32_t>(fields >> (i * Bits)) & ((1u << Bits) - 1u));
-      // Rounded to O after the product and after the sum, as the CPU kernel and MLX do.
-      const float scaled = static_cast<float>(static_cast<O>(__fmul_rn(s, q)));
-      run.v[i] = static_cast<O>(__fadd_rn(scaled, b));
-    }
-    reinterpret_cast<kiln_vec<O, kDequantizeRun>*>(static_cast<O*>(a.out) + r * a.k)[j] = run;
+    reinterpret_cast<kiln_vec<O, kDequantizeRun>*>(static_cast<O*>(a.out) + r * a.k)[j] =
+        expanded_run<O, Bits>(fields, static_cast<float>(scales[g]), static_cast<float>(biases[g]));
   }
 }
 
