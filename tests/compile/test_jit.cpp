@@ -18,6 +18,7 @@
 
 #include "backend/common/math.h"
 #include "backend/cpu/jit.h"
+#include "backend/cpu/jit_support.h"
 #include "backend/cpu/kernel_store.h"
 #include "core/config.h"
 #include "kiln/error.h"
@@ -159,6 +160,42 @@ TEST_F(Jit, SameSourceFromEightThreadsCompilesOnce) {
   EXPECT_EQ(d.compiles, 1u);
   EXPECT_EQ(d.disk_loads, 0u);
   EXPECT_EQ(d.memory_hits, 7u);
+}
+
+// A caller that joins a compile which its own caller then cancels (a compiled function freed
+// while its kernel compiles in the background) gets the kernel, compiled again, not the other's
+// cancellation; the cancelled caller gets CompileCancelled. The source takes about a second to
+// compile, so the second caller joins while the first's compiler runs.
+TEST_F(Jit, JoinerOfACancelledCompileCompilesItItself) {
+  std::string src;
+  for (int i = 0; i < 400; ++i)
+    src += "static int f" + std::to_string(i) + "(int a) { int s = a; for (int j = 0; j < a; ++j) s = s * " +
+           std::to_string(i + 3) + " + j; return s; }\n";
+  src += "extern \"C\" int kiln_jit_add(int a) { return a + 2 + 0 * (0";
+  for (int i = 0; i < 400; ++i) src += " + f" + std::to_string(i) + "(a & 1)";
+  src += "); }\n";
+  detail::ProcessCanceller cancel;
+  bool cancelled = false;
+  JitKernel first, joined;
+  std::thread a([&] {
+    try {
+      first = jit_compile(src, "kiln_jit_add", &cancel);
+    } catch (const CompileCancelled&) {
+      cancelled = true;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a's compiler is running
+  const JitStats before = jit_stats();
+  std::thread b([&] { joined = jit_compile(src, "kiln_jit_add"); });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (delta(before).memory_hits == 0 && std::chrono::steady_clock::now() < until)  // b waits on a's compile
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  cancel.cancel();
+  a.join();
+  b.join();
+  ASSERT_TRUE(joined) << "the joining caller got no kernel";
+  EXPECT_EQ(call_add(joined, 40), 42);
+  EXPECT_TRUE(cancelled || first) << "the cancelled caller neither failed nor got the kernel";
 }
 
 TEST_F(Jit, DifferentSourcesFromEightThreadsThenLeastRecentlyUsedEviction) {

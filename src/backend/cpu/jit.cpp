@@ -363,7 +363,8 @@ Library JitState::run_compiler(const JitConfig& c, const std::string& key, const
   detail::ProcessResult r = detail::run_process(argv, cancel, niceness);
   compiles_.fetch_add(1, std::memory_order_relaxed);
   if (!r.succeeded()) {
-    if (cancel && cancel->cancelled()) fail("jit", "the compile of kernel '", symbol, "' was cancelled");
+    if (cancel && cancel->cancelled())
+      throw CompileCancelled("[jit] the compile of kernel '" + symbol + "' was cancelled");
     if (!r.started) fail("jit", "cannot run the C++ compiler '", c.compiler[0], "': ", r.error);
     std::string out = trim(r.output);
     if (out.size() > max_diagnostics)
@@ -410,7 +411,7 @@ JitKernel JitState::compile(const std::string& source, const std::string& symbol
   std::shared_ptr<const JitConfig> c = config();
   if (!c->available) return {};
   const std::string key = cache_key(*c, source);
-  return kernels_.get(key + "/" + symbol, [&] {
+  auto make = [&] {
     dump_source(*c, key, source);
     bool replacing = false;
     if (Library lib = load_cached(*c, key)) {
@@ -425,7 +426,16 @@ JitKernel JitState::compile(const std::string& source, const std::string& symbol
     void* fn = ::dlsym(lib.get(), symbol.c_str());
     if (!fn) fail("jit", "the compiled kernel has no symbol '", symbol, "' (declare it extern \"C\")");
     return JitKernel{fn, std::move(lib)};
-  });
+  };
+  for (;;) {
+    try {
+      return kernels_.get(key + "/" + symbol, make);
+    } catch (const CompileCancelled&) {
+      // Joined a compile whose own caller cancelled it (its function was freed): not this
+      // caller's failure; the entry is gone, so the next get makes it (or joins a new one).
+      if (cancel && cancel->cancelled()) throw;
+    }
+  }
 }
 
 template <class F>

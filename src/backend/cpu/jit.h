@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "kiln/error.h"
+
 namespace kiln::cpu {
 
 namespace detail {
@@ -19,13 +21,20 @@ struct JitKernel {
   explicit operator bool() const { return fn != nullptr; }
 };
 
+/* What jit_compile throws when the compiler run it made was stopped by its canceller. */
+class CompileCancelled : public Error {
+ public:
+  using Error::Error;
+};
+
 /* The function `symbol` (declared extern "C" in `source`) compiled from `source`.
    Looks in the in-memory cache, then the disk cache, then runs the system compiler.
    Returns an empty JitKernel when no working C++ compiler is available (kiln says so
    once on stderr, naming the fallback). Throws kiln::Error ("[jit] ...", including the
    compiler's diagnostics) when the compiler rejects the source. Thread-safe: concurrent
-   callers asking for the same source compile it once. A compiler run that `cancel` stops
-   throws kiln::Error ("[jit] the compile of kernel ... was cancelled"); `niceness` above 0
+   callers asking for the same source compile it once; a caller that joined another's compile
+   which that caller's canceller then stopped compiles it itself. A compiler run that `cancel`
+   stops throws CompileCancelled ("[jit] the compile of kernel ... was cancelled"); `niceness` above 0
    runs the compiler at that lower priority (background compiles yield to the calls). */
 JitKernel jit_compile(const std::string& source, const std::string& symbol, detail::ProcessCanceller* cancel = nullptr,
                       int niceness = 0);
