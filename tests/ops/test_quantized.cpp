@@ -331,6 +331,15 @@ TEST(QuantTiles, PermutesWithinTilesAndBack) {
         ++groups_seen[static_cast<size_t>(tile_order::group_at(r, j, k, tile_order::group_bits_of(gs)))];
     }
     for (int c : words_seen) ASSERT_EQ(c, 1);
+    for (int at = 0; at < 128; ++at) {  // a step's words in stored order, as the kernels stream them
+      int row = -1, word = -1;
+      tile_order::in_step(at, row, word);
+      for (int64_t tile : {0, 2})
+        for (int64_t step : {0, 1})
+          ASSERT_EQ(tile_order::word_at(tile * 16 + row, step * 8 + word, k),
+                    tile_order::word_at(tile * 16, step * 8, k) + at)
+              << "word " << at << " of step " << step << " of tile " << tile;
+    }
     for (int c : groups_seen) ASSERT_EQ(c, 1);
     auto [packed, scales, biases] = quantize(
         kt::from_values(kt::random_values(n * k, float32, 60 + static_cast<uint64_t>(gs)), {n, k}, float32), gs, 4);

@@ -31,6 +31,13 @@ KILN_HD inline int64_t word_at(int64_t r, int64_t w, int64_t k) {
   return ((tile * (k >> 8) + step) * 4 + ((w >> 2) & 1) * 2 + (row >> 3)) * 32 + (row & 7) * 4 + (w & 3);
 }
 
+/* Which row of its tile (0-15) and which 16-byte word of its step (0-7) a step's word `at`
+   (0-127) holds: word_at(tile * 16 + row, step * 8 + word, k) is the step's first word plus at. */
+KILN_HD inline void in_step(int at, int& row, int& word) {
+  row = (at >> 5 & 1) * 8 + (at >> 2 & 7);
+  word = (at >> 6) * 4 + (at & 3);
+}
+
 /* Where row r's group j (of k / 2^group_bits) sits in tile order: a step's groups with rows r
    and r + 8 side by side, [row mod 8][group within the step][row / 8]. */
 KILN_HD inline int64_t group_at(int64_t r, int64_t j, int64_t k, int group_bits) {

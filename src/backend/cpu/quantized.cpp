@@ -59,10 +59,6 @@ class FloatRows {
   const float* biases;
 };
 
-}  // namespace
-
-namespace {
-
 /* q for the same weights in row order. */
 QuantParams rows_of(QuantParams q) {
   q.tiled = false;

@@ -129,7 +129,8 @@ __device__ void dequantize_tiled(const Dequantize& a) {
   __shared__ kiln_vec<O, kDequantizeRun> staged[2][16][256 / kDequantizeRun + 1];  // + 1: rows off the same banks
   const long steps = a.k / 256, units = a.rows / 16 * steps;
   const int group_bits = tile_order::group_bits_of(a.group_size), mine = threadIdx.x >> 7, at = threadIdx.x & 127;
-  const int row = (at >> 5 & 1) * 8 + (at >> 2 & 7), word = (at >> 6) * 4 + (at & 3);  // of the tile, of the step
+  int row, word;  // of the tile, of the step
+  tile_order::in_step(at, row, word);
   const auto* packed = static_cast<const kiln_vec<uint32_t, 4>*>(a.packed);
   for (long u0 = 2L * blockIdx.x; u0 < units; u0 += 2L * gridDim.x) {
     const long unit = u0 + mine;
@@ -138,7 +139,7 @@ __device__ void dequantize_tiled(const Dequantize& a) {
       const long g = tile_order::group_at(r, (step * 256 + word * 32) >> group_bits, a.k, group_bits);
       const float s = static_cast<float>(static_cast<const S*>(a.scales)[g]);
       const float b = static_cast<float>(static_cast<const S*>(a.biases)[g]);
-      const kiln_vec<uint32_t, 4> w = packed[unit * 128 + at];
+      const kiln_vec<uint32_t, 4> w = packed[tile_order::word_at(tile * 16, step * 8, a.k) + at];
 #pragma unroll
       for (int u = 0; u < 4; ++u) staged[mine][row][word * 4 + u] = expanded_run<O, 4>(w.v[u], s, b);
     }
@@ -855,13 +856,20 @@ __device__ void quantized_mv(const QuantizedGemv& a) {
   const MvTiledScales<S> tiled_scales(t, group_bits);
   unsigned char* slots =
       reinterpret_cast<unsigned char*>(mv_shared) + mv_slots_at(a.k) + warp * kMvTiledStages * kStepBytes;
+  // Where this warp's first step starts (its first word; row g's first group, row g + 8's beside
+  // each) and how far its next step is: the layout's own arithmetic once, not in the loop.
+  const long step_groups = kMvChunk >> group_bits;
+  const long first_word = tile_order::word_at(tile * 16, split * 8, a.k);
+  const long word_stride = tile_order::word_at(tile * 16, (split + Split) * 8, a.k) - first_word;
+  const long first_group = tile_order::group_at(row[0], split * step_groups, a.k, group_bits);
+  const long group_stride = tile_order::group_at(row[0], (split + Split) * step_groups, a.k, group_bits) - first_group;
   auto copy = [&](long i) {  // this warp's chunk i into slot i % kMvTiledStages, then a commit
     if (i < mine) {
-      const long step = tile * chunks + split + i * Split;
+      const auto* words = packed + first_word + i * word_stride + lane;
       unsigned char* slot = slots + (i % kMvTiledStages) * kStepBytes;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) kiln_stage16(slot + (j * 32 + lane) * 16, packed + step * 128 + j * 32 + lane);
-      const long at = (step * 8 + g) * (groups / chunks) * 2;  // row g's groups of the step
+      for (int j = 0; j < 4; ++j) kiln_stage16(slot + (j * 32 + lane) * 16, words + j * 32);
+      const long at = first_group + i * group_stride;
       tiled_scales.copy(slot + 2048 + lane * MvTiledScales<S>::kSlot, static_cast<const S*>(a.scales) + at);
       tiled_scales.copy(slot + 2048 + (32 + lane) * MvTiledScales<S>::kSlot, static_cast<const S*>(a.biases) + at);
     }
