@@ -9,9 +9,12 @@
 //     finish together). Bus bandwidth is NCCL's: bytes / time * 2 (n - 1) / n, as
 //     bench/nccl_allreduce.py reports PyTorch's.
 //
-//   bench_distributed decode [--tp 1,2] [--types BF16,Q4,Q4G64] [--tokens 64] [--layers 32] [--sessions 1]
+//   bench_distributed decode [--tp 1,2] [--types BF16,Q4,Q4G64] [--tokens 64] [--model llama3-8b]
+//                            [--layers 32] [--sessions 1]
 //     Decode tokens/s of a Llama-3-8B-shaped model of random weights (d_model 4096, 32 heads, 8
-//     key/value heads, ffn 14336, 32 layers, vocabulary 128256; src/llm/synthetic_model.h),
+//     key/value heads, ffn 14336, 32 layers, vocabulary 128256; src/llm/synthetic_model.h), or
+//     with --model smollm2 of SmolLM2-135M's shape (30 layers, d_model 576, 9 heads, 3 key/value
+//     heads, ffn 1536, vocabulary 49152, tied embeddings),
 //     bfloat16 activations, its matrices BF16 or 4-bit (kiln's affine format, float16 scales and
 //     biases for groups of 32, or of 64 with Q4G64), at
 //     each tensor-parallel size on cuda:0.. (LoadOptions::tensor_parallel): a 32-token prompt,
@@ -113,23 +116,37 @@ int bench_all_sum(int64_t min_mib, int64_t max_mib, bool cpu) {
   return 0;
 }
 
-/* The decode benchmark's model: Llama-3-8B's shape, or a small one for a dry run on the CPU. */
-llm::SyntheticModel synthetic(const std::string& name, int layers, bool cpu) {
-  llm::SyntheticModel s = cpu ? llm::SyntheticModel{.n_layers = 2,
-                                                    .d_model = 256,
-                                                    .n_heads = 8,
-                                                    .n_kv_heads = 4,
-                                                    .ffn_dim = 512,
-                                                    .vocab_size = 1024}
-                              : llm::SyntheticModel{.n_layers = layers,
-                                                    .d_model = 4096,
-                                                    .n_heads = 32,
-                                                    .n_kv_heads = 8,
-                                                    .ffn_dim = 14336,
-                                                    .vocab_size = 128256,
-                                                    .context_length = 8192};  // Llama-3-8B's shape
-  const bool g64 = name == "Q4G64";
-  s.type = g64 ? "Q4" : name;
+/* The decode benchmark's model: a Llama-shaped model of random weights at the named shape
+   (--model), or a small one for a dry run on the CPU. */
+struct ModelShape {
+  std::string name;  // llama3-8b-shape, smollm2-135m-shape, small-cpu-dry-run
+  int layers;  // --layers: the 8B shape's layers (the others keep theirs)
+  bool cpu;
+};
+
+llm::SyntheticModel synthetic(const std::string& type, const ModelShape& shape) {
+  llm::SyntheticModel s;
+  if (shape.cpu)
+    s = {.n_layers = 2, .d_model = 256, .n_heads = 8, .n_kv_heads = 4, .ffn_dim = 512, .vocab_size = 1024};
+  else if (shape.name == "smollm2-135m-shape")  // SmolLM2-135M's shape (the default model's)
+    s = {.n_layers = 30,
+         .d_model = 576,
+         .n_heads = 9,
+         .n_kv_heads = 3,
+         .ffn_dim = 1536,
+         .vocab_size = 49152,
+         .context_length = 8192,
+         .tied_embeddings = true};
+  else  // Llama-3-8B's shape
+    s = {.n_layers = shape.layers,
+         .d_model = 4096,
+         .n_heads = 32,
+         .n_kv_heads = 8,
+         .ffn_dim = 14336,
+         .vocab_size = 128256,
+         .context_length = 8192};
+  const bool g64 = type == "Q4G64";
+  s.type = g64 ? "Q4" : type;
   s.group_size = g64 ? 64 : 32;
   return s;
 }
@@ -151,8 +168,9 @@ std::vector<int32_t> prompt_of(int n, int vocab_size) {
 }
 
 /* One configuration of the decode benchmark: its JSON line on stdout. */
-void decode_once(const std::string& type, int tp, int batch, int tokens, int layers, bool cpu) {
-  const llm::SyntheticModel s = synthetic(type, layers, cpu);
+void decode_once(const std::string& type, int tp, int batch, int tokens, const ModelShape& shape) {
+  const bool cpu = shape.cpu;
+  const llm::SyntheticModel s = synthetic(type, shape);
   auto t0 = Clock::now();
   double load_s = 0, warm_s = 0, decode_s = 0;
   size_t weight_bytes = 0;
@@ -194,7 +212,7 @@ void decode_once(const std::string& type, int tp, int batch, int tokens, int lay
       "\"activations\":\"bfloat16\",\"products\":\"%s\",\"tp\":%d,\"sessions\":%d,\"tokens\":%d,"
       "\"tokens_per_s\":%.3f,\"ms_per_step\":%.4f,\"weight_gb\":%.3f,\"load_s\":%.2f,\"warmup_s\":%.2f,"
       "\"launches_per_step\":%.1f,\"interim_steps\":%llu}\n",
-      cpu ? "small-cpu-dry-run" : "llama3-8b-shape", s.n_layers, type.c_str(), products.c_str(), tp, batch, tokens,
+      shape.name.c_str(), s.n_layers, type.c_str(), products.c_str(), tp, batch, tokens,
       static_cast<double>(tokens) * batch / decode_s, decode_s * 1e3 / tokens, weight_bytes / 1e9, load_s, warm_s,
       launches, static_cast<unsigned long long>(interim));
   std::fflush(stdout);
@@ -202,8 +220,9 @@ void decode_once(const std::string& type, int tp, int batch, int tokens, int lay
 
 /* Prefill of `prompt` tokens into a fresh session (as llama-bench's pp): its JSON line, the median
    of 3 timed prompts after one that traces and compiles the step's shape. */
-void prefill_once(const std::string& type, int tp, int prompt, int layers, bool cpu) {
-  const llm::SyntheticModel s = synthetic(type, layers, cpu);
+void prefill_once(const std::string& type, int tp, int prompt, const ModelShape& shape) {
+  const bool cpu = shape.cpu;
+  const llm::SyntheticModel s = synthetic(type, shape);
   std::vector<double> times;
   {
     const std::vector<int32_t> tokens = prompt_of(prompt, s.vocab_size);
@@ -222,28 +241,29 @@ void prefill_once(const std::string& type, int tp, int prompt, int layers, bool 
   std::printf(
       "{\"bench\":\"prefill\",\"engine\":\"kiln\",\"model\":\"%s\",\"layers\":%d,\"type\":\"%s\","
       "\"activations\":\"bfloat16\",\"tp\":%d,\"prompt\":%d,\"tokens_per_s\":%.3f,\"ms_to_first_token\":%.3f}\n",
-      cpu ? "small-cpu-dry-run" : "llama3-8b-shape", s.n_layers, type.c_str(), tp, prompt, prompt / times[1],
-      times[1] * 1e3);
+      shape.name.c_str(), s.n_layers, type.c_str(), tp, prompt, prompt / times[1], times[1] * 1e3);
   std::fflush(stdout);
 }
 
 /* Sessions on threads of their own, one loaded model: a JSON line a thread count. */
-void decode_threads(const std::string& type, const std::vector<int>& threads, int tokens, int layers, bool cpu) {
-  const llm::SyntheticModel s = synthetic(type, layers, cpu);
+void decode_threads(const std::string& type, const std::vector<int>& threads, int tokens, const ModelShape& shape) {
+  const bool cpu = shape.cpu;
+  const llm::SyntheticModel s = synthetic(type, shape);
   auto model = load(s, 1, cpu);
   for (const cli::SessionsSpeed& r : cli::bench_sessions(model, {}, threads, tokens))
     std::printf(
         "{\"bench\":\"decode_threads\",\"engine\":\"kiln\",\"model\":\"%s\",\"layers\":%d,\"type\":\"%s\","
         "\"threads\":%d,\"tokens\":%d,\"tokens_per_s\":%.3f}\n",
-        cpu ? "small-cpu-dry-run" : "llama3-8b-shape", s.n_layers, type.c_str(), r.count, tokens, r.tokens_per_s);
+        shape.name.c_str(), s.n_layers, type.c_str(), r.count, tokens, r.tokens_per_s);
   std::fflush(stdout);
 }
 
 int bench_decode(const std::vector<std::string>& tps, const std::vector<std::string>& types,
-                 const std::vector<std::string>& batches, const std::vector<int>& threads, int tokens, int layers,
-                 int prefill, bool cpu) {
+                 const std::vector<std::string>& batches, const std::vector<int>& threads, int tokens, int prefill,
+                 const ModelShape& shape) {
+  const bool cpu = shape.cpu;
   if (!threads.empty()) {
-    for (const std::string& type : types) decode_threads(type, threads, tokens, layers, cpu);
+    for (const std::string& type : types) decode_threads(type, threads, tokens, shape);
     return 0;
   }
   for (const std::string& type : types) {
@@ -254,11 +274,10 @@ int bench_decode(const std::vector<std::string>& tps, const std::vector<std::str
         continue;
       }
       if (prefill > 0) {
-        prefill_once(type, tp, prefill, layers, cpu);
+        prefill_once(type, tp, prefill, shape);
         continue;
       }
-      for (const std::string& b : batches)
-        decode_once(type, tp, std::max(1, std::atoi(b.c_str())), tokens, layers, cpu);
+      for (const std::string& b : batches) decode_once(type, tp, std::max(1, std::atoi(b.c_str())), tokens, shape);
     }
   }
   return 0;
@@ -269,7 +288,8 @@ int bench_decode(const std::vector<std::string>& tps, const std::vector<std::str
 int main(int argc, char** argv) {
   const std::string usage =
       "usage: bench_distributed all_sum [--min-mib M] [--max-mib M] [--cpu]\n"
-      "       bench_distributed decode [--tp 1,2] [--types BF16,Q4] [--tokens N] [--layers N] [--sessions 1,4]"
+      "       bench_distributed decode [--tp 1,2] [--types BF16,Q4] [--tokens N] [--model llama3-8b|smollm2]"
+      " [--layers N] [--sessions 1,4]"
       " [--threads 1,2,4,8] [--prefill N] [--cpu]\n";
   if (argc < 2) {
     std::fputs(usage.c_str(), stderr);
@@ -280,6 +300,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> tps = {"1", "2"}, types = {"BF16", "Q4"}, batches = {"1"};
   std::vector<int> threads;
   int tokens = 64, layers = 32, prefill = 0;
+  std::string model = "llama3-8b-shape";
   bool cpu = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -298,6 +319,8 @@ int main(int argc, char** argv) {
       types = split(v);
     else if (a == "--tokens")
       tokens = std::atoi(v.c_str());
+    else if (a == "--model")
+      model = v == "smollm2" ? "smollm2-135m-shape" : v == "llama3-8b" ? "llama3-8b-shape" : "";
     else if (a == "--layers")
       layers = std::atoi(v.c_str());
     else if (a == "--sessions")
@@ -311,10 +334,15 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (model.empty()) {
+    std::fprintf(stderr, "bench_distributed: --model is llama3-8b or smollm2\n%s", usage.c_str());
+    return 2;
+  }
   try {
     if (mode == "all_sum") return bench_all_sum(std::max<int64_t>(1, min_mib), max_mib, cpu);
     if (mode == "decode")
-      return bench_decode(tps, types, batches, threads, std::max(1, tokens), std::max(1, layers), prefill, cpu);
+      return bench_decode(tps, types, batches, threads, std::max(1, tokens), prefill,
+                          ModelShape{cpu ? "small-cpu-dry-run" : model, std::max(1, layers), cpu});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_distributed %s: %s\n", mode.c_str(), e.what());
     return 1;

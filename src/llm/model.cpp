@@ -63,14 +63,20 @@ size_t bytes_of(const Weight& w) {
 Array silu(const Array& x) { return x * sigmoid(x); }
 
 /* One layer's attention in a step: q [B, heads, L, head_dim], the new keys and values
-   [B, kv_heads, L, head_dim], and the step's caches (session b's keys of the layer at
-   key_slot(b), its values `layers` later), which the attention replaces with the updated ones. */
+   [B, kv_heads, L, head_dim] (q and the keys not yet rotated), and the step's caches (session
+   b's keys of the layer at key_slot(b), its values `layers` later), which the attention replaces
+   with the updated ones. */
 struct LayerAttention {
   const ModelConfig& c;
   const Array &q, &k, &v, &positions;
+  const CacheRope& rope;
   std::vector<Array>& caches;
   size_t layers, layer;
   float scale;
+
+  Array rotate(const Array& a, const Array& pos) const {
+    return kiln::rope(a, rope.dims, rope.traditional, rope.base, rope.scale, pos, rope.freqs);
+  }
 
   int64_t batch() const { return q.shape(0); }
   int64_t length() const { return q.shape(2); }
@@ -86,7 +92,7 @@ struct LayerAttention {
       Array pos = slice(positions, {{b, b + 1}});
       Array& kc = caches[key_slot(b)];
       Array& vc = caches[key_slot(b) + layers];
-      kc = slice_update(kc, row(k), pos, {2});
+      kc = slice_update(kc, rotate(row(k), pos), pos, {2});
       vc = slice_update(vc, row(v), pos, {2});
       std::optional<Array> window;
       if (c.sliding_window > 0) {  // key j is seen from position p when p - window < j (causal: j <= p)
@@ -94,14 +100,14 @@ struct LayerAttention {
         window = greater(reshape(arange(kc.shape(2), int32), {1, 1, 1, kc.shape(2)}),
                          query_pos - static_cast<int32_t>(c.sliding_window));
       }
-      attended.push_back(
-          scaled_dot_product_attention(row(q), kc, vc, scale, window, L > 1, pos + static_cast<int32_t>(L)));
+      attended.push_back(scaled_dot_product_attention(rotate(row(q), pos), kc, vc, scale, window, L > 1,
+                                                      pos + static_cast<int32_t>(L)));
     }
     return B == 1 ? attended[0] : concatenate(attended, 0);
   }
 
-  /* Every session at once: one cache_update and one cache_attention for each capacity of the
-     sessions' caches (a batched op takes caches of one shape; usually all share one). */
+  /* Every session at once: one cache_attention (rope, cache writes and attention) for each
+     capacity of the sessions' caches (a batched op takes caches of one shape; usually all share one). */
   Array batched() {
     const int64_t L = length();
     std::map<int64_t, std::vector<int32_t>> groups;  // capacity -> its sessions, in order
@@ -114,13 +120,13 @@ struct LayerAttention {
       std::vector<Array> group_caches;  // keys, then values
       for (size_t kind = 0; kind < 2; ++kind)
         for (int32_t b : rows) group_caches.push_back(caches[key_slot(b) + kind * layers]);
-      const Array pos = pick(positions);
-      const std::vector<Array> updated = cache_update(pick(k), pick(v), pos, group_caches);
+      const std::vector<Array> out =
+          cache_attention(pick(q), pick(k), pick(v), pick(positions), group_caches, scale, L > 1, rope);
       for (size_t j = 0; j < rows.size(); ++j) {
-        caches[key_slot(rows[j])] = updated[j];
-        caches[key_slot(rows[j]) + layers] = updated[rows.size() + j];
+        caches[key_slot(rows[j])] = out[1 + j];
+        caches[key_slot(rows[j]) + layers] = out[1 + rows.size() + j];
       }
-      parts.push_back(cache_attention(pick(q), pos + static_cast<int32_t>(L), updated, scale, L > 1));
+      parts.push_back(out[0]);
       order.insert(order.end(), rows.begin(), rows.end());
     }
     if (parts.size() == 1) return parts[0];
@@ -363,35 +369,30 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
   x = reshape(astype(x, dtype), {B, L, c.d_model});
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  const std::optional<float> base = rope_freqs ? std::nullopt : std::optional<float>(c.rope_base);
+  const CacheRope rope{c.rope_dims, c.rope_traditional, rope_freqs ? std::nullopt : std::optional<float>(c.rope_base),
+                       c.rope_scale, rope_freqs};
   auto heads = [&](const Array& y, int h) { return transpose(reshape(y, {B, L, h, c.head_dim}), {0, 2, 1, 3}); };
   for (size_t i = 0; i < n; ++i) {
     const Layer& l = layers[i];
     Array h = rms_norm(x, l.attn_norm, c.norm_eps);
-    auto rotate = [&](const Array& a) {
-      return rope(a, c.rope_dims, c.rope_traditional, base, c.rope_scale, positions, rope_freqs);
-    };
     Array q, k, v;
     const int64_t qk_heads = int64_t{c.n_heads} + c.n_kv_heads, all_heads = qk_heads + c.n_kv_heads;
-    if (l.qkv.parts.size() == 1 && !l.q_norm) {  // q and k side by side in the stacked result: one rope for both
+    if (l.qkv.parts.size() == 1) {  // q, k and v side by side in the stacked result
       const Array all = heads(l.qkv.parts[0](h), static_cast<int>(all_heads));
-      const Array qk = rotate(slice(all, {{}, {0, qk_heads}}));
-      q = slice(qk, {{}, {0, c.n_heads}});
-      k = slice(qk, {{}, {c.n_heads, qk_heads}});
+      q = slice(all, {{}, {0, c.n_heads}});
+      k = slice(all, {{}, {c.n_heads, qk_heads}});
       v = slice(all, {{}, {qk_heads, all_heads}});
     } else {
       const std::vector<Array> qkv = l.qkv(h);
       q = heads(qkv[0], c.n_heads), k = heads(qkv[1], c.n_kv_heads), v = heads(qkv[2], c.n_kv_heads);
-      if (l.q_norm) {
-        q = rms_norm(q, l.q_norm, c.norm_eps);
-        k = rms_norm(k, l.k_norm, c.norm_eps);
-      }
-      q = rotate(q);
-      k = rotate(k);
+    }
+    if (l.q_norm) {
+      q = rms_norm(q, l.q_norm, c.norm_eps);
+      k = rms_norm(k, l.k_norm, c.norm_eps);
     }
 
-    // Without a sliding window the batched ops take every session: two launches a layer, not 3B.
-    LayerAttention attention{c, q, k, v, positions, caches, n, i, scale};
+    // Without a sliding window the batched op takes every session: one launch a layer, not 3B.
+    LayerAttention attention{c, q, k, v, positions, rope, caches, n, i, scale};
     Array o = c.sliding_window == 0 ? attention.batched() : attention.each();
     o = reshape(transpose(o, {0, 2, 1, 3}), {B, L, int64_t{c.n_heads} * c.head_dim});
     x = x + reduce(l.o(o));

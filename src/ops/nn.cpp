@@ -310,43 +310,47 @@ void check_lengths(const char* op, const char* what, const Shape& s, int64_t bat
 
 }  // namespace
 
-std::vector<Shape> CacheUpdate::output_shapes(const std::vector<Shape>& in) const {
-  const char* op = "cache_update";
-  const Shape &keys = in[0], &values = in[1];
-  if (keys.size() != 4 || values.size() != 4) {
-    fail(op, "keys and values must be 4-D [B, heads, L, dims], got ", shape_str(keys), " and ", shape_str(values));
-  }
-  const auto [k, v] = check_caches(op, in, kFirstCache, keys[0]);
-  if (values[0] != keys[0] || values[1] != keys[1] || values[2] != keys[2] || keys[1] != k[1] || keys[3] != k[3] ||
-      values[3] != v[3] || keys[2] > k[2]) {
-    fail(op, "keys ", shape_str(keys), " and values ", shape_str(values), " do not fit caches ", shape_str(k), " and ",
-         shape_str(v));
-  }
-  check_lengths(op, "positions", in[2], keys[0]);
-  std::vector<Shape> out(in.begin() + kFirstCache, in.end());
-  return out;
-}
-
 std::vector<Shape> CacheAttention::output_shapes(const std::vector<Shape>& in) const {
   const char* op = "cache_attention";
-  const Shape& q = in[0];
-  if (q.size() != 4) fail(op, "q must be 4-D [B, heads, L, dims], got ", shape_str(q));
-  const auto [k, v] = check_caches(op, in, kFirstCache, q[0]);
+  const Shape &q = in[0], &keys = in[1], &values = in[2];
+  if (q.size() != 4 || keys.size() != 4 || values.size() != 4) {
+    fail(op, "q, keys and values must be 4-D [B, heads, L, dims], got ", shape_str(q), ", ", shape_str(keys), " and ",
+         shape_str(values));
+  }
+  const auto [k, v] = check_caches(op, in, first_cache(), q[0]);
+  if (keys[0] != q[0] || values[0] != q[0] || keys[2] != q[2] || values[2] != q[2] || keys[1] != k[1] ||
+      values[1] != k[1] || keys[3] != k[3] || values[3] != v[3] || keys[2] > k[2]) {
+    fail(op, "keys ", shape_str(keys), " and values ", shape_str(values), " do not fit q ", shape_str(q),
+         " and caches ", shape_str(k), " and ", shape_str(v));
+  }
   if (q[3] != k[3]) fail(op, "q ", shape_str(q), " and key caches ", shape_str(k), " differ in head size");
   if (q[1] % k[1] != 0) {
     fail(op, "the query heads (", q[1], ") must be a multiple of the caches' heads (", k[1], ")");
   }
-  check_lengths(op, "key_lengths", in[1], q[0]);
-  return {Shape{q[0], q[1], q[2], v[3]}};
+  check_lengths(op, "positions", in[3], q[0]);
+  if (rope_) {
+    std::vector<Shape> rope_in{q, in[3]};
+    if (rope_->has_freqs()) rope_in.push_back(in[4]);
+    rope_->output_shapes(rope_in);
+  }
+  std::vector<Shape> out{Shape{q[0], q[1], q[2], v[3]}};
+  out.insert(out.end(), in.begin() + static_cast<std::ptrdiff_t>(first_cache()), in.end());
+  return out;
 }
 
 bool CacheAttention::is_equivalent(const Primitive& o) const {
   if (o.kind() != kind()) return false;
   auto& b = static_cast<const CacheAttention&>(o);
-  return same_float(b.scale_, scale_) && b.causal_ == causal_;
+  const bool same_rope = b.rope_ ? rope_ && rope_->is_equivalent(*b.rope_) : !rope_;
+  return same_float(b.scale_, scale_) && b.causal_ == causal_ && same_rope;
 }
 void CacheAttention::print(std::ostream& os) const {
-  os << name() << "(scale=" << scale_ << (causal_ ? ",causal" : "") << ")";
+  os << name() << "(scale=" << scale_ << (causal_ ? ",causal" : "");
+  if (rope_) {
+    os << ",";
+    rope_->print(os);
+  }
+  os << ")";
 }
 
 }  // namespace kiln

@@ -1,10 +1,11 @@
 // Primitives for language models (include/kiln/nn.h): quantization, quantized
 // products, norms, rotary embeddings, attention, the dynamic cache update and the batched
-// decode step's cache update and attention.
+// step's attention over each session's caches.
 // Shape rules live in ops/nn.cpp, CPU kernels in backend/cpu/{quantized,norms,
 // rope,attention}.cpp.
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include "kiln/nn.h"
@@ -217,51 +218,54 @@ class DynamicSliceUpdate : public Primitive {
   std::vector<int> axes_;  // non-negative, distinct
 };
 
-// ---- The batched decode step: B sessions, each with a key and a value cache of its own ----
-// Both ops take the caches as their inputs from kFirstCache on: B key caches, then B value caches, each
-// [1, heads, capacity, dims] and each kind of one shape (ops/nn.cpp checks them).
+// ---- The batched step's attention: B sessions, each with a key and a value cache of its own ----
 
-/* Inputs (keys, values [B, H, L, D], positions int32 [B], caches): each batch row's keys and
-   values written at its position along axis 2 of its own caches. Outputs: the 2B caches in
-   input order, each its input itself where that input arrives donated, else a copy. */
-class CacheUpdate : public Primitive {
- public:
-  static constexpr size_t kFirstCache = 3;
-  CacheUpdate() : Primitive(OpKind::CacheUpdate) {}
-  void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
-  std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
-  bool is_equivalent(const Primitive& o) const override { return same_kind(o); }
-  bool may_write_into(size_t input) const override { return input >= kFirstCache; }
-  /* Throws when a position puts L = keys[2] rows outside caches of `capacity` (the CUDA kernel
-     clamps instead). */
-  static void check_positions(const Shape& keys, int64_t capacity, const detail::Tensor& positions);
-};
-
-/* Inputs (q [B, Hq, L, D], key_lengths int32 [B], caches): scaled_dot_product_attention of each
-   batch row of q over the first key_lengths[b] keys of its own caches (clamped into them), causal
-   or not. Output [B, Hq, L, Dv]. */
+/* Inputs (q [B, Hq, L, D], keys [B, Hkv, L, D], values [B, Hkv, L, Dv], positions int32 [B],
+   [rope frequencies], caches: B key caches, then B value caches, each [1, Hkv, capacity, dims],
+   each kind of one shape). One layer's attention of a step: with a rope, q and the keys are
+   rotated at each batch row's positions (positions[b] + l, as rope's offset); each row's keys
+   and values are written at its position along axis 2 of its own caches; then each row of q
+   attends over the first positions[b] + L keys of its updated caches (clamped into them),
+   causal or not. Outputs: [B, Hq, L, Dv], then the 2B caches in input order, each its input
+   itself where that input arrives donated, else a copy. */
 class CacheAttention : public Primitive {
  public:
-  static constexpr size_t kFirstCache = 2;
-  CacheAttention(float scale, bool causal) : Primitive(OpKind::CacheAttention), scale_(scale), causal_(causal) {}
+  CacheAttention(float scale, bool causal, std::shared_ptr<Rope> rope)
+      : Primitive(OpKind::CacheAttention), scale_(scale), causal_(causal), rope_(std::move(rope)) {}
   void eval_cpu(const std::vector<detail::Tensor>& in, std::vector<detail::Tensor>& out) override;
   std::vector<Shape> output_shapes(const std::vector<Shape>& in) const override;
   bool is_equivalent(const Primitive& o) const override;
   void print(std::ostream& os) const override;
+  bool may_write_into(size_t input) const override { return input >= first_cache(); }
   float scale() const { return scale_; }
   bool causal() const { return causal_; }
+  const Rope* rope() const { return rope_.get(); }  // null: q and the keys as given
+  /* Where the caches start among the inputs (after the frequencies where the rope takes them). */
+  size_t first_cache() const { return rope_ && rope_->has_freqs() ? 5 : 4; }
+  /* Throws when a position puts L = keys[2] rows outside caches of `capacity` (the CUDA kernels
+     clamp instead). */
+  static void check_positions(const Shape& keys, int64_t capacity, const detail::Tensor& positions);
 
  private:
   float scale_;
   bool causal_;
+  std::shared_ptr<Rope> rope_;
 };
 
-/* The updated caches of CacheUpdate (keys and values cast to the caches' dtype): B key caches,
-   then B value caches, each written in place where nothing else holds its input. */
-std::vector<Array> cache_update(const Array& keys, const Array& values, const Array& positions,
-                                const std::vector<Array>& caches);
-/* CacheAttention of q over the caches (B key caches, then B value caches). */
-Array cache_attention(const Array& q, const Array& key_lengths, const std::vector<Array>& caches, float scale,
-                      bool causal);
+/* rope's parameters (kiln/nn.h) for cache_attention: one of base and freqs. */
+struct CacheRope {
+  int dims = 0;
+  bool traditional = false;
+  std::optional<float> base;
+  float scale = 1.0f;
+  std::optional<Array> freqs;
+};
+
+/* CacheAttention (keys and values cast to the caches' dtype, which q must have): the attention
+   [B, Hq, L, Dv], then the updated caches (B of keys, then B of values), each written in place
+   where nothing else holds its input. */
+std::vector<Array> cache_attention(const Array& q, const Array& keys, const Array& values, const Array& positions,
+                                   const std::vector<Array>& caches, float scale, bool causal,
+                                   const std::optional<CacheRope>& rope = std::nullopt);
 
 }  // namespace kiln

@@ -205,36 +205,32 @@ void check_caches(const char* op, const std::vector<Array>& caches) {
 
 }  // namespace
 
-std::vector<Array> cache_update(const Array& keys, const Array& values, const Array& positions,
-                                const std::vector<Array>& caches) {
-  const char* op = "cache_update";
-  check_given(op, {&keys, &values, &positions});
+std::vector<Array> cache_attention(const Array& q, const Array& keys, const Array& values, const Array& positions,
+                                   const std::vector<Array>& caches, float scale, bool causal,
+                                   const std::optional<CacheRope>& rope) {
+  const char* op = "cache_attention";
+  check_given(op, {&q, &keys, &values, &positions});
+  check_activation(op, "q", q);
   check_int_positions(op, "positions", positions);
   check_caches(op, caches);
   const Dtype d = caches[0].dtype();
-  std::vector<Array> in{cast_to(keys, d), cast_to(values, d), positions};
+  if (d != q.dtype())
+    fail(op, "q and the caches must share a dtype, got ", dtype_name(q.dtype()), " and ", dtype_name(d));
+  std::vector<Array> in{q, cast_to(keys, d), cast_to(values, d), positions};
+  std::shared_ptr<Rope> rotation;
+  if (rope) {
+    if (rope->base.has_value() == rope->freqs.has_value()) fail(op, "give the rope exactly one of base and freqs");
+    if (rope->freqs) {
+      check_given(op, {&*rope->freqs});
+      in.push_back(cast_to(*rope->freqs, float32));
+    }
+    rotation = std::make_shared<Rope>(rope->dims, rope->traditional, rope->base, rope->scale, rope->freqs.has_value());
+  }
   in.insert(in.end(), caches.begin(), caches.end());
-  auto prim = std::make_shared<CacheUpdate>();
+  auto prim = std::make_shared<CacheAttention>(scale, causal, std::move(rotation));
   std::vector<Shape> out = prim->output_shapes(shapes_of(in));
   std::vector<Dtype> dtypes(out.size(), d);
   return Array::make(std::move(out), std::move(dtypes), std::move(prim), std::move(in));
-}
-
-Array cache_attention(const Array& q, const Array& key_lengths, const std::vector<Array>& caches, float scale,
-                      bool causal) {
-  const char* op = "cache_attention";
-  check_given(op, {&q, &key_lengths});
-  check_activation(op, "q", q);
-  check_int_positions(op, "key_lengths", key_lengths);
-  check_caches(op, caches);
-  if (caches[0].dtype() != q.dtype())
-    fail(op, "q and the caches must share a dtype, got ", dtype_name(q.dtype()), " and ",
-         dtype_name(caches[0].dtype()));
-  std::vector<Array> in{q, key_lengths};
-  in.insert(in.end(), caches.begin(), caches.end());
-  auto prim = std::make_shared<CacheAttention>(scale, causal);
-  Shape out = prim->output_shapes(shapes_of(in))[0];
-  return Array::make(std::move(out), q.dtype(), std::move(prim), std::move(in));
 }
 
 }  // namespace kiln

@@ -1253,16 +1253,16 @@ TEST_F(Cuda, CompiledPlansWithMatmulsReplayWithNewBuffers) {
 
 // Operands at any offset (views 2 or 4 bytes past an aligned start): cuBLASLt is asked for
 // algorithms that accept their alignment, eager and compiled (replayed) alike.
-// The batched decode step's ops (cache_update, then cache_attention over the updated caches)
-// compiled over 70 sessions (launches of at most 64 rows) equal the CPU's; calls after the first
-// replay as graphs over new caches, each written where it lies. A position past the caches, held
-// on the device, is clamped into them (the CPU refuses it; the kernel never writes outside).
+// The batched decode step's attention (cache_attention: the step's keys and values written into
+// the caches, then attention over them) compiled over 70 sessions (launches of at most 64 rows)
+// equals the CPU's; calls after the first replay as graphs over new caches, each written where it
+// lies. A position past the caches, held on the device, is clamped into them (the CPU refuses it;
+// the kernel never writes outside).
 TEST_F(Cuda, BatchedDecodeStepReplaysOverNewCaches) {
   const int64_t B = 70, H = 2, cap = 32, D = 64;  // bfloat16 heads of 64: the tensor-core attention
   auto step = [](const std::vector<Array>& in) {
-    std::vector<Array> out = cache_update(in[1], in[1] * 0.5f, in[2], std::vector<Array>(in.begin() + 3, in.end()));
-    out.insert(out.begin(), cache_attention(in[0], in[2] + int32_t{1}, out, 0.125f, false));
-    return out;
+    return cache_attention(in[0], in[1], in[1] * 0.5f, in[2], std::vector<Array>(in.begin() + 3, in.end()), 0.125f,
+                           false);
   };
   auto fn = compile(step);
   const uint64_t before = cuda::graph_replays();
@@ -1300,7 +1300,7 @@ TEST_F(Cuda, BatchedDecodeStepReplaysOverNewCaches) {
   for (const Array& a : inputs(9, static_cast<int32_t>(cap + 5))) g.push_back(to(a, gpu));
   const std::vector<Array> got = fn(g);
   kt::expect_error([&] { eval(step(inputs(9, static_cast<int32_t>(cap + 5)))); },
-                   "[cache_update] position 37 of batch row 69 puts 1 keys outside caches of capacity 32");
+                   "[cache_attention] position 37 of batch row 69 puts 1 keys outside caches of capacity 32");
   const std::vector<Array> clamped = step(inputs(9, static_cast<int32_t>(cap - 1)));
   EXPECT_TRUE(close(got[B], clamped[B])) << "the last session's keys, at the last position";
   EXPECT_TRUE(close(got[0], clamped[0], 1.0)) << "attention over the clamped caches";

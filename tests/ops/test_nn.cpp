@@ -1,5 +1,5 @@
 // rms_norm, layer_norm, rope, scaled_dot_product_attention, the dynamic, in-place
-// slice_update and the batched decode step's cache_update and cache_attention against
+// slice_update and the batched step's cache_attention (rope, cache writes, attention) against
 // float64 references built in the test, and against golden data from MLX
 // (golden/make_llm_ops_golden.py).
 #include <gtest/gtest.h>
@@ -539,7 +539,7 @@ TEST(DynamicSliceUpdate, AppendsInPlace) {
   EXPECT_EQ(detail::counters().layout_bytes_copied.load(), token_bytes);
 }
 
-// ---- the batched decode step: cache_update and cache_attention ------------------------------
+// ---- the batched step: cache_attention --------------------------------------------------------
 namespace {
 
 /* Row b of `values` (rows of `per` values each). */
@@ -594,12 +594,19 @@ Array heads_view(const std::vector<double>& bhld, int64_t b, int64_t h, int64_t 
 
 }  // namespace
 
-TEST(CacheUpdate, WritesEveryRowAtItsOwnPositionAndLeavesHeldCachesAlone) {
-  // 70 rows: two launches of at most 64 on the GPU.
-  for (UpdateCase c : {UpdateCase{1, 2, 1, 16, 8, 8}, UpdateCase{3, 2, 3, 20, 8, 4}, UpdateCase{70, 1, 1, 9, 4, 4}}) {
+/* q [B, H, L, D] for a cache_attention whose keys have H heads (its result is not looked at). */
+Array any_q(const UpdateCase& c, Dtype d) {
+  return kt::from_values(kt::random_values(c.b * c.h * c.l * c.d, d, 100), {c.b, c.h, c.l, c.d}, d);
+}
+
+TEST(CacheAttention, WritesEveryRowAtItsOwnPositionAndLeavesHeldCachesAlone) {
+  // 70 rows: two launches of at most 64 on the GPU; heads of 64 with one position take its
+  // tensor-core kernel, which writes the keys itself.
+  for (UpdateCase c : {UpdateCase{1, 2, 1, 16, 8, 8}, UpdateCase{3, 2, 3, 20, 8, 4}, UpdateCase{70, 1, 1, 9, 4, 4},
+                       UpdateCase{5, 2, 1, 40, 64, 64}}) {
     for (Dtype d : {float32, bfloat16, float16}) {
       std::ostringstream os;
-      os << "B" << c.b << " L" << c.l << " " << dtype_name(d);
+      os << "B" << c.b << " L" << c.l << " D" << c.d << " " << dtype_name(d);
       const std::string ctx = os.str();
       const auto kc = kt::random_values(c.b * c.h * c.cap * c.d, d, 101),
                  vc = kt::random_values(c.b * c.h * c.cap * c.dv, d, 102);
@@ -610,14 +617,14 @@ TEST(CacheUpdate, WritesEveryRowAtItsOwnPositionAndLeavesHeldCachesAlone) {
       const std::vector<Array> values = caches_of(vc, c.b, {1, c.h, c.cap, c.dv}, d);
       caches.insert(caches.end(), values.begin(), values.end());
       const std::vector<Array> out =
-          cache_update(heads_view(kr, c.b, c.h, c.l, c.d, d), kt::from_values(vr, {c.b, c.h, c.l, c.dv}, d),
-                       array(pos, {c.b}), caches);
-      ASSERT_EQ(out.size(), static_cast<size_t>(2 * c.b)) << ctx;
+          cache_attention(any_q(c, d), heads_view(kr, c.b, c.h, c.l, c.d, d),
+                          kt::from_values(vr, {c.b, c.h, c.l, c.dv}, d), array(pos, {c.b}), caches, 1.0f, false);
+      ASSERT_EQ(out.size(), static_cast<size_t>(1 + 2 * c.b)) << ctx;
       const auto want_k = updated_ref(kc, kr, c, c.d, pos), want_v = updated_ref(vc, vr, c, c.dv, pos);
       for (int64_t b = 0; b < c.b; ++b) {
         const int64_t per_k = c.h * c.cap * c.d, per_v = c.h * c.cap * c.dv;
-        const auto& k_out = out[static_cast<size_t>(b)];
-        const auto& v_out = out[static_cast<size_t>(c.b + b)];
+        const auto& k_out = out[static_cast<size_t>(1 + b)];
+        const auto& v_out = out[static_cast<size_t>(1 + c.b + b)];
         EXPECT_EQ(k_out.to_vector<double>(), row_of(want_k, b, per_k)) << ctx << " keys of row " << b;
         EXPECT_EQ(v_out.to_vector<double>(), row_of(want_v, b, per_v)) << ctx << " values of row " << b;
         // The caches are still held here: copied, not overwritten.
@@ -630,7 +637,7 @@ TEST(CacheUpdate, WritesEveryRowAtItsOwnPositionAndLeavesHeldCachesAlone) {
 
 // Given up by their holder, the caches are written where they lie, eagerly and compiled: only
 // the new rows' bytes move.
-TEST(CacheUpdate, WritesInPlaceWhereTheCachesAreDonated) {
+TEST(CacheAttention, WritesInPlaceWhereTheCachesAreDonated) {
   const UpdateCase c{3, 2, 1, 64, 8, 8};
   std::vector<Array> caches =
       caches_of(kt::random_values(2 * c.b * c.h * c.cap * c.d, float32, 111), 2 * c.b, {1, c.h, c.cap, c.d}, float32);
@@ -638,21 +645,23 @@ TEST(CacheUpdate, WritesInPlaceWhereTheCachesAreDonated) {
   for (const Array& a : caches) data.push_back(a.tensor().buffer->data());
   const uint64_t row_bytes = 2 * c.b * c.h * c.l * c.d * 4;
   const auto expect_in_place = [&](const std::vector<Array>& out, const std::string& ctx) {
-    for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].tensor().buffer->data(), data[i]) << ctx << " cache " << i;
+    for (size_t i = 1; i < out.size(); ++i)
+      EXPECT_EQ(out[i].tensor().buffer->data(), data[i - 1]) << ctx << " cache " << i - 1;
   };
-  Array keys = full({c.b, c.h, c.l, c.d}, 1.0), values = full({c.b, c.h, c.l, c.d}, 2.0);
-  eval({keys, values});
+  Array q = any_q(c, float32), keys = full({c.b, c.h, c.l, c.d}, 1.0), values = full({c.b, c.h, c.l, c.d}, 2.0);
+  eval({q, keys, values});
   detail::counters().layout_bytes_copied = 0;
-  std::vector<Array> out = cache_update(keys, values, array({0, 1, 2}), caches);
+  std::vector<Array> out = cache_attention(q, keys, values, array({0, 1, 2}), caches, 1.0f, false);
   caches.clear();
   eval(out);
   expect_in_place(out, "eager");
   EXPECT_EQ(detail::counters().layout_bytes_copied.load(), row_bytes);
   auto step = compile([](const std::vector<Array>& in) {
-    return cache_update(in[0] * 2.0f, in[1], in[2], std::vector<Array>(in.begin() + 3, in.end()));
+    return cache_attention(in[0], in[1] * 2.0f, in[2], in[3], std::vector<Array>(in.begin() + 4, in.end()), 1.0f,
+                           false);
   });
-  std::vector<Array> in{keys, values, array({5, 6, 7})};
-  in.insert(in.end(), out.begin(), out.end());
+  std::vector<Array> in{q, keys, values, array({5, 6, 7})};
+  in.insert(in.end(), out.begin() + 1, out.end());
   out.clear();
   detail::counters().layout_bytes_copied = 0;
   out = step(in);
@@ -663,156 +672,238 @@ TEST(CacheUpdate, WritesInPlaceWhereTheCachesAreDonated) {
   const uint64_t counted = detail::counters().layout_bytes_copied.load();
   EXPECT_TRUE(counted == row_bytes || (out[0].device().type == Device::Type::cuda && counted == 0)) << counted;
   for (int64_t b = 0; b < c.b; ++b) {
-    const auto k = slice(out[static_cast<size_t>(b)], {0, 0, 0, 0}, {1, 1, 8, 1}).to_vector<float>();
+    const auto k = slice(out[static_cast<size_t>(1 + b)], {0, 0, 0, 0}, {1, 1, 8, 1}).to_vector<float>();
     EXPECT_EQ(k[static_cast<size_t>(b)], 1.0f) << b;  // the eager step's row
     EXPECT_EQ(k[static_cast<size_t>(5 + b)], 2.0f) << b;  // the compiled step's
   }
 }
 
 TEST(CacheAttention, EachRowOverItsOwnCachesAgainstFloat64) {
-  // Heads of 64 and 128 take the GPU's tensor-core kernel; 70 rows take two launches there, and
-  // caches over 512 keys split the keys between blocks.
+  // Heads of 64 and 128 take the GPU's tensor-core kernel (with one query position, the one that
+  // also rotates and writes the keys); 70 rows take two launches there, and caches over 512 keys
+  // split the keys between blocks.
   for (AttnCase c :
        {AttnCase{1, 4, 2, 1, 40, 8, 8}, AttnCase{3, 4, 2, 1, 70, 8, 8}, AttnCase{3, 4, 4, 5, 30, 16, 16},
         AttnCase{2, 8, 2, 1, 300, 128, 128}, AttnCase{2, 4, 2, 9, 80, 64, 64}, AttnCase{70, 2, 1, 1, 12, 8, 8},
-        AttnCase{2, 8, 2, 1, 1100, 128, 128}, AttnCase{3, 4, 2, 2, 700, 16, 16}}) {
+        AttnCase{2, 8, 2, 1, 1100, 128, 128}, AttnCase{3, 4, 2, 2, 700, 16, 16}, AttnCase{3, 6, 2, 1, 90, 64, 64}}) {
     for (Dtype d : {float32, bfloat16, float16}) {
-      for (bool causal : {false, true}) {
-        if (causal && c.lq == 1) continue;  // one query sees every key either way
-        std::ostringstream ctx;
-        ctx << "B" << c.b << " Hq" << c.hq << " Hkv" << c.hkv << " L" << c.lq << " cap" << c.lk << " " << dtype_name(d)
-            << (causal ? " causal" : "");
-        const auto qv = kt::random_values(c.b * c.hq * c.lq * c.d, d, 121, -1, 1);
-        auto kv = kt::random_values(c.b * c.hkv * c.lk * c.d, d, 122, -1, 1);
-        auto vv = kt::random_values(c.b * c.hkv * c.lk * c.dv, d, 123);
-        std::vector<int> lengths;
-        for (int32_t p : positions_of(c.b, c.lk - c.lq)) lengths.push_back(p + static_cast<int>(c.lq));
-        const double scale = 1.0 / std::sqrt(static_cast<double>(c.d)), tol = std::max(kt::rel_tol(d), 2e-6) * 4;
-        const auto want = attention_ref(c, qv, kv, vv, scale, causal, &lengths, no_mask);
-        // Past each row's length the caches hold garbage that must never be read.
-        for (int64_t b = 0; b < c.b; ++b)
-          for (int64_t h = 0; h < c.hkv; ++h)
-            for (int64_t j = lengths[static_cast<size_t>(b)]; j < c.lk; ++j) {
-              for (int64_t e = 0; e < c.d; ++e) kv[static_cast<size_t>(((b * c.hkv + h) * c.lk + j) * c.d + e)] = NAN;
-              for (int64_t e = 0; e < c.dv; ++e) vv[static_cast<size_t>(((b * c.hkv + h) * c.lk + j) * c.dv + e)] = NAN;
-            }
-        std::vector<Array> caches = caches_of(kv, c.b, {1, c.hkv, c.lk, c.d}, d);
-        const std::vector<Array> values = caches_of(vv, c.b, {1, c.hkv, c.lk, c.dv}, d);
-        caches.insert(caches.end(), values.begin(), values.end());
-        const Array got = cache_attention(kt::from_values(qv, {c.b, c.hq, c.lq, c.d}, d),
-                                          array(std::vector<int32_t>(lengths.begin(), lengths.end()), {c.b}), caches,
-                                          static_cast<float>(scale), causal);
-        kt::expect_within(got, want, magnitude(want, 1.0), tol, ctx.str());
+      for (int rope_kind : {0, 1, 2}) {  // none, half (over 3/4 of the dims), traditional
+        for (bool causal : {false, true}) {
+          if (causal && c.lq == 1) continue;  // one query sees every key either way
+          std::ostringstream ctx;
+          ctx << "B" << c.b << " Hq" << c.hq << " Hkv" << c.hkv << " L" << c.lq << " cap" << c.lk << " "
+              << dtype_name(d) << (causal ? " causal" : "") << " rope " << rope_kind;
+          const auto qv = kt::random_values(c.b * c.hq * c.lq * c.d, d, 121, -1, 1);
+          auto kv = kt::random_values(c.b * c.hkv * c.lk * c.d, d, 122, -1, 1);
+          auto vv = kt::random_values(c.b * c.hkv * c.lk * c.dv, d, 123);
+          const auto kr = kt::random_values(c.b * c.hkv * c.lq * c.d, d, 124, -1, 1),
+                     vr = kt::random_values(c.b * c.hkv * c.lq * c.dv, d, 125);
+          const std::vector<int32_t> pos = positions_of(c.b, c.lk - c.lq);
+          std::vector<int> offsets, lengths;
+          for (int32_t p : pos) offsets.push_back(p), lengths.push_back(p + static_cast<int>(c.lq));
+          std::optional<CacheRope> rope;
+          std::vector<double> q_want = qv, k_want = kr;
+          if (rope_kind != 0) {
+            const int dims = rope_kind == 1 ? static_cast<int>(c.d * 3 / 4 / 2 * 2) : static_cast<int>(c.d);
+            rope = CacheRope{dims, rope_kind == 2, 500.0f, 0.5f, std::nullopt};
+            q_want = rope_ref(qv, {c.b, c.hq, c.lq, c.d}, dims, rope_kind == 2, 500, 0.5, offsets, nullptr);
+            k_want = rope_ref(kr, {c.b, c.hkv, c.lq, c.d}, dims, rope_kind == 2, 500, 0.5, offsets, nullptr);
+          }
+          const double scale = 1.0 / std::sqrt(static_cast<double>(c.d)), tol = std::max(kt::rel_tol(d), 2e-6) * 4;
+          const UpdateCase u{c.b, c.hkv, c.lq, c.lk, c.d, c.dv};
+          const auto want = attention_ref(c, q_want, updated_ref(kv, k_want, u, c.d, pos),
+                                          updated_ref(vv, vr, u, c.dv, pos), scale, causal, &lengths, no_mask);
+          // Past each row's new keys the caches hold garbage that must never be read.
+          for (int64_t b = 0; b < c.b; ++b)
+            for (int64_t h = 0; h < c.hkv; ++h)
+              for (int64_t j = lengths[static_cast<size_t>(b)]; j < c.lk; ++j) {
+                for (int64_t e = 0; e < c.d; ++e) kv[static_cast<size_t>(((b * c.hkv + h) * c.lk + j) * c.d + e)] = NAN;
+                for (int64_t e = 0; e < c.dv; ++e)
+                  vv[static_cast<size_t>(((b * c.hkv + h) * c.lk + j) * c.dv + e)] = NAN;
+              }
+          std::vector<Array> caches = caches_of(kv, c.b, {1, c.hkv, c.lk, c.d}, d);
+          const std::vector<Array> values = caches_of(vv, c.b, {1, c.hkv, c.lk, c.dv}, d);
+          caches.insert(caches.end(), values.begin(), values.end());
+          const std::vector<Array> got =
+              cache_attention(kt::from_values(qv, {c.b, c.hq, c.lq, c.d}, d), heads_view(kr, c.b, c.hkv, c.lq, c.d, d),
+                              kt::from_values(vr, {c.b, c.hkv, c.lq, c.dv}, d), array(pos, {c.b}), caches,
+                              static_cast<float>(scale), causal, rope);
+          kt::expect_within(got[0], want, magnitude(want, 1.0), tol, ctx.str());
+        }
       }
     }
   }
 }
 
-TEST(CacheAttention, CompiledStepEqualsEagerAndLengthsPastTheCachesAreClamped) {
-  const AttnCase c{3, 4, 2, 2, 24, 16, 16};
-  const auto qv = kt::random_values(c.b * c.hq * c.lq * c.d, float32, 131, -1, 1);
-  const auto kv = kt::random_values(c.b * c.hkv * c.lk * c.d, float32, 132, -1, 1);
-  const auto vv = kt::random_values(c.b * c.hkv * c.lk * c.dv, float32, 133);
-  const Array q = kt::from_values(qv, {c.b, c.hq, c.lq, c.d}, float32);
-  const Array k =
-      kt::from_values(kt::random_values(c.b * c.hkv * c.lq * c.d, float32, 134), {c.b, c.hkv, c.lq, c.d}, float32);
-  const Array pos = array({0, 9, 22});
-  std::vector<Array> caches = caches_of(kv, c.b, {1, c.hkv, c.lk, c.d}, float32);
-  const std::vector<Array> values = caches_of(vv, c.b, {1, c.hkv, c.lk, c.dv}, float32);
+// Rotating inside the op agrees with rotating first (on the GPU: the tensor-core kernel's rotation,
+// its frequencies from the host, against the rope kernel's), for the results and the caches.
+namespace {
+
+/* Random caches for case c: B of keys, then B of values. */
+std::vector<Array> random_caches(const AttnCase& c, Dtype d, uint64_t seed) {
+  std::vector<Array> caches =
+      caches_of(kt::random_values(c.b * c.hkv * c.lk * c.d, d, seed, -1, 1), c.b, {1, c.hkv, c.lk, c.d}, d);
+  const std::vector<Array> values =
+      caches_of(kt::random_values(c.b * c.hkv * c.lk * c.dv, d, seed + 1), c.b, {1, c.hkv, c.lk, c.dv}, d);
   caches.insert(caches.end(), values.begin(), values.end());
-  auto decode = [](const Array& q, const Array& k, const Array& pos, const std::vector<Array>& caches) {
-    const std::vector<Array> updated = cache_update(k, k * 0.5f, pos, caches);
-    return cache_attention(q * 2.0f, pos + int32_t{2}, updated, 0.25f, true);
-  };
-  auto step = compile([&](const std::vector<Array>& in) {
-    return std::vector<Array>{decode(in[0], in[1], in[2], std::vector<Array>(in.begin() + 3, in.end()))};
-  });
-  std::vector<Array> in{q, k, pos};
-  in.insert(in.end(), caches.begin(), caches.end());
-  kt::expect_same_bits(step(in)[0], decode(q, k, pos, caches), "compiled");
-  // Key lengths past the caches read the whole caches, never beyond.
-  std::vector<int> whole(3, static_cast<int>(c.lk));
-  const auto want = attention_ref(c, qv, kv, vv, 0.5, false, &whole, no_mask);
-  kt::expect_within(cache_attention(q, array({24, 1000, 25}), caches, 0.5f, false), want, magnitude(want, 1.0), 1e-5,
-                    "clamped lengths");
+  return caches;
 }
 
-TEST(CacheUpdate, ErrorsPrintAndEquivalence) {
-  Array k = ones({2, 2, 1, 8}), pos = array({0, 3});
-  auto caches = [](int64_t n, int64_t cap) {
-    return std::vector<Array>(static_cast<size_t>(n), zeros({1, 2, cap, 8}));
+}  // namespace
+
+TEST(CacheAttention, RopeInsideEqualsRopeFirst) {
+  struct Case {
+    AttnCase c;
+    int dims;
+    bool traditional, freqs;
   };
-  kt::expect_error([&] { cache_update(k, k, pos, caches(3, 16)); },
-                   "[cache_update] needs 4 caches (a key cache and a value cache for each of 2 batch rows), got 3");
-  std::vector<Array> mixed = caches(4, 16);
-  mixed[1] = zeros({1, 2, 32, 8});
-  kt::expect_error([&] { cache_update(k, k, pos, mixed); },
-                   "[cache_update] cache 1 has shape (1,2,32,8), not (1,2,16,8) as the first of its kind (caches of "
-                   "other sizes go to separate calls)");
-  kt::expect_error(
-      [&] {
-        cache_update(ones({2, 2, 1, 4}), k, pos, caches(4, 16));
-      },
-      "[cache_update] keys (2,2,1,4) and values (2,2,1,8) do not fit caches (1,2,16,8) and (1,2,16,8)");
-  kt::expect_error(
-      [&] {
-        cache_update(k, k, array({0, 3, 4}), caches(4, 16));
-      },
-      "[cache_update] positions must hold one entry per batch row (2), got shape (3)");
-  kt::expect_error(
-      [&] {
-        cache_update(k, k, array({0.0f, 3.0f}), caches(4, 16));
-      },
-      "[cache_update] positions must be int32, got float32");
-  std::vector<Array> f16 = caches(4, 16);
-  f16[3] = astype(f16[3], float16);
-  kt::expect_error([&] { cache_update(k, k, pos, f16); }, "[cache_update] cache 3 is float16, not float32 as cache 0");
-  kt::expect_error(
-      [&] {
-        eval(cache_update(k, k, array({0, 16}), caches(4, 16)));
-      },
-      "[cache_update] position 16 of batch row 1 puts 1 keys outside caches of capacity 16");
-  kt::expect_error(
-      [&] {
-        eval(cache_update(k, k, array({-1, 0}), caches(4, 16)));
-      },
-      "[cache_update] position -1 of batch row 0 puts 1 keys outside caches of capacity 16");
-  EXPECT_EQ(printed(CacheUpdate()), "cache_update");
-  EXPECT_TRUE(CacheUpdate().is_equivalent(CacheUpdate()));
+  for (Case k : {Case{{4, 8, 2, 1, 300, 128, 128}, 128, false, false}, Case{{3, 9, 3, 1, 50, 64, 64}, 64, true, false},
+                 Case{{2, 4, 1, 1, 1100, 64, 64}, 32, false, true}, Case{{2, 4, 2, 1, 40, 128, 128}, 96, true, true},
+                 Case{{2, 4, 2, 3, 40, 64, 64}, 64, false, false}}) {
+    const AttnCase& c = k.c;
+    for (Dtype d : {bfloat16, float16}) {
+      std::ostringstream ctx;
+      ctx << "B" << c.b << " Hq" << c.hq << " L" << c.lq << " cap" << c.lk << " D" << c.d << " dims " << k.dims
+          << (k.traditional ? " traditional" : "") << (k.freqs ? " freqs" : "") << " " << dtype_name(d);
+      const Array q =
+          kt::from_values(kt::random_values(c.b * c.hq * c.lq * c.d, d, 141, -1, 1), {c.b, c.hq, c.lq, c.d}, d);
+      const Array keys =
+          heads_view(kt::random_values(c.b * c.hkv * c.lq * c.d, d, 142, -1, 1), c.b, c.hkv, c.lq, c.d, d);
+      const Array values =
+          kt::from_values(kt::random_values(c.b * c.hkv * c.lq * c.dv, d, 143), {c.b, c.hkv, c.lq, c.dv}, d);
+      const std::vector<Array> caches = random_caches(c, d, 144);
+      std::vector<int32_t> pos = positions_of(c.b, c.lk - c.lq);
+      pos[0] = static_cast<int32_t>(c.lk - c.lq) / 2 + 3;
+      const Array positions = array(pos, {c.b});
+      CacheRope rope{k.dims, k.traditional, 10000.0f, 1.0f, std::nullopt};
+      if (k.freqs) {
+        rope.base = std::nullopt;
+        rope.freqs = kt::from_values(kt::random_values(k.dims / 2, float32, 146, 1, 50), {k.dims / 2}, float32);
+      }
+      auto rotate = [&](const Array& x) {
+        return kiln::rope(x, rope.dims, rope.traditional, rope.base, rope.scale, positions, rope.freqs);
+      };
+      const std::vector<Array> inside = cache_attention(q, keys, values, positions, caches, 0.125f, c.lq > 1, rope);
+      const std::vector<Array> first =
+          cache_attention(rotate(q), rotate(keys), values, positions, caches, 0.125f, c.lq > 1);
+      ASSERT_EQ(inside.size(), first.size());
+      for (size_t i = 0; i < inside.size(); ++i) {
+        const std::vector<double> want = first[i].to_vector<double>();
+        kt::expect_within(inside[i], want, magnitude(want, 1.0), kt::rel_tol(d),
+                          ctx.str() + " output " + std::to_string(i));
+      }
+    }
+  }
+}
+
+TEST(CacheAttention, CompiledStepEqualsEager) {
+  const AttnCase c{3, 4, 2, 2, 24, 16, 16};
+  const Array q =
+      kt::from_values(kt::random_values(c.b * c.hq * c.lq * c.d, float32, 131, -1, 1), {c.b, c.hq, c.lq, c.d}, float32);
+  const Array k =
+      kt::from_values(kt::random_values(c.b * c.hkv * c.lq * c.d, float32, 134), {c.b, c.hkv, c.lq, c.d}, float32);
+  const std::vector<Array> caches = random_caches(c, float32, 132);
+  auto decode = [](const Array& q, const Array& k, const Array& pos, const std::vector<Array>& caches) {
+    return cache_attention(q * 2.0f, k, k * 0.5f, pos, caches, 0.25f, true, CacheRope{12, false, 10000.0f, 1.0f, {}});
+  };
+  auto step = compile([&](const std::vector<Array>& in) {
+    return decode(in[0], in[1], in[2], std::vector<Array>(in.begin() + 3, in.end()));
+  });
+  const Array pos = array({0, 9, 22});
+  std::vector<Array> in{q, k, pos};
+  in.insert(in.end(), caches.begin(), caches.end());
+  const std::vector<Array> compiled = step(in), eager = decode(q, k, pos, caches);
+  for (size_t i = 0; i < eager.size(); ++i) kt::expect_same_bits(compiled[i], eager[i], "output " + std::to_string(i));
 }
 
 TEST(CacheAttention, ErrorsPrintAndEquivalence) {
-  Array q = ones({2, 4, 1, 8}), lengths = array({1, 4});
+  Array q = ones({2, 4, 1, 8}), k = ones({2, 2, 1, 8}), pos = array({0, 3});
   auto caches = [](int64_t n, const Shape& s) { return std::vector<Array>(static_cast<size_t>(n), zeros(s)); };
   const Shape cache{1, 2, 16, 8};
-  kt::expect_error([&] { cache_attention(q, lengths, caches(2, cache), 1.0f, false); },
-                   "[cache_attention] needs 4 caches (a key cache and a value cache for each of 2 batch rows), got 2");
+  const char* op = "[cache_attention] ";
+  auto attend = [&](const std::vector<Array>& c) { return cache_attention(q, k, k, pos, c, 1.0f, false); };
+  kt::expect_error([&] { attend(caches(3, cache)); },
+                   std::string(op) + "needs 4 caches (a key cache and a value cache for each of 2 batch rows), got 3");
+  std::vector<Array> mixed = caches(4, cache);
+  mixed[1] = zeros({1, 2, 32, 8});
+  kt::expect_error([&] { attend(mixed); }, std::string(op) +
+                                               "cache 1 has shape (1,2,32,8), not (1,2,16,8) as the first of its kind "
+                                               "(caches of other sizes go to separate calls)");
   kt::expect_error(
       [&] {
-        cache_attention(q, lengths, caches(4, {1, 2, 16, 4}), 1.0f, false);
+        attend(caches(4, {1, 2, 16, 4}));
       },
-      "[cache_attention] q (2,4,1,8) and key caches (1,2,16,4) differ in head size");
+      std::string(op) +
+          "keys (2,2,1,8) and values (2,2,1,8) do not fit q (2,4,1,8) and caches (1,2,16,4) "
+          "and (1,2,16,4)");
   kt::expect_error(
       [&] {
-        cache_attention(q, lengths, caches(4, {1, 3, 16, 8}), 1.0f, false);
+        cache_attention(q, ones({2, 2, 1, 4}), k, pos, caches(4, cache), 1.0f, false);
       },
-      "[cache_attention] the query heads (4) must be a multiple of the caches' heads (3)");
+      std::string(op) +
+          "keys (2,2,1,4) and values (2,2,1,8) do not fit q (2,4,1,8) and caches (1,2,16,8) "
+          "and (1,2,16,8)");
   kt::expect_error(
       [&] {
-        cache_attention(q, lengths, caches(4, {2, 2, 16, 8}), 1.0f, false);
+        cache_attention(ones({2, 4, 1, 4}), k, k, pos, caches(4, cache), 1.0f, false);
       },
-      "[cache_attention] caches must be [1, heads, capacity, dims] with the keys' heads and capacity, got "
-      "keys (2,2,16,8) and values (2,2,16,8)");
-  kt::expect_error([&] { cache_attention(q, array({1}), caches(4, cache), 1.0f, false); },
-                   "[cache_attention] key_lengths must hold one entry per batch row (2), got shape (1)");
-  kt::expect_error([&] { cache_attention(astype(q, float16), lengths, caches(4, cache), 1.0f, false); },
-                   "[cache_attention] q and the caches must share a dtype, got float16 and float32");
-  kt::expect_error([&] { cache_attention(q, lengths, {}, 1.0f, false); },
-                   "[cache_attention] needs the caches of at least one batch row");
-  EXPECT_EQ(printed(CacheAttention(0.5f, true)), "cache_attention(scale=0.5,causal)");
-  EXPECT_TRUE(CacheAttention(0.5f, true).is_equivalent(CacheAttention(0.5f, true)));
-  EXPECT_FALSE(CacheAttention(0.5f, true).is_equivalent(CacheAttention(0.5f, false)));
-  EXPECT_FALSE(CacheAttention(0.5f, true).is_equivalent(CacheAttention(0.25f, true)));
+      std::string(op) + "q (2,4,1,4) and key caches (1,2,16,8) differ in head size");
+  kt::expect_error(
+      [&] {
+        cache_attention(ones({2, 3, 1, 8}), k, k, pos, caches(4, cache), 1.0f, false);
+      },
+      std::string(op) + "the query heads (3) must be a multiple of the caches' heads (2)");
+  kt::expect_error(
+      [&] {
+        attend(caches(4, {2, 2, 16, 8}));
+      },
+      std::string(op) +
+          "caches must be [1, heads, capacity, dims] with the keys' heads and capacity, got "
+          "keys (2,2,16,8) and values (2,2,16,8)");
+  kt::expect_error([&] { cache_attention(q, k, k, array({1}), caches(4, cache), 1.0f, false); },
+                   std::string(op) + "positions must hold one entry per batch row (2), got shape (1)");
+  kt::expect_error(
+      [&] {
+        cache_attention(q, k, k, array({0.0f, 3.0f}), caches(4, cache), 1.0f, false);
+      },
+      std::string(op) + "positions must be int32, got float32");
+  kt::expect_error([&] { cache_attention(astype(q, float16), k, k, pos, caches(4, cache), 1.0f, false); },
+                   std::string(op) + "q and the caches must share a dtype, got float16 and float32");
+  std::vector<Array> f16 = caches(4, cache);
+  f16[3] = astype(f16[3], float16);
+  kt::expect_error([&] { attend(f16); }, std::string(op) + "cache 3 is float16, not float32 as cache 0");
+  kt::expect_error([&] { attend({}); }, std::string(op) + "needs the caches of at least one batch row");
+  kt::expect_error(
+      [&] {
+        cache_attention(q, k, k, pos, caches(4, cache), 1.0f, false, CacheRope{8, false, {}, 1.0f, {}});
+      },
+      std::string(op) + "give the rope exactly one of base and freqs");
+  kt::expect_error(
+      [&] {
+        cache_attention(q, k, k, pos, caches(4, cache), 1.0f, false, CacheRope{10, false, 1e4f, 1.0f, {}});
+      },
+      "[rope] dims must be even, positive and at most the last axis of x (2,4,1,8), got 10");
+  for (int32_t bad : {16, -1}) {
+    kt::expect_error(
+        [&] {
+          eval(cache_attention(q, k, k, array({0, bad}), caches(4, cache), 1.0f, false));
+        },
+        std::string(op) + "position " + std::to_string(bad) +
+            " of batch row 1 puts 1 keys outside caches of capacity 16");
+  }
+  auto rope = std::make_shared<Rope>(8, true, 10000.0f, 0.5f, false);
+  EXPECT_EQ(printed(CacheAttention(0.5f, true, nullptr)), "cache_attention(scale=0.5,causal)");
+  EXPECT_EQ(printed(CacheAttention(0.5f, false, rope)),
+            "cache_attention(scale=0.5,rope(dims=8,traditional,base=10000,scale=0.5))");
+  EXPECT_TRUE(CacheAttention(0.5f, true, nullptr).is_equivalent(CacheAttention(0.5f, true, nullptr)));
+  EXPECT_TRUE(CacheAttention(0.5f, true, rope)
+                  .is_equivalent(CacheAttention(0.5f, true, std::make_shared<Rope>(8, true, 10000.0f, 0.5f, false))));
+  EXPECT_FALSE(CacheAttention(0.5f, true, rope).is_equivalent(CacheAttention(0.5f, true, nullptr)));
+  EXPECT_FALSE(CacheAttention(0.5f, true, nullptr).is_equivalent(CacheAttention(0.5f, true, rope)));
+  EXPECT_FALSE(CacheAttention(0.5f, true, rope)
+                   .is_equivalent(CacheAttention(0.5f, true, std::make_shared<Rope>(8, false, 10000.0f, 0.5f, false))));
+  EXPECT_FALSE(CacheAttention(0.5f, true, nullptr).is_equivalent(CacheAttention(0.5f, false, nullptr)));
+  EXPECT_FALSE(CacheAttention(0.5f, true, nullptr).is_equivalent(CacheAttention(0.25f, true, nullptr)));
 }
 
 TEST(LanguageModelOps, EmptyShapes) {

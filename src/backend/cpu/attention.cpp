@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backend/cpu/copy.h"
 #include "backend/cpu/nn_util.h"
 #include "backend/cpu/strided.h"
 #include "core/thread_pool.h"
@@ -270,16 +271,48 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<Tensor>& in, std::vec
   attend(a, out[0]);
 }
 
+void CacheAttention::check_positions(const Shape& keys, int64_t capacity, const Tensor& positions) {
+  const std::vector<int32_t> pos = detail::elements_as<int32_t>(positions);
+  for (size_t b = 0; b < pos.size(); ++b) {
+    if (pos[b] < 0 || pos[b] + keys[2] > capacity) {
+      fail("cache_attention", "position ", pos[b], " of batch row ", b, " puts ", keys[2],
+           " keys outside caches of capacity ", capacity);
+    }
+  }
+}
+
+/* The parts one after another: q and the keys rotated, each row's keys and values written into
+   its caches, then the attention over them. */
 void CacheAttention::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const size_t first = first_cache(), batch = static_cast<size_t>(in[0].shape[0]);
+  const Shape& keys_shape = in[1].shape;
+  check_positions(keys_shape, in[first].shape[2], in[3]);
+  auto rotated = [&](const Tensor& x) {
+    if (!rope_) return x;
+    std::vector<Tensor> y{Tensor(x.shape, x.dtype)}, rope_in{x, in[3]};
+    if (rope_->has_freqs()) rope_in.push_back(in[4]);
+    rope_->eval_cpu(rope_in, y);
+    return y[0];
+  };
+  const Tensor keys = rotated(in[1]);
+  const std::vector<int32_t> pos = detail::elements_as<int32_t>(in[3]);
+  for (size_t i = 0; i < 2 * batch; ++i) {
+    const Tensor& u = i < batch ? keys : in[2];  // keys for the first B caches, then values
+    const int64_t b = static_cast<int64_t>(i % batch);
+    Tensor& y = out[1 + i];
+    detail::start_from(in[first + i], y);
+    const Shape rows{1, u.shape[1], u.shape[2], u.shape[3]};
+    Tensor region = detail::view(y, rows, y.strides, y.offset + pos[static_cast<size_t>(b)] * y.strides[2]);
+    detail::copy_elements(detail::view(u, rows, u.strides, u.offset + b * u.strides[0]), region);
+  }
   AttentionInputs a;
-  a.q = detail::row_major(in[0]);
-  const size_t batch = static_cast<size_t>(a.q.shape[0]);
+  a.q = detail::row_major(rotated(in[0]));
   for (size_t b = 0; b < batch; ++b) {
-    a.k.push_back(detail::row_major(in[kFirstCache + b]));
-    a.v.push_back(detail::row_major(in[kFirstCache + batch + b]));
+    a.k.push_back(detail::row_major(out[1 + b]));
+    a.v.push_back(detail::row_major(out[1 + batch + b]));
   }
   a.scale = scale_, a.causal = causal_;
-  a.lengths = detail::elements_as<int32_t>(in[1]);
+  for (int32_t p : pos) a.lengths.push_back(p + static_cast<int32_t>(keys_shape[2]));
   attend(a, out[0]);
 }
 

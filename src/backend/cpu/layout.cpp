@@ -18,6 +18,8 @@
 
 namespace kiln {
 
+using detail::copy_elements;
+using detail::start_from;
 using detail::Tensor;
 using detail::view;
 
@@ -33,28 +35,6 @@ void dispatch_width(size_t bytes, F&& f) {
     case 8: return f(uint64_t{});
   }
   fail("layout", "unsupported element size ", bytes);
-}
-
-/* Copies src into dst elementwise (same shape, any strides on both). */
-void copy_elements(const Tensor& src, Tensor& dst) {
-  if (dst.size() == 0) return;
-  detail::count(detail::counters().layout_bytes_copied, static_cast<uint64_t>(dst.size()) * dst.itemsize());
-  if (src.dtype != dst.dtype) return detail::copy_convert(src, dst);
-  dispatch_width(dst.itemsize(), [&](auto w) {
-    using E = decltype(w);
-    const E* sp = src.data<E>();
-    E* dp = dst.data<E>();
-    auto L = detail::merge_axes<2>(dst.shape, {&dst.strides, &src.strides});
-    detail::parallel_rows<2>(L, 1, [&](auto off, int64_t n, auto st) {
-      const E* s = sp + off[1];
-      E* o = dp + off[0];
-      if (st[0] == 1 && st[1] == 1) {
-        std::memcpy(o, s, static_cast<size_t>(n) * sizeof(E));
-      } else {
-        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = s[i * st[1]];
-      }
-    });
-  });
 }
 
 /* Sets every element of the (possibly strided) view t to value converted to t's dtype. */
@@ -104,8 +84,31 @@ void gather(const Tensor& a, const Strides& a_strides, int64_t axis_stride, cons
   });
 }
 
-/* Makes y the input a itself when a arrived donated (nothing else can see its buffer) in a
-   layout the update may write through; else y is a fresh copy of a. */
+}  // namespace
+
+namespace detail {
+
+void copy_elements(const Tensor& src, Tensor& dst) {
+  if (dst.size() == 0) return;
+  detail::count(detail::counters().layout_bytes_copied, static_cast<uint64_t>(dst.size()) * dst.itemsize());
+  if (src.dtype != dst.dtype) return detail::copy_convert(src, dst);
+  dispatch_width(dst.itemsize(), [&](auto w) {
+    using E = decltype(w);
+    const E* sp = src.data<E>();
+    E* dp = dst.data<E>();
+    auto L = detail::merge_axes<2>(dst.shape, {&dst.strides, &src.strides});
+    detail::parallel_rows<2>(L, 1, [&](auto off, int64_t n, auto st) {
+      const E* s = sp + off[1];
+      E* o = dp + off[0];
+      if (st[0] == 1 && st[1] == 1) {
+        std::memcpy(o, s, static_cast<size_t>(n) * sizeof(E));
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = s[i * st[1]];
+      }
+    });
+  });
+}
+
 void start_from(const Tensor& a, Tensor& y) {
   const bool reuse =
       a.donated && a.buffer && a.buffer->on_host() && a.buffer->owned() && a.row_contiguous() && a.dtype == y.dtype;
@@ -116,10 +119,6 @@ void start_from(const Tensor& a, Tensor& y) {
   y.allocate();
   copy_elements(a, y);
 }
-
-}  // namespace
-
-namespace detail {
 
 GatherStrides take_strides(const Tensor& a, const Tensor& ind, const Tensor& y, size_t axis) {
   const size_t r = ind.shape.size();
@@ -266,32 +265,6 @@ void DynamicSliceUpdate::eval_cpu(const std::vector<Tensor>& in, std::vector<Ten
   for (size_t i = 0; i < axes_.size(); ++i) at += start[i] * y.strides[static_cast<size_t>(axes_[i])];
   Tensor region = view(y, u.shape, y.strides, at);
   copy_elements(u, region);
-}
-
-void CacheUpdate::check_positions(const Shape& keys, int64_t capacity, const detail::Tensor& positions) {
-  const std::vector<int32_t> pos = detail::elements_as<int32_t>(positions);
-  for (size_t b = 0; b < pos.size(); ++b) {
-    if (pos[b] < 0 || pos[b] + keys[2] > capacity) {
-      fail("cache_update", "position ", pos[b], " of batch row ", b, " puts ", keys[2],
-           " keys outside caches of capacity ", capacity);
-    }
-  }
-}
-
-void CacheUpdate::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  const Shape& keys = in[0].shape;
-  check_positions(keys, in[kFirstCache].shape[2], in[2]);
-  const std::vector<int32_t> pos = detail::elements_as<int32_t>(in[2]);
-  const size_t batch = static_cast<size_t>(keys[0]);
-  for (size_t i = 0; i < out.size(); ++i) {
-    const Tensor& u = in[i / batch];  // keys for the first B caches, then values
-    const int64_t b = static_cast<int64_t>(i % batch);
-    Tensor& y = out[i];
-    start_from(in[kFirstCache + i], y);
-    const Shape rows{1, u.shape[1], u.shape[2], u.shape[3]};
-    Tensor region = view(y, rows, y.strides, y.offset + pos[static_cast<size_t>(b)] * y.strides[2]);
-    copy_elements(view(u, rows, u.strides, u.offset + b * u.strides[0]), region);
-  }
 }
 
 void Take::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>& out) {

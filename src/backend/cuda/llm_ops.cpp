@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <optional>
 #include <cstring>
 #include <string>
@@ -460,6 +461,11 @@ struct AttentionOperands {
   ScaledDotProductAttention::Mask mask_kind = ScaledDotProductAttention::Mask::none;
   bool causal = false;
   float scale = 1;
+  int64_t length_add = 0;  // added to each key length
+  // The step's own keys and values with one query position (args::Attention's fresh_k), rotated
+  // by `rope` where set: lengths then hold the positions.
+  Tensor fresh_k, fresh_v, freqs;
+  const Rope* rope = nullptr;
 };
 
 /* How attention::split reads a head's rows: Vec values a load (16 bytes where every row
@@ -467,16 +473,19 @@ struct AttentionOperands {
 struct AttentionShape {
   int vec, lanes, chunks, rows;
 };
+/* Whether every row of t (its last axis, of unit stride) starts on 16 bytes, `vec` values. */
+bool rows_of_16_bytes(const Tensor& t, int vec) {
+  for (size_t i = 0; i + 1 < t.shape.size(); ++i) {
+    if (t.strides[i] % vec != 0) return false;
+  }
+  return (t.strides.back() == 1 || t.shape.back() <= 1) && ptr_bits(t) % 16 == 0;
+}
+
 /* Values of q, k and v a 16-byte load takes where every row of all three (and of every batch
    row's caches) starts on 16 bytes, else 1. */
 int row_load_width(const AttentionOperands& o) {
   const int vec = static_cast<int>(16 / o.q.itemsize());
-  auto fits = [&](const Tensor& t) {
-    for (int i = 0; i < 3; ++i) {
-      if (t.strides[static_cast<size_t>(i)] % vec != 0) return false;
-    }
-    return ptr_bits(t) % 16 == 0;
-  };
+  auto fits = [&](const Tensor& t) { return rows_of_16_bytes(t, vec); };
   bool rows_fit = true;
   for (int64_t b = 0; o.k_rows && b < o.q.shape[0]; ++b) rows_fit = rows_fit && fits(o.k_rows[b]) && fits(o.v_rows[b]);
   return o.q.shape[3] % vec == 0 && o.v.shape[3] % vec == 0 && fits(o.q) && fits(o.k) && fits(o.v) && rows_fit ? vec
@@ -494,12 +503,21 @@ AttentionShape attention_shape(int64_t d, int64_t dv, int vec, int64_t rows) {
   return {vec, lanes, chunks, r};
 }
 
+/* Whether attention::mma takes these operands: 16-bit heads of 64 or 128 dims whose rows are
+   16-byte aligned, on a GPU with tensor cores of sm_80 or later. */
+bool attention_takes_mma(int dev, const AttentionOperands& o) {
+  const int64_t d = o.q.shape[3];
+  return (o.q.dtype == float16 || o.q.dtype == bfloat16) && d == o.v.shape[3] && (d == 64 || d == 128) &&
+         device_info(dev).major >= 8 && row_load_width(o) == 8;
+}
+
 void attention(int dev, const AttentionOperands& o, Tensor& y) {
   using Mask = ScaledDotProductAttention::Mask;
   if (y.size() == 0) return;
   const Tensor &q = o.q, &k = o.k, &v = o.v;
   const int64_t batch = q.shape[0], hq = q.shape[1], lq = q.shape[2], d = q.shape[3];
   const int64_t hkv = k.shape[1], lk = k.shape[2], dv = v.shape[3];
+  const bool fresh = o.fresh_k.buffer != nullptr;
   if (d > 32 * args::kLaneDims || dv > 32 * args::kLaneDims)
     fail(o.op, "head dims above ", 32 * args::kLaneDims, " on a CUDA device (q ", d, ", v ", dv, ")");
   if (lk > INT32_MAX || (hq / hkv) * lq > INT32_MAX)
@@ -520,8 +538,8 @@ void attention(int dev, const AttentionOperands& o, Tensor& y) {
   // Tensor cores for 16-bit heads of 64 or 128 dims whose rows are 16-byte aligned: 4 warps as
   // Wr row tiles of 16 x Wk tiles of keys (Wk = 4 for up to 16 rows, as in decoding).
   const int vec = row_load_width(o);
-  const bool mma = (q.dtype == float16 || q.dtype == bfloat16) && d == dv && (d == 64 || d == 128) &&
-                   device_info(dev).major >= 8 && vec == 8;
+  const bool mma = attention_takes_mma(dev, o);
+  if (fresh && (!mma || lq != 1)) fail(o.op, "internal: the step's own keys go to the tensor-core kernel, one query");
   const int64_t row_tiles = (rows + 15) / 16;
   const int64_t wk = row_tiles >= 4 ? 1 : row_tiles == 1 ? 4 : 2;
   AttentionShape sh{};
@@ -571,6 +589,23 @@ void attention(int dev, const AttentionOperands& o, Tensor& y) {
   }
   a.mask = o.mask_kind == Mask::none ? nullptr : reinterpret_cast<const void*>(ptr_bits(o.mask));
   a.key_lengths = o.lengths.buffer ? reinterpret_cast<const void*>(ptr_bits(o.lengths)) : nullptr;
+  a.key_length_add = o.length_add;
+  if (fresh) {
+    a.fresh_k = reinterpret_cast<const void*>(ptr_bits(o.fresh_k));
+    a.fresh_v = reinterpret_cast<const void*>(ptr_bits(o.fresh_v));
+    for (int i = 0; i < 2; ++i) {
+      a.fresh_k_strides[i] = o.fresh_k.strides[static_cast<size_t>(i)];
+      a.fresh_v_strides[i] = o.fresh_v.strides[static_cast<size_t>(i)];
+    }
+    if (o.rope) {
+      const int dims = o.rope->dims();
+      if (dims / 2 > args::kAttentionRopePairs) fail(o.op, "internal: rope of ", dims, " dims in the attention kernel");
+      a.rope_dims = dims, a.rope_traditional = o.rope->traditional(), a.rope_scale = o.rope->scale();
+      a.rope_freqs = o.freqs.buffer ? reinterpret_cast<const void*>(ptr_bits(o.freqs)) : nullptr;
+      for (int i = 0; i < dims / 2 && o.rope->base(); ++i)
+        a.rope_inv[i] = std::pow(static_cast<double>(*o.rope->base()), -2.0 * i / dims);
+    }
+  }
   a.partial = splits > 1 ? reinterpret_cast<float*>(ptr_bits(partial)) : nullptr;
   a.out = reinterpret_cast<void*>(ptr_bits(y));
   const std::string t = type(q.dtype), mt = o.mask_kind == Mask::keep ? "bool" : t;
@@ -603,28 +638,6 @@ Tensor batch_rows(const Tensor& t, int64_t b0, int64_t n) {
   Shape s = t.shape;
   s[0] = n;
   return detail::view(t, std::move(s), t.strides, t.offset + b0 * t.strides[0]);
-}
-
-/* Each batch row over its own caches (made dense, so that every row has one layout), up to
-   kMaxCacheRows rows a launch. */
-void cache_attention(int dev, const CacheAttention& prim, const std::vector<Tensor>& in, Tensor& y) {
-  const int64_t batch = in[0].shape[0];
-  std::vector<Tensor> caches;  // B of keys, then B of values
-  for (size_t i = CacheAttention::kFirstCache; i < in.size(); ++i) caches.push_back(dense(dev, in[i]));
-  const Tensor q = unit_rows(dev, in[0]), lengths = as_dtype(dev, in[1], int32);
-  for (int64_t b0 = 0; b0 < batch; b0 += args::kMaxCacheRows) {
-    const int64_t n = std::min<int64_t>(args::kMaxCacheRows, batch - b0);
-    const Tensor* k_rows = &caches[static_cast<size_t>(b0)];
-    const Tensor* v_rows = &caches[static_cast<size_t>(batch + b0)];
-    AttentionOperands o;
-    o.op = "cache_attention";
-    o.q = batch_rows(q, b0, n), o.k = k_rows[0], o.v = v_rows[0], o.lengths = batch_rows(lengths, b0, n);
-    o.k_rows = k_rows, o.v_rows = v_rows;
-    o.causal = prim.causal();
-    o.scale = prim.scale();
-    Tensor part = batch_rows(y, b0, n);
-    attention(dev, o, part);
-  }
 }
 
 // ---- cache update ---------------------------------------------------------------------------
@@ -667,31 +680,84 @@ void slice_update(int dev, const DynamicSliceUpdate& prim, const std::vector<Ten
       grid_for(dev, u.size(), kThreads), kThreads);
 }
 
-/* Each cache updated where it lies when donated (else copied first): one kernel a
-   kMaxCacheRows batch rows writes their keys and values. */
-void cache_update(int dev, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  const Tensor &keys = in[0], &values = in[1];
+/* Each batch row's keys and values written at its position into its caches (`caches`: B of
+   keys, then B of values), one kernel a kMaxCacheRows batch rows. */
+void write_caches(int dev, const Tensor& keys, const Tensor& values, const Tensor& positions,
+                  std::vector<Tensor>& caches) {
   const int64_t batch = keys.shape[0];
-  for (size_t i = 0; i < out.size(); ++i) start_from(dev, in[CacheUpdate::kFirstCache + i], out[i]);
   if (keys.size() + values.size() == 0) return;
   count_moved(keys);
   count_moved(values);
-  const Tensor positions = as_dtype(dev, in[2], int32);
   for (int64_t b0 = 0; b0 < batch; b0 += args::kMaxCacheRows) {
     const int64_t n = std::min<int64_t>(args::kMaxCacheRows, batch - b0);
     args::CacheUpdate a{};
-    a.rows = n, a.heads = keys.shape[1], a.len = keys.shape[2], a.capacity = out[0].shape[2];
+    a.rows = n, a.heads = keys.shape[1], a.len = keys.shape[2], a.capacity = caches[0].shape[2];
     for (int u = 0; u < 2; ++u) {
-      const Tensor rows = batch_rows(in[static_cast<size_t>(u)], b0, n);
+      const Tensor rows = batch_rows(u == 0 ? keys : values, b0, n);
       a.dims[u] = rows.shape[3];
       for (int i = 0; i < 4; ++i) a.update_strides[u][i] = rows.strides[static_cast<size_t>(i)];
       a.update[u] = reinterpret_cast<const void*>(ptr_bits(rows));
       for (int64_t b = 0; b < n; ++b)
-        a.caches[u][b] = reinterpret_cast<void*>(ptr_bits(out[static_cast<size_t>(u * batch + b0 + b)]));
+        a.caches[u][b] = reinterpret_cast<void*>(ptr_bits(caches[static_cast<size_t>(u * batch + b0 + b)]));
     }
     a.positions = reinterpret_cast<const void*>(ptr_bits(batch_rows(positions, b0, n)));
     run(dev, "CacheUpdate", std::string("cache_update<") + word_type(keys.itemsize()) + ">", a,
         grid_for(dev, n * a.heads * a.len * (a.dims[0] + a.dims[1]), kThreads), kThreads);
+  }
+}
+
+/* x rotated by the op's rope into a new tensor. */
+Tensor rotated(int dev, const Rope& rotation, const Tensor& x, const Tensor& positions, const Tensor& freqs) {
+  Tensor y(x.shape, x.dtype);
+  allocate_output(dev, y);
+  std::vector<Tensor> in{x, positions};
+  if (rotation.has_freqs()) in.push_back(freqs);
+  rope(dev, rotation, in, y);
+  return y;
+}
+
+/* The caches updated where they lie when donated (else copied first). With one query position
+   on the tensor-core kernel, one kernel a kMaxCacheRows batch rows does the rest: it rotates q
+   and the step's keys, writes them and the values into the caches, and attends. Otherwise rope,
+   the cache writes and the attention run one after another. */
+void cache_attention(int dev, const CacheAttention& prim, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const size_t first = prim.first_cache();
+  const int64_t batch = in[0].shape[0], len = in[0].shape[2];
+  std::vector<Tensor> caches(out.begin() + 1, out.end());  // B of keys, then B of values
+  for (size_t i = 0; i < caches.size(); ++i) start_from(dev, in[first + i], caches[i]);
+  for (size_t i = 0; i < caches.size(); ++i) out[1 + i] = caches[i];
+  allocate_output(dev, out[0]);
+  const Tensor positions = as_dtype(dev, in[3], int32);
+  Tensor freqs;
+  if (prim.rope() && prim.rope()->has_freqs()) freqs = as_dtype(dev, in[4], float32);
+  AttentionOperands o;
+  o.op = "cache_attention";
+  o.q = unit_rows(dev, in[0]), o.k = caches[0], o.v = caches[static_cast<size_t>(batch)];
+  o.k_rows = caches.data(), o.v_rows = caches.data() + batch;
+  // The tensor-core kernel takes the step's rows with 16-byte copies.
+  const bool fused =
+      len == 1 && attention_takes_mma(dev, o) && rows_of_16_bytes(in[1], 8) && rows_of_16_bytes(in[2], 8);
+  Tensor keys = in[1];
+  if (!fused) {
+    if (prim.rope()) {
+      o.q = rotated(dev, *prim.rope(), o.q, positions, freqs);
+      keys = rotated(dev, *prim.rope(), keys, positions, freqs);
+    }
+    write_caches(dev, keys, in[2], positions, caches);
+  }
+  for (int64_t b0 = 0; b0 < batch; b0 += args::kMaxCacheRows) {
+    const int64_t n = std::min<int64_t>(args::kMaxCacheRows, batch - b0);
+    AttentionOperands part = o;
+    part.q = batch_rows(o.q, b0, n), part.lengths = batch_rows(positions, b0, n), part.length_add = len;
+    part.k = caches[static_cast<size_t>(b0)], part.v = caches[static_cast<size_t>(batch + b0)];
+    part.k_rows = caches.data() + b0, part.v_rows = caches.data() + batch + b0;
+    part.causal = prim.causal(), part.scale = prim.scale();
+    if (fused) {
+      part.fresh_k = batch_rows(in[1], b0, n), part.fresh_v = batch_rows(in[2], b0, n);
+      part.rope = prim.rope(), part.freqs = freqs;
+    }
+    Tensor y = batch_rows(out[0], b0, n);
+    attention(dev, part, y);
   }
 }
 
@@ -712,8 +778,10 @@ void quantized_product(int dev, const QuantParams& q, bool transpose, QmmActivat
 void check_llm_inputs(const Primitive& prim, const std::vector<Tensor>& in) {
   if (prim.kind() == OpKind::DynamicSliceUpdate && !on_device(in[2]))
     static_cast<const DynamicSliceUpdate&>(prim).check_start(in[0].shape, in[1].shape, in[2]);
-  if (prim.kind() == OpKind::CacheUpdate && !on_device(in[2]))
-    CacheUpdate::check_positions(in[0].shape, in[CacheUpdate::kFirstCache].shape[2], in[2]);
+  if (prim.kind() == OpKind::CacheAttention && !on_device(in[3])) {
+    auto& p = static_cast<const CacheAttention&>(prim);
+    CacheAttention::check_positions(in[1].shape, in[p.first_cache()].shape[2], in[3]);
+  }
 }
 
 void eval_llm(int dev, Primitive& prim, std::vector<Tensor>& in, std::vector<Tensor>& out) {
@@ -750,10 +818,7 @@ void eval_llm(int dev, Primitive& prim, std::vector<Tensor>& in, std::vector<Ten
       allocate_output(dev, y);
       return attention(dev, static_cast<const ScaledDotProductAttention&>(prim), in, y);
     case OpKind::DynamicSliceUpdate: return slice_update(dev, static_cast<const DynamicSliceUpdate&>(prim), in, y);
-    case OpKind::CacheUpdate: return cache_update(dev, in, out);
-    case OpKind::CacheAttention:
-      allocate_output(dev, y);
-      return cache_attention(dev, static_cast<const CacheAttention&>(prim), in, y);
+    case OpKind::CacheAttention: return cache_attention(dev, static_cast<const CacheAttention&>(prim), in, out);
     default: break;
   }
   // Quantize (once per weight, at load) runs on the host, its results uploaded.

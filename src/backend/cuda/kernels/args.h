@@ -24,6 +24,7 @@ constexpr int kNormThreadValues = 8;  // values a thread holds of a row a block 
 constexpr int kLaneDims = 8;  // head dims of q, k and v an attention lane holds (up to 256)
 constexpr int kAttentionKeys = 4;  // keys an attention lane group loads at once
 constexpr int kAttentionMmaKeys = 64;  // keys attention::mma stages a step (Wk tiles of 64 / Wk)
+constexpr int kAttentionRopePairs = 64;  // rotated pairs of a head the tensor-core attention takes (128 dims)
 constexpr int kMaxCacheRows = 64;  // batch rows a launch over each row's own caches takes (more: more launches)
 
 #ifndef KILN_HD
@@ -140,7 +141,19 @@ struct Attention {
   const void* k;
   const void* v;
   const void* mask;
-  const void* key_lengths;  // int32 [batch] or null
+  const void* key_lengths;  // int32 [batch] or null; each row's key count is its entry + key_length_add
+  long key_length_add;
+  /* The step's own key and value of each batch row (attention::mma with one query position,
+     fresh_k set): read from here (the key rotated, as q is, where rope_dims > 0) instead of from
+     the caches at the row's position (key_lengths[b], clamped into the caches), and written
+     there by one block. */
+  const void* fresh_k;
+  const void* fresh_v;
+  long fresh_k_strides[2], fresh_v_strides[2];  // batch row, head; the last stride is 1
+  long rope_dims, rope_traditional;
+  double rope_scale;
+  const void* rope_freqs;  // float32 [rope_dims / 2], or null: then rope_inv
+  double rope_inv[kAttentionRopePairs];  // base^(-2i / rope_dims), as the CPU's rope computes them
   float* partial;  // [batch * hq * lq * splits, dv + 2]: sums, then max and total
   void* out;  // row-major [batch, hq, lq, dv]
   const void* k_rows[kMaxCacheRows];

@@ -53,7 +53,7 @@ __device__ inline const T* batch_row(const void* whole, const void* const* rows,
 /* Keys batch row b has: its key length clamped into [0, lk], or lk. */
 __device__ inline long key_count(const Attention& a, long b) {
   const int32_t* lengths = static_cast<const int32_t*>(a.key_lengths);
-  const long valid = lengths ? lengths[b] : a.lk;
+  const long valid = lengths ? lengths[b] + a.key_length_add : a.lk;
   return valid < 0 ? 0 : (valid > a.lk ? a.lk : valid);
 }
 /* Keys a causal query at position `query` sees of `valid`: the queries end where the keys do. */
@@ -299,6 +299,26 @@ __device__ inline void ldmatrix_x4(unsigned* r, const void* p) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(at));
 }
+/* Where value d of a row goes under rope over its first `dims` values: its partner, their
+   pair's angle and whether d is the pair's first (branch-free, so that loads issue together). */
+struct RopeSlot {
+  int partner, pair;
+  bool first, turned;
+};
+__device__ inline RopeSlot rope_slot(int d, int dims, bool traditional) {
+  const int half = dims / 2;
+  const bool turned = d < dims, first = traditional ? d % 2 == 0 : d < half;
+  const int pair = traditional ? d / 2 : (first ? d : d - half);
+  const int partner = traditional ? d ^ 1 : (first ? d + half : d - half);
+  return {turned ? partner : d, turned ? pair : 0, first, turned};
+}
+/* Value x of slot r (its partner's value p) rotated by the angles of cosines cs and sines sn. */
+__device__ inline float rope_value(float x, float p, const RopeSlot& r, const float* cs, const float* sn) {
+  const float c = cs[r.pair], s = sn[r.pair];
+  const float y = r.first ? llm::rope_first(x, p, c, s) : llm::rope_second(p, x, c, s);
+  return r.turned ? y : x;
+}
+
 template <class T, class MaskT, int D, int Wk>
 __device__ void mma(const Attention& a) {
 #if __CUDA_ARCH__ >= 800
@@ -320,6 +340,18 @@ __device__ void mma(const Attention& a) {
   rest /= row_blocks;
   const long hk = rest % static_cast<unsigned>(a.hkv), b = rest / static_cast<unsigned>(a.hkv);
   const long valid = key_count(a, b);
+  const T* kg = batch_row<T>(a.k, a.k_rows, a.k_strides[0], b) + hk * a.k_strides[1];
+  const T* vg = batch_row<T>(a.v, a.v_rows, a.v_strides[0], b) + hk * a.v_strides[1];
+  // The step's own key and value (one query position, fresh_k set): rotated here into shared
+  // memory (fresh_row), staged from there at key `fresh_at` and written into the caches by the
+  // first block of the head. q is rotated into the second stage's tiles, free until the loop.
+  const bool fresh = a.fresh_k != nullptr;
+  __shared__ float rope_cos[D / 2], rope_sin[D / 2];
+  __shared__ __align__(16) T fresh_row[2][D], fresh_raw[2][D];  // the new key, then the new value
+  T* q_turned = reinterpret_cast<T*>(mma_smem) + kStage;
+  const long position = fresh ? static_cast<const int32_t*>(a.key_lengths)[b] : 0;
+  const int fresh_at = fresh ? static_cast<int>(position < 0 ? 0 : (position >= a.lk ? a.lk - 1 : position)) : -1;
+  bool fresh_ready = false;  // fresh_row written
   // This thread's rows: g and g + 8 of its warp's tile.
   int head[2], query[2], limit[2];
   const T* qrow[2];
@@ -330,13 +362,97 @@ __device__ void mma(const Attention& a) {
     query[h] = live ? row / group : 0;
     head[h] = static_cast<int>(hk) * group + (live ? row % group : 0);
     limit[h] = static_cast<int>(!live ? 0 : a.causal ? causal_limit(a, valid, query[h]) : valid);
-    qrow[h] = static_cast<const T*>(a.q) + b * a.q_strides[0] + head[h] * a.q_strides[1] + query[h] * a.q_strides[2];
+    qrow[h] =
+        fresh ? q_turned + (wr * 16 + g + 8 * h) * D
+              : static_cast<const T*>(a.q) + b * a.q_strides[0] + head[h] * a.q_strides[1] + query[h] * a.q_strides[2];
   }
   const int last = ((rb + 1) * Wr * 16 < row_count ? (rb + 1) * Wr * 16 : row_count) - 1;
   const int seen =
       static_cast<int>(a.causal ? causal_limit(a, valid, last / group) : valid);  // keys the block's rows see
   const int j0 = split * static_cast<int>(a.split_len);
   const int j1 = j0 + static_cast<int>(a.split_len) < seen ? j0 + static_cast<int>(a.split_len) : seen;
+  float o[D / 8][4], top[2] = {neg_inf(), neg_inf()}, total[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  const float scale2 = static_cast<float>(a.scale) * kLog2e;
+  auto chunk_at = [](int r, int c) { return (r * kChunks + (c ^ (r & 7))) * 8; };  // element offset
+  // Two stages: a step's copies are in flight while the step before it computes. A thread
+  // copies one 16-byte chunk of every kRowsAPass-th key row (the block has 128 threads).
+  constexpr int kRowsAPass = 128 / kChunks;
+  const int c0 = threadIdx.x % kChunks, r0 = threadIdx.x / kChunks;
+  // Chunk c of the new key and value into key row r of a stage's tiles.
+  auto place_fresh = [&](T* ks, int r, int c) {
+    *reinterpret_cast<uint4*>(ks + chunk_at(r, c)) = *reinterpret_cast<const uint4*>(fresh_row[0] + c * 8);
+    *reinterpret_cast<uint4*>(ks + kAttentionMmaKeys * D + chunk_at(r, c)) =
+        *reinterpret_cast<const uint4*>(fresh_row[1] + c * 8);
+  };
+  auto stage = [&](int jt, int buffer) {
+    T* ks = reinterpret_cast<T*>(mma_smem) + buffer * kStage;
+    const T* kp = kg + static_cast<long>(jt + r0) * a.k_strides[2] + c0 * 8;
+    const T* vp = vg + static_cast<long>(jt + r0) * a.v_strides[2] + c0 * 8;
+#pragma unroll
+    for (int r = r0; r < kAttentionMmaKeys; r += kRowsAPass) {
+      const bool in = jt + r < j1;  // past the end: zeros (a value of 0, never a stale NaN)
+      if (in && jt + r == fresh_at) {  // from fresh_row, once written (the first step's: place_fresh)
+        if (fresh_ready) place_fresh(ks, r, c0);
+      } else {
+        kiln_stage16_or_zero(ks + chunk_at(r, c0), in ? kp : kg, in);
+        kiln_stage16_or_zero(ks + kAttentionMmaKeys * D + chunk_at(r, c0), in ? vp : vg, in);
+      }
+      kp += kRowsAPass * a.k_strides[2];
+      vp += kRowsAPass * a.v_strides[2];
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  if (j0 < j1) stage(j0, 0);  // in flight while the new row and q are rotated
+  if (fresh) {
+    // The block's q rows (16 Wr of them) and the new key and value come in as they are with
+    // cp.async, in flight together (and with the first step's keys) while the angles are
+    // computed, then are rotated out of shared memory. The code is short on purpose: a block
+    // runs it once, so every instruction of it is a fetch that misses.
+    constexpr int kQRows = 16 * Wr, kQChunks = kQRows * kChunks;
+    T* q_raw = q_turned + kAttentionMmaKeys * D;  // the second stage's value tiles
+    const T* fk = static_cast<const T*>(a.fresh_k) + b * a.fresh_k_strides[0] + hk * a.fresh_k_strides[1];
+    const T* fv = static_cast<const T*>(a.fresh_v) + b * a.fresh_v_strides[0] + hk * a.fresh_v_strides[1];
+#pragma unroll 1
+    for (int c = threadIdx.x; c < kQChunks + 2 * kChunks; c += blockDim.x) {
+      const int row = rb * kQRows + c / kChunks, e = c - kQChunks;  // one query position: row r is head hk * group + r
+      const T* from = c < kQChunks ? static_cast<const T*>(a.q) + b * a.q_strides[0] +
+                                         (hk * group + (row < group ? row : 0)) * a.q_strides[1] + c % kChunks * 8
+                                   : (e < kChunks ? fk : fv) + e % kChunks * 8;
+      kiln_stage16_or_zero(c < kQChunks ? q_raw + c * 8 : fresh_raw[e / kChunks] + e % kChunks * 8, from, true);
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    const float* freqs = static_cast<const float*>(a.rope_freqs);
+#pragma unroll 1
+    for (int i = threadIdx.x; i < a.rope_dims / 2; i += blockDim.x) {
+      // The angle in float64 (the inverse frequency from the host, as the CPU's), taken into
+      // [-pi, pi] there, then its sine and cosine in float32.
+      const double angle = static_cast<double>(position) * a.rope_scale * (freqs ? 1.0 / freqs[i] : a.rope_inv[i]);
+      constexpr double kTwoPi = 6.283185307179586476925286766559;
+      sincosf(static_cast<float>(fma(-rint(angle / kTwoPi), kTwoPi, angle)), &rope_sin[i], &rope_cos[i]);
+    }
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+#pragma unroll 1
+    for (int at = threadIdx.x; at < (kQRows + 2) * D; at += blockDim.x) {
+      const int r = at / D, d = at % D;  // rows of q, then the key, then the value (not rotated)
+      const T* raw = r < kQRows ? q_raw + r * D : fresh_raw[r - kQRows];
+      const RopeSlot slot = rope_slot(d, r == kQRows + 1 ? 0 : static_cast<int>(a.rope_dims), a.rope_traditional);
+      const float y =
+          rope_value(static_cast<float>(raw[d]), static_cast<float>(raw[slot.partner]), slot, rope_cos, rope_sin);
+      (r < kQRows ? q_turned + at : fresh_row[r - kQRows] + d)[0] = static_cast<T>(y);
+    }
+    __syncthreads();
+    if (split == 0 && rb == row_blocks - 1 && threadIdx.x < 2 * kChunks) {  // the caches are this kernel's outputs
+      const int kind = threadIdx.x / kChunks, c = threadIdx.x % kChunks;
+      T* cache = const_cast<T*>(kind == 0 ? kg : vg) + fresh_at * (kind == 0 ? a.k_strides[2] : a.v_strides[2]);
+      *reinterpret_cast<uint4*>(cache + c * 8) = *reinterpret_cast<const uint4*>(fresh_row[kind] + c * 8);
+    }
+    fresh_ready = true;
+    if (j0 <= fresh_at && fresh_at < j0 + kAttentionMmaKeys && fresh_at < j1 && threadIdx.x < kChunks)
+      place_fresh(reinterpret_cast<T*>(mma_smem), fresh_at - j0, threadIdx.x);
+  }
   // q as A fragments: rows g and g + 8, dims 2t and 2t + 8 (and the next) of each step of 16.
   unsigned qf[kSteps][4];
 #pragma unroll
@@ -347,32 +463,6 @@ __device__ void mma(const Attention& a) {
       qf[s][f] = *reinterpret_cast<const unsigned*>(qrow[f & 1] + e);  // a dead row reads query 0, then sees no key
     }
   }
-  float o[D / 8][4], top[2] = {neg_inf(), neg_inf()}, total[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  const float scale2 = static_cast<float>(a.scale) * kLog2e;
-  const T* kg = batch_row<T>(a.k, a.k_rows, a.k_strides[0], b) + hk * a.k_strides[1];
-  const T* vg = batch_row<T>(a.v, a.v_rows, a.v_strides[0], b) + hk * a.v_strides[1];
-  auto chunk_at = [](int r, int c) { return (r * kChunks + (c ^ (r & 7))) * 8; };  // element offset
-  // Two stages: a step's copies are in flight while the step before it computes. A thread
-  // copies one 16-byte chunk of every kRowsAPass-th key row (the block has 128 threads).
-  constexpr int kRowsAPass = 128 / kChunks;
-  const int c0 = threadIdx.x % kChunks, r0 = threadIdx.x / kChunks;
-  auto stage = [&](int jt, int buffer) {
-    T* ks = reinterpret_cast<T*>(mma_smem) + buffer * kStage;
-    const T* kp = kg + static_cast<long>(jt + r0) * a.k_strides[2] + c0 * 8;
-    const T* vp = vg + static_cast<long>(jt + r0) * a.v_strides[2] + c0 * 8;
-#pragma unroll
-    for (int r = r0; r < kAttentionMmaKeys; r += kRowsAPass) {
-      const bool in = jt + r < j1;  // past the end: zeros (a value of 0, never a stale NaN)
-      kiln_stage16_or_zero(ks + chunk_at(r, c0), in ? kp : kg, in);
-      kiln_stage16_or_zero(ks + kAttentionMmaKeys * D + chunk_at(r, c0), in ? vp : vg, in);
-      kp += kRowsAPass * a.k_strides[2];
-      vp += kRowsAPass * a.v_strides[2];
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  };
-  if (j0 < j1) stage(j0, 0);
   int buffer = 0;
   for (int jt = j0; jt < j1; jt += kAttentionMmaKeys, buffer ^= 1) {  // the same steps for every warp (barriers)
     if (jt + kAttentionMmaKeys < j1) {

@@ -1276,7 +1276,27 @@ __device__ void norm_warp(const Norm& a) {
 }
 
 // ---- rope ---------------------------------------------------------------------------------
-/* A thread a rotated pair (angles in float64, as the CPU's table), then the unrotated tail. */
+/* Rope's angle (float64, as the CPU's table) of pair i at `position`. */
+__device__ inline double rope_angle(double position, long i, double scale, long dims, double base, const float* freqs) {
+  const double inv = freqs ? 1.0 / static_cast<double>(freqs[i]) : pow(base, -2.0 * i / dims);
+  return position * scale * inv;
+}
+/* The pair (x1, x2) rotated by the angle of cosine c and sine s: its first and its second value,
+   each product rounded (no fused multiply-add), so that every kernel that rotates agrees. */
+__device__ inline float rope_first(float x1, float x2, float c, float s) {
+  return __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
+}
+__device__ inline float rope_second(float x1, float x2, float c, float s) {
+  return __fadd_rn(__fmul_rn(x1, s), __fmul_rn(x2, c));
+}
+__device__ inline double rope_first(double x1, double x2, double c, double s) {
+  return __dsub_rn(__dmul_rn(x1, c), __dmul_rn(x2, s));
+}
+__device__ inline double rope_second(double x1, double x2, double c, double s) {
+  return __dadd_rn(__dmul_rn(x1, s), __dmul_rn(x2, c));
+}
+
+/* A thread a rotated pair, then the unrotated tail. */
 template <class T>
 __device__ void rope(const Rope& a) {
   kiln_wait_for_inputs();
@@ -1289,15 +1309,14 @@ __device__ void rope(const Rope& a) {
   for (long p = kiln_gid(); p < pairs; p += kiln_gstride()) {
     const long r = p / a.half, i = p - r * a.half;
     const long b = r / a.rows_per_offset, l = r % a.len;
-    const double pos = (static_cast<double>(offsets[b]) + static_cast<double>(l)) * a.scale;
-    const double inv = freqs ? 1.0 / static_cast<double>(freqs[i]) : pow(a.base, -2.0 * i / a.dims);
-    const double angle = pos * inv;
+    const double angle =
+        rope_angle(static_cast<double>(offsets[b]) + static_cast<double>(l), i, a.scale, a.dims, a.base, freqs);
     const A c = static_cast<A>(cos(angle)), s = static_cast<A>(sin(angle));
     const T* x = xs + r * a.d;
     T* y = ys + r * a.d;
     const A x1 = static_cast<A>(x[i * a.step]), x2 = static_cast<A>(x[i * a.step + a.partner]);
-    y[i * a.step] = static_cast<T>(x1 * c - x2 * s);
-    y[i * a.step + a.partner] = static_cast<T>(x1 * s + x2 * c);
+    y[i * a.step] = static_cast<T>(rope_first(x1, x2, c, s));
+    y[i * a.step + a.partner] = static_cast<T>(rope_second(x1, x2, c, s));
   }
   for (long e = kiln_gid(); e < a.rows * tail; e += kiln_gstride()) {
     const long r = e / tail, j = a.dims + e % tail;
