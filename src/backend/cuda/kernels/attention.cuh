@@ -463,6 +463,7 @@ __device__ void mma(const Attention& a) {
       qf[s][f] = *reinterpret_cast<const unsigned*>(qrow[f & 1] + e);  // a dead row reads query 0, then sees no key
     }
   }
+  if (fresh) __syncthreads();  // every warp has its q before the second step's copies land over q_turned
   int buffer = 0;
   for (int jt = j0; jt < j1; jt += kAttentionMmaKeys, buffer ^= 1) {  // the same steps for every warp (barriers)
     if (jt + kAttentionMmaKeys < j1) {
