@@ -1276,11 +1276,6 @@ __device__ void norm_warp(const Norm& a) {
 }
 
 // ---- rope ---------------------------------------------------------------------------------
-/* Rope's angle (float64, as the CPU's table) of pair i at `position`. */
-__device__ inline double rope_angle(double position, long i, double scale, long dims, double base, const float* freqs) {
-  const double inv = freqs ? 1.0 / static_cast<double>(freqs[i]) : pow(base, -2.0 * i / dims);
-  return position * scale * inv;
-}
 /* The pair (x1, x2) rotated by the angle of cosine c and sine s: its first and its second value,
    each product rounded (no fused multiply-add), so that every kernel that rotates agrees. */
 __device__ inline float rope_first(float x1, float x2, float c, float s) {
@@ -1296,7 +1291,7 @@ __device__ inline double rope_second(double x1, double x2, double c, double s) {
   return __dadd_rn(__dmul_rn(x1, s), __dmul_rn(x2, c));
 }
 
-/* A thread a rotated pair, then the unrotated tail. */
+/* A thread a rotated pair (angles in float64, as the CPU's table), then the unrotated tail. */
 template <class T>
 __device__ void rope(const Rope& a) {
   kiln_wait_for_inputs();
@@ -1309,8 +1304,9 @@ __device__ void rope(const Rope& a) {
   for (long p = kiln_gid(); p < pairs; p += kiln_gstride()) {
     const long r = p / a.half, i = p - r * a.half;
     const long b = r / a.rows_per_offset, l = r % a.len;
-    const double angle =
-        rope_angle(static_cast<double>(offsets[b]) + static_cast<double>(l), i, a.scale, a.dims, a.base, freqs);
+    const double pos = (static_cast<double>(offsets[b]) + static_cast<double>(l)) * a.scale;
+    const double inv = freqs ? 1.0 / static_cast<double>(freqs[i]) : pow(a.base, -2.0 * i / a.dims);
+    const double angle = pos * inv;
     const A c = static_cast<A>(cos(angle)), s = static_cast<A>(sin(angle));
     const T* x = xs + r * a.d;
     T* y = ys + r * a.d;
