@@ -682,8 +682,7 @@ void slice_update(int dev, const DynamicSliceUpdate& prim, const std::vector<Ten
 
 /* Each batch row's keys and values written at its position into its caches (`caches`: B of
    keys, then B of values), one kernel a kMaxCacheRows batch rows. */
-void write_caches(int dev, const Tensor& keys, const Tensor& values, const Tensor& positions,
-                  std::vector<Tensor>& caches) {
+void write_caches(int dev, const Tensor& keys, const Tensor& values, const Tensor& positions, const Tensor* caches) {
   const int64_t batch = keys.shape[0];
   if (keys.size() + values.size() == 0) return;
   count_moved(keys);
@@ -723,9 +722,8 @@ Tensor rotated(int dev, const Rope& rotation, const Tensor& x, const Tensor& pos
 void cache_attention(int dev, const CacheAttention& prim, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const size_t first = prim.first_cache();
   const int64_t batch = in[0].shape[0], len = in[0].shape[2];
-  std::vector<Tensor> caches(out.begin() + 1, out.end());  // B of keys, then B of values
-  for (size_t i = 0; i < caches.size(); ++i) start_from(dev, in[first + i], caches[i]);
-  for (size_t i = 0; i < caches.size(); ++i) out[1 + i] = caches[i];
+  for (size_t i = 1; i < out.size(); ++i) start_from(dev, in[first + i - 1], out[i]);
+  const Tensor* caches = out.data() + 1;  // B of keys, then B of values
   allocate_output(dev, out[0]);
   const Tensor positions = as_dtype(dev, in[3], int32);
   Tensor freqs;
@@ -733,7 +731,7 @@ void cache_attention(int dev, const CacheAttention& prim, const std::vector<Tens
   AttentionOperands o;
   o.op = "cache_attention";
   o.q = unit_rows(dev, in[0]), o.k = caches[0], o.v = caches[static_cast<size_t>(batch)];
-  o.k_rows = caches.data(), o.v_rows = caches.data() + batch;
+  o.k_rows = caches, o.v_rows = caches + batch;
   // The tensor-core kernel takes the step's rows with 16-byte copies.
   const bool fused =
       len == 1 && attention_takes_mma(dev, o) && rows_of_16_bytes(in[1], 8) && rows_of_16_bytes(in[2], 8);
@@ -750,7 +748,7 @@ void cache_attention(int dev, const CacheAttention& prim, const std::vector<Tens
     AttentionOperands part = o;
     part.q = batch_rows(o.q, b0, n), part.lengths = batch_rows(positions, b0, n), part.length_add = len;
     part.k = caches[static_cast<size_t>(b0)], part.v = caches[static_cast<size_t>(batch + b0)];
-    part.k_rows = caches.data() + b0, part.v_rows = caches.data() + batch + b0;
+    part.k_rows = caches + b0, part.v_rows = caches + batch + b0;
     part.causal = prim.causal(), part.scale = prim.scale();
     if (fused) {
       part.fresh_k = batch_rows(in[1], b0, n), part.fresh_v = batch_rows(in[2], b0, n);
