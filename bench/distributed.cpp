@@ -9,12 +9,18 @@
 //     finish together). Bus bandwidth is NCCL's: bytes / time * 2 (n - 1) / n, as
 //     bench/nccl_allreduce.py reports PyTorch's.
 //
+//   bench_distributed all_sum_graph
+//     kiln::all_sum of bfloat16 at 8 KiB to 1 MiB inside a compiled call's CUDA graph, 64 a call
+//     (decode's collectives); bench/nccl_allreduce.py --graph times PyTorch's in a captured graph.
+//
 //   bench_distributed decode [--tp 1,2] [--types BF16,Q4,Q4G64] [--tokens 64] [--model llama3-8b]
 //                            [--layers 32] [--sessions 1]
 //     Decode tokens/s of a Llama-3-8B-shaped model of random weights (d_model 4096, 32 heads, 8
 //     key/value heads, ffn 14336, 32 layers, vocabulary 128256; src/llm/synthetic_model.h), or
 //     with --model smollm2 of SmolLM2-135M's shape (30 layers, d_model 576, 9 heads, 3 key/value
-//     heads, ffn 1536, vocabulary 49152, tied embeddings),
+//     heads, ffn 1536, vocabulary 49152, tied embeddings), or with --model llama3-8b-half of what one
+//     rank of two computes at TP=2 (16 heads and 4 key/value heads of 128, ffn 7168, vocabulary
+//     64128) as a model of its own: TP=2's step without its collectives,
 //     bfloat16 activations, its matrices BF16 or 4-bit (kiln's affine format, float16 scales and
 //     biases for groups of 32, or of 64 with Q4G64), at
 //     each tensor-parallel size on cuda:0.. (LoadOptions::tensor_parallel): a 32-token prompt,
@@ -40,6 +46,8 @@
 #include <vector>
 
 #include "llm_sessions_bench.h"
+
+#include "backend/cuda/plan_graph.h"
 
 #include "kiln/kiln.h"
 #include "llm/synthetic_model.h"
@@ -116,6 +124,46 @@ int bench_all_sum(int64_t min_mib, int64_t max_mib, bool cpu) {
   return 0;
 }
 
+/* all_sum of decode-sized messages inside a compiled call's CUDA graph: one call holds `k` chained
+   all_sums of `bytes` of bfloat16 (a Llama-3-8B decode step holds 64 of 8 KiB), between a copy in
+   and a scale out, so every collective is an internal node the graph captures. time = wall time of
+   `calls` calls, each evaluated, / (calls * k) on rank 0. */
+int bench_all_sum_graph(int64_t min_kib, int64_t max_kib, bool cpu) {
+  const int n = cpu ? 2 : cuda_device_count();
+  if (n < 2) {
+    std::fprintf(stderr, "bench_distributed all_sum_graph: needs 2 GPUs or more, %d visible\n", n);
+    return 1;
+  }
+  constexpr int k = 64, calls = 20;
+  std::vector<Device> devices;
+  for (int r = 0; r < n; ++r) devices.push_back(cpu ? Device::cpu() : Device::cuda(r));
+  const std::vector<distributed::Group> groups = distributed::Group::local(devices);
+  for (int64_t kib = min_kib; kib <= max_kib; kib *= 2) {
+    const int64_t bytes = kib << 10, count = bytes / 2;
+    double elapsed = 0;
+    on_ranks(n, [&](int r) {
+      const distributed::Group& g = groups[static_cast<size_t>(r)];
+      const Array x = to(full({count}, 0.5, bfloat16), devices[static_cast<size_t>(r)]);
+      auto step = compile([&g](const Array& in) {
+        Array y = in + 0.0f;
+        for (int i = 0; i < k; ++i) y = all_sum(y, g);
+        return y * 0.5f;
+      });
+      for (int i = 0; i < 3; ++i) step(x).eval();  // traces, records, builds the graph
+      const auto start = Clock::now();
+      for (int i = 0; i < calls; ++i) step(x).eval();
+      if (r == 0) elapsed = seconds_since(start);
+    });
+    const double t = elapsed / (calls * k), algbw = static_cast<double>(bytes) / t / 1e9;
+    std::printf(
+        "{\"bench\":\"all_sum_graph\",\"engine\":\"kiln\",\"ranks\":%d,\"dtype\":\"bfloat16\",\"bytes\":%lld,"
+        "\"per_call\":%d,\"time_us\":%.3f,\"algbw_gbs\":%.3f,\"busbw_gbs\":%.3f}\n",
+        n, static_cast<long long>(bytes), k, t * 1e6, algbw, algbw * 2.0 * (n - 1) / n);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 /* The decode benchmark's model: a Llama-shaped model of random weights at the named shape
    (--model), or a small one for a dry run on the CPU. */
 struct ModelShape {
@@ -137,6 +185,15 @@ llm::SyntheticModel synthetic(const std::string& type, const ModelShape& shape) 
          .vocab_size = 49152,
          .context_length = 8192,
          .tied_embeddings = true};
+  else if (shape.name == "llama3-8b-half-shape")  // the weights one rank of two holds at TP=2, as one model
+    s = {.n_layers = shape.layers,
+         .d_model = 4096,
+         .n_heads = 16,
+         .n_kv_heads = 4,
+         .ffn_dim = 7168,
+         .vocab_size = 64128,
+         .context_length = 8192,
+         .head_dim = 128};
   else  // Llama-3-8B's shape
     s = {.n_layers = shape.layers,
          .d_model = 4096,
@@ -177,6 +234,7 @@ void decode_once(const std::string& type, int tp, int batch, int tokens, const M
   std::string products;  // what the quantized products multiply (QmmActivations)
   double launches = 0;  // kernels launched a step (a replayed CUDA graph counts its kernels)
   uint64_t interim = 0;  // timed steps that ran a fused region interpreted (its kernel compiling)
+  double replays = 0;  // compiled calls replayed as CUDA graphs a step (one a rank when the step is one graph)
   {
     auto model = load(s, tp, cpu);
     load_s = seconds_since(t0);
@@ -199,10 +257,12 @@ void decode_once(const std::string& type, int tp, int batch, int tokens, const M
     for (int i = 0; i < 8; ++i) model->step(all, tokens_of(i, 31, 7));
     warm_s = seconds_since(t0);
     const Stats before = stats();
+    const uint64_t replays_before = cpu ? 0 : cuda::graph_replays();
     t0 = Clock::now();
     for (int i = 0; i < tokens; ++i) model->step(all, tokens_of(i, 131, 5));
     decode_s = seconds_since(t0);
     const Stats after = stats();
+    if (!cpu) replays = static_cast<double>(cuda::graph_replays() - replays_before) / tokens;
     launches = static_cast<double>(after.kernels_launched - before.kernels_launched) / tokens;
     interim = after.interim_calls - before.interim_calls;
   }
@@ -211,10 +271,10 @@ void decode_once(const std::string& type, int tp, int batch, int tokens, const M
       "{\"bench\":\"decode\",\"engine\":\"kiln\",\"model\":\"%s\",\"layers\":%d,\"type\":\"%s\","
       "\"activations\":\"bfloat16\",\"products\":\"%s\",\"tp\":%d,\"sessions\":%d,\"tokens\":%d,"
       "\"tokens_per_s\":%.3f,\"ms_per_step\":%.4f,\"weight_gb\":%.3f,\"load_s\":%.2f,\"warmup_s\":%.2f,"
-      "\"launches_per_step\":%.1f,\"interim_steps\":%llu}\n",
+      "\"launches_per_step\":%.1f,\"graph_replays_per_step\":%.1f,\"interim_steps\":%llu}\n",
       shape.name.c_str(), s.n_layers, type.c_str(), products.c_str(), tp, batch, tokens,
       static_cast<double>(tokens) * batch / decode_s, decode_s * 1e3 / tokens, weight_bytes / 1e9, load_s, warm_s,
-      launches, static_cast<unsigned long long>(interim));
+      launches, replays, static_cast<unsigned long long>(interim));
   std::fflush(stdout);
 }
 
@@ -288,7 +348,9 @@ int bench_decode(const std::vector<std::string>& tps, const std::vector<std::str
 int main(int argc, char** argv) {
   const std::string usage =
       "usage: bench_distributed all_sum [--min-mib M] [--max-mib M] [--cpu]\n"
-      "       bench_distributed decode [--tp 1,2] [--types BF16,Q4] [--tokens N] [--model llama3-8b|smollm2]"
+      "       bench_distributed all_sum_graph [--cpu]\n"
+      "       bench_distributed decode [--tp 1,2] [--types BF16,Q4] [--tokens N] [--model "
+      "llama3-8b|llama3-8b-half|smollm2]"
       " [--layers N] [--sessions 1,4]"
       " [--threads 1,2,4,8] [--prefill N] [--cpu]\n";
   if (argc < 2) {
@@ -320,7 +382,10 @@ int main(int argc, char** argv) {
     else if (a == "--tokens")
       tokens = std::atoi(v.c_str());
     else if (a == "--model")
-      model = v == "smollm2" ? "smollm2-135m-shape" : v == "llama3-8b" ? "llama3-8b-shape" : "";
+      model = v == "smollm2"          ? "smollm2-135m-shape"
+              : v == "llama3-8b"      ? "llama3-8b-shape"
+              : v == "llama3-8b-half" ? "llama3-8b-half-shape"
+                                      : "";
     else if (a == "--layers")
       layers = std::atoi(v.c_str());
     else if (a == "--sessions")
@@ -335,11 +400,12 @@ int main(int argc, char** argv) {
     }
   }
   if (model.empty()) {
-    std::fprintf(stderr, "bench_distributed: --model is llama3-8b or smollm2\n%s", usage.c_str());
+    std::fprintf(stderr, "bench_distributed: --model is llama3-8b, llama3-8b-half or smollm2\n%s", usage.c_str());
     return 2;
   }
   try {
     if (mode == "all_sum") return bench_all_sum(std::max<int64_t>(1, min_mib), max_mib, cpu);
+    if (mode == "all_sum_graph") return bench_all_sum_graph(8, 1024, cpu);
     if (mode == "decode")
       return bench_decode(tps, types, batches, threads, std::max(1, tokens), prefill,
                           ModelShape{cpu ? "small-cpu-dry-run" : model, std::max(1, layers), cpu});

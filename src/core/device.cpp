@@ -3,6 +3,7 @@
 #include "kiln/device.h"
 #include "kiln/executable.h"
 #include "kiln/error.h"
+#include "core/thread_device.h"
 #ifdef KILN_WITH_CUDA
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/driver.h"
@@ -15,7 +16,14 @@ std::string Device::str() const { return type == Type::cpu ? "cpu" : "cuda:" + s
 namespace {
 std::atomic<int> g_default_cuda{-1};  // -1: CPU, else the CUDA ordinal
 std::atomic<bool> g_tf32{false};  // atomic; TF32 matmuls off unless allowed
+constexpr int kProcessDefault = -2;
+thread_local int t_default = kProcessDefault;  // a ThreadDefaultDevice's: -1 CPU, else the CUDA ordinal
 }  // namespace
+
+detail::ThreadDefaultDevice::ThreadDefaultDevice(Device d) : saved_(t_default) {
+  t_default = d.type == Device::Type::cpu ? -1 : d.index;
+}
+detail::ThreadDefaultDevice::~ThreadDefaultDevice() { t_default = saved_; }
 
 bool cuda_available() {
 #ifdef KILN_WITH_CUDA
@@ -47,7 +55,7 @@ void set_cuda_matmul_allow_tf32(bool allow) { g_tf32.store(allow); }
 bool cuda_matmul_allow_tf32() { return g_tf32.load(); }
 
 Device default_device() {
-  int d = g_default_cuda.load(std::memory_order_relaxed);
+  const int d = t_default != kProcessDefault ? t_default : g_default_cuda.load(std::memory_order_relaxed);
   return d < 0 ? Device::cpu() : Device::cuda(d);
 }
 

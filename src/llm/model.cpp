@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/config.h"
+#include "core/thread_device.h"
 #include "llm/model_file_impl.h"
 #include "llm/model_impl.h"
 #include "ops/nn.h"
@@ -96,8 +97,8 @@ struct LayerAttention {
       vc = slice_update(vc, row(v), pos, {2});
       std::optional<Array> window;
       if (c.sliding_window > 0) {  // key j is seen from position p when p - window < j (causal: j <= p)
-        const Array query_pos = reshape(pos + arange(L, int32), {1, 1, L, 1});
-        window = greater(reshape(arange(kc.shape(2), int32), {1, 1, 1, kc.shape(2)}),
+        const Array query_pos = reshape(pos + on(arange(L, int32), pos.device()), {1, 1, L, 1});
+        window = greater(reshape(on(arange(kc.shape(2), int32), pos.device()), {1, 1, 1, kc.shape(2)}),
                          query_pos - static_cast<int32_t>(c.sliding_window));
       }
       attended.push_back(scaled_dot_product_attention(rotate(row(q), pos), kc, vc, scale, window, L > 1,
@@ -115,7 +116,7 @@ struct LayerAttention {
     std::vector<Array> parts;
     std::vector<int32_t> order;  // the sessions of parts' rows
     for (const auto& [capacity, rows] : groups) {
-      const Array index = array(rows, {static_cast<int64_t>(rows.size())});
+      const Array index = on(array(rows, {static_cast<int64_t>(rows.size())}), q.device());
       auto pick = [&](const Array& a) { return groups.size() == 1 ? a : take(a, index, 0); };
       std::vector<Array> group_caches;  // keys, then values
       for (size_t kind = 0; kind < 2; ++kind)
@@ -132,7 +133,7 @@ struct LayerAttention {
     if (parts.size() == 1) return parts[0];
     std::vector<int32_t> where(order.size());  // each session's row of the parts
     for (size_t i = 0; i < order.size(); ++i) where[static_cast<size_t>(order[i])] = static_cast<int32_t>(i);
-    return take(concatenate(parts, 0), array(where, {batch()}), 0);
+    return take(concatenate(parts, 0), on(array(where, {batch()}), q.device()), 0);
   }
 };
 
@@ -318,7 +319,8 @@ std::unique_ptr<Model::Impl> Model::Impl::load(std::shared_ptr<ModelFile> file, 
   if (file->has_tensor("rope_freqs.weight")) {
     Array factors = astype(vec("rope_freqs.weight", c.rope_dims / 2), float32);
     Array exponents = arange(0.0, static_cast<double>(c.rope_dims), 2.0) / static_cast<float>(c.rope_dims);
-    m.rope_freqs = power(array(c.rope_base), exponents) * factors;
+    // On the rank's device: the default device may be another GPU.
+    m.rope_freqs = on(power(array(c.rope_base), exponents), factors.device()) * factors;
     to_eval.push_back(*m.rope_freqs);
   }
   m.vocab_parallel = ranks > 1 && c.vocab_size % ranks == 0;  // else each rank holds the whole output layer
@@ -352,8 +354,12 @@ int Model::tensor_parallel() const { return impl_->group.size(); }
 
 std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_positions) const {
   const ModelConfig& c = local;
-  // A row-parallel product holds this rank's part of the sum: the ranks add theirs.
-  auto reduce = [&](const Array& y) { return group.size() > 1 ? all_sum(y, group) : y; };
+  // A row-parallel product holds this rank's part of the sum: the ranks add theirs. The residual
+  // joins rank 0's part before the sum (in the product's epilogue), so no kernel adds it after.
+  auto add_reduced = [&](const Array& residual, const Array& part) {
+    if (group.size() == 1) return residual + part;
+    return all_sum(group.rank() == 0 ? residual + part : part, group);
+  };
   const Array& tokens = in[0];  // [B, L]
   const Array& positions = in[1];  // [B]
   const int64_t B = tokens.shape(0), L = tokens.shape(1);
@@ -395,10 +401,10 @@ std::vector<Array> Model::Impl::forward(const std::vector<Array>& in, bool all_p
     LayerAttention attention{c, q, k, v, positions, rope, caches, n, i, scale};
     Array o = c.sliding_window == 0 ? attention.batched() : attention.each();
     o = reshape(transpose(o, {0, 2, 1, 3}), {B, L, int64_t{c.n_heads} * c.head_dim});
-    x = x + reduce(l.o(o));
+    x = add_reduced(x, l.o(o));
     h = rms_norm(x, l.ffn_norm, c.norm_eps);
     const std::vector<Array> gate_up = l.gate_up(h);
-    x = x + reduce(l.down(silu(gate_up[0]) * gate_up[1]));
+    x = add_reduced(x, l.down(silu(gate_up[0]) * gate_up[1]));
   }
   if (!all_positions) x = slice(x, {{}, {L - 1, L}});
   x = rms_norm(x, output_norm, c.norm_eps);
@@ -508,6 +514,7 @@ void Session::reserve(int64_t tokens) {
   for (size_t r = 0; r < ranks.size(); ++r) {
     const int heads = ranks[r]->local.n_kv_heads;
     const Shape shape{1, heads, cap, c.head_dim};
+    const detail::ThreadDefaultDevice here(ranks[r]->device);  // the zeros are made on the rank's device
     auto grow = [&](Array& a) {
       Array fresh = copy(zeros(shape, model_->dtype()));
       if (a.valid()) fresh = slice_update(fresh, a, {0, 0, 0, 0}, {1, heads, capacity_, c.head_dim});

@@ -86,6 +86,7 @@ std::shared_ptr<ModelFile> synthetic_model(const SyntheticModel& s) {
   impl->meta["llama.attention.head_count"] = int_meta(s.n_heads);
   impl->meta["llama.attention.head_count_kv"] = int_meta(s.n_kv_heads);
   impl->meta["llama.context_length"] = int_meta(s.context_length);
+  if (s.head_dim > 0) impl->meta["llama.attention.key_length"] = int_meta(s.head_dim);
 
   const Dtype dtype = type == "F16" ? float16 : type == "BF16" ? bfloat16 : float32;
   const uint64_t seed = s.seed;
@@ -109,7 +110,7 @@ std::shared_ptr<ModelFile> synthetic_model(const SyntheticModel& s) {
   };
   // Spreads that keep each product's outputs near the size of its inputs: uniform in ±sqrt(3 / in).
   auto spread = [](int64_t in) { return std::sqrt(3.0f / static_cast<float>(in)); };
-  const int64_t head_dim = s.d_model / s.n_heads, q = int64_t{s.n_heads} * head_dim,
+  const int64_t head_dim = s.head_dim > 0 ? s.head_dim : s.d_model / s.n_heads, q = int64_t{s.n_heads} * head_dim,
                 kv = int64_t{s.n_kv_heads} * head_dim;
   matrix("token_embd.weight", s.vocab_size, s.d_model, 1.0f);
   for (int i = 0; i < s.n_layers; ++i) {

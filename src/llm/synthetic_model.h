@@ -14,6 +14,7 @@ namespace kiln::llm {
 struct SyntheticModel {
   int n_layers = 2, d_model = 64, n_heads = 4, n_kv_heads = 2, ffn_dim = 128, vocab_size = 256;
   int64_t context_length = 4096;
+  int head_dim = 0;  // 0: d_model / n_heads; else written as attention.key_length (a tensor-parallel rank's shape)
   /* The matrices' type: "F32", "F16", "BF16", or "Q4" (kiln's affine 4 bits, groups of
      `group_size` (32 or 64), float16 scales and biases); norms are F32. */
   std::string type = "F32";

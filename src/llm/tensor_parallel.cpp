@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/thread_device.h"
 #include "llm/model_impl.h"
 
 namespace kiln::llm {
@@ -129,6 +130,7 @@ std::unique_ptr<Model::Impl> load_tensor_parallel(std::shared_ptr<ModelFile> fil
   tp->threads = std::make_unique<RankThreads>(n);
   std::vector<std::unique_ptr<Model::Impl>> ranks(static_cast<size_t>(n));
   tp->threads->run([&](int r) {  // each rank loads (and uploads) its shards on its own thread
+    const detail::ThreadDefaultDevice here(devices[static_cast<size_t>(r)]);
     LoadOptions o = options;
     o.device = devices[static_cast<size_t>(r)];
     ranks[static_cast<size_t>(r)] = Model::Impl::load(file, o, groups[static_cast<size_t>(r)]);
@@ -154,6 +156,7 @@ Array tensor_parallel_step(const Model::Impl& rank0, const std::vector<Session*>
   std::lock_guard<std::mutex> lock(tp.step_mu);
   Array logits;  // every rank computes all of them; rank 0's are returned
   tp.threads->run([&](int r) {
+    const detail::ThreadDefaultDevice here(ranks[static_cast<size_t>(r)]->device);
     Array mine = ranks[static_cast<size_t>(r)]->run_step(sessions, tokens, positions, all_positions);
     if (r == 0) logits = std::move(mine);
   });

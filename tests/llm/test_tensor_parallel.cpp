@@ -201,3 +201,24 @@ TEST(TensorParallelGpu, LogitsEqualOneGpu) {
     expect_same_as_one_rank(synthetic_model(s), o, 4, kFloat32, "random Q4 on 4 GPUs");
   }
 }
+
+// A program whose default device is the first GPU: every rank's constants (rope frequencies,
+// sliding-window masks, batch indices) must still be made on that rank's own GPU.
+TEST(TensorParallelGpu, RanksKeepToTheirGpusWhateverTheDefaultDevice) {
+  if (cuda_device_count() < 2)
+    GTEST_SKIP() << "tensor parallelism on GPUs needs 2 or more; " << cuda_device_count() << " visible: skipped";
+  if (const std::string why = distributed::nccl_unavailable_reason(); !why.empty())
+    GTEST_SKIP() << "NCCL is not available (" << why << "): tensor parallelism on GPUs skipped";
+  const Device before = default_device();
+  set_default_device(Device::cuda(0));
+  struct Restore {
+    Device d;
+    ~Restore() { set_default_device(d); }
+  } restore{before};
+  LoadOptions o;
+  o.device = Device::cuda(0);
+  o.dtype = float32;
+  expect_same_as_one_rank(ModelFile::open(tiny("llama-bf16").string()), o, 2, kFloat32, "llama-bf16, default cuda:0");
+  expect_same_as_one_rank(ModelFile::open(tiny("mistral-f16").string()), o, 2, kFloat32, "mistral-f16, default cuda:0");
+  expect_same_as_one_rank(synthetic_model(small("Q4")), o, 2, kFloat32, "random Q4, default cuda:0");
+}
