@@ -43,6 +43,15 @@ class Group {
   /* The same group and rank. */
   bool operator==(const Group& o) const { return comm_ == o.comm_ && rank_ == o.rank_; }
 
+  /* Ends the group for all its ranks, from any thread: each rank waiting in a collective, and each
+     later collective, throws kiln::Error with `why`. A rank that fails before a collective would
+     otherwise leave the others waiting in it for ever. A group of several GPUs aborts its NCCL
+     communicators (ncclCommAbort), so compiled functions holding its collectives must not be
+     called again. A group of one rank has no one to wait for: nothing happens. */
+  void abort(const std::string& why) const;
+  /* Why the group was aborted; "" while it works. */
+  std::string aborted() const;
+
   /* One rank per device of this process, rank i on devices[i], each for its own thread. CUDA
      devices (distinct): one NCCL communicator each (ncclCommInitAll); one device needs no NCCL.
      CPU devices: ranks that meet in shared memory. Throws kiln::Error naming what is missing

@@ -3,9 +3,12 @@
 // backend's NCCL communicators (backend/cuda/collectives.cpp) derive from it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -32,10 +35,24 @@ class Comm {
      and dtype set (the callee allocates it). The group of one rank copies; others override. */
   virtual void run_host(OpKind kind, int rank, const kiln::detail::Tensor& in, kiln::detail::Tensor& out);
 
+  /* Group::abort: keeps the first reason, then wakes the ranks waiting in a collective. */
+  void abort(const std::string& why);
+  bool is_aborted() const { return aborted_flag_.load(std::memory_order_acquire); }
+  std::string aborted() const;
+  /* Throws `[op] the group was aborted: why` once it is. */
+  void check_open(OpKind kind) const;
+
+ protected:
+  /* What ends the waits of this transport; called once, after the reason is set. */
+  virtual void abort_transport() {}
+
  private:
   friend void enter(const std::shared_ptr<Comm>& comm);
   std::vector<std::optional<Device>> devices_;
   std::vector<uint64_t> ids_;  // per rank: written once by enter(), before the comm is shared
+  mutable std::mutex abort_mu_;  // guards aborted_
+  std::string aborted_;
+  std::atomic<bool> aborted_flag_{false};  // set after aborted_
 };
 
 /* Gives each rank of `comm` in this process an id and enters it in the registry Group::find reads. */

@@ -54,10 +54,12 @@ class CpuGroup final : public Comm {
         posts_(static_cast<size_t>(size)) {}
 
   void run_host(OpKind kind, int rank, const Tensor& in, Tensor& out) override {
+    check_open(kind);
     const Tensor x = packed(in);
     out.allocate();
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !reading_; });  // the previous collective is over
+    cv_.wait(lock, [&] { return !reading_ || is_aborted(); });  // the previous collective is over
+    check_open(kind);  // aborted before this rank posted: nothing of it is read
     posts_[static_cast<size_t>(rank)] = {kind, &x};
     if (++arrived_ == size()) {
       reading_ = true;
@@ -65,7 +67,12 @@ class CpuGroup final : public Comm {
       cv_.notify_all();
     } else {
       const uint64_t round = round_;
-      cv_.wait(lock, [&] { return reading_ || round_ != round; });
+      cv_.wait(lock, [&] { return reading_ || round_ != round || is_aborted(); });
+      if (!reading_ && round_ == round && is_aborted()) {  // no rank reads the posts: take this one back
+        --arrived_;
+        posts_[static_cast<size_t>(rank)] = {};
+        check_open(kind);
+      }
     }
     const std::string problem = disagreement_;
     lock.unlock();
@@ -132,6 +139,13 @@ class CpuGroup final : public Comm {
   bool reading_ = false;  // guarded by mu_: every rank has posted, outputs are being computed
   uint64_t round_ = 0;  // guarded by mu_: collectives completed
   std::string disagreement_;  // guarded by mu_
+
+  // Once every rank has posted, each reads them all and finishes without waiting on another,
+  // so only the waits before that end at an abort.
+  void abort_transport() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
+  }
 };
 
 }  // namespace

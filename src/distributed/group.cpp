@@ -51,6 +51,26 @@ void Comm::run_host(OpKind kind, int rank, const kiln::detail::Tensor& in, kiln:
   kiln::detail::copy_convert(in, out);  // one rank: every collective is its input
 }
 
+void Comm::abort(const std::string& why) {
+  if (size() == 1) return;  // no rank to wait for
+  {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    if (aborted_flag_.load()) return;
+    aborted_ = why.empty() ? "no reason given" : why;
+    aborted_flag_.store(true, std::memory_order_release);
+  }
+  abort_transport();
+}
+
+std::string Comm::aborted() const {
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  return aborted_;
+}
+
+void Comm::check_open(OpKind kind) const {
+  if (is_aborted()) fail(op_name(kind), "the group was aborted: ", aborted());
+}
+
 void enter(const std::shared_ptr<Comm>& comm) {
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mu);
@@ -93,6 +113,8 @@ Group::Group(std::shared_ptr<detail::Comm> comm, int rank) : comm_(std::move(com
 int Group::size() const { return comm_->size(); }
 std::optional<Device> Group::device() const { return comm_->device(rank_); }
 uint64_t Group::id() const { return comm_->id(rank_); }
+void Group::abort(const std::string& why) const { comm_->abort(why); }
+std::string Group::aborted() const { return comm_->aborted(); }
 
 std::vector<Group> Group::local(const std::vector<Device>& devices) {
   if (devices.empty()) fail("distributed", "a group needs at least one device");

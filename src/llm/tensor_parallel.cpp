@@ -6,6 +6,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "core/thread_device.h"
 #include "llm/model_impl.h"
@@ -18,7 +19,7 @@ namespace {
 // rank has reached them, so each rank needs a thread of its own.
 class RankThreads {
  public:
-  explicit RankThreads(int n) : errors_(static_cast<size_t>(n)) {
+  explicit RankThreads(int n) {
     for (int r = 0; r < n; ++r) threads_.emplace_back([this, r] { loop(r); });
   }
   ~RankThreads() {
@@ -31,18 +32,17 @@ class RankThreads {
   }
 
   /* Runs job(r) on thread r for every rank at once; returns when all are done, rethrowing the
-     error of the lowest rank that failed. */
+     first error thrown (the others may follow from it). */
   void run(const std::function<void(int)>& job) {
     std::unique_lock<std::mutex> lock(mu_);
     job_ = &job;
     running_ = static_cast<int>(threads_.size());
-    for (auto& e : errors_) e = nullptr;
+    first_error_ = nullptr;
     ++generation_;
     start_.notify_all();
     done_.wait(lock, [&] { return running_ == 0; });
     job_ = nullptr;
-    for (auto& e : errors_)
-      if (e) std::rethrow_exception(e);
+    if (first_error_) std::rethrow_exception(std::exchange(first_error_, nullptr));
   }
 
  private:
@@ -62,7 +62,7 @@ class RankThreads {
         error = std::current_exception();
       }
       lock.lock();
-      errors_[static_cast<size_t>(r)] = error;
+      if (error && !first_error_) first_error_ = error;
       if (--running_ == 0) done_.notify_all();
     }
   }
@@ -73,9 +73,20 @@ class RankThreads {
   int running_ = 0;  // guarded by mu_
   uint64_t generation_ = 0;  // guarded by mu_: jobs started
   bool stop_ = false;  // guarded by mu_
-  std::vector<std::exception_ptr> errors_;  // guarded by mu_
+  std::exception_ptr first_error_;  // guarded by mu_
   std::vector<std::thread> threads_;
 };
+
+// Runs a rank's part; when it throws, the group is aborted first, so that the other ranks do not
+// wait for it in a collective for ever.
+void as_rank(const distributed::Group& group, const std::function<void()>& part) {
+  try {
+    part();
+  } catch (const std::exception& e) {
+    group.abort(kiln::detail::concat("rank ", group.rank(), " failed: ", e.what()));
+    throw;
+  }
+}
 
 void check_divides(const ModelConfig& c, const ModelFile& f, int ranks) {
   const std::string a = c.arch + ".";
@@ -130,10 +141,13 @@ std::unique_ptr<Model::Impl> load_tensor_parallel(std::shared_ptr<ModelFile> fil
   tp->threads = std::make_unique<RankThreads>(n);
   std::vector<std::unique_ptr<Model::Impl>> ranks(static_cast<size_t>(n));
   tp->threads->run([&](int r) {  // each rank loads (and uploads) its shards on its own thread
-    const detail::ThreadDefaultDevice here(devices[static_cast<size_t>(r)]);
-    LoadOptions o = options;
-    o.device = devices[static_cast<size_t>(r)];
-    ranks[static_cast<size_t>(r)] = Model::Impl::load(file, o, groups[static_cast<size_t>(r)]);
+    const distributed::Group& group = groups[static_cast<size_t>(r)];
+    as_rank(group, [&] {
+      const detail::ThreadDefaultDevice here(devices[static_cast<size_t>(r)]);
+      LoadOptions o = options;
+      o.device = devices[static_cast<size_t>(r)];
+      ranks[static_cast<size_t>(r)] = Model::Impl::load(file, o, group);
+    });
   });
   std::unique_ptr<Model::Impl> first = std::move(ranks[0]);
   for (int r = 1; r < n; ++r) {
@@ -154,11 +168,18 @@ Array tensor_parallel_step(const Model::Impl& rank0, const std::vector<Session*>
   TensorParallel& tp = *rank0.tp;
   const std::vector<const Model::Impl*> ranks = rank0.ranks();
   std::lock_guard<std::mutex> lock(tp.step_mu);
+  // An aborted group's collectives are gone (its graphs must not replay them): steps fail at once.
+  if (const std::string why = rank0.group.aborted(); !why.empty())
+    fail("llm", rank0.file->path(), ": the model's tensor-parallel group was aborted (", why,
+         "); load the model again");
   Array logits;  // every rank computes all of them; rank 0's are returned
   tp.threads->run([&](int r) {
-    const detail::ThreadDefaultDevice here(ranks[static_cast<size_t>(r)]->device);
-    Array mine = ranks[static_cast<size_t>(r)]->run_step(sessions, tokens, positions, all_positions);
-    if (r == 0) logits = std::move(mine);
+    const Model::Impl& rank = *ranks[static_cast<size_t>(r)];
+    as_rank(rank.group, [&] {
+      const detail::ThreadDefaultDevice here(rank.device);
+      Array mine = rank.run_step(sessions, tokens, positions, all_positions);
+      if (r == 0) logits = std::move(mine);
+    });
   });
   return logits;
 }

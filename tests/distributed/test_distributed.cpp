@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <thread>
@@ -201,6 +202,58 @@ TEST(Distributed, RanksThatDisagreeFailAndTheGroupGoesOn) {
   on_ranks(2, [&](int r) {
     EXPECT_EQ(all_sum(ones({2}), groups[static_cast<size_t>(r)]).to_vector<float>(), (std::vector<float>{2, 2}));
   });
+}
+
+// After one collective together, the last rank fails before its next one and aborts the group:
+// every other rank, waiting in an all_sum for it, stops waiting (no one waits for ever) and every
+// later collective throws the reason. On the CPU the waiting ranks throw it too; an NCCL rank is
+// waiting on its GPU, where the aborted kernel just ends (its result is undefined).
+void expect_abort_ends_the_waits(const std::vector<Device>& devices, bool waiters_throw) {
+  const std::vector<Group> groups = Group::local(devices);
+  const int n = static_cast<int>(devices.size());
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  std::vector<std::thread> t;
+  for (int r = 0; r < n; ++r) {
+    t.emplace_back([&, r] {
+      const Group& g = groups[static_cast<size_t>(r)];
+      try {
+        all_sum(to(ones({8}), devices[static_cast<size_t>(r)]), g).eval();  // NCCL connects its ranks here
+        if (r == n - 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the others are waiting by now
+          g.abort("rank " + std::to_string(r) + " failed: out of memory");
+          return;
+        }
+        all_sum(to(ones({1024}), devices[static_cast<size_t>(r)]), g).eval();
+      } catch (const Error& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& th : t) th.join();
+  const std::string why = "rank " + std::to_string(n - 1) + " failed: out of memory";
+  for (int r = 0; r + 1 < n; ++r) {
+    if (waiters_throw || !errors[static_cast<size_t>(r)].empty()) {
+      EXPECT_EQ(errors[static_cast<size_t>(r)], "[all_sum] the group was aborted: " + why);
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(groups[static_cast<size_t>(r)].aborted(), why);
+    kt::expect_error(
+        [&] { all_gather(to(ones({2}), devices[static_cast<size_t>(r)]), groups[static_cast<size_t>(r)]).eval(); },
+        "[all_gather] the group was aborted: " + why);
+  }
+  groups[0].abort("a second reason");  // the first one stays
+  EXPECT_EQ(groups[1].aborted(), why);
+}
+
+TEST(Distributed, ARankThatFailsAbortsTheGroupAndTheOthersStopWaiting) {
+  expect_abort_ends_the_waits({Device::cpu(), Device::cpu()}, true);
+  expect_abort_ends_the_waits({Device::cpu(), Device::cpu(), Device::cpu()}, true);
+  // Nothing waits in a group of one rank: abort leaves it working.
+  const Group one;
+  one.abort("never mind");
+  EXPECT_EQ(one.aborted(), "");
+  EXPECT_EQ(all_sum(ones({2}), one).to_vector<float>(), (std::vector<float>{1, 1}));
 }
 
 TEST(Distributed, IdsNameLiveRanks) {
@@ -417,6 +470,10 @@ TEST_F(DistributedGpu, CompiledCallsCaptureCollectivesInTheirGraphs) {
     EXPECT_EQ(cuda::graph_step_stats().host_steps, host_steps) << "a collective ran from the host, not in its graph";
 #endif
   }
+}
+
+TEST_F(DistributedGpu, ARankThatFailsAbortsTheNcclGroupAndTheOthersStopWaiting) {
+  expect_abort_ends_the_waits(gpus(), false);
 }
 
 TEST_F(DistributedGpu, InputOnAnotherDeviceIsAnError) {

@@ -18,6 +18,10 @@ nb::module_ distributed_module(nb::module_& m) {
       .def_prop_ro("device", &Group::device)
       .def_prop_ro("id", &Group::id, "Process-unique id: the `group` attribute in .kgraph files.")
       .def("__eq__", [](const Group& a, const Group& b) { return a == b; })
+      .def("abort", &Group::abort, "why"_a,
+           "Ends the group for all its ranks: each rank waiting in a collective, and each later one, raises "
+           "`why` (for a rank that failed before a collective). A group of one rank is left as it is.")
+      .def_prop_ro("aborted", &Group::aborted, "Why the group was aborted; '' while it works.")
       .def_static(
           "local",
           [](const std::vector<kiln::Device>& devices) {

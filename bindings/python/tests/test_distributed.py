@@ -2,6 +2,7 @@
 ranks that are threads of this process (the GIL is released while kiln evaluates)."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -58,3 +59,21 @@ def test_errors_name_the_op():
         kiln.all_sum(np.array([True]))
     with pytest.raises(kiln.Error, match=r"\[reduce_scatter\] axis 0 of length 3 does not divide over 2 ranks"):
         kiln.reduce_scatter(np.zeros(3, np.float32), kiln.distributed.Group.local([kiln.cpu, kiln.cpu])[0])
+
+
+def test_a_failed_rank_aborts_the_group():
+    groups = kiln.distributed.Group.local([kiln.cpu, kiln.cpu])
+
+    def rank(r):
+        if r == 1:
+            time.sleep(0.2)  # rank 0 is waiting in its all_sum by now
+            groups[1].abort("rank 1 failed")
+            return None
+        with pytest.raises(kiln.Error, match=r"\[all_sum\] the group was aborted: rank 1 failed"):
+            np.asarray(kiln.all_sum(np.ones(4, np.float32), groups[0]))
+        return None
+
+    on_ranks(2, rank)
+    assert groups[0].aborted == groups[1].aborted == "rank 1 failed"
+    with pytest.raises(kiln.Error, match=r"\[all_gather\] the group was aborted"):
+        np.asarray(kiln.all_gather(np.ones(2, np.float32), groups[1]))

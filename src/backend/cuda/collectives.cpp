@@ -27,13 +27,22 @@ class NcclGroup final : public distributed::detail::Comm {
       : Comm(std::move(devices)), comms_(std::move(comms)) {}
   ~NcclGroup() override {
     // Waits for the communicator's work; NCCL may leave another device's context current.
-    for (ncclComm_t c : comms_)
-      if (c) nccl().ncclCommDestroy(c);
+    if (!is_aborted())
+      for (ncclComm_t c : comms_)
+        if (c) nccl().ncclCommDestroy(c);
     forget_bound();
   }
   ncclComm_t comm(int rank) const { return comms_[static_cast<size_t>(rank)]; }
 
  private:
+  // Ends the communicators' work, also the kernels waiting for a rank that never comes; a thread
+  // in a collective's call returns with an error. The handles are never used again.
+  void abort_transport() override {
+    for (ncclComm_t c : comms_)
+      if (c) nccl().ncclCommAbort(c);
+    forget_bound();
+  }
+
   std::vector<ncclComm_t> comms_;
 };
 
@@ -59,8 +68,10 @@ class NcclStep final : public HostStep {
       : group_(std::move(group)), comm_(comm), kind_(kind), count_(count), type_(type) {}
 
   void run(int device, const std::vector<long>& words) override {
+    group_->check_open(kind_);
     const ncclResult_t r = issue(stream(device), words);
     forget_bound();
+    group_->check_open(kind_);  // aborted while in the call: its error says why
     nccl_check(r, op_name(kind_), "call", comm_);
   }
 
@@ -176,6 +187,7 @@ std::string nccl_unique_id() { fail("distributed", "NCCL is not available: ", nc
 
 void run_collective(int device, const Primitive& prim, std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const distributed::Group& g = static_cast<const Collective&>(prim).group();
+  g.comm()->check_open(prim.kind());
   Tensor& y = out[0];
   allocate_output(device, y);
   if (g.size() == 1) {  // one rank: every collective is its input
