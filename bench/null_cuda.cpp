@@ -140,6 +140,7 @@ CUresult graph_add_child(CUgraphNode* n, CUgraph, const CUgraphNode*, size_t, CU
   return *n = handle<CUgraphNode>(), CUDA_SUCCESS;
 }
 CUresult end_capture(CUstream, CUgraph* g) { return *g = handle<CUgraph>(), CUDA_SUCCESS; }
+CUresult not_supported() { return CUDA_ERROR_NOT_SUPPORTED; }  // a captured graph's nodes: none to look at
 
 struct Entry {
   std::string_view name;
@@ -188,6 +189,10 @@ const Entry kEntries[] = {
     KILN_NULL(cuGraphDestroy, no_op),
     KILN_NULL(cuGraphAddChildGraphNode, graph_add_child),
     KILN_NULL(cuGraphExecChildGraphNodeSetParams, no_op),
+    KILN_NULL(cuGraphGetNodes, not_supported),
+    KILN_NULL(cuGraphNodeGetType, not_supported),
+    KILN_NULL(cuGraphKernelNodeGetParams, not_supported),
+    KILN_NULL(cuGraphKernelNodeCopyAttributes, not_supported),
     KILN_NULL(cuStreamBeginCapture, no_op),
     KILN_NULL(cuStreamEndCapture, end_capture),
 };

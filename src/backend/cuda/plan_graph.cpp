@@ -75,6 +75,7 @@ struct Layout {
       if (g.exec) driver()->cuGraphExecDestroy(g.exec);  // freed once in-flight launches finish
       if (g.graph) driver()->cuGraphDestroy(g.graph);
     }
+    for (CUgraph g : lifted_from) driver()->cuGraphDestroy(g);
   }
 
   const std::string key;
@@ -86,6 +87,8 @@ struct Layout {
   std::vector<CUgraphNode> nodes;  // per launch (null for a host step run from the host)
   std::vector<size_t> segment_of;  // per launch in a graph: its segment
   std::vector<char> captured;  // per launch: a host step captured into its segment
+  std::vector<char> lifted;  // per captured step: its one kernel is a node of the segment itself
+  std::vector<CUgraph> lifted_from;  // their captured graphs, alive for what they own (NCCL's work buffers)
   std::vector<std::vector<std::shared_ptr<Buffer>>> kept;  // per captured step: buffers its graph uses
   std::vector<LaunchRecord> launches;
   std::vector<Patch> patches;
@@ -291,6 +294,19 @@ void stage_products(int device, Layout& l, const std::vector<Tensor>& in,
   patches = std::move(renumbered);
 }
 
+// The node of a captured graph that is one kernel launch and nothing else; null otherwise.
+CUgraphNode single_kernel(CUgraph g) {
+  const Driver& d = drv();
+  size_t count = 0;
+  if (d.cuGraphGetNodes(g, nullptr, &count) != CUDA_SUCCESS || count != 1) return nullptr;
+  CUgraphNode node = nullptr;
+  CUgraphNodeType type{};
+  if (d.cuGraphGetNodes(g, &node, &count) != CUDA_SUCCESS || d.cuGraphNodeGetType(node, &type) != CUDA_SUCCESS ||
+      type != CU_GRAPH_NODE_TYPE_KERNEL)
+    return nullptr;
+  return node;
+}
+
 // Turns a recorded run into graphs; false when the run cannot be replayed that way.
 bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
   if (!rec.replayable || rec.launches.size() < graph_min_kernels()) return false;
@@ -336,6 +352,7 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
   l.captured.assign(n, 0);
   l.kept.assign(n, {});
   std::vector<CUgraph> children(n, nullptr);
+  std::vector<char> movable(n, 0);  // per host step: a pointer of it may move from call to call
   // Programmatic dependent launch: compute capability 9.0 and a driver with edge data.
   const bool overlap = tuning().graph_overlap && d.cuGraphAddDependencies && device_info(device).major >= 9;
   for (size_t i = 0; i < n; ++i) {
@@ -346,44 +363,80 @@ bool build(int device, Layout& l, Recording& rec, const std::vector<Tensor>& in,
       writes_output = writes_output || (p.launch == i && p.operand < 0);
       patched = patched || p.launch == i;
     }
+    movable[i] = patched;
     if (writes_output || (patched && !l.launches[i].host->recapturable())) continue;
     children[i] = l.launches[i].host->capture(device, l.launches[i].words, l.kept[i]);
     l.captured[i] = children[i] != nullptr;
   }
-  for (size_t i = 0; i < n; ++i) {
-    if (!in_graph(l, i)) continue;
-    if (i == 0 || !in_graph(l, i - 1)) {  // a new run of graph nodes
-      l.segments.push_back({nullptr, nullptr, i, i});
-      check(d.cuGraphCreate(&l.segments.back().graph, 0), "cuGraphCreate");
-    }
-    Segment& g = l.segments.back();
-    CUgraphNode previous = g.end > g.first ? l.nodes[i - 1] : nullptr;
-    if (children[i]) {
-      const CUresult r =
-          d.cuGraphAddChildGraphNode(&l.nodes[i], g.graph, previous ? &previous : nullptr, previous ? 1 : 0,
-                                     children[i]);  // copies the child graph
-      d.cuGraphDestroy(children[i]);
-      children[i] = nullptr;
-      check(r, "cuGraphAddChildGraphNode");
-    } else {
-      // A kernel that waits for its inputs itself starts once every block of the kernel ahead
-      // has let it (or ended): its launch and first reads overlap the kernel ahead.
-      const bool programmatic = previous && overlap && !l.launches[i - 1].host && l.launches[i].kernel.waits_for_inputs;
-      const CUgraphNode* after = previous && !programmatic ? &previous : nullptr;
-      void* args[] = {l.launches[i].words.data()};
-      const CUDA_KERNEL_NODE_PARAMS p = node_params(l.launches[i], args);
-      check(d.cuGraphAddKernelNode(&l.nodes[i], g.graph, after, after ? 1 : 0, &p), "cuGraphAddKernelNode");
-      if (programmatic) {
-        CUgraphEdgeData edge{};
-        edge.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
-        edge.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
-        check(d.cuGraphAddDependencies(g.graph, &previous, &l.nodes[i], &edge, 1), "cuGraphAddDependencies");
+  // The segments' graphs: with `lift`, a captured step of one kernel (a cuBLASLt product, an
+  // NCCL collective) that no replay captures again is a kernel node of its segment rather than a
+  // child graph, so that the kernel after it can start early. False when a segment does not
+  // instantiate that way.
+  auto make_segments = [&](bool lift) {
+    l.lifted.assign(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      if (!in_graph(l, i)) continue;
+      if (i == 0 || !in_graph(l, i - 1)) {  // a new run of graph nodes
+        l.segments.push_back({nullptr, nullptr, i, i});
+        check(d.cuGraphCreate(&l.segments.back().graph, 0), "cuGraphCreate");
       }
+      Segment& g = l.segments.back();
+      CUgraphNode previous = g.end > g.first ? l.nodes[i - 1] : nullptr;
+      const CUgraphNode only = lift && children[i] && !movable[i] ? single_kernel(children[i]) : nullptr;
+      CUDA_KERNEL_NODE_PARAMS lifted{};
+      if (only && d.cuGraphKernelNodeGetParams(only, &lifted) == CUDA_SUCCESS &&
+          d.cuGraphAddKernelNode(&l.nodes[i], g.graph, previous ? &previous : nullptr, previous ? 1 : 0, &lifted) ==
+              CUDA_SUCCESS) {
+        check(d.cuGraphKernelNodeCopyAttributes(l.nodes[i], only), "cuGraphKernelNodeCopyAttributes");
+        l.lifted[i] = 1;
+      } else if (children[i]) {
+        check(d.cuGraphAddChildGraphNode(&l.nodes[i], g.graph, previous ? &previous : nullptr, previous ? 1 : 0,
+                                         children[i]),  // copies the child graph
+              "cuGraphAddChildGraphNode");
+      } else {
+        // A kernel that waits for its inputs itself starts once every block of the kernel ahead
+        // has let it (or ended): its launch and first reads overlap the kernel ahead.
+        const bool programmatic = previous && overlap && (!l.launches[i - 1].host || l.lifted[i - 1]) &&
+                                  l.launches[i].kernel.waits_for_inputs;
+        const CUgraphNode* after = previous && !programmatic ? &previous : nullptr;
+        void* args[] = {l.launches[i].words.data()};
+        const CUDA_KERNEL_NODE_PARAMS p = node_params(l.launches[i], args);
+        check(d.cuGraphAddKernelNode(&l.nodes[i], g.graph, after, after ? 1 : 0, &p), "cuGraphAddKernelNode");
+        if (programmatic) {
+          CUgraphEdgeData edge{};
+          edge.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+          edge.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+          check(d.cuGraphAddDependencies(g.graph, &previous, &l.nodes[i], &edge, 1), "cuGraphAddDependencies");
+        }
+      }
+      l.segment_of[i] = l.segments.size() - 1;
+      g.end = i + 1;
     }
-    l.segment_of[i] = l.segments.size() - 1;
-    g.end = i + 1;
+    for (auto& g : l.segments) {
+      const CUresult r = d.cuGraphInstantiateWithFlags(&g.exec, g.graph, 0);
+      if (r == CUDA_SUCCESS) continue;
+      if (lift) return false;
+      check(r, "cuGraphInstantiate");
+    }
+    return true;
+  };
+  if (!make_segments(overlap)) {
+    for (auto& g : l.segments) {
+      if (g.exec) d.cuGraphExecDestroy(g.exec);
+      d.cuGraphDestroy(g.graph);
+    }
+    l.segments.clear();
+    make_segments(false);
   }
-  for (auto& g : l.segments) check(d.cuGraphInstantiateWithFlags(&g.exec, g.graph, 0), "cuGraphInstantiate");
+  // A lifted kernel's captured graph stays alive for what it owns (NCCL's work buffers); a child
+  // graph was copied into its segment.
+  for (size_t i = 0; i < n; ++i) {
+    if (!children[i]) continue;
+    if (l.lifted[i])
+      l.lifted_from.push_back(children[i]);
+    else
+      d.cuGraphDestroy(children[i]);
+  }
   return true;
 }
 
