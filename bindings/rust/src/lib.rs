@@ -4,9 +4,11 @@
 //! Every fallible call returns [`Result`]; kiln's message (tagged with the op,
 //! e.g. `[matmul] inner dimensions differ: (2,3) @ (2,3)`) is in [`Error`].
 //! [`Array`] and [`Function`] free their handles on drop and are `Send + Sync`.
-//! Language models (loading, tokens, sessions, generation) are in [`llm`]; graphs as data
+//! Language models (loading, tokens, sessions, generation) are in [`llm`]; groups of ranks and
+//! their collectives in [`distributed`]; graphs as data
 //! (`.kgraph` programs) run through [`Executable`].
 
+pub mod distributed;
 pub mod executable;
 pub mod llm;
 pub mod sys;

@@ -559,3 +559,21 @@ extern "C" {
         n: usize,
     ) -> c_int;
 }
+
+// ---- groups of ranks and their collectives ----
+#[repr(C)]
+pub struct kiln_group_s {
+    _private: [u8; 0],
+}
+pub type kiln_group = *mut kiln_group_s;
+
+extern "C" {
+    pub fn kiln_group_local(devices: *const kiln_device, n: usize, out: *mut kiln_group) -> c_int;
+    pub fn kiln_group_free(g: kiln_group) -> c_int;
+    pub fn kiln_group_rank(out: *mut c_int, g: kiln_group) -> c_int;
+    pub fn kiln_group_size(out: *mut c_int, g: kiln_group) -> c_int;
+    pub fn kiln_group_abort(g: kiln_group, why: *const c_char) -> c_int;
+    pub fn kiln_all_sum(out: *mut kiln_array, x: kiln_array, g: kiln_group) -> c_int;
+    pub fn kiln_all_gather(out: *mut kiln_array, x: kiln_array, g: kiln_group, axis: c_int) -> c_int;
+    pub fn kiln_reduce_scatter(out: *mut kiln_array, x: kiln_array, g: kiln_group) -> c_int;
+}

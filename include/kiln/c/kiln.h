@@ -386,6 +386,32 @@ int kiln_scaled_dot_product_attention(kiln_array* out, const kiln_array q, const
 int kiln_slice_update_at(kiln_array* out, const kiln_array a, const kiln_array update, const kiln_array start,
                          const int* axes, size_t naxes);
 
+/* ---- groups of ranks and their collectives (docs/distributed.md) -------------- */
+
+/* One rank of a group: one per device, each used by its own thread, every rank calling the
+   same collectives in the same order. */
+typedef struct kiln_group_s* kiln_group;
+
+/* One rank per device of this process, rank i on devices[i]: out[i] receives rank i's handle
+   (free each with kiln_group_free). CUDA devices (distinct): one NCCL communicator each; CPU
+   devices: threads meeting in shared memory. */
+int kiln_group_local(const kiln_device* devices, size_t n, kiln_group* out);
+int kiln_group_free(kiln_group g);
+int kiln_group_rank(int* out, const kiln_group g);
+int kiln_group_size(int* out, const kiln_group g);
+/* Ends the group for all its ranks, from any thread: each rank waiting in a collective, and
+   each later collective, fails with `why` (a rank that failed before a collective would
+   otherwise leave the others waiting in it for ever). */
+int kiln_group_abort(const kiln_group g, const char* why);
+
+/* Collectives over g (NULL: the group of one rank, whose collectives copy their input). */
+/* The sum of every rank's x. */
+int kiln_all_sum(kiln_array* out, const kiln_array x, const kiln_group g);
+/* Every rank's x joined along axis in rank order. */
+int kiln_all_gather(kiln_array* out, const kiln_array x, const kiln_group g, int axis);
+/* The sum over the ranks, then this rank's part of axis 0. */
+int kiln_reduce_scatter(kiln_array* out, const kiln_array x, const kiln_group g);
+
 /* ---- closures and compile ----------------------------------------------------- */
 
 /* A function of arrays. `in` is owned by kiln and must not be freed or changed.
