@@ -185,15 +185,6 @@ llm::SyntheticModel synthetic(const std::string& type, const ModelShape& shape) 
          .vocab_size = 49152,
          .context_length = 8192,
          .tied_embeddings = true};
-  else if (shape.name == "llama3-8b-half-shape")  // the weights one rank of two holds at TP=2, as one model
-    s = {.n_layers = shape.layers,
-         .d_model = 4096,
-         .n_heads = 16,
-         .n_kv_heads = 4,
-         .ffn_dim = 7168,
-         .vocab_size = 64128,
-         .context_length = 8192,
-         .head_dim = 128};
   else  // Llama-3-8B's shape
     s = {.n_layers = shape.layers,
          .d_model = 4096,
@@ -202,6 +193,10 @@ llm::SyntheticModel synthetic(const std::string& type, const ModelShape& shape) 
          .ffn_dim = 14336,
          .vocab_size = 128256,
          .context_length = 8192};
+  if (shape.name == "llama3-8b-half-shape") {  // the weights one rank of two holds at TP=2, as one model
+    s.head_dim = s.d_model / s.n_heads;
+    s.n_heads /= 2, s.n_kv_heads /= 2, s.ffn_dim /= 2, s.vocab_size /= 2;
+  }
   const bool g64 = type == "Q4G64";
   s.type = g64 ? "Q4" : type;
   s.group_size = g64 ? 64 : 32;
