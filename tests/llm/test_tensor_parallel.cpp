@@ -7,9 +7,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "kiln/kiln.h"
+#include "llm/model_impl.h"
 #include "llm/synthetic_model.h"
 
 namespace fs = std::filesystem;
@@ -137,6 +140,40 @@ TEST(TensorParallel, DefaultModelOnThreeThreadsEqualsOneRank) {
   LoadOptions o;  // 9 heads, 3 key/value heads, ffn 1536, 49152 tokens: 3 ranks divide them all
   o.activations = QmmActivations::exact;
   expect_same_as_one_rank(ModelFile::open(path), o, 3, kFloat32, "SmolLM2-135M");
+}
+
+// The group aborted while the model decodes (as a failing rank aborts it): the step under way
+// throws instead of leaving a rank waiting in an all_sum, and every later step says the model is
+// unusable; the process goes on.
+TEST(TensorParallel, AnAbortedGroupEndsTheStepsAndLaterOnesSaySo) {
+  LoadOptions o;
+  o.tensor_parallel = 2;
+  const auto model = Model::load(synthetic_model(small("F32")), o);
+  Session session(model);
+  session.append(tokens(4, 320, 1));
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    model->impl().group.abort("rank 1 failed: out of memory");
+  });
+  std::string first;
+  for (int i = 0; i < 100000 && first.empty(); ++i) {
+    try {
+      model->step({&session}, {{7}}).eval();
+    } catch (const Error& e) {
+      first = e.what();
+    }
+  }
+  aborter.join();
+  EXPECT_NE(first.find("rank 1 failed: out of memory"), std::string::npos) << first;
+  try {
+    model->step({&session}, {{7}});
+    ADD_FAILURE() << "a step of an aborted model ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the model's tensor-parallel group was aborted (rank 1 failed: out of "
+                                         "memory); load the model again"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(TensorParallel, WhatDoesNotDivideIsNamed) {
