@@ -9,7 +9,8 @@
 # Writes into <out dir>: distributed_<date>.json (every result, one object a line: the raw data for
 # bench/results/), summary.md (the tables for docs/benchmarks.md), and the logs of each step
 # (cmake.log, build.log, test_distributed.log, test_tensor_parallel.log, kiln_all_sum.json,
-# torch_all_sum.json, decode.json, nvidia-smi.txt). Every step runs even when an earlier one
+# torch_all_sum.json, kiln_all_sum_graph.json, torch_all_sum_graph.json, decode.json,
+# decode_half.json, nvidia-smi.txt). Every step runs even when an earlier one
 # failed; the exit status is 0 when all succeeded, else 1 with the failed steps listed.
 # Environment: JOBS (ninja jobs, 32), PYTHON (python3), DEADLINE (470: seconds from the start by
 # which everything has ended; each step's limit shrinks to fit), TOKENS (decode steps timed, 64),
@@ -81,6 +82,14 @@ if ((${#dry[@]} == 0)); then
   run torch_all_sum 90 150 "$out/torch_all_sum.log" "$py" "$root/bench/nccl_allreduce.py" --out "$out/torch_all_sum.json"
   tail -n 12 "$out/torch_all_sum.log"
 fi
+step "all-reduce of decode-sized messages inside a CUDA graph: kiln, then PyTorch"
+run kiln_all_sum_graph 30 150 "$out/kiln_all_sum_graph.json" "$build/bench/bench_distributed" all_sum_graph "${dry[@]}"
+cat "$out/kiln_all_sum_graph.json"
+if ((${#dry[@]} == 0)); then
+  run torch_all_sum_graph 60 120 "$out/torch_all_sum_graph.log" "$py" "$root/bench/nccl_allreduce.py" --graph \
+    --out "$out/torch_all_sum_graph.json"
+  cat "$out/torch_all_sum_graph.json"
+fi
 
 # ---- 8B-shaped decode ---------------------------------------------------------------------------
 step "decode tokens/s of a Llama-3-8B-shaped model"
@@ -88,6 +97,11 @@ tps="1,2"
 ((gpus >= 4)) && tps="1,2,4"
 run decode 200 60 "$out/decode.json" "$build/bench/bench_distributed" decode --tp "$tps" --types BF16,Q4 --tokens "${TOKENS:-64}" "${dry[@]}"
 cat "$out/decode.json"
+if ((${#dry[@]} == 0)); then  # one TP=2 rank's work alone: TP=2 without its collectives
+  run decode_half 60 40 "$out/decode_half.json" "$build/bench/bench_distributed" decode --tp 1 --types BF16,Q4 \
+    --tokens "${TOKENS:-64}" --model llama3-8b-half
+  cat "$out/decode_half.json"
+fi
 
 # ---- tensor-parallel models against one rank -------------------------------------------------------
 step "test_tensor_parallel"
@@ -95,7 +109,8 @@ run test_tensor_parallel 150 5 "$out/test_tensor_parallel.log" "$build/tests/tes
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[       OK|ranks: largest|Failure|error:" "$out/test_tensor_parallel.log" | cut -c1-240 | head -40
 
 # ---- summary --------------------------------------------------------------------------------
-cat "$out"/kiln_all_sum.json "$out"/torch_all_sum.json "$out"/decode.json 2>/dev/null | grep '^{' >"$out/distributed_$day.json"
+cat "$out"/kiln_all_sum.json "$out"/torch_all_sum.json "$out"/kiln_all_sum_graph.json "$out"/torch_all_sum_graph.json \
+  "$out"/decode.json "$out"/decode_half.json 2>/dev/null | grep '^{' >"$out/distributed_$day.json"
 "$py" "$root/bench/summarize_distributed.py" "$out/distributed_$day.json" >"$out/summary.md" 2>&1 || failed+=(summary)
 cat "$out/summary.md"
 echo
