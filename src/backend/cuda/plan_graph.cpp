@@ -75,6 +75,8 @@ struct Layout {
       if (g.exec) driver()->cuGraphExecDestroy(g.exec);  // freed once in-flight launches finish
       if (g.graph) driver()->cuGraphDestroy(g.graph);
     }
+    // What a lifted kernel's graph owns is freed with it, not after the replays in flight: wait for them.
+    if (!lifted_from.empty()) driver()->cuStreamSynchronize(stream);
     for (CUgraph g : lifted_from) driver()->cuGraphDestroy(g);
   }
 
