@@ -253,7 +253,10 @@ class Stream {
 }  // namespace detail
 
 void eval(const std::vector<Array>& arrays) {
-  for (auto& n : detail::post_order(arrays)) n->materialize();
+  for (auto& n : detail::post_order(arrays)) {
+    n->materialize();
+    n.reset();  // the walk's own hold: an intermediate that no later node reads goes now, not at the end
+  }
 #ifdef KILN_WITH_CUDA
   // eval returns once the device has finished (async_eval is the one that does not wait).
   int synced = -1;
@@ -278,7 +281,10 @@ void async_eval(const std::vector<Array>& arrays) {
   for (auto& n : order) on_gpus = on_gpus && n->device.type == Device::Type::cuda;
   if (on_gpus) {
     try {
-      for (auto& n : order) n->materialize();
+      for (auto& n : order) {
+        n->materialize();
+        n.reset();  // as in eval
+      }
     } catch (...) {
       // As on the worker: the nodes stay unevaluated and the next synchronous eval raises.
     }

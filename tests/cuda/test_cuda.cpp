@@ -1445,6 +1445,22 @@ TEST_F(Cuda, CachingAllocatorReusesBlocks) {
   EXPECT_GT(cuda::cached_bytes(), 0u);
 }
 
+// A lazy chain frees each intermediate once the op after it has read it, so its blocks come back
+// to the pool during the eval: 64 ops allocate no new device memory once two blocks are cached.
+TEST_F(Cuda, LazyChainReusesEachIntermediatesBlock) {
+  if (eager()) GTEST_SKIP() << "KILN_MODE=eager evaluates each op as it is built";
+  Array x = to(input({1 << 18}, float32, 82), gpu);
+  auto chain = [&] {
+    Array y = x;
+    for (int i = 0; i < 64; ++i) y = y * 0.5f;
+    return y;
+  };
+  chain().eval();
+  size_t before = cuda::device_mallocs();
+  chain().eval();
+  EXPECT_EQ(cuda::device_mallocs(), before) << "the chain held its intermediates until the end of the eval";
+}
+
 TEST_F(Cuda, OutOfMemoryIsAnErrorAndTheProcessGoesOn) {
   set_default_device(gpu);
   Array small = full({1 << 20}, 1.0, float32);
