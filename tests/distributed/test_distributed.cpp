@@ -124,9 +124,20 @@ void check_collectives(const std::vector<Group>& groups, const std::vector<Devic
   }
 }
 
+// Groups of CPU threads: their inputs are made on the default device, which stays the CPU for
+// these tests also under KILN_TEST_DEVICE=cuda (the GPU tests below name their devices).
+class Distributed : public ::testing::Test {
+ protected:
+  void SetUp() override { set_default_device(Device::cpu()); }
+  void TearDown() override { set_default_device(before_); }
+
+ private:
+  Device before_ = default_device();
+};
+
 }  // namespace
 
-TEST(Distributed, GroupOfOneRankCopies) {
+TEST_F(Distributed, GroupOfOneRankCopies) {
   const Group g;
   EXPECT_EQ(g.rank(), 0);
   EXPECT_EQ(g.size(), 1);
@@ -142,7 +153,7 @@ TEST(Distributed, GroupOfOneRankCopies) {
   EXPECT_EQ(reduce_scatter(zeros({0})).shape(), (Shape{0}));
 }
 
-TEST(Distributed, ThreadGroupsAgainstReference) {
+TEST_F(Distributed, ThreadGroupsAgainstReference) {
   for (int n : {2, 3, 4}) {
     const std::vector<Group> groups = Group::local(std::vector<Device>(static_cast<size_t>(n), Device::cpu()));
     for (int r = 0; r < n; ++r) {
@@ -157,7 +168,7 @@ TEST(Distributed, ThreadGroupsAgainstReference) {
   }
 }
 
-TEST(Distributed, CompiledEqualsEager) {
+TEST_F(Distributed, CompiledEqualsEager) {
   const std::vector<Group> groups = Group::local({Device::cpu(), Device::cpu()});
   auto program = [](const Group& g) {
     return [g](const std::vector<Array>& in) {
@@ -179,7 +190,7 @@ TEST(Distributed, CompiledEqualsEager) {
   });
 }
 
-TEST(Distributed, RanksThatDisagreeFailAndTheGroupGoesOn) {
+TEST_F(Distributed, RanksThatDisagreeFailAndTheGroupGoesOn) {
   const std::vector<Group> groups = Group::local({Device::cpu(), Device::cpu()});
   std::vector<std::string> errors(2);
   std::vector<std::thread> t;
@@ -246,7 +257,7 @@ void expect_abort_ends_the_waits(const std::vector<Device>& devices, bool waiter
   EXPECT_EQ(groups[1].aborted(), why);
 }
 
-TEST(Distributed, ARankThatFailsAbortsTheGroupAndTheOthersStopWaiting) {
+TEST_F(Distributed, ARankThatFailsAbortsTheGroupAndTheOthersStopWaiting) {
   expect_abort_ends_the_waits({Device::cpu(), Device::cpu()}, true);
   expect_abort_ends_the_waits({Device::cpu(), Device::cpu(), Device::cpu()}, true);
   // Nothing waits in a group of one rank: abort leaves it working.
@@ -256,7 +267,7 @@ TEST(Distributed, ARankThatFailsAbortsTheGroupAndTheOthersStopWaiting) {
   EXPECT_EQ(all_sum(ones({2}), one).to_vector<float>(), (std::vector<float>{1, 1}));
 }
 
-TEST(Distributed, IdsNameLiveRanks) {
+TEST_F(Distributed, IdsNameLiveRanks) {
   const std::vector<Group> a = Group::local({Device::cpu(), Device::cpu()});
   const Group b = Group::local({Device::cpu()})[0];
   EXPECT_NE(a[0].id(), a[1].id());
@@ -270,7 +281,7 @@ TEST(Distributed, IdsNameLiveRanks) {
                                                    " in this process (0 is the group of one rank)");
 }
 
-TEST(Distributed, KgraphNamesTheGroupById) {
+TEST_F(Distributed, KgraphNamesTheGroupById) {
   const std::vector<Group> groups = Group::local({Device::cpu(), Device::cpu()});
   const Array x = kt::from_values({1, 2, 3, 4}, {2, 2}, float32);
   on_ranks(2, [&](int r) {
@@ -290,7 +301,7 @@ TEST(Distributed, KgraphNamesTheGroupById) {
       "[distributed] no group has id 987654321 in this process (0 is the group of one rank)");
 }
 
-TEST(Distributed, BadGroupsAndInputs) {
+TEST_F(Distributed, BadGroupsAndInputs) {
   kt::expect_error([] { Group::local({}); }, "[distributed] a group needs at least one device");
   kt::expect_error(
       [] {
@@ -339,7 +350,7 @@ TEST(Distributed, BadGroupsAndInputs) {
 
 // The whole layer against each rank's shard: column-parallel results gathered along the last axis,
 // row-parallel results from this rank's input features, dense and quantized.
-TEST(Distributed, ShardedLinearLayersEqualTheWholeLayer) {
+TEST_F(Distributed, ShardedLinearLayersEqualTheWholeLayer) {
   const int64_t out = 8, in = 128;
   const Array w = kt::from_values(kt::random_values(out * in, float32, 7, -0.5, 0.5), {out, in}, float32);
   const Array b = kt::from_values(kt::random_values(out, float32, 8), {out}, float32);
@@ -375,14 +386,14 @@ TEST(Distributed, ShardedLinearLayersEqualTheWholeLayer) {
 
 // A machine without NCCL hears so when it makes a group of several GPUs (a child process, since
 // the library is opened once per process).
-TEST(Distributed, MissingNcclIsNamedWhenAGroupIsMade) {
+TEST_F(Distributed, MissingNcclIsNamedWhenAGroupIsMade) {
   const pid_t pid =
       kt::spawn_self("Distributed.DISABLED_MissingNcclChild", {"KILN_NCCL_LIBRARY=/nonexistent/libnccl.so.2"});
   ASSERT_GT(pid, 0);
   EXPECT_EQ(kt::wait_exit_code(pid), 0);
 }
 
-TEST(Distributed, DISABLED_MissingNcclChild) {
+TEST_F(Distributed, DISABLED_MissingNcclChild) {
 #if KILN_TEST_NCCL
   const std::string want =
       "[distributed] NCCL is not available: KILN_NCCL_LIBRARY=/nonexistent/libnccl.so.2 could not be loaded";

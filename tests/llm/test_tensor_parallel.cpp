@@ -95,19 +95,30 @@ void expect_load_error(const SyntheticModel& m, const LoadOptions& o, const std:
   }
 }
 
+// Groups of CPU threads: their inputs are made on the default device, which stays the CPU for
+// these tests also under KILN_TEST_DEVICE=cuda (the GPU tests name their devices).
+class TensorParallelThreads : public ::testing::Test {
+ protected:
+  void SetUp() override { set_default_device(Device::cpu()); }
+  void TearDown() override { set_default_device(before_); }
+
+ private:
+  Device before_ = default_device();
+};
+
 }  // namespace
 
 // float32 on both sides: the row-parallel sums add the ranks' parts in another order, nothing else.
 constexpr double kFloat32 = 1e-4;
 
-TEST(TensorParallel, TinyCheckpointsOnThreadsEqualOneRank) {
+TEST_F(TensorParallelThreads, TinyCheckpointsOnThreadsEqualOneRank) {
   LoadOptions o;
   o.dtype = float32;
   for (const std::string name : {"llama-bf16", "llama2-f16", "qwen2-bf16", "qwen3-bf16", "mistral-f16"})
     expect_same_as_one_rank(ModelFile::open(tiny(name).string()), o, 2, kFloat32, name);
 }
 
-TEST(TensorParallel, RandomModelsOnThreadsEqualOneRank) {
+TEST_F(TensorParallelThreads, RandomModelsOnThreadsEqualOneRank) {
   LoadOptions o;
   o.dtype = float32;
   for (const std::string type : {"F32", "Q4"}) {
@@ -134,7 +145,7 @@ TEST(TensorParallel, RandomModelsOnThreadsEqualOneRank) {
   expect_same_as_one_rank(synthetic_model(s), o, 4, kFloat32, "random F32, 4 key/value heads");
 }
 
-TEST(TensorParallel, DefaultModelOnThreeThreadsEqualsOneRank) {
+TEST_F(TensorParallelThreads, DefaultModelOnThreeThreadsEqualsOneRank) {
   const std::string path = default_model_path();
   if (!fs::exists(path)) GTEST_SKIP() << "the default model is not at " << path << " (scripts/setup fetches it)";
   LoadOptions o;  // 9 heads, 3 key/value heads, ffn 1536, 49152 tokens: 3 ranks divide them all
@@ -145,7 +156,7 @@ TEST(TensorParallel, DefaultModelOnThreeThreadsEqualsOneRank) {
 // The group aborted while the model decodes (as a failing rank aborts it): the step under way
 // throws instead of leaving a rank waiting in an all_sum, and every later step says the model is
 // unusable; the process goes on.
-TEST(TensorParallel, AnAbortedGroupEndsTheStepsAndLaterOnesSaySo) {
+TEST_F(TensorParallelThreads, AnAbortedGroupEndsTheStepsAndLaterOnesSaySo) {
   LoadOptions o;
   o.tensor_parallel = 2;
   const auto model = Model::load(synthetic_model(small("F32")), o);
@@ -176,7 +187,7 @@ TEST(TensorParallel, AnAbortedGroupEndsTheStepsAndLaterOnesSaySo) {
   }
 }
 
-TEST(TensorParallel, WhatDoesNotDivideIsNamed) {
+TEST_F(TensorParallelThreads, WhatDoesNotDivideIsNamed) {
   LoadOptions o;
   o.tensor_parallel = 2;
   SyntheticModel s = small("F32");
