@@ -88,14 +88,32 @@ void on_ranks(int n, const std::function<void(int)>& fn) {
     if (e) std::rethrow_exception(e);
 }
 
-int bench_all_sum(int64_t min_mib, int64_t max_mib, bool cpu) {
+/* One rank per visible GPU (two CPU threads with --cpu); none, after saying so, with fewer than 2. */
+std::vector<Device> rank_devices(const char* mode, bool cpu) {
   const int n = cpu ? 2 : cuda_device_count();
   if (n < 2) {
-    std::fprintf(stderr, "bench_distributed all_sum: needs 2 GPUs or more, %d visible\n", n);
-    return 1;
+    std::fprintf(stderr, "bench_distributed %s: needs 2 GPUs or more, %d visible\n", mode, n);
+    return {};
   }
   std::vector<Device> devices;
   for (int r = 0; r < n; ++r) devices.push_back(cpu ? Device::cpu() : Device::cuda(r));
+  return devices;
+}
+
+/* An all-reduce's JSON line: `extra` holds its own fields; bus bandwidth as NCCL reports it. */
+void print_all_reduce(const char* bench, const char* dtype, int n, int64_t bytes, const std::string& extra, double t) {
+  const double algbw = static_cast<double>(bytes) / t / 1e9;
+  std::printf(
+      "{\"bench\":\"%s\",\"engine\":\"kiln\",\"ranks\":%d,\"dtype\":\"%s\",\"bytes\":%lld,%s,\"time_us\":%.3f,"
+      "\"algbw_gbs\":%.3f,\"busbw_gbs\":%.3f}\n",
+      bench, n, dtype, static_cast<long long>(bytes), extra.c_str(), t * 1e6, algbw, algbw * 2.0 * (n - 1) / n);
+  std::fflush(stdout);
+}
+
+int bench_all_sum(int64_t min_mib, int64_t max_mib, bool cpu) {
+  const std::vector<Device> devices = rank_devices("all_sum", cpu);
+  if (devices.empty()) return 1;
+  const int n = static_cast<int>(devices.size());
   const std::vector<distributed::Group> groups = distributed::Group::local(devices);
   for (int64_t mib = min_mib; mib <= max_mib; mib *= 2) {
     const int64_t bytes = mib << 20, count = bytes / 4;
@@ -114,12 +132,7 @@ int bench_all_sum(int64_t min_mib, int64_t max_mib, bool cpu) {
       chain(iters).eval();
       if (r == 0) elapsed = seconds_since(start);
     });
-    const double t = elapsed / iters, algbw = static_cast<double>(bytes) / t / 1e9;
-    std::printf(
-        "{\"bench\":\"all_sum\",\"engine\":\"kiln\",\"ranks\":%d,\"dtype\":\"float32\",\"bytes\":%lld,\"iters\":%d,"
-        "\"time_us\":%.3f,\"algbw_gbs\":%.3f,\"busbw_gbs\":%.3f}\n",
-        n, static_cast<long long>(bytes), iters, t * 1e6, algbw, algbw * 2.0 * (n - 1) / n);
-    std::fflush(stdout);
+    print_all_reduce("all_sum", "float32", n, bytes, "\"iters\":" + std::to_string(iters), elapsed / iters);
   }
   return 0;
 }
@@ -129,14 +142,10 @@ int bench_all_sum(int64_t min_mib, int64_t max_mib, bool cpu) {
    and a scale out, so every collective is an internal node the graph captures. time = wall time of
    `calls` calls, each evaluated, / (calls * k) on rank 0. */
 int bench_all_sum_graph(int64_t min_kib, int64_t max_kib, bool cpu) {
-  const int n = cpu ? 2 : cuda_device_count();
-  if (n < 2) {
-    std::fprintf(stderr, "bench_distributed all_sum_graph: needs 2 GPUs or more, %d visible\n", n);
-    return 1;
-  }
+  const std::vector<Device> devices = rank_devices("all_sum_graph", cpu);
+  if (devices.empty()) return 1;
+  const int n = static_cast<int>(devices.size());
   constexpr int k = 64, calls = 20;
-  std::vector<Device> devices;
-  for (int r = 0; r < n; ++r) devices.push_back(cpu ? Device::cpu() : Device::cuda(r));
   const std::vector<distributed::Group> groups = distributed::Group::local(devices);
   for (int64_t kib = min_kib; kib <= max_kib; kib *= 2) {
     const int64_t bytes = kib << 10, count = bytes / 2;
@@ -154,12 +163,7 @@ int bench_all_sum_graph(int64_t min_kib, int64_t max_kib, bool cpu) {
       for (int i = 0; i < calls; ++i) step(x).eval();
       if (r == 0) elapsed = seconds_since(start);
     });
-    const double t = elapsed / (calls * k), algbw = static_cast<double>(bytes) / t / 1e9;
-    std::printf(
-        "{\"bench\":\"all_sum_graph\",\"engine\":\"kiln\",\"ranks\":%d,\"dtype\":\"bfloat16\",\"bytes\":%lld,"
-        "\"per_call\":%d,\"time_us\":%.3f,\"algbw_gbs\":%.3f,\"busbw_gbs\":%.3f}\n",
-        n, static_cast<long long>(bytes), k, t * 1e6, algbw, algbw * 2.0 * (n - 1) / n);
-    std::fflush(stdout);
+    print_all_reduce("all_sum_graph", "bfloat16", n, bytes, "\"per_call\":" + std::to_string(k), elapsed / (calls * k));
   }
   return 0;
 }

@@ -328,11 +328,7 @@ std::vector<Shape> CacheAttention::output_shapes(const std::vector<Shape>& in) c
     fail(op, "the query heads (", q[1], ") must be a multiple of the caches' heads (", k[1], ")");
   }
   check_lengths(op, "positions", in[3], q[0]);
-  if (rope_) {
-    std::vector<Shape> rope_in{q, in[3]};
-    if (rope_->has_freqs()) rope_in.push_back(in[4]);
-    rope_->output_shapes(rope_in);
-  }
+  if (rope_) rope_->output_shapes(rope_->inputs(q, in[3], in[first_cache() - 1]));  // freqs before the caches
   std::vector<Shape> out{Shape{q[0], q[1], q[2], v[3]}};
   out.insert(out.end(), in.begin() + static_cast<std::ptrdiff_t>(first_cache()), in.end());
   return out;

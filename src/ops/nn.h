@@ -166,6 +166,13 @@ class Rope : public Primitive {
   std::optional<float> base() const { return base_; }
   float scale() const { return scale_; }
   bool has_freqs() const { return has_freqs_; }
+  /* The op's inputs (shapes or tensors): x and its offset, then the frequencies where it takes them. */
+  template <class T>
+  std::vector<T> inputs(const T& x, const T& offset, const T& freqs) const {
+    std::vector<T> in{x, offset};
+    if (has_freqs_) in.push_back(freqs);
+    return in;
+  }
 
  private:
   int dims_;

@@ -126,18 +126,30 @@ Array rope(const Array& x, int dims, bool traditional, std::optional<float> base
   return rope(x, dims, traditional, base, scale, array(static_cast<int32_t>(offset)), freqs);
 }
 
+namespace {
+
+/* rope's primitive for `op` (rope, or cache_attention's rope, named in its errors by `what`),
+   the frequencies appended to `in` as float32 where given. */
+std::shared_ptr<Rope> rope_primitive(const char* op, const char* what, int dims, bool traditional,
+                                     std::optional<float> base, float scale, const std::optional<Array>& freqs,
+                                     std::vector<Array>& in) {
+  if (base.has_value() == freqs.has_value()) fail(op, "give ", what, "exactly one of base and freqs");
+  if (freqs) {
+    check_given(op, {&*freqs});
+    in.push_back(cast_to(*freqs, float32));
+  }
+  return std::make_shared<Rope>(dims, traditional, base, scale, freqs.has_value());
+}
+
+}  // namespace
+
 Array rope(const Array& x, int dims, bool traditional, std::optional<float> base, float scale, const Array& offset,
            const std::optional<Array>& freqs) {
   check_given("rope", {&x, &offset});
   check_float("rope", x);
   check_int_positions("rope", "offset", offset);
-  if (base.has_value() == freqs.has_value()) fail("rope", "give exactly one of base and freqs");
   std::vector<Array> in{x, offset};
-  if (freqs) {
-    check_given("rope", {&*freqs});
-    in.push_back(cast_to(*freqs, float32));
-  }
-  auto prim = std::make_shared<Rope>(dims, traditional, base, scale, freqs.has_value());
+  auto prim = rope_primitive("rope", "", dims, traditional, base, scale, freqs, in);
   prim->output_shapes(shapes_of(in));
   return Array::make(x.shape(), x.dtype(), std::move(prim), std::move(in));
 }
@@ -218,14 +230,8 @@ std::vector<Array> cache_attention(const Array& q, const Array& keys, const Arra
     fail(op, "q and the caches must share a dtype, got ", dtype_name(q.dtype()), " and ", dtype_name(d));
   std::vector<Array> in{q, cast_to(keys, d), cast_to(values, d), positions};
   std::shared_ptr<Rope> rotation;
-  if (rope) {
-    if (rope->base.has_value() == rope->freqs.has_value()) fail(op, "give the rope exactly one of base and freqs");
-    if (rope->freqs) {
-      check_given(op, {&*rope->freqs});
-      in.push_back(cast_to(*rope->freqs, float32));
-    }
-    rotation = std::make_shared<Rope>(rope->dims, rope->traditional, rope->base, rope->scale, rope->freqs.has_value());
-  }
+  if (rope)
+    rotation = rope_primitive(op, "the rope ", rope->dims, rope->traditional, rope->base, rope->scale, rope->freqs, in);
   in.insert(in.end(), caches.begin(), caches.end());
   auto prim = std::make_shared<CacheAttention>(scale, causal, std::move(rotation));
   std::vector<Shape> out = prim->output_shapes(shapes_of(in));

@@ -289,9 +289,8 @@ void CacheAttention::eval_cpu(const std::vector<Tensor>& in, std::vector<Tensor>
   check_positions(keys_shape, in[first].shape[2], in[3]);
   auto rotated = [&](const Tensor& x) {
     if (!rope_) return x;
-    std::vector<Tensor> y{Tensor(x.shape, x.dtype)}, rope_in{x, in[3]};
-    if (rope_->has_freqs()) rope_in.push_back(in[4]);
-    rope_->eval_cpu(rope_in, y);
+    std::vector<Tensor> y{Tensor(x.shape, x.dtype)};
+    rope_->eval_cpu(rope_->inputs(x, in[3], in[first - 1]), y);  // frequencies, if any, just before the caches
     return y[0];
   };
   const Tensor keys = rotated(in[1]);

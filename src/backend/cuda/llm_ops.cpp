@@ -709,8 +709,7 @@ void write_caches(int dev, const Tensor& keys, const Tensor& values, const Tenso
 Tensor rotated(int dev, const Rope& rotation, const Tensor& x, const Tensor& positions, const Tensor& freqs) {
   Tensor y(x.shape, x.dtype);
   allocate_output(dev, y);
-  std::vector<Tensor> in{x, positions};
-  if (rotation.has_freqs()) in.push_back(freqs);
+  std::vector<Tensor> in = rotation.inputs(x, positions, freqs);
   rope(dev, rotation, in, y);
   return y;
 }
