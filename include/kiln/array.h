@@ -117,19 +117,20 @@ template <class T, class = std::enable_if_t<std::is_arithmetic_v<T> || std::is_s
 Array array(T value) {
   return array(&value, Shape{}, dtype_of_v<T>);
 }
-/* A 0-d array of the given dtype holding `value` converted to it. */
-Array scalar(double value, Dtype dtype);
-Array scalar_int(int64_t value, Dtype dtype);
+/* A 0-d array of the given dtype holding `value` converted to it, on `device`. */
+Array scalar(double value, Dtype dtype, Device device = default_device());
+Array scalar_int(int64_t value, Dtype dtype, Device device = default_device());
 
 namespace detail {
-/* A C++ scalar as an array matching `like` (its dtype never widened past like's kind). */
+/* A C++ scalar as an array matching `like` (its dtype never widened past like's kind), on like's
+   device (so that `x * 2` works for x on any GPU, whatever the default device). */
 template <class T>
 Array scalar_for(T value, const Array& like) {
   Dtype d = promote_with_scalar(like.dtype(), scalar_kind_of<T>());
   if constexpr (std::is_floating_point_v<T>)
-    return scalar(static_cast<double>(value), d);
+    return scalar(static_cast<double>(value), d, like.device());
   else
-    return scalar_int(static_cast<int64_t>(value), d);
+    return scalar_int(static_cast<int64_t>(value), d, like.device());
 }
 template <class T>
 inline constexpr bool is_scalar_v = std::is_arithmetic_v<T>;

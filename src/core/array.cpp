@@ -142,22 +142,22 @@ Array external_array(const void* data, Shape shape, Dtype dtype, std::shared_ptr
   return Array::from_tensor(std::move(t), Device::cpu());
 }
 
-Array scalar(double value, Dtype dtype) {
+Array scalar(double value, Dtype dtype, Device device) {
   detail::Tensor src(Shape{}, float64), dst(Shape{}, dtype);
   src.allocate();
   dst.allocate();
   *src.data<double>() = value;
   detail::copy_convert(src, dst);
-  return Array::from_tensor(std::move(dst), default_device());
+  return Array::from_tensor(std::move(dst), device);
 }
 
-Array scalar_int(int64_t value, Dtype dtype) {
+Array scalar_int(int64_t value, Dtype dtype, Device device) {
   detail::Tensor src(Shape{}, int64), dst(Shape{}, dtype);
   src.allocate();
   dst.allocate();
   *src.data<int64_t>() = value;
   detail::copy_convert(src, dst);
-  return Array::from_tensor(std::move(dst), default_device());
+  return Array::from_tensor(std::move(dst), device);
 }
 
 }  // namespace kiln

@@ -80,7 +80,7 @@ Array eye(int64_t n, std::optional<int64_t> m, int64_t k, Dtype dtype) {
 
 Array axis_size(const Array& x, const std::vector<int>& axes, int64_t ddof, Dtype dtype) {
   auto prim = std::make_shared<AxisSize>(axes, ddof);
-  if (detail::current_trace_id() == 0) return scalar(prim->count(x.shape()), dtype);
+  if (detail::current_trace_id() == 0) return scalar(prim->count(x.shape()), dtype, x.device());
   return Array::make(Shape{}, dtype, std::move(prim), {x});
 }
 

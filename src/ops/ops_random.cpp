@@ -128,9 +128,9 @@ Array uniform(const Shape& shape, const Array& key, Dtype dtype, double low, dou
   const bool finite = c == float64 ? std::isfinite(range) : std::isfinite(static_cast<float>(range));
   if (!(low < high) || !finite) fail("uniform", "needs low < high with a finite range; got low ", low, ", high ", high);
   Array u = unit_uniform("uniform", shape, key, c, mantissa_bits(dtype));
-  Array r = astype(u * scalar(range, c) + scalar(low, c), dtype);
+  Array r = astype(u * scalar(range, c, u.device()) + scalar(low, c, u.device()), dtype);
   // Rounding (in c, then to dtype) may reach high: the largest value below it instead.
-  return minimum(r, scalar(largest_below(high, dtype), dtype));
+  return minimum(r, scalar(largest_below(high, dtype), dtype, r.device()));
 }
 
 Array normal(const Shape& shape, const Array& key, Dtype dtype, double loc, double scale) {
@@ -142,7 +142,7 @@ Array normal(const Shape& shape, const Array& key, Dtype dtype, double loc, doub
   // Box-Muller: 1 - u lies in (0, 1], so the log is finite.
   Array radius = sqrt(log(1.0 - squeeze(u[0], {0})) * -2.0);
   Array z = radius * cos(squeeze(u[1], {0}) * (2 * std::numbers::pi));
-  return astype(z * scalar(scale, c) + scalar(loc, c), dtype);
+  return astype(z * scalar(scale, c, z.device()) + scalar(loc, c, z.device()), dtype);
 }
 
 Array bernoulli(const Array& p, const Array& key) {

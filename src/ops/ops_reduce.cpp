@@ -132,7 +132,7 @@ Array mean_keep(const Array& x, const std::vector<int>& axes) {
    axis gives -inf, hence 0: no branch on the size, so a shapeless trace holds at every size. */
 Array finite_max_keep(const Array& x, const std::vector<int>& axes) {
   Array m = reduce_keep<math::Max>(x, axes, /*empty_ok=*/true);
-  return where(isfinite(m), m, scalar(0.0, m.dtype()));  // a scalar keeps softmax fusable
+  return where(isfinite(m), m, scalar(0.0, m.dtype(), m.device()));  // a scalar keeps softmax fusable
 }
 
 template <class P>

@@ -12,6 +12,7 @@
 #include <functional>
 #include <thread>
 
+#include "kiln/random.h"
 #include "reference.h"
 #include "runtime/ops.h"
 #include "spawn_self.h"
@@ -27,7 +28,8 @@ namespace {
 const std::vector<Dtype> kDtypes = {float16, bfloat16, float32, float64, int32, int64};
 
 // Runs fn(r) on a thread per rank; a rank's exception fails the test with its message.
-void on_ranks(int n, const std::function<void(int)>& fn) {
+// With `groups`, a rank that throws aborts its group, so the others fail too instead of waiting.
+void on_ranks(int n, const std::function<void(int)>& fn, const std::vector<Group>* groups = nullptr) {
   std::vector<std::string> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
@@ -36,6 +38,7 @@ void on_ranks(int n, const std::function<void(int)>& fn) {
         fn(r);
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
+        if (groups) (*groups)[static_cast<size_t>(r)].abort(e.what());
       }
     });
   }
@@ -460,20 +463,23 @@ TEST_F(DistributedGpu, CompiledCallsCaptureCollectivesInTheirGraphs) {
 #ifdef KILN_TEST_CUDA
     const uint64_t replays = cuda::graph_replays(), host_steps = cuda::graph_step_stats().host_steps;
 #endif
-    on_ranks(n, [&](int r) {
-      const Group& g = groups[static_cast<size_t>(r)];
-      CompiledFunction f = compile(program(g));
-      for (int call = 0; call < 5; ++call) {  // new inputs each call: the graph's copies take them
-        const Shape shape{static_cast<int64_t>(4 * n), 64};
-        const Array x =
-            to(kt::from_values(rank_values(shape, d, 10 * call + r), shape, d), devices[static_cast<size_t>(r)]);
-        const std::vector<Array> eager = program(g)({x});
-        const std::vector<Array> compiled = f({x});
-        for (size_t i = 0; i < eager.size(); ++i)
-          kt::expect_close(compiled[i], eager[i].to_vector<double>(),
-                           std::string(dtype_name(d)) + " output " + std::to_string(i));
-      }
-    });
+    on_ranks(
+        n,
+        [&](int r) {
+          const Group& g = groups[static_cast<size_t>(r)];
+          CompiledFunction f = compile(program(g));
+          for (int call = 0; call < 5; ++call) {  // new inputs each call: the graph's copies take them
+            const Shape shape{static_cast<int64_t>(4 * n), 64};
+            const Array x =
+                to(kt::from_values(rank_values(shape, d, 10 * call + r), shape, d), devices[static_cast<size_t>(r)]);
+            const std::vector<Array> eager = program(g)({x});
+            const std::vector<Array> compiled = f({x});
+            for (size_t i = 0; i < eager.size(); ++i)
+              kt::expect_close(compiled[i], eager[i].to_vector<double>(),
+                               std::string(dtype_name(d)) + " output " + std::to_string(i));
+          }
+        },
+        &groups);
 #ifdef KILN_TEST_CUDA
     // The first call's recording may not become a graph (measured on two H200s: NCCL's first
     // collective on a communicator sets itself up outside the stream); the second's does.
@@ -481,6 +487,28 @@ TEST_F(DistributedGpu, CompiledCallsCaptureCollectivesInTheirGraphs) {
     EXPECT_EQ(cuda::graph_step_stats().host_steps, host_steps) << "a collective ran from the host, not in its graph";
 #endif
   }
+}
+
+// C++ scalars and the constants of softmax and random draws land on their array's GPU, not on
+// the default device: with cuda:0 the default, arrays on every GPU take them (rank 1 had failed
+// with "arrays are on different devices", leaving rank 0 waiting in its all_sum).
+TEST_F(DistributedGpu, ScalarsJoinTheirArraysGpuWhateverTheDefaultDevice) {
+  const Device saved = default_device();
+  set_default_device(Device::cuda(0));
+  struct Restore {
+    Device d;
+    ~Restore() { set_default_device(d); }
+  } restore{saved};
+  const Device other = Device::cuda(1);
+  const std::vector<double> v = kt::random_values(6, float32, 5, -2, 2);
+  const Array x = to(kt::from_values(v, {2, 3}, float32), other);
+  for (const Array& y :
+       {x * 2.0f, 2.0f * x, x + 1, softmax(x, {1}), random::uniform({4}, to(random::key(3), other), float32)}) {
+    EXPECT_EQ(y.device(), other);
+    y.eval();
+  }
+  const std::vector<double> got = (x * 2.0f - 1).to_vector<double>();
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(got[i], static_cast<float>(v[i]) * 2.0f - 1.0f) << i;
 }
 
 TEST_F(DistributedGpu, ARankThatFailsAbortsTheNcclGroupAndTheOthersStopWaiting) {

@@ -197,9 +197,9 @@ kiln::Array ArrayLike::get() const {
 kiln::Array ArrayLike::like(const kiln::Array& other) const {
   switch (kind) {
     case Kind::array: return array;
-    case Kind::boolean: return kiln::scalar_int(i, kiln::promote_with_scalar(other.dtype(), kiln::ScalarKind::boolean));
-    case Kind::integer: return kiln::scalar_int(i, kiln::promote_with_scalar(other.dtype(), kiln::ScalarKind::integer));
-    case Kind::floating: return kiln::scalar(f, kiln::promote_with_scalar(other.dtype(), kiln::ScalarKind::floating));
+    case Kind::boolean: return kiln::detail::scalar_for(i != 0, other);  // on other's device, in its dtype
+    case Kind::integer: return kiln::detail::scalar_for(i, other);
+    case Kind::floating: return kiln::detail::scalar_for(f, other);
   }
   return array;
 }

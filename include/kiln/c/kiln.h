@@ -127,7 +127,7 @@ int kiln_array_new_float(kiln_array* out, double value, kiln_dtype dtype);
 int kiln_array_new_int(kiln_array* out, int64_t value, kiln_dtype dtype);
 int kiln_array_new_bool(kiln_array* out, bool value);
 /* A 0-d array holding `value` in the dtype an op with a C++ scalar of that kind
-   would give with `like` (like's dtype unless the scalar is of a higher kind). */
+   would give with `like` (like's dtype unless the scalar is of a higher kind), on like's device. */
 int kiln_array_new_float_like(kiln_array* out, double value, const kiln_array like);
 int kiln_array_new_int_like(kiln_array* out, int64_t value, const kiln_array like);
 /* Makes *out refer to the same array as `src` (arrays are immutable; no copy). */
