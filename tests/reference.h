@@ -179,14 +179,14 @@ inline void expect_error(const std::function<void()>& fn, const std::string& mes
   }
 }
 
-/* Makes the CPU the default device for a scope (for tests of CPU behaviour that the suite
-   also runs with KILN_TEST_DEVICE=cuda). */
-struct OnCpu {
+/* Makes `d` (by default the CPU) the default device for a scope: tests of CPU behaviour that
+   the suite also runs with KILN_TEST_DEVICE=cuda, tests under another default device. */
+struct DefaultDevice {
   kiln::Device was = kiln::default_device();
-  OnCpu() { kiln::set_default_device(kiln::Device::cpu()); }
-  ~OnCpu() { kiln::set_default_device(was); }
-  OnCpu(const OnCpu&) = delete;
-  OnCpu& operator=(const OnCpu&) = delete;
+  explicit DefaultDevice(kiln::Device d = kiln::Device::cpu()) { kiln::set_default_device(d); }
+  ~DefaultDevice() { kiln::set_default_device(was); }
+  DefaultDevice(const DefaultDevice&) = delete;
+  DefaultDevice& operator=(const DefaultDevice&) = delete;
 };
 
 }  // namespace kt

@@ -226,7 +226,7 @@ TEST(RowFusion, TransposedInputsAndSeveralOutputs) {
 // of the same values, RMS and layer norms, special values, and bfloat16 (whose compute
 // type differs: not kept).
 TEST(RowFusion, RowsEqualEagerBitForBit) {
-  kt::OnCpu cpu;  // the CPU fold order; GPU rows agree with eager within rounding (test_cuda)
+  kt::DefaultDevice cpu;  // the CPU fold order; GPU rows agree with eager within rounding (test_cuda)
   auto body = [](const std::vector<Array>& in) {
     Array x = in[0];
     Array e = exp(x - max(x, {-1}, true));

@@ -493,12 +493,7 @@ TEST_F(DistributedGpu, CompiledCallsCaptureCollectivesInTheirGraphs) {
 // the default device: with cuda:0 the default, arrays on every GPU take them (rank 1 had failed
 // with "arrays are on different devices", leaving rank 0 waiting in its all_sum).
 TEST_F(DistributedGpu, ScalarsJoinTheirArraysGpuWhateverTheDefaultDevice) {
-  const Device saved = default_device();
-  set_default_device(Device::cuda(0));
-  struct Restore {
-    Device d;
-    ~Restore() { set_default_device(d); }
-  } restore{saved};
+  const kt::DefaultDevice on_gpu0(Device::cuda(0));
   const Device other = Device::cuda(1);
   const std::vector<double> v = kt::random_values(6, float32, 5, -2, 2);
   const Array x = to(kt::from_values(v, {2, 3}, float32), other);

@@ -14,6 +14,7 @@
 #include "kiln/kiln.h"
 #include "llm/model_impl.h"
 #include "llm/synthetic_model.h"
+#include "reference.h"
 
 namespace fs = std::filesystem;
 using namespace kiln;
@@ -257,12 +258,7 @@ TEST(TensorParallelGpu, RanksKeepToTheirGpusWhateverTheDefaultDevice) {
     GTEST_SKIP() << "tensor parallelism on GPUs needs 2 or more; " << cuda_device_count() << " visible: skipped";
   if (const std::string why = distributed::nccl_unavailable_reason(); !why.empty())
     GTEST_SKIP() << "NCCL is not available (" << why << "): tensor parallelism on GPUs skipped";
-  const Device before = default_device();
-  set_default_device(Device::cuda(0));
-  struct Restore {
-    Device d;
-    ~Restore() { set_default_device(d); }
-  } restore{before};
+  const kt::DefaultDevice on_gpu0(Device::cuda(0));
   LoadOptions o;
   o.device = Device::cuda(0);
   o.dtype = float32;

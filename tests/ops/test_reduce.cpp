@@ -751,7 +751,7 @@ namespace {
 // The bits of float32 sums whose form (whole outputs, or pieces of every output combined)
 // once depended on the thread count: few long rows, some rows, and columns.
 std::vector<uint32_t> sums_of_fixed_arrays() {
-  kt::OnCpu cpu;  // the CPU kernels' thread pool is what varies
+  kt::DefaultDevice cpu;  // the CPU kernels' thread pool is what varies
   std::vector<uint32_t> bits;
   struct Case {
     int64_t rows, cols;
