@@ -79,8 +79,8 @@ func OnDevice(d Device) LoadOption {
 	return func(o *C.kiln_llm_load_options) { o.device = cDevice(d) }
 }
 
-// ComputeDtype sets the activations' and KV caches' type: Float32 (the default),
-// Float16 or BFloat16. Weights keep their stored type.
+// ComputeDtype sets the activations' and KV caches' type: Float32, Float16 or BFloat16
+// (by default Float32 on the CPU, BFloat16 on a GPU). Weights keep their stored type.
 func ComputeDtype(d Dtype) LoadOption {
 	return func(o *C.kiln_llm_load_options) { o.dtype = C.kiln_dtype(d) }
 }

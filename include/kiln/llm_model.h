@@ -43,8 +43,9 @@ struct ModelConfig {
 
 struct LoadOptions {
   Device device = Device::cpu();
-  /* Activations and KV cache; weights keep their stored type. */
-  Dtype dtype = float32;
+  /* Activations and KV cache; weights keep their stored type. Unset: float32 on the CPU,
+     bfloat16 on a GPU (whose one-row 4-bit products and fused attention take 16-bit x). */
+  std::optional<Dtype> dtype{};
   /* Expand quantized weights to `dtype` at load (for checks against float references). */
   bool dequantize = false;
   /* Stack q/k/v and gate/up weights into one product each (fewer, larger launches). Unset: on.

@@ -66,7 +66,7 @@ int load(kiln_llm_model* out, const char* path, const kiln_llm_load_options& opt
     if (!path) fail(fn, "null path");
     LoadOptions o;
     o.device = to_device(fn, options.device);
-    o.dtype = to_dtype(fn, options.dtype);
+    if (options.dtype != KILN_LLM_DTYPE_AUTO) o.dtype = to_dtype(fn, options.dtype);
     const int act = enum_value(options.activations);
     if (act < KILN_LLM_ACTIVATIONS_DEFAULT || act > KILN_LLM_ACTIVATIONS_INT16)
       fail(fn, "invalid activations ", act, " (0 default, 1 exact, 2 int8, 3 int16)");
@@ -109,7 +109,7 @@ int kiln_llm_default_model_path(char** out) {
 int kiln_llm_load_options_default(kiln_llm_load_options* out) {
   return guard([&] {
     check_out("kiln_llm_load_options_default", out);
-    *out = {{KILN_DEVICE_CPU, 0}, KILN_FLOAT32, KILN_LLM_ACTIVATIONS_DEFAULT, 1};
+    *out = {{KILN_DEVICE_CPU, 0}, static_cast<kiln_dtype>(KILN_LLM_DTYPE_AUTO), KILN_LLM_ACTIVATIONS_DEFAULT, 1};
   });
 }
 

@@ -212,8 +212,8 @@ std::shared_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
 }
 
 std::shared_ptr<Model> Model::load(std::shared_ptr<ModelFile> file, const LoadOptions& options) {
-  if (options.dtype != float32 && options.dtype != float16 && options.dtype != bfloat16)
-    fail("llm", "the compute dtype must be float32, float16 or bfloat16, not ", dtype_name(options.dtype));
+  if (options.dtype && *options.dtype != float32 && *options.dtype != float16 && *options.dtype != bfloat16)
+    fail("llm", "the compute dtype must be float32, float16 or bfloat16, not ", dtype_name(*options.dtype));
   std::unique_ptr<Impl> impl = options.tensor_parallel == 1 ? Impl::load(std::move(file), options, {})
                                                             : load_tensor_parallel(std::move(file), options);
   return std::shared_ptr<Model>(new Model(std::move(impl)));
@@ -231,7 +231,7 @@ std::unique_ptr<Model::Impl> Model::Impl::load(std::shared_ptr<ModelFile> file, 
   m.local.n_kv_heads /= group.size();
   m.local.ffn_dim /= group.size();
   m.device = options.device;
-  m.dtype = options.dtype;
+  m.dtype = options.dtype.value_or(m.device.type == Device::Type::cpu ? float32 : bfloat16);
   if (options.activations) {
     m.activations = *options.activations;
   } else {

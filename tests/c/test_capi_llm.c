@@ -170,7 +170,7 @@ static void load_fails_with(const char* name, const kiln_llm_load_options* o, co
 static void test_load_options(void) {
   kiln_llm_load_options o;
   OK(kiln_llm_load_options_default(&o));
-  CHECK(o.device.type == KILN_DEVICE_CPU && o.dtype == KILN_FLOAT32 && o.tensor_parallel == 1);
+  CHECK(o.device.type == KILN_DEVICE_CPU && o.dtype == KILN_LLM_DTYPE_AUTO && o.tensor_parallel == 1);
   CHECK(o.activations == KILN_LLM_ACTIVATIONS_DEFAULT);
   static float one[kTinyTokens * kTinyVocab], two[kTinyTokens * kTinyVocab];
   static const char* const names[] = {"llama-bf16", "qwen2-bf16", "qwen3-bf16", "mistral-f16"};
@@ -223,6 +223,10 @@ static void test_load_options(void) {
   FAILS_WITH(kiln_llm_model_load_with(&exact, TINY_DIR "llama-bf16", &o),
              "[kiln_llm_model_load_with] invalid activations 7");
   o.activations = KILN_LLM_ACTIVATIONS_DEFAULT;
+  o.dtype = (kiln_dtype)(KILN_LLM_DTYPE_AUTO + 1);
+  FAILS_WITH(kiln_llm_model_load_with(&exact, TINY_DIR "llama-bf16", &o),
+             "[kiln_llm_model_load_with] invalid dtype 14");
+  o.dtype = KILN_LLM_DTYPE_AUTO;
   o.tensor_parallel = 0;
   load_fails_with("llama-bf16", &o, "[llm] tensor parallelism needs 1 rank or more, not 0");
   o.tensor_parallel = 3;

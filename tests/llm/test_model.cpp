@@ -356,7 +356,7 @@ TEST_F(LlmModel, StackedProjectionsEqualSeparateOnes) {
 TEST_F(LlmModel, CudaMatchesTheCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the model's GPU path is not checked";
   const auto cpu = exact_activations_model();  // the GPU multiplies activations as they are
-  const auto gpu = Model::load(model_path(), {.device = Device::cuda(0)});
+  const auto gpu = Model::load(model_path(), {.device = Device::cuda(0), .dtype = float32});
   const size_t vocab = static_cast<size_t>(cpu->config().vocab_size);
   std::vector<int32_t> ids = ids_of(*golden().get("forced")->array[0].get("ids"));
   ids.resize(std::min<size_t>(ids.size(), 64));
@@ -379,6 +379,24 @@ TEST_F(LlmModel, CudaMatchesTheCpu) {
   Tokenizer tok(cpu->file());
   GenerateOptions o;
   o.max_tokens = 24;
+  o.sampling.temperature = 0;
+  Session a(cpu), b(gpu);
+  const std::vector<int32_t> prompt = ids_of(*golden().get("greedy")->array[0].get("ids"));
+  EXPECT_EQ(generate(b, tok, prompt, o).tokens, generate(a, tok, prompt, o).tokens);
+}
+
+// Unset, the compute dtype follows the device: float32 on the CPU; bfloat16 on a GPU (its
+// one-row 4-bit products and fused attention take 16-bit activations), whose greedy answer is
+// the CPU's for the first tokens.
+TEST_F(LlmModel, ComputeDtypeFollowsTheDevice) {
+  EXPECT_EQ(Model::load(model_path())->dtype(), float32);
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the GPU's default is not checked";
+  const auto gpu = Model::load(model_path(), {.device = Device::cuda(0)});
+  EXPECT_EQ(gpu->dtype(), bfloat16);
+  const auto cpu = exact_activations_model();
+  Tokenizer tok(cpu->file());
+  GenerateOptions o;
+  o.max_tokens = 4;
   o.sampling.temperature = 0;
   Session a(cpu), b(gpu);
   const std::vector<int32_t> prompt = ids_of(*golden().get("greedy")->array[0].get("ids"));

@@ -172,7 +172,7 @@ TEST_P(TinyModel, GreedyContinuationsMatchTransformers) {
 TEST_P(TinyModel, CudaMatchesTransformers) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the GPU path is not checked";
   const Golden g = golden(GetParam());
-  const auto m = Model::load((tiny_dir() / GetParam()).string(), {.device = Device::cuda(0)});
+  const auto m = Model::load((tiny_dir() / GetParam()).string(), {.device = Device::cuda(0), .dtype = float32});
   const Agreement a = compare_logits(m, g);
   std::printf("%s on the GPU: largest difference %.2e of the row's largest logit\n", GetParam().c_str(), a.worst);
   EXPECT_LE(a.worst, kRelative);
@@ -252,7 +252,7 @@ TEST_P(TinyModel, BatchedStepEqualsSeparateSessions) {
 // Twice over new sessions: the second replays the steps' CUDA graphs with other caches.
 TEST_P(TinyModel, CudaBatchedStepEqualsSeparateSessions) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the GPU path is not checked";
-  const auto m = Model::load((tiny_dir() / GetParam()).string(), {.device = Device::cuda(0)});
+  const auto m = Model::load((tiny_dir() / GetParam()).string(), {.device = Device::cuda(0), .dtype = float32});
   for (int round = 0; round < 2; ++round) check_batched_step(GetParam(), m, golden(GetParam()));
 }
 
@@ -292,7 +292,8 @@ TEST_P(TinyModel, CudaIntegerActivationsStayWithinTheirRounding) {
     GTEST_SKIP() << "no quantized products";
   const Golden g = golden(GetParam());
   for (QmmActivations act : {QmmActivations::int8, QmmActivations::int16}) {
-    const auto m = Model::load((tiny_dir() / GetParam()).string(), {.device = Device::cuda(0), .activations = act});
+    const auto m = Model::load((tiny_dir() / GetParam()).string(),
+                               {.device = Device::cuda(0), .dtype = float32, .activations = act});
     const Agreement a = compare_logits(m, g, true);  // decode steps: a prompt's products multiply x as it is
     const double unit = std::ldexp(1.0, -8);
     std::printf("%s on the GPU, %s activations: largest difference %.2e of the row's largest logit (%.1f units)\n",

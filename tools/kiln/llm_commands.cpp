@@ -251,10 +251,10 @@ int cmd_bench(const LlmOptions& o) {
   const Stats st = stats();  // traces after the warm-up mean a step shape recompiles
   if (o.json) {
     std::printf(
-        "{\"engine\":\"kiln\",\"model\":\"%s\",\"device\":\"%s\",\"activations\":\"%s\",\"weight_mb\":%.3f,"
-        "\"pp\":%d,\"pp_tokens_per_s\":%.3f,\"tg\":%d,\"tg_tokens_per_s\":%.3f,\"repetitions\":%d,"
-        "\"traces\":%llu,\"kernels\":%llu}\n",
-        fs::path(o.model).filename().c_str(), model->device().str().c_str(),
+        "{\"engine\":\"kiln\",\"model\":\"%s\",\"device\":\"%s\",\"dtype\":\"%s\",\"activations\":\"%s\","
+        "\"weight_mb\":%.3f,\"pp\":%d,\"pp_tokens_per_s\":%.3f,\"tg\":%d,\"tg_tokens_per_s\":%.3f,"
+        "\"repetitions\":%d,\"traces\":%llu,\"kernels\":%llu}\n",
+        fs::path(o.model).filename().c_str(), model->device().str().c_str(), dtype_name(model->dtype()),
         kQmmActivationNames[static_cast<int>(model->activations())], weights_mb, o.prompt_tokens, median(pp),
         o.gen_tokens, median(tg), o.repetitions, static_cast<unsigned long long>(st.traces),
         static_cast<unsigned long long>(st.kernels_launched));
@@ -270,9 +270,9 @@ int cmd_bench(const LlmOptions& o) {
   for (const SessionsSpeed& r : kiln::cli::bench_sessions(model, o.batches, o.threads, o.gen_tokens)) {
     if (o.json)
       std::printf(
-          "{\"engine\":\"kiln\",\"model\":\"%s\",\"device\":\"%s\",\"activations\":\"%s\",\"tg\":%d,"
-          "\"%s\":%d,\"aggregate_tokens_per_s\":%.3f}\n",
-          fs::path(o.model).filename().c_str(), model->device().str().c_str(),
+          "{\"engine\":\"kiln\",\"model\":\"%s\",\"device\":\"%s\",\"dtype\":\"%s\",\"activations\":\"%s\","
+          "\"tg\":%d,\"%s\":%d,\"aggregate_tokens_per_s\":%.3f}\n",
+          fs::path(o.model).filename().c_str(), model->device().str().c_str(), dtype_name(model->dtype()),
           kQmmActivationNames[static_cast<int>(model->activations())], o.gen_tokens, r.mode.c_str(), r.count,
           r.tokens_per_s);
     else
@@ -287,10 +287,11 @@ int cmd_bench(const LlmOptions& o) {
 const char* llm_usage() {
   return "  kiln generate [MODEL] [--prompt TEXT] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
          "               [--repeat-penalty R] [--seed S] [--system TEXT] [--raw] [--device cpu|cuda[:N]]\n"
-         "               [--activations exact|int8|int16] [--tp N]\n"
+         "               [--dtype float32|float16|bfloat16] [--activations exact|int8|int16] [--tp N]\n"
          "      streams the model's answer to TEXT (through the file's chat template unless --raw), then\n"
          "      prompt and generation tokens/s; MODEL defaults to the model scripts/setup fetches;\n"
-         "      --tp N splits the model over N GPUs from --device (default cuda:0) on (tensor parallelism)\n"
+         "      --tp N splits the model over N GPUs from --device (default cuda:0) on (tensor parallelism);\n"
+         "      --dtype is that of activations and caches (default float32 on the CPU, bfloat16 on a GPU)\n"
          "  kiln chat [MODEL] [same options]   one turn per line of standard input\n"
          "  kiln bench-llm [MODEL] [--pp N] [--tg N] [-r N] [--device ...] [--activations ...] [--json]\n"
          "               [--batch B,B,...] [--threads T,T,...]\n"

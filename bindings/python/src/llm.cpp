@@ -137,7 +137,7 @@ void init_llm(nb::module_& top) {
   nb::class_<Model>(m, "Model", "A loaded model, shared read-only by every session on every thread.")
       .def_static(
           "load",
-          [](std::optional<std::string> path, kiln::Device device, kiln::Dtype dtype, bool dequantize,
+          [](std::optional<std::string> path, kiln::Device device, std::optional<kiln::Dtype> dtype, bool dequantize,
              std::optional<std::string> activations, int tensor_parallel) {
             LoadOptions o{
                 .device = device, .dtype = dtype, .dequantize = dequantize, .tensor_parallel = tensor_parallel};
@@ -145,10 +145,11 @@ void init_llm(nb::module_& top) {
             nb::gil_scoped_release nogil;
             return Model::load(path.value_or(default_model_path()), o);
           },
-          "path"_a = nb::none(), "device"_a = kiln::Device::cpu(), "dtype"_a = kiln::float32, "dequantize"_a = false,
+          "path"_a = nb::none(), "device"_a = kiln::Device::cpu(), "dtype"_a = nb::none(), "dequantize"_a = false,
           "activations"_a = nb::none(), "tensor_parallel"_a = 1,
           "Maps a .gguf or .safetensors file (the default model when path is None). dtype is that of\n"
-          "activations and the KV cache; dequantize expands quantized weights to it. activations:\n"
+          "activations and the KV cache (None: float32 on the CPU, bfloat16 on a GPU); dequantize\n"
+          "expands quantized weights to it. activations:\n"
           "what quantized products multiply (\"exact\", \"int8\", \"int16\"; None: KILN_LLM_ACTIVATIONS,\n"
           "by default int16 on the CPU and exact elsewhere). tensor_parallel: ranks to split the model\n"
           "over (docs/distributed.md): threads on the CPU, GPUs from device on CUDA.")

@@ -22,6 +22,13 @@ def test_tiny_model_config():
     assert kiln.llm.Model.load(os.path.join(TINY, "qwen3-bf16")).config.sliding_window == 0
 
 
+def test_compute_dtype_default_and_choice():
+    # Unset: float32 on the CPU (bfloat16 on a GPU); given: as given.
+    path = os.path.join(TINY, "llama-bf16")
+    assert kiln.llm.Model.load(path).dtype == kiln.float32
+    assert kiln.llm.Model.load(path, dtype=kiln.bfloat16).dtype == kiln.bfloat16
+
+
 TOKENS = [16, 32, 97, 56, 52, 14, 82, 77, 33, 100, 27, 111, 4, 43, 100, 16]
 
 

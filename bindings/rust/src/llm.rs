@@ -66,8 +66,9 @@ pub enum Activations {
 #[derive(Clone, Copy, Debug)]
 pub struct LoadOptions {
     pub device: Device,
-    /// Activations and KV caches: float32, float16 or bfloat16. Weights keep their stored type.
-    pub dtype: Dtype,
+    /// Activations and KV caches: float32, float16 or bfloat16 (None: float32 on the CPU,
+    /// bfloat16 on a GPU). Weights keep their stored type.
+    pub dtype: Option<Dtype>,
     pub activations: Activations,
     /// Tensor parallelism over this many ranks (docs/distributed.md): on the CPU, threads; from
     /// `Device::Cuda(i)`, rank r on GPU i + r. The model's head count, key/value head count and
@@ -79,7 +80,7 @@ impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions {
             device: Device::Cpu,
-            dtype: Dtype::Float32,
+            dtype: None,
             activations: Activations::Default,
             tensor_parallel: 1,
         }
@@ -202,7 +203,7 @@ impl Model {
         let ranks = options.tensor_parallel;
         let o = sys::kiln_llm_load_options {
             device: options.device.to_c(),
-            dtype: options.dtype as c_int,
+            dtype: options.dtype.map_or(sys::KILN_LLM_DTYPE_AUTO, |d| d as c_int),
             activations: options.activations as c_int,
             tensor_parallel: c_int::try_from(ranks)
                 .map_err(|_| Error::new(format!("[{LOAD}] tensor_parallel {ranks} is out of range")))?,

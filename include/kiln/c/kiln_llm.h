@@ -34,11 +34,15 @@ typedef enum kiln_llm_activations {
   KILN_LLM_ACTIVATIONS_INT16 = 3 /* rounded to int16 blocks of 32: integer products that answer as exact ones */
 } kiln_llm_activations;
 
+/* A compute dtype chosen by the device: float32 on the CPU, bfloat16 on a GPU. */
+#define KILN_LLM_DTYPE_AUTO KILN_NUM_DTYPES
+
 /* What kiln::llm::LoadOptions holds; kiln_llm_load_options_default fills the defaults (the CPU,
-   float32, the default activations, one rank). */
+   KILN_LLM_DTYPE_AUTO, the default activations, one rank). */
 typedef struct kiln_llm_load_options {
   kiln_device device;
-  kiln_dtype dtype; /* activations and KV cache: float32, float16 or bfloat16; weights keep their type */
+  kiln_dtype dtype; /* activations and KV cache: float32, float16, bfloat16 or KILN_LLM_DTYPE_AUTO;
+                       weights keep their type */
   kiln_llm_activations activations;
   /* Tensor parallelism over this many ranks (docs/distributed.md): on the CPU, threads; on CUDA,
      rank r on cuda:(device.index + r). The model's head count, key/value head count and
@@ -112,7 +116,7 @@ int kiln_llm_generate_options_default(kiln_llm_generate_options* out);
 int kiln_llm_default_model_path(char** out);
 
 /* Loads a GGUF or safetensors model onto `device`, activations and KV cache in `dtype` (float32,
-   float16 or bfloat16). A file without a tokenizer (a safetensors checkpoint) loads too: steps
+   float16, bfloat16 or KILN_LLM_DTYPE_AUTO). A file without a tokenizer (a safetensors checkpoint) loads too: steps
    take token ids, and the calls that need the tokenizer (tokenize, detokenize, chat_prompt,
    is_end_of_generation, generate) fail saying so. */
 int kiln_llm_model_load(kiln_llm_model* out, const char* path, kiln_device device, kiln_dtype dtype);
