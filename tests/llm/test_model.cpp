@@ -75,6 +75,16 @@ std::shared_ptr<Model> float_model() {
   return m;
 }
 
+/* The first n greedy tokens of m after the golden "greedy" prompt. */
+std::vector<int32_t> greedy_answer(const std::shared_ptr<Model>& m, int n) {
+  Tokenizer tok(m->file());
+  GenerateOptions o;
+  o.max_tokens = n;
+  o.sampling.temperature = 0;
+  Session s(m);
+  return generate(s, tok, ids_of(*golden().get("greedy")->array[0].get("ids")), o).tokens;
+}
+
 class LlmModel : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -376,13 +386,7 @@ TEST_F(LlmModel, CudaMatchesTheCpu) {
   std::vector<float> last = s.append({ids[38]}).to_vector<float>();
   for (size_t t = 0; t < vocab; ++t) ASSERT_NEAR(last[t], want[38 * vocab + t], 5e-3) << "token " << t;
 
-  Tokenizer tok(cpu->file());
-  GenerateOptions o;
-  o.max_tokens = 24;
-  o.sampling.temperature = 0;
-  Session a(cpu), b(gpu);
-  const std::vector<int32_t> prompt = ids_of(*golden().get("greedy")->array[0].get("ids"));
-  EXPECT_EQ(generate(b, tok, prompt, o).tokens, generate(a, tok, prompt, o).tokens);
+  EXPECT_EQ(greedy_answer(gpu, 24), greedy_answer(cpu, 24));
 }
 
 // Unset, the compute dtype follows the device: float32 on the CPU; bfloat16 on a GPU (its
@@ -393,14 +397,7 @@ TEST_F(LlmModel, ComputeDtypeFollowsTheDevice) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the GPU's default is not checked";
   const auto gpu = Model::load(model_path(), {.device = Device::cuda(0)});
   EXPECT_EQ(gpu->dtype(), bfloat16);
-  const auto cpu = exact_activations_model();
-  Tokenizer tok(cpu->file());
-  GenerateOptions o;
-  o.max_tokens = 4;
-  o.sampling.temperature = 0;
-  Session a(cpu), b(gpu);
-  const std::vector<int32_t> prompt = ids_of(*golden().get("greedy")->array[0].get("ids"));
-  EXPECT_EQ(generate(b, tok, prompt, o).tokens, generate(a, tok, prompt, o).tokens);
+  EXPECT_EQ(greedy_answer(gpu, 4), greedy_answer(exact_activations_model(), 4));
 }
 
 // A GPU model of 16-bit activations holds its 4-bit weights in tile order (KILN_LLM_TILE_ORDER);
