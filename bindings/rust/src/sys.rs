@@ -327,9 +327,9 @@ pub struct kiln_llm_model_info {
     pub activations: kiln_llm_activations,
 }
 
-/// kiln_llm.h's KILN_LLM_DTYPE_AUTO (KILN_NUM_DTYPES, one past Float64): float32 on the CPU,
-/// bfloat16 on a GPU.
-pub const KILN_LLM_DTYPE_AUTO: kiln_dtype = 13;
+/// kiln_llm.h's KILN_LLM_DTYPE_AUTO (KILN_NUM_DTYPES, one past the last dtype): float32 on the
+/// CPU, bfloat16 on a GPU.
+pub const KILN_LLM_DTYPE_AUTO: kiln_dtype = crate::Dtype::Float64 as kiln_dtype + 1;
 
 /// The C enum `kiln_llm_activations`: 0 default, 1 exact, 2 int8, 3 int16.
 pub type kiln_llm_activations = c_int;
