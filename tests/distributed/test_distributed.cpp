@@ -130,12 +130,7 @@ void check_collectives(const std::vector<Group>& groups, const std::vector<Devic
 // Groups of CPU threads: their inputs are made on the default device, which stays the CPU for
 // these tests also under KILN_TEST_DEVICE=cuda (the GPU tests below name their devices).
 class Distributed : public ::testing::Test {
- protected:
-  void SetUp() override { set_default_device(Device::cpu()); }
-  void TearDown() override { set_default_device(before_); }
-
- private:
-  Device before_ = default_device();
+  kt::DefaultDevice on_cpu_;
 };
 
 }  // namespace

@@ -99,12 +99,7 @@ void expect_load_error(const SyntheticModel& m, const LoadOptions& o, const std:
 // Groups of CPU threads: their inputs are made on the default device, which stays the CPU for
 // these tests also under KILN_TEST_DEVICE=cuda (the GPU tests name their devices).
 class TensorParallelThreads : public ::testing::Test {
- protected:
-  void SetUp() override { set_default_device(Device::cpu()); }
-  void TearDown() override { set_default_device(before_); }
-
- private:
-  Device before_ = default_device();
+  kt::DefaultDevice on_cpu_;
 };
 
 }  // namespace
