@@ -14,7 +14,7 @@
 //     (decode's collectives); bench/nccl_allreduce.py --graph times PyTorch's in a captured graph.
 //
 //   bench_distributed decode [--tp 1,2] [--types BF16,Q4,Q4G64] [--tokens 64] [--model llama3-8b]
-//                            [--layers 32] [--sessions 1]
+//                            [--layers 32] [--sessions 1] [--context 32]
 //     Decode tokens/s of a Llama-3-8B-shaped model of random weights (d_model 4096, 32 heads, 8
 //     key/value heads, ffn 14336, 32 layers, vocabulary 128256; src/llm/synthetic_model.h), or
 //     with --model smollm2 of SmolLM2-135M's shape (30 layers, d_model 576, 9 heads, 3 key/value
@@ -23,7 +23,7 @@
 //     64128) as a model of its own: TP=2's step without its collectives,
 //     bfloat16 activations, its matrices BF16 or 4-bit (kiln's affine format, float16 scales and
 //     biases for groups of 32, or of 64 with Q4G64), at
-//     each tensor-parallel size on cuda:0.. (LoadOptions::tensor_parallel): a 32-token prompt,
+//     each tensor-parallel size on cuda:0.. (LoadOptions::tensor_parallel): a --context-token prompt,
 //     8 decode steps of warm-up (the first traces, records and builds the step's CUDA graphs),
 //     then --tokens steps timed, greedy-free (a fixed token each step), of each --sessions count
 //     decoding together (one step a token for all of them; tokens/s counts every session's).
@@ -224,7 +224,7 @@ std::vector<int32_t> prompt_of(int n, int vocab_size) {
 }
 
 /* One configuration of the decode benchmark: its JSON line on stdout. */
-void decode_once(const std::string& type, int tp, int batch, int tokens, const ModelShape& shape) {
+void decode_once(const std::string& type, int tp, int batch, int tokens, int context, const ModelShape& shape) {
   const bool cpu = shape.cpu;
   const llm::SyntheticModel s = synthetic(type, shape);
   auto t0 = Clock::now();
@@ -250,7 +250,7 @@ void decode_once(const std::string& type, int tp, int batch, int tokens, const M
       for (int b = 0; b < batch; ++b) t.push_back({(i * mul + add + b * 17) % s.vocab_size});
       return t;
     };
-    const std::vector<int32_t> prompt = prompt_of(32, s.vocab_size);
+    const std::vector<int32_t> prompt = prompt_of(context, s.vocab_size);
     t0 = Clock::now();
     for (auto& session : sessions) session->append(prompt);
     for (int i = 0; i < 8; ++i) model->step(all, tokens_of(i, 31, 7));
@@ -268,10 +268,10 @@ void decode_once(const std::string& type, int tp, int batch, int tokens, const M
   clear_memory_cache();  // the next configuration starts with the GPUs' memory free
   std::printf(
       "{\"bench\":\"decode\",\"engine\":\"kiln\",\"model\":\"%s\",\"layers\":%d,\"type\":\"%s\","
-      "\"activations\":\"bfloat16\",\"products\":\"%s\",\"tp\":%d,\"sessions\":%d,\"tokens\":%d,"
+      "\"activations\":\"bfloat16\",\"products\":\"%s\",\"tp\":%d,\"sessions\":%d,\"context\":%d,\"tokens\":%d,"
       "\"tokens_per_s\":%.3f,\"ms_per_step\":%.4f,\"weight_gb\":%.3f,\"load_s\":%.2f,\"warmup_s\":%.2f,"
       "\"launches_per_step\":%.1f,\"graph_replays_per_step\":%.1f,\"interim_steps\":%llu}\n",
-      shape.name.c_str(), s.n_layers, type.c_str(), products.c_str(), tp, batch, tokens,
+      shape.name.c_str(), s.n_layers, type.c_str(), products.c_str(), tp, batch, context, tokens,
       static_cast<double>(tokens) * batch / decode_s, decode_s * 1e3 / tokens, weight_bytes / 1e9, load_s, warm_s,
       launches, replays, static_cast<unsigned long long>(interim));
   std::fflush(stdout);
@@ -319,7 +319,7 @@ void decode_threads(const std::string& type, const std::vector<int>& threads, in
 
 int bench_decode(const std::vector<std::string>& tps, const std::vector<std::string>& types,
                  const std::vector<std::string>& batches, const std::vector<int>& threads, int tokens, int prefill,
-                 const ModelShape& shape) {
+                 int context, const ModelShape& shape) {
   const bool cpu = shape.cpu;
   if (!threads.empty()) {
     for (const std::string& type : types) decode_threads(type, threads, tokens, shape);
@@ -336,7 +336,8 @@ int bench_decode(const std::vector<std::string>& tps, const std::vector<std::str
         prefill_once(type, tp, prefill, shape);
         continue;
       }
-      for (const std::string& b : batches) decode_once(type, tp, std::max(1, std::atoi(b.c_str())), tokens, shape);
+      for (const std::string& b : batches)
+        decode_once(type, tp, std::max(1, std::atoi(b.c_str())), tokens, context, shape);
     }
   }
   return 0;
@@ -350,7 +351,7 @@ int main(int argc, char** argv) {
       "       bench_distributed all_sum_graph [--cpu]\n"
       "       bench_distributed decode [--tp 1,2] [--types BF16,Q4] [--tokens N] [--model "
       "llama3-8b|llama3-8b-half|smollm2]"
-      " [--layers N] [--sessions 1,4]"
+      " [--layers N] [--sessions 1,4] [--context N]"
       " [--threads 1,2,4,8] [--prefill N] [--cpu]\n";
   if (argc < 2) {
     std::fputs(usage.c_str(), stderr);
@@ -360,7 +361,7 @@ int main(int argc, char** argv) {
   int64_t min_mib = 1, max_mib = 1024;
   std::vector<std::string> tps = {"1", "2"}, types = {"BF16", "Q4"}, batches = {"1"};
   std::vector<int> threads;
-  int tokens = 64, layers = 32, prefill = 0;
+  int tokens = 64, layers = 32, prefill = 0, context = 32;
   std::string model = "llama3-8b-shape";
   bool cpu = false;
   for (int i = 2; i < argc; ++i) {
@@ -391,6 +392,8 @@ int main(int argc, char** argv) {
       batches = split(v);
     else if (a == "--prefill")
       prefill = std::atoi(v.c_str());
+    else if (a == "--context")
+      context = std::max(1, std::atoi(v.c_str()));
     else if (a == "--threads")
       for (const std::string& t : split(v)) threads.push_back(std::max(1, std::atoi(t.c_str())));
     else {
@@ -406,7 +409,7 @@ int main(int argc, char** argv) {
     if (mode == "all_sum") return bench_all_sum(std::max<int64_t>(1, min_mib), max_mib, cpu);
     if (mode == "all_sum_graph") return bench_all_sum_graph(8, 1024, cpu);
     if (mode == "decode")
-      return bench_decode(tps, types, batches, threads, std::max(1, tokens), prefill,
+      return bench_decode(tps, types, batches, threads, std::max(1, tokens), prefill, context,
                           ModelShape{cpu ? "small-cpu-dry-run" : model, std::max(1, layers), cpu});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_distributed %s: %s\n", mode.c_str(), e.what());

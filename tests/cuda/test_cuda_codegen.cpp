@@ -415,15 +415,19 @@ TEST_F(CudaCodegen, LanguageModelKernelsCompile) {
     check("Gated", "gated<" + t + ">");
   }
   for (const std::string& t : {f32, f16, bf16, f64}) {
-    check("Norm", "norm<" + t + ", " + t + ", false>");
-    check("Norm", "norm<" + t + ", " + f32 + ", true>");
-    check("Norm", "norm_warp<" + t + ", " + t + ", false>");
-    check("Norm", "norm_warp<" + t + ", " + f32 + ", true>");
+    const std::string vec = std::to_string(16 / (t == f64 ? 8 : t == f32 ? 4 : 2));  // 16-byte loads
+    for (const std::string& v : {std::string("1"), vec}) {
+      check("Norm", "norm<" + t + ", " + t + ", false, " + v + ">");
+      check("Norm", "norm<" + t + ", " + f32 + ", true, " + v + ">");
+      check("Norm", "norm_warp<" + t + ", " + t + ", false, " + v + ">");
+      check("Norm", "norm_warp<" + t + ", " + f32 + ", true, " + v + ">");
+    }
     check("Rope", "rope<" + t + ">");
   }
-  auto check_attention = [&](const std::string& call) {
+  auto check_attention = [&](const std::string& call, const std::string& attributes = "") {
     SCOPED_TRACE(call);
-    compiles(cuda::struct_kernel_source("backend/cuda/kernels/attention.cuh", "Attention", "attention::" + call));
+    compiles(cuda::struct_kernel_source("backend/cuda/kernels/attention.cuh", "Attention", "attention::" + call,
+                                        attributes));
   };
   for (const std::string& t : {f32, f16, bf16}) {
     const std::string vec = t == f32 ? "4" : "8";
@@ -433,6 +437,8 @@ TEST_F(CudaCodegen, LanguageModelKernelsCompile) {
     if (t != f32) {  // the tensor-core kernel: decoding (4 warps over keys) and prompts (4 row tiles)
       check_attention("mma<" + t + ", " + t + ", 128, 4>");
       check_attention("mma<" + t + ", bool, 64, 1>");
+      for (const char* d : {"64", "128"})  // decoding over a cluster of blocks
+        check_attention("mma<" + t + ", " + t + ", " + d + ", 4, true>", "__cluster_dims__(8, 1, 1)");
     }
   }
   for (const char* w : {"uint8_t", "uint16_t", "uint32_t", "uint64_t"}) {

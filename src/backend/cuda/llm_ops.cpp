@@ -51,8 +51,8 @@ void run(int dev, const char* args_name, const std::string& call, const Args& a,
 }
 /* Launches attention::<call> of kernels/attention.cuh (which waits for its inputs too). */
 void run_attention(int dev, const std::string& call, const args::Attention& a, unsigned grid, unsigned block,
-                   unsigned shared = 0) {
-  launch_struct(dev, kAttentionHeader, "Attention", "attention::" + call, a, grid, block, shared, true);
+                   unsigned shared = 0, const std::string& attributes = "") {
+  launch_struct(dev, kAttentionHeader, "Attention", "attention::" + call, a, grid, block, shared, true, attributes);
 }
 
 std::string type(Dtype d) { return compiler::cpp_type(d); }
@@ -404,7 +404,12 @@ void norm(int dev, const std::vector<Tensor>& in, Tensor& y, double eps, bool la
                has_weight ? reinterpret_cast<const void*>(ptr_bits(w)) : nullptr,
                has_bias ? reinterpret_cast<const void*>(ptr_bits(b)) : nullptr,
                reinterpret_cast<void*>(ptr_bits(y))};
-  const std::string types = type(x.dtype) + ", " + type(wd) + ", " + (layer ? "true" : "false") + ">";
+  // Rows in 16-byte loads where every row, the weight and the bias start on 16 bytes.
+  const int64_t vec = 16 / static_cast<int64_t>(x.itemsize());
+  const bool runs = n % vec == 0 && ptr_bits(x) % 16 == 0 && ptr_bits(y) % 16 == 0 &&
+                    (!has_weight || ptr_bits(w) % 16 == 0) && (!has_bias || ptr_bits(b) % 16 == 0);
+  const std::string types =
+      type(x.dtype) + ", " + type(wd) + ", " + (layer ? "true" : "false") + ", " + std::to_string(runs ? vec : 1) + ">";
   if (n <= 32 * args::kNormLaneValues &&
       rows >= 64) {  // a warp a row: many short rows (one row: a block's loads in parallel)
     constexpr unsigned kWarps = 4;
@@ -560,11 +565,18 @@ void attention(int dev, const AttentionOperands& o, Tensor& y) {
     step = int64_t{warps} * (32 / sh.lanes) * args::kAttentionKeys;
     shared = static_cast<unsigned>(warps * sh.rows * (dv + 2) * sizeof(float));
   }
-  const auto [split_len, splits] = split_keys(blocks_per_split, step);
+  // Decoding rows (one row tile a head) of few heads on sm_90: a cluster of kClusterSplits blocks
+  // a head shares what the rows see (in the kernel: the valid keys, not the cache's capacity) and
+  // merges in shared memory, where 8 blocks a head fit in one wave (a session of the 8B shape:
+  // 64 blocks; 4 sessions, 256 blocks, measured no faster than splits and a combine).
+  const bool cluster = mma && row_tiles == 1 && device_info(dev).major >= 9 && lk > args::kAttentionMmaKeys &&
+                       blocks_per_split * args::kClusterSplits <= sms && tuning().attention_clusters;
+  const auto [split_len, splits] =
+      cluster ? std::pair<int64_t, int64_t>{0, args::kClusterSplits} : split_keys(blocks_per_split, step);
   const int64_t blocks = blocks_per_split * splits;
   if (blocks > INT32_MAX) fail(o.op, "too many queries for one launch (", blocks, " blocks)");
   Tensor partial;
-  if (splits > 1) {
+  if (splits > 1 && !cluster) {
     partial = Tensor(Shape{batch * hq * lq * splits * (dv + 2)}, float32);
     allocate_output(dev, partial);
   }
@@ -606,15 +618,17 @@ void attention(int dev, const AttentionOperands& o, Tensor& y) {
         a.rope_inv[i] = std::pow(static_cast<double>(*o.rope->base()), -2.0 * i / dims);
     }
   }
-  a.partial = splits > 1 ? reinterpret_cast<float*>(ptr_bits(partial)) : nullptr;
+  a.partial = partial.buffer ? reinterpret_cast<float*>(ptr_bits(partial)) : nullptr;
   a.out = reinterpret_cast<void*>(ptr_bits(y));
   const std::string t = type(q.dtype), mt = o.mask_kind == Mask::keep ? "bool" : t;
-  const std::string call = mma ? "mma<" + t + ", " + mt + ", " + std::to_string(d) + ", " + std::to_string(wk) + ">"
-                               : "split<" + t + ", " + mt + ", " + std::to_string(sh.vec) + ", " +
-                                     std::to_string(sh.lanes) + ", " + std::to_string(sh.chunks) + ", " +
-                                     std::to_string(sh.rows) + ">";
-  run_attention(dev, call, a, static_cast<unsigned>(blocks), 32 * warps, shared);
-  if (splits > 1)
+  const std::string call =
+      mma ? "mma<" + t + ", " + mt + ", " + std::to_string(d) + ", " + std::to_string(wk) + (cluster ? ", true>" : ">")
+          : "split<" + t + ", " + mt + ", " + std::to_string(sh.vec) + ", " + std::to_string(sh.lanes) + ", " +
+                std::to_string(sh.chunks) + ", " + std::to_string(sh.rows) + ">";
+  const std::string attributes =
+      cluster ? "__cluster_dims__(" + std::to_string(args::kClusterSplits) + ", 1, 1)" : std::string();
+  run_attention(dev, call, a, static_cast<unsigned>(blocks), 32 * warps, shared, attributes);
+  if (splits > 1 && !cluster)
     run_attention(dev, "combine<" + t + ">", a, static_cast<unsigned>(batch * hq * lq),  // a block a row
                   static_cast<unsigned>(std::clamp<int64_t>((dv + 31) / 32 * 32, 32, kThreads)),
                   static_cast<unsigned>(splits * sizeof(float)));

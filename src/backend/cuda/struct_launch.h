@@ -17,12 +17,13 @@
 namespace kiln::cuda {
 
 /* The module source whose kiln_kernel includes `header` and calls `call`(a) for an
-   args::<args_name> a (e.g. "llm::rope<float>"). */
+   args::<args_name> a (e.g. "llm::rope<float>"); `attributes` go before the kernel's name (e.g.
+   "__cluster_dims__(8, 1, 1)"). */
 inline std::string struct_kernel_source(const std::string& header, const std::string& args_name,
-                                        const std::string& call) {
+                                        const std::string& call, const std::string& attributes = "") {
   return std::string("#include \"") + kSupportHeader + "\"\n#include \"" + header +
-         "\"\n\nextern \"C\" __global__ void kiln_kernel(const kiln::cuda::args::" + args_name +
-         " a) { kiln::cuda::" + call + "(a); }\n";
+         "\"\n\nextern \"C\" __global__ void " + attributes + (attributes.empty() ? "" : " ") +
+         "kiln_kernel(const kiln::cuda::args::" + args_name + " a) { kiln::cuda::" + call + "(a); }\n";
 }
 
 /* The struct's bytes as launch words. */
@@ -38,9 +39,10 @@ std::vector<long> struct_words(const Args& a) {
    `waits_for_inputs` runs kiln_wait_for_inputs() before it reads what earlier kernels wrote. */
 template <class Args>
 void launch_struct(int device, const std::string& header, const char* args_name, const std::string& call, const Args& a,
-                   unsigned grid, unsigned block, unsigned shared = 0, bool waits_for_inputs = false) {
-  Kernel f =
-      kernel(device, header + ":" + call, "kiln_kernel", [&] { return struct_kernel_source(header, args_name, call); });
+                   unsigned grid, unsigned block, unsigned shared = 0, bool waits_for_inputs = false,
+                   const std::string& attributes = "") {
+  Kernel f = kernel(device, header + ":" + attributes + call, "kiln_kernel",
+                    [&] { return struct_kernel_source(header, args_name, call, attributes); });
   f.waits_for_inputs = waits_for_inputs;
   launch(device, f, grid, block, struct_words(a), shared);
 }

@@ -1184,9 +1184,25 @@ __device__ void add_into(const AddInto& a) {
 /* One row of up to V * stride values held in registers, this thread's at `at`, at + stride, ...:
    every load issued at once (a loop would wait on each in turn), then the mean (layer_norm), the
    mean square about it and the writes. fold sums a value over the threads sharing the row. */
-template <int V, class T, class W, bool Layer, class Fold>
+/* N values of type S at p as A, in 16-byte loads where Vec = N fills them (p then aligned). */
+template <class A, int N, class S>
+__device__ inline void load_values(const S* p, A* out) {
+  constexpr int kPiece = 16 / sizeof(S) < N ? 16 / sizeof(S) : N;
+#pragma unroll
+  for (int c = 0; c < N / kPiece; ++c) {
+    const kiln_vec<S, kPiece> v = *reinterpret_cast<const kiln_vec<S, kPiece>*>(p + c * kPiece);
+#pragma unroll
+    for (int e = 0; e < kPiece; ++e) out[c * kPiece + e] = static_cast<A>(v.v[e]);
+  }
+}
+
+/* Row r's norm with the row in registers: this thread's V values are runs of Vec (one 16-byte
+   load each where Vec > 1: the host checks rows and pointers allow it), run u at value
+   (at + stride * u) * Vec. */
+template <int V, int Vec, class T, class W, bool Layer, class Fold>
 __device__ inline void norm_held(const Norm& a, long r, int at, int stride, Fold fold) {
   using A = kiln::math::compute_t<T>;
+  constexpr int kRuns = V / Vec;
   const T* x = static_cast<const T*>(a.x) + r * a.n;
   T* y = static_cast<T*>(a.out) + r * a.n;
   const W* w = static_cast<const W*>(a.weight);
@@ -1195,35 +1211,52 @@ __device__ inline void norm_held(const Norm& a, long r, int at, int stride, Fold
   A v[V];
   A s = 0;
 #pragma unroll
-  for (int u = 0; u < V; ++u) {
-    const long i = at + static_cast<long>(stride) * u;
-    v[u] = i < a.n ? static_cast<A>(x[i]) : A(0);
-    s += v[u];
+  for (int u = 0; u < kRuns; ++u) {
+    const long i = (at + static_cast<long>(stride) * u) * Vec;
+    if (i < a.n) {
+      load_values<A, Vec>(x + i, v + u * Vec);
+    } else {
+#pragma unroll
+      for (int e = 0; e < Vec; ++e) v[u * Vec + e] = A(0);
+    }
+#pragma unroll
+    for (int e = 0; e < Vec; ++e) s += v[u * Vec + e];
   }
   const A mean = Layer ? fold(s) / n : A(0);
   A ss = 0;
 #pragma unroll
-  for (int u = 0; u < V; ++u) {
-    const long i = at + static_cast<long>(stride) * u;
-    const A d = i < a.n ? v[u] - mean : A(0);
-    ss += d * d;
+  for (int u = 0; u < kRuns; ++u) {
+    const long i = (at + static_cast<long>(stride) * u) * Vec;
+#pragma unroll
+    for (int e = 0; e < Vec; ++e) {
+      const A d = i < a.n ? v[u * Vec + e] - mean : A(0);
+      ss += d * d;
+    }
   }
   const A inv = A(1) / sqrt(fold(ss) / n + static_cast<A>(a.eps));
 #pragma unroll
-  for (int u = 0; u < V; ++u) {
-    const long i = at + static_cast<long>(stride) * u;
+  for (int u = 0; u < kRuns; ++u) {
+    const long i = (at + static_cast<long>(stride) * u) * Vec;
     if (i >= a.n) continue;
-    A o = (v[u] - mean) * inv;
-    if (w) o *= static_cast<A>(w[i]);
-    if (b) o += static_cast<A>(b[i]);
-    y[i] = static_cast<T>(o);
+    A wv[Vec], bv[Vec];
+    if (w) load_values<A, Vec>(w + i, wv);
+    if (b) load_values<A, Vec>(b + i, bv);
+    kiln_vec<T, Vec> o;
+#pragma unroll
+    for (int e = 0; e < Vec; ++e) {
+      A z = (v[u * Vec + e] - mean) * inv;
+      if (w) z *= wv[e];
+      if (b) z += bv[e];
+      o.v[e] = static_cast<T>(z);
+    }
+    *reinterpret_cast<kiln_vec<T, Vec>*>(y + i) = o;
   }
 }
 
 /* A block a row: rows of up to kNormThreadValues values a thread in registers (a decode step's
    rows), longer ones in passes over memory (the mean, the mean square about it, the writes),
-   unrolled so that a thread's loads go out together. */
-template <class T, class W, bool Layer>
+   unrolled so that a thread's loads go out together. Vec: values a load (see norm_held). */
+template <class T, class W, bool Layer, int Vec = 1>
 __device__ void norm(const Norm& a) {
   kiln_wait_for_inputs();
   using A = kiln::math::compute_t<T>;
@@ -1236,7 +1269,7 @@ __device__ void norm(const Norm& a) {
   const A n = static_cast<A>(a.n);
   for (long r = blockIdx.x; r < a.rows; r += gridDim.x) {
     if (a.n <= static_cast<long>(blockDim.x) * kNormThreadValues) {
-      norm_held<kNormThreadValues, T, W, Layer>(a, r, threadIdx.x, blockDim.x, fold);
+      norm_held<kNormThreadValues, Vec, T, W, Layer>(a, r, threadIdx.x, blockDim.x, fold);
       continue;
     }
     const T* x = xs + r * a.n;
@@ -1267,12 +1300,12 @@ __device__ void norm(const Norm& a) {
 
 /* A warp a row of up to 32 * kNormLaneValues values, held in registers between the passes:
    no block barriers, for the short rows of a prompt. */
-template <class T, class W, bool Layer>
+template <class T, class W, bool Layer, int Vec = 1>
 __device__ void norm_warp(const Norm& a) {
   kiln_wait_for_inputs();
   const long r = static_cast<long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (r >= a.rows) return;
-  norm_held<kNormLaneValues, T, W, Layer>(a, r, threadIdx.x & 31, 32, [](auto v) { return warp_sum(v); });
+  norm_held<kNormLaneValues, Vec, T, W, Layer>(a, r, threadIdx.x & 31, 32, [](auto v) { return warp_sum(v); });
 }
 
 // ---- rope ---------------------------------------------------------------------------------
