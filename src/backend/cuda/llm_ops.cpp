@@ -565,11 +565,12 @@ void attention(int dev, const AttentionOperands& o, Tensor& y) {
     step = int64_t{warps} * (32 / sh.lanes) * args::kAttentionKeys;
     shared = static_cast<unsigned>(warps * sh.rows * (dv + 2) * sizeof(float));
   }
-  // Decoding rows (one row tile a head) of few heads on sm_90: a cluster of kClusterSplits blocks
-  // a head shares what the rows see (in the kernel: the valid keys, not the cache's capacity) and
-  // merges in shared memory, where 8 blocks a head fit in one wave (a session of the 8B shape:
-  // 64 blocks; 4 sessions, 256 blocks, measured no faster than splits and a combine).
-  const bool cluster = mma && row_tiles == 1 && device_info(dev).major >= 9 && lk > args::kAttentionMmaKeys &&
+  // Decoding rows (one row tile a head) of few heads on sm_90, caches of kMinSplitKeys and more: a
+  // cluster of kClusterSplits blocks a head shares what the rows see (in the kernel: the valid keys,
+  // not the cache's capacity) and merges in shared memory, where 8 blocks a head fit in one wave (a
+  // session of the 8B shape: 64 blocks; 4 sessions, 256 blocks, measured no faster than splits and
+  // a combine). Smaller caches take one block a head: ~2 us less than a cluster over a few keys.
+  const bool cluster = mma && row_tiles == 1 && device_info(dev).major >= 9 && lk >= kMinSplitKeys &&
                        blocks_per_split * args::kClusterSplits <= sms && tuning().attention_clusters;
   const auto [split_len, splits] =
       cluster ? std::pair<int64_t, int64_t>{0, args::kClusterSplits} : split_keys(blocks_per_split, step);
