@@ -177,6 +177,7 @@ const Entry kEntries[] = {
     KILN_NULL(cuModuleLoadData, module_load),
     KILN_NULL(cuModuleGetFunction, module_function),
     KILN_NULL(cuModuleUnload, no_op),
+    KILN_NULL(cuFuncGetAttribute, not_supported),
     KILN_NULL(cuFuncSetAttribute, no_op),
     KILN_NULL(cuLaunchKernel, launch),
     KILN_NULL(cuOccupancyMaxActiveBlocksPerMultiprocessor, occupancy),

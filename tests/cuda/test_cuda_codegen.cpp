@@ -437,8 +437,11 @@ TEST_F(CudaCodegen, LanguageModelKernelsCompile) {
     if (t != f32) {  // the tensor-core kernel: decoding (4 warps over keys) and prompts (4 row tiles)
       check_attention("mma<" + t + ", " + t + ", 128, 4>");
       check_attention("mma<" + t + ", bool, 64, 1>");
-      for (const char* d : {"64", "128"})  // decoding over a cluster of blocks
-        check_attention("mma<" + t + ", " + t + ", " + d + ", 4, true>", "__cluster_dims__(8, 1, 1)");
+      for (const char* d : {"64", "128"}) {  // decoding over a cluster of blocks
+        for (const char* c : {"8", "16"})
+          check_attention("mma<" + t + ", " + t + ", " + d + ", 4, " + c + ">",
+                          std::string("__cluster_dims__(") + c + ", 1, 1)");
+      }
     }
   }
   for (const char* w : {"uint8_t", "uint16_t", "uint32_t", "uint64_t"}) {

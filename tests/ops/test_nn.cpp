@@ -326,8 +326,10 @@ TEST(Attention, AgainstFloat64GroupedCausalLengthsAndMasks) {
         AttnCase{2, 8, 2, 3, 200, 32, 32}, AttnCase{1, 1, 1, 1, 1, 4, 4},
         // Heads of 64 and 128 (the GPU's tensor-core kernel): decoding, short and long prompts.
         AttnCase{1, 8, 2, 1, 300, 128, 128}, AttnCase{2, 4, 4, 9, 70, 128, 128}, AttnCase{1, 4, 2, 37, 150, 64, 64},
-        // Over 512 keys: the GPU splits the keys between blocks and merges the splits.
-        AttnCase{1, 8, 2, 1, 1300, 128, 128}, AttnCase{2, 4, 2, 2, 1100, 16, 16}}) {
+        // Over 512 keys: the GPU splits the keys between blocks and merges the splits (decoding
+        // on sm_90: a cluster of 16 blocks a head for 2 heads, of 8 for 12).
+        AttnCase{1, 8, 2, 1, 1300, 128, 128}, AttnCase{2, 4, 2, 2, 1100, 16, 16},
+        AttnCase{1, 12, 12, 1, 600, 64, 64}}) {
     for (Dtype d : {float32, bfloat16, float16}) {
       std::ostringstream ctx;
       ctx << "B" << c.b << " Hq" << c.hq << " Hkv" << c.hkv << " Lq" << c.lq << " Lk" << c.lk << " " << dtype_name(d);
@@ -681,11 +683,13 @@ TEST(CacheAttention, WritesInPlaceWhereTheCachesAreDonated) {
 TEST(CacheAttention, EachRowOverItsOwnCachesAgainstFloat64) {
   // Heads of 64 and 128 take the GPU's tensor-core kernel (with one query position, the one that
   // also rotates and writes the keys); 70 rows take two launches there, and caches over 512 keys
-  // split the keys between blocks.
+  // split the keys between blocks (decoding on sm_90: clusters of 16 blocks a head for 4 rows and
+  // heads, of 8 for 12).
   for (AttnCase c :
        {AttnCase{1, 4, 2, 1, 40, 8, 8}, AttnCase{3, 4, 2, 1, 70, 8, 8}, AttnCase{3, 4, 4, 5, 30, 16, 16},
         AttnCase{2, 8, 2, 1, 300, 128, 128}, AttnCase{2, 4, 2, 9, 80, 64, 64}, AttnCase{70, 2, 1, 1, 12, 8, 8},
-        AttnCase{2, 8, 2, 1, 1100, 128, 128}, AttnCase{3, 4, 2, 2, 700, 16, 16}, AttnCase{3, 6, 2, 1, 90, 64, 64}}) {
+        AttnCase{2, 8, 2, 1, 1100, 128, 128}, AttnCase{3, 4, 2, 2, 700, 16, 16}, AttnCase{3, 6, 2, 1, 90, 64, 64},
+        AttnCase{3, 8, 4, 1, 520, 64, 64}}) {
     for (Dtype d : {float32, bfloat16, float16}) {
       for (int rope_kind : {0, 1, 2}) {  // none, half (over 3/4 of the dims), traditional
         for (bool causal : {false, true}) {

@@ -566,14 +566,17 @@ void attention(int dev, const AttentionOperands& o, Tensor& y) {
     shared = static_cast<unsigned>(warps * sh.rows * (dv + 2) * sizeof(float));
   }
   // Decoding rows (one row tile a head) of few heads on sm_90, caches of kMinSplitKeys and more: a
-  // cluster of kClusterSplits blocks a head shares what the rows see (in the kernel: the valid keys,
-  // not the cache's capacity) and merges in shared memory, where 8 blocks a head fit in one wave (a
-  // session of the 8B shape: 64 blocks; 4 sessions, 256 blocks, measured no faster than splits and
-  // a combine). Smaller caches take one block a head: ~2 us less than a cluster over a few keys.
-  const bool cluster = mma && row_tiles == 1 && device_info(dev).major >= 9 && lk >= kMinSplitKeys &&
-                       blocks_per_split * args::kClusterSplits <= sms && tuning().attention_clusters;
+  // cluster of 16 or 8 blocks a head shares what the rows see (in the kernel: the valid keys, not
+  // the cache's capacity) and merges in shared memory, where those blocks fit in one wave (4
+  // sessions of the 8B shape in 256 blocks measured no faster than splits and a combine). Smaller
+  // caches take one block a head: ~2 us less than a cluster over a few keys.
+  int64_t cluster = 0;
+  if (mma && row_tiles == 1 && device_info(dev).major >= 9 && lk >= kMinSplitKeys) {
+    for (int64_t c : {int64_t{args::kMaxClusterSplits}, int64_t{8}})
+      if (!cluster && c <= tuning().attention_cluster && blocks_per_split * c <= sms) cluster = c;
+  }
   const auto [split_len, splits] =
-      cluster ? std::pair<int64_t, int64_t>{0, args::kClusterSplits} : split_keys(blocks_per_split, step);
+      cluster ? std::pair<int64_t, int64_t>{0, cluster} : split_keys(blocks_per_split, step);
   const int64_t blocks = blocks_per_split * splits;
   if (blocks > INT32_MAX) fail(o.op, "too many queries for one launch (", blocks, " blocks)");
   Tensor partial;
@@ -622,12 +625,12 @@ void attention(int dev, const AttentionOperands& o, Tensor& y) {
   a.partial = partial.buffer ? reinterpret_cast<float*>(ptr_bits(partial)) : nullptr;
   a.out = reinterpret_cast<void*>(ptr_bits(y));
   const std::string t = type(q.dtype), mt = o.mask_kind == Mask::keep ? "bool" : t;
-  const std::string call =
-      mma ? "mma<" + t + ", " + mt + ", " + std::to_string(d) + ", " + std::to_string(wk) + (cluster ? ", true>" : ">")
-          : "split<" + t + ", " + mt + ", " + std::to_string(sh.vec) + ", " + std::to_string(sh.lanes) + ", " +
-                std::to_string(sh.chunks) + ", " + std::to_string(sh.rows) + ">";
-  const std::string attributes =
-      cluster ? "__cluster_dims__(" + std::to_string(args::kClusterSplits) + ", 1, 1)" : std::string();
+  const std::string call = mma ? "mma<" + t + ", " + mt + ", " + std::to_string(d) + ", " + std::to_string(wk) +
+                                     (cluster ? ", " + std::to_string(cluster) + ">" : ">")
+                               : "split<" + t + ", " + mt + ", " + std::to_string(sh.vec) + ", " +
+                                     std::to_string(sh.lanes) + ", " + std::to_string(sh.chunks) + ", " +
+                                     std::to_string(sh.rows) + ">";
+  const std::string attributes = cluster ? "__cluster_dims__(" + std::to_string(cluster) + ", 1, 1)" : std::string();
   run_attention(dev, call, a, static_cast<unsigned>(blocks), 32 * warps, shared, attributes);
   if (splits > 1 && !cluster)
     run_attention(dev, "combine<" + t + ">", a, static_cast<unsigned>(batch * hq * lq),  // a block a row

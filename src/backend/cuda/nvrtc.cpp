@@ -96,6 +96,10 @@ Kernel loaded(int device, CUmodule module, const std::string& name) {
   Kernel k;
   k.module = std::make_shared<Module>(device, module);  // unloads the module if the next line throws
   check(drv().cuModuleGetFunction(&k.fn, module, name.c_str()), "cuModuleGetFunction");
+  // A cluster of more than 8 blocks (its __cluster_dims__) launches only where the kernel allows it.
+  int width = 0;
+  if (drv().cuFuncGetAttribute(&width, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, k.fn) == CUDA_SUCCESS && width > 8)
+    check(drv().cuFuncSetAttribute(k.fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1), "cuFuncSetAttribute");
   return k;
 }
 

@@ -24,7 +24,7 @@ struct Tuning {
   bool fmad = config::flag(Knob::cuda_fmad);
   int mma_product_rows = tuning_detail::number(Knob::cuda_mma_product_rows);
   int mv_split = tuning_detail::number(Knob::cuda_mv_split);
-  bool attention_clusters = config::flag(Knob::cuda_attention_clusters);
+  int attention_cluster = tuning_detail::number(Knob::cuda_attention_cluster);
   int row_registers = tuning_detail::registers(config::choice(Knob::cuda_row_registers));
   int row_elems = tuning_detail::number(Knob::cuda_row_elems);
   int row_elems_one_pass = tuning_detail::number(Knob::cuda_row_elems_one_pass);

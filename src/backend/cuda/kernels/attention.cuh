@@ -319,34 +319,34 @@ __device__ inline float rope_value(float x, float p, const RopeSlot& r, const fl
   return r.turned ? y : x;
 }
 
-/* Block 0 of a cluster merges the kClusterSplits blocks' sums of its 16 rows (`part` in each
+/* Block 0 of a cluster merges the Splits blocks' sums of its 16 rows (`part` in each
    block's shared memory: [16][D + 2], the max in base 2, then the total) and writes the rows;
    every thread of every block calls it (two cluster barriers). */
-template <class T, int D>
+template <class T, int D, int Splits>
 __device__ inline void cluster_merge(const Attention& a, float* part, int rb, long hk, long b) {
 #if __CUDA_ARCH__ >= 900
-  float* weight = part + 16 * (D + 2);  // [16][kClusterSplits]: each block's share of a row
+  float* weight = part + 16 * (D + 2);  // [16][Splits]: each block's share of a row
   kiln_cluster_sync();
-  if (blockIdx.x % kClusterSplits == 0) {
+  if (blockIdx.x % Splits == 0) {
     const int group = static_cast<int>(a.hq / a.hkv), row_count = group * static_cast<int>(a.lq);
     if (threadIdx.x < 16) {
       const int r = static_cast<int>(threadIdx.x);
-      float tops[kClusterSplits], best = neg_inf(), sum = 0.0f;
+      float tops[Splits], best = neg_inf(), sum = 0.0f;
 #pragma unroll
-      for (int s = 0; s < kClusterSplits; ++s) {
+      for (int s = 0; s < Splits; ++s) {
         const float2 tt =
             kiln_cluster_read<float2>(reinterpret_cast<const unsigned long long*>(part + r * (D + 2) + D), s);
-        tops[s] = tt.x, weight[r * kClusterSplits + s] = tt.y;
+        tops[s] = tt.x, weight[r * Splits + s] = tt.y;
         best = nan_max(best, tt.x);
       }
 #pragma unroll
-      for (int s = 0; s < kClusterSplits; ++s) {
+      for (int s = 0; s < Splits; ++s) {
         tops[s] = tops[s] == neg_inf() ? 0.0f : exp2f(tops[s] - best);  // 0 for a block that saw no key
-        sum += weight[r * kClusterSplits + s] * tops[s];
+        sum += weight[r * Splits + s] * tops[s];
       }
       const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
 #pragma unroll
-      for (int s = 0; s < kClusterSplits; ++s) weight[r * kClusterSplits + s] = tops[s] * inv;
+      for (int s = 0; s < Splits; ++s) weight[r * Splits + s] = tops[s] * inv;
     }
     __syncthreads();
     for (int at = static_cast<int>(threadIdx.x); at < 16 * D / 2; at += static_cast<int>(blockDim.x)) {
@@ -354,8 +354,8 @@ __device__ inline void cluster_merge(const Attention& a, float* part, int rb, lo
       if (row >= row_count) continue;
       float2 acc = {0.0f, 0.0f};
 #pragma unroll
-      for (int s = 0; s < kClusterSplits; ++s) {
-        const float w = weight[r * kClusterSplits + s];
+      for (int s = 0; s < Splits; ++s) {
+        const float w = weight[r * Splits + s];
         const float2 v =
             kiln_cluster_read<float2>(reinterpret_cast<const unsigned long long*>(part + r * (D + 2) + e), s);
         acc.x += v.x * w, acc.y += v.y * w;
@@ -368,12 +368,12 @@ __device__ inline void cluster_merge(const Attention& a, float* part, int rb, lo
 #endif
 }
 
-/* Cluster: one row tile (Wk = 4, decoding) whose keys kClusterSplits blocks of a thread-block
+/* Cluster > 0: one row tile (Wk = 4, decoding) whose keys the Cluster blocks of a thread-block
    cluster (sm_90) share, in equal whole steps of what the rows see; block 0 merges the blocks'
    sums out of their shared memory, so no partial sums go through global memory to a combine. */
-template <class T, class MaskT, int D, int Wk, bool Cluster = false>
+template <class T, class MaskT, int D, int Wk, int Cluster = 0>
 __device__ void mma(const Attention& a) {
-  static_assert(!Cluster || Wk == 4, "a cluster shares the keys of one row tile");
+  static_assert(Cluster == 0 || (Wk == 4 && Cluster <= kMaxClusterSplits), "a cluster shares one row tile's keys");
 #if __CUDA_ARCH__ >= 800
   constexpr int Wr = 4 / Wk, Bc = kAttentionMmaKeys / Wk, kChunks = D / 8, kSteps = D / 16, kKeyTiles = Bc / 8;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -422,9 +422,9 @@ __device__ void mma(const Attention& a) {
   const int last = ((rb + 1) * Wr * 16 < row_count ? (rb + 1) * Wr * 16 : row_count) - 1;
   const int seen =
       static_cast<int>(a.causal ? causal_limit(a, valid, last / group) : valid);  // keys the block's rows see
-  const int split_len = Cluster ? (seen + kClusterSplits * kAttentionMmaKeys - 1) /
-                                      (kClusterSplits * kAttentionMmaKeys) * kAttentionMmaKeys
-                                : static_cast<int>(a.split_len);
+  const int split_len =
+      Cluster ? (seen + Cluster * kAttentionMmaKeys - 1) / (Cluster * kAttentionMmaKeys) * kAttentionMmaKeys
+              : static_cast<int>(a.split_len);
   const int j0 = split * split_len;
   const int j1 = j0 + split_len < seen ? j0 + split_len : seen;
   float o[D / 8][4], top[2] = {neg_inf(), neg_inf()}, total[2] = {0.0f, 0.0f};
@@ -634,7 +634,7 @@ __device__ void mma(const Attention& a) {
         mine[(g + 8 * h) * (D + 2) + D] = top[h], mine[(g + 8 * h) * (D + 2) + D + 1] = total[h];
     }
     __syncthreads();
-    if (!Cluster && wk != 0) return;  // a cluster's blocks all reach its barriers
+    if (Cluster == 0 && wk != 0) return;  // a cluster's blocks all reach its barriers
 #pragma unroll
     for (int h = 0; h < 2 && wk == 0; ++h) {
       float best = neg_inf();
@@ -660,7 +660,7 @@ __device__ void mma(const Attention& a) {
       top[h] = best, total[h] = sum;
     }
   }
-  if constexpr (Cluster) {  // this block's sums (max in base 2) into its shared memory, for block 0
+  if constexpr (Cluster > 0) {  // this block's sums (max in base 2) into its shared memory, for block 0
     float* part = reinterpret_cast<float*>(mma_smem) + 4 * 16 * (D + 2);
 #pragma unroll
     for (int h = 0; h < 2 && wk == 0; ++h) {
@@ -669,7 +669,7 @@ __device__ void mma(const Attention& a) {
       for (int n = 0; n < D / 8; ++n) row[n * 8 + 2 * t] = o[n][2 * h], row[n * 8 + 2 * t + 1] = o[n][2 * h + 1];
       if (t == 0) row[D] = top[h], row[D + 1] = total[h];
     }
-    cluster_merge<T, D>(a, part, rb, hk, b);
+    cluster_merge<T, D, Cluster>(a, part, rb, hk, b);
     return;
   }
   // The result, or this split's partial sums, max (natural base, as combine reads it) and total.
