@@ -566,10 +566,11 @@ void attention(int dev, const AttentionOperands& o, Tensor& y) {
     shared = static_cast<unsigned>(warps * sh.rows * (dv + 2) * sizeof(float));
   }
   // Decoding rows (one row tile a head) of few heads on sm_90, caches of kMinSplitKeys and more: a
-  // cluster of 16 or 8 blocks a head shares what the rows see (in the kernel: the valid keys, not
-  // the cache's capacity) and merges in shared memory, where those blocks fit in one wave (4
-  // sessions of the 8B shape in 256 blocks measured no faster than splits and a combine). Smaller
-  // caches take one block a head: ~2 us less than a cluster over a few keys.
+  // cluster of 8 blocks a head (16 where KILN_CUDA_ATTENTION_CLUSTER allows: faster for one op over
+  // 4096 keys, not measurably in a model's decode) shares what the rows see (in the kernel: the
+  // valid keys, not the cache's capacity) and merges in shared memory, where those blocks fit in
+  // one wave (4 sessions of the 8B shape in 256 blocks measured no faster than splits and a
+  // combine). Smaller caches take one block a head: ~2 us less than a cluster over a few keys.
   int64_t cluster = 0;
   if (mma && row_tiles == 1 && device_info(dev).major >= 9 && lk >= kMinSplitKeys) {
     for (int64_t c : {int64_t{args::kMaxClusterSplits}, int64_t{8}})
