@@ -318,7 +318,8 @@ TEST_F(CudaCodegen, CopiesAndGathersCompile) {
     const std::string word = cuda::word_type(itemsize);
     library_compiles("copy.cuh", "Transpose",
                      (itemsize < 4 ? "copy::transpose_packed<" : "copy::transpose_tiles<") + word + ">");
-    library_compiles("gather.cuh", "Gather", "gather::take<" + word + ">");
+    for (const char* i : {"int32_t", "int64_t", "uint8_t", "uint32_t"})  // the index types
+      library_compiles("gather.cuh", "Gather", "gather::take<" + word + ", " + i + ">");
   }
   library_compiles("copy.cuh", "CopyBytes", "copy::bytes");
 }
@@ -447,11 +448,6 @@ TEST_F(CudaCodegen, LanguageModelKernelsCompile) {
   for (const char* w : {"uint8_t", "uint16_t", "uint32_t", "uint64_t"}) {
     check("SliceUpdate", std::string("slice_update<") + w + ">");
     check("CacheUpdate", std::string("cache_update<") + w + ">");
-  }
-  for (const char* i : {"int32_t", "int64_t", "uint8_t", "uint32_t"}) {
-    SCOPED_TRACE(i);
-    compiles(cuda::struct_kernel_source("backend/cuda/kernels/gather.cuh", "Indices",
-                                        std::string("gather::normalize_indices<") + i + ">"));
   }
 }
 

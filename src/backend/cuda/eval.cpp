@@ -900,25 +900,17 @@ Tensor device_scalar(int dev, double value, Dtype d) {
   return to_device(h, dev);
 }
 
-// Indices as int64 on the device, negative ones counted from the end. Checked on the host
-// first (an out-of-range index raises the CPU's error), except while a compiled call records
-// for CUDA-graph replay, which has no host round trip: there the kernel clamps them.
-Tensor normalized_indices(int dev, const char* op, const Tensor& idx, int64_t size, int axis) {
-  if (!recording() || size == 0) detail::normalized_indices(op, to_host(idx), size, axis);
-  Tensor out(idx.shape, int64);
-  allocate_output(dev, out);
-  if (idx.size() == 0) return out;
-  const Tensor in = idx.row_contiguous() ? idx : contiguous_on_device(idx, dev);
-  args::Indices a{idx.size(), size, data_ptr(in), data_ptr(out)};
-  launch_struct(dev, kGatherHeader, "Indices", "gather::normalize_indices<" + type_name(idx.dtype) + ">", a,
-                grid_for(dev, idx.size(), 256), 256);
-  return out;
-}
-
-void gather(int dev, const Tensor& a, const Strides& as, int64_t axis_stride, const Tensor& idx, const Strides& is,
-            const Tensor& y) {
+// y gathered from a along axis `axis` (of `size` entries) by the indices idx, whose row-major
+// layout is_ assumes, negative ones counted from the end. Checked on the host first (an
+// out-of-range index raises the CPU's error), except while a compiled call records for
+// CUDA-graph replay, which has no host round trip: there the kernel clamps them.
+void gather(int dev, const char* op, const Tensor& a, const Strides& as, int64_t axis, const Tensor& idx,
+            const Strides& is, const Tensor& y) {
+  const int64_t size = a.shape[static_cast<size_t>(axis)];
+  if (!recording() || size == 0) detail::normalized_indices(op, to_host(idx), size, static_cast<int>(axis));
   if (y.size() == 0) return;
   if (static_cast<int>(y.shape.size()) > kMaxDims) fail("cuda", "gather over more than ", kMaxDims, " axes");
+  const Tensor in = idx.row_contiguous() ? idx : contiguous_on_device(idx, dev);
   args::Gather g{};
   g.n = y.size();
   g.nd = static_cast<long>(y.shape.size());
@@ -928,11 +920,13 @@ void gather(int dev, const Tensor& a, const Strides& as, int64_t axis_stride, co
     g.a_strides[d] = as[d];
     g.idx_strides[d] = is[d];
   }
-  g.axis_stride = axis_stride;
+  g.axis_stride = a.strides[static_cast<size_t>(axis)];
+  g.size = size;
   g.y = data_ptr(y);
   g.a = data_ptr(a);
-  g.idx = data_ptr(idx);
-  launch_struct(dev, kGatherHeader, "Gather", std::string("gather::take<") + word_type(y.itemsize()) + ">", g,
+  g.idx = data_ptr(in);
+  launch_struct(dev, kGatherHeader, "Gather",
+                std::string("gather::take<") + word_type(y.itemsize()) + ", " + type_name(idx.dtype) + ">", g,
                 grid_for(dev, y.size(), 256), 256);
 }
 
@@ -1124,14 +1118,12 @@ void eval(Device device, const Primitive& cprim, std::vector<Tensor>& in, std::v
       allocate_output(dev, y);
       if (k == OpKind::Take) {
         size_t ax = static_cast<size_t>(static_cast<const Take&>(prim).axis());
-        Tensor idx = normalized_indices(dev, "take", ind, a.shape[ax], static_cast<int>(ax));
         const detail::GatherStrides g = detail::take_strides(a, ind, y, ax);
-        gather(dev, a, g.a, a.strides[ax], idx, g.idx, y);
+        gather(dev, "take", a, g.a, static_cast<int64_t>(ax), ind, g.idx, y);
       } else {
         size_t ax = static_cast<size_t>(static_cast<const TakeAlongAxis&>(prim).axis());
-        Tensor idx = normalized_indices(dev, "take_along_axis", ind, a.shape[ax], static_cast<int>(ax));
         const detail::GatherStrides g = detail::take_along_axis_strides(a, ind, y, ax);
-        gather(dev, a, g.a, a.strides[ax], idx, g.idx, y);
+        gather(dev, "take_along_axis", a, g.a, static_cast<int64_t>(ax), ind, g.idx, y);
       }
       break;
     }

@@ -186,13 +186,6 @@ struct CacheUpdate {
 };
 static_assert(sizeof(CacheUpdate) <= 4096, "a kernel's parameters fit in 4 KB");
 
-/* Gather indices as int64, negative ones counted from the end, clamped into the axis. */
-struct Indices {
-  long n, size;
-  const void* in;  // row-major, of the kernel's index type
-  void* out;  // int64 [n]
-};
-
 // --- The kernels of support.cuh's neighbours: copies, reductions, scans, gathers, products.
 
 /* copy::bytes: `bytes` bytes from `from` to `to`. */
@@ -239,14 +232,15 @@ struct Cumsum {
   void* out;
 };
 
-/* gather::take: y[i] = a[a_off(i) + idx[idx_off(i)] * axis_stride] over y's nd axes. */
+/* gather::take: y[i] = a[a_off(i) + idx[idx_off(i)] * axis_stride] over y's nd axes; an index
+   counts from the end of the axis (of `size` entries) when negative. */
 struct Gather {
   long n, nd;
   long shape[kMaxAxes], y_strides[kMaxAxes], a_strides[kMaxAxes], idx_strides[kMaxAxes];
-  long axis_stride;
+  long axis_stride, size;
   void* y;
   const void* a;
-  const void* idx;  // int64, normalized
+  const void* idx;  // of the kernel's index type
 };
 
 /* random::bits: n random words from the key's two words, key_stride apart. */
