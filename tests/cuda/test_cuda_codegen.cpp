@@ -14,6 +14,7 @@
 #include "compile/kernel_slots.h"
 #include "backend/cuda/interp_images.h"
 #include "backend/cuda/interp_program.h"
+#include "backend/cuda/llm_ops.h"
 #include "backend/cuda/nvrtc.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
@@ -478,6 +479,21 @@ TEST_F(CudaCodegen, WidestArgumentBlocksCompile) {
 
 // The host's packing of a generated kernel's arguments (OperandArgs) is the layout of the
 // struct the kernel reads (args::WithOperands): filled by name on the host, the same words.
+// Which decode attention runs as a thread-block cluster (no GPU needed: the host's choice).
+TEST(CudaAttention, ClustersForDecodingOverLongCachesThatFitOneWave) {
+  using cuda::attention_cluster;
+  // An H100: 132 SMs. SmolLM2 (3 key/value heads) and the 8B shape (8), one session.
+  EXPECT_EQ(attention_cluster(9, 132, 1024, 3, true, 8), 8);
+  EXPECT_EQ(attention_cluster(9, 132, 1024, 3, true, 16), 16);
+  EXPECT_EQ(attention_cluster(9, 132, 4096, 8, true, 16), 16);
+  EXPECT_EQ(attention_cluster(9, 132, 512, 12, true, 16), 8);  // 16 a head would not fit one wave
+  EXPECT_EQ(attention_cluster(9, 132, 4096, 32, true, 8), 0);  // 4 sessions of 8 heads: splits and a combine
+  EXPECT_EQ(attention_cluster(9, 132, 256, 3, true, 8), 0);  // a small cache: one block a head
+  EXPECT_EQ(attention_cluster(9, 132, 1024, 3, false, 8), 0);  // rows of a prompt
+  EXPECT_EQ(attention_cluster(8, 108, 1024, 3, true, 8), 0);  // no clusters before sm_90
+  EXPECT_EQ(attention_cluster(9, 132, 1024, 3, true, 0), 0);  // KILN_CUDA_ATTENTION_CLUSTER=0
+}
+
 TEST(CudaArgs, OperandArgsMatchTheKernelsStruct) {
   void* const p0 = reinterpret_cast<void*>(0x1000);
   void* const p1 = reinterpret_cast<void*>(0x2008);

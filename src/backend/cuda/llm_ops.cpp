@@ -516,6 +516,23 @@ bool attention_takes_mma(int dev, const AttentionOperands& o) {
          device_info(dev).major >= 8 && row_load_width(o) == 8;
 }
 
+}  // namespace
+
+// Decoding rows (one row tile a head) of few heads on sm_90, caches of kMinSplitKeys and more: a
+// cluster of 8 blocks a head (16 where `most` allows: faster for one op over 4096 keys, not
+// measurably in a model's decode) shares what the rows see (in the kernel: the valid keys, not the
+// cache's capacity) and merges in shared memory, where those blocks fit in one wave (4 sessions of
+// the 8B shape in 256 blocks measured no faster than splits and a combine). Smaller caches take
+// one block a head: ~2 us less than a cluster over a few keys.
+int64_t attention_cluster(int major, int64_t sms, int64_t cache_keys, int64_t heads, bool decoding, int64_t most) {
+  if (major < 9 || !decoding || cache_keys < kMinSplitKeys) return 0;
+  for (int64_t c : {int64_t{args::kMaxClusterSplits}, int64_t{8}})
+    if (c <= most && heads * c <= sms) return c;
+  return 0;
+}
+
+namespace {
+
 void attention(int dev, const AttentionOperands& o, Tensor& y) {
   using Mask = ScaledDotProductAttention::Mask;
   if (y.size() == 0) return;
@@ -565,17 +582,9 @@ void attention(int dev, const AttentionOperands& o, Tensor& y) {
     step = int64_t{warps} * (32 / sh.lanes) * args::kAttentionKeys;
     shared = static_cast<unsigned>(warps * sh.rows * (dv + 2) * sizeof(float));
   }
-  // Decoding rows (one row tile a head) of few heads on sm_90, caches of kMinSplitKeys and more: a
-  // cluster of 8 blocks a head (16 where KILN_CUDA_ATTENTION_CLUSTER allows: faster for one op over
-  // 4096 keys, not measurably in a model's decode) shares what the rows see (in the kernel: the
-  // valid keys, not the cache's capacity) and merges in shared memory, where those blocks fit in
-  // one wave (4 sessions of the 8B shape in 256 blocks measured no faster than splits and a
-  // combine). Smaller caches take one block a head: ~2 us less than a cluster over a few keys.
-  int64_t cluster = 0;
-  if (mma && row_tiles == 1 && device_info(dev).major >= 9 && lk >= kMinSplitKeys) {
-    for (int64_t c : {int64_t{args::kMaxClusterSplits}, int64_t{8}})
-      if (!cluster && c <= tuning().attention_cluster && blocks_per_split * c <= sms) cluster = c;
-  }
+  const int64_t cluster = mma ? attention_cluster(device_info(dev).major, sms, lk, blocks_per_split, row_tiles == 1,
+                                                  tuning().attention_cluster)
+                              : 0;
   const auto [split_len, splits] =
       cluster ? std::pair<int64_t, int64_t>{0, cluster} : split_keys(blocks_per_split, step);
   const int64_t blocks = blocks_per_split * splits;
