@@ -1,6 +1,6 @@
-// The device kernel of gathers (take, take_along_axis), which normalizes each index as it
-// reads it, so a compiled call replayed as a CUDA graph needs no host round trip for them. Generated source includes
-// "backend/cuda/kernels/support.cuh" (kiln_gid, kiln_offset) before this file.
+// The device kernel of gathers (take, take_along_axis), which normalizes each index as it reads
+// it, so a compiled call replayed as a CUDA graph needs no host round trip for them. Generated
+// source includes "backend/cuda/kernels/support.cuh" (kiln_gid, kiln_offset) before this file.
 #pragma once
 
 #include "backend/cuda/kernels/args.h"

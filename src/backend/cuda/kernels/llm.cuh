@@ -1181,10 +1181,7 @@ __device__ void add_into(const AddInto& a) {
 }
 
 // ---- norms --------------------------------------------------------------------------------
-/* One row of up to V * stride values held in registers, this thread's at `at`, at + stride, ...:
-   every load issued at once (a loop would wait on each in turn), then the mean (layer_norm), the
-   mean square about it and the writes. fold sums a value over the threads sharing the row. */
-/* N values of type S at p as A, in 16-byte loads where Vec = N fills them (p then aligned). */
+/* N values of type S at p as A, in loads of up to 16 bytes (p aligned to them). */
 template <class A, int N, class S>
 __device__ inline void load_values(const S* p, A* out) {
   constexpr int kPiece = 16 / sizeof(S) < N ? 16 / sizeof(S) : N;
@@ -1196,9 +1193,11 @@ __device__ inline void load_values(const S* p, A* out) {
   }
 }
 
-/* Row r's norm with the row in registers: this thread's V values are runs of Vec (one 16-byte
-   load each where Vec > 1: the host checks rows and pointers allow it), run u at value
-   (at + stride * u) * Vec. */
+/* One row of up to V * stride values held in registers: this thread's V values are runs of Vec
+   (16 bytes where Vec > 1: the host checks that rows and pointers allow it), run u at value
+   (at + stride * u) * Vec; every load issued at once (a loop would wait on each in turn), then
+   the mean (layer_norm), the mean square about it and the writes. fold sums a value over the
+   threads sharing the row. */
 template <int V, int Vec, class T, class W, bool Layer, class Fold>
 __device__ inline void norm_held(const Norm& a, long r, int at, int stride, Fold fold) {
   using A = kiln::math::compute_t<T>;
