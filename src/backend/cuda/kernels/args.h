@@ -144,6 +144,7 @@ struct Attention {
   const void* mask;
   const void* key_lengths;  // int32 [batch] or null; each row's key count is its entry + key_length_add
   long key_length_add;
+  long inputs_ready;  // 1: no earlier kernel writes key_lengths or rope_freqs (attention::mma reads them early)
   /* The step's own key and value of each batch row (attention::mma with one query position,
      fresh_k set): read from here (the key rotated, as q is, where rope_dims > 0) instead of from
      the caches at the row's position (key_lengths[b], clamped into the caches), and written

@@ -299,6 +299,12 @@ __device__ inline void ldmatrix_x4(unsigned* r, const void* p) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(at));
 }
+/* 2^x in one instruction (MUFU.EX2; results below 2^-126 flush to 0): the softmax's weights. */
+__device__ inline float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 /* Where value d of a row goes under rope over its first `dims` values: its partner, their
    pair's angle and whether d is the pair's first (branch-free, so that loads issue together). */
 struct RopeSlot {
@@ -377,7 +383,10 @@ __device__ void mma(const Attention& a) {
 #if __CUDA_ARCH__ >= 800
   constexpr int Wr = 4 / Wk, Bc = kAttentionMmaKeys / Wk, kChunks = D / 8, kSteps = D / 16, kKeyTiles = Bc / 8;
   constexpr float kLog2e = 1.4426950408889634f;
-  kiln_wait_for_inputs();
+  // With inputs_ready the key lengths and rope frequencies are no earlier kernel's outputs: the
+  // block's arithmetic and rope angles then overlap the kernel ahead (kiln_wait_for_inputs).
+  const bool early = a.inputs_ready != 0;
+  if (!early) kiln_wait_for_inputs();
   extern __shared__ __align__(16) unsigned char mma_smem[];
   constexpr int kStage = 2 * kAttentionMmaKeys * D;  // a step's keys, then its values ([keys][D] each, swizzled)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -407,11 +416,12 @@ __device__ void mma(const Attention& a) {
   bool fresh_ready = false;  // fresh_row written
   // This thread's rows: g and g + 8 of its warp's tile.
   int head[2], query[2], limit[2];
+  bool alive[2];
   const T* qrow[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = (rb * Wr + wr) * 16 + g + 8 * h;
-    const bool live = row < row_count;
+    const bool live = alive[h] = row < row_count;
     query[h] = live ? row / group : 0;
     head[h] = static_cast<int>(hk) * group + (live ? row % group : 0);
     limit[h] = static_cast<int>(!live ? 0 : a.causal ? causal_limit(a, valid, query[h]) : valid);
@@ -460,44 +470,52 @@ __device__ void mma(const Attention& a) {
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
+  // The rope angles of the step's position: in float64 (the inverse frequency from the host, as
+  // the CPU's), taken into [-pi, pi] there, then their sines and cosines in float32.
+  auto rope_angles = [&] {
+    const float* freqs = static_cast<const float*>(a.rope_freqs);
+#pragma unroll 1
+    for (int i = threadIdx.x; i < a.rope_dims / 2; i += blockDim.x) {
+      const double angle = static_cast<double>(position) * a.rope_scale * (freqs ? 1.0 / freqs[i] : a.rope_inv[i]);
+      constexpr double kTwoPi = 6.283185307179586476925286766559, kTurns = 1.0 / kTwoPi;
+      sincosf(static_cast<float>(fma(-rint(angle * kTurns), kTwoPi, angle)), &rope_sin[i], &rope_cos[i]);
+    }
+  };
+  if (early) {
+    if (fresh) rope_angles();
+    kiln_wait_for_inputs();
+  }
   if (j0 < j1) stage(j0, 0);  // in flight while the new row and q are rotated
   if (fresh) {
-    // The block's q rows (16 Wr of them) and the new key and value come in as they are with
+    // The block's live q rows (of 16 Wr) and the new key and value come in as they are with
     // cp.async, in flight together (and with the first step's keys) while the angles are
     // computed, then are rotated out of shared memory. The code is short on purpose: a block
     // runs it once, so every instruction of it is a fetch that misses.
-    constexpr int kQRows = 16 * Wr, kQChunks = kQRows * kChunks;
+    const int live = min(16 * Wr, row_count - rb * 16 * Wr), live_chunks = live * kChunks;
     T* q_raw = q_turned + kAttentionMmaKeys * D;  // the second stage's value tiles
     const T* fk = static_cast<const T*>(a.fresh_k) + b * a.fresh_k_strides[0] + hk * a.fresh_k_strides[1];
     const T* fv = static_cast<const T*>(a.fresh_v) + b * a.fresh_v_strides[0] + hk * a.fresh_v_strides[1];
 #pragma unroll 1
-    for (int c = threadIdx.x; c < kQChunks + 2 * kChunks; c += blockDim.x) {
-      const int row = rb * kQRows + c / kChunks, e = c - kQChunks;  // one query position: row r is head hk * group + r
-      const T* from = c < kQChunks ? static_cast<const T*>(a.q) + b * a.q_strides[0] +
-                                         (hk * group + (row < group ? row : 0)) * a.q_strides[1] + c % kChunks * 8
-                                   : (e < kChunks ? fk : fv) + e % kChunks * 8;
-      kiln_stage16_or_zero(c < kQChunks ? q_raw + c * 8 : fresh_raw[e / kChunks] + e % kChunks * 8, from, true);
+    for (int c = threadIdx.x; c < live_chunks + 2 * kChunks; c += blockDim.x) {
+      const int row = rb * 16 * Wr + c / kChunks, e = c - live_chunks;  // one query position: row r is head hk * group + r
+      const T* from = c < live_chunks
+                          ? static_cast<const T*>(a.q) + b * a.q_strides[0] + (hk * group + row) * a.q_strides[1] +
+                                c % kChunks * 8
+                          : (e < kChunks ? fk : fv) + e % kChunks * 8;
+      kiln_stage16_or_zero(c < live_chunks ? q_raw + c * 8 : fresh_raw[e / kChunks] + e % kChunks * 8, from, true);
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
-    const float* freqs = static_cast<const float*>(a.rope_freqs);
-#pragma unroll 1
-    for (int i = threadIdx.x; i < a.rope_dims / 2; i += blockDim.x) {
-      // The angle in float64 (the inverse frequency from the host, as the CPU's), taken into
-      // [-pi, pi] there, then its sine and cosine in float32.
-      const double angle = static_cast<double>(position) * a.rope_scale * (freqs ? 1.0 / freqs[i] : a.rope_inv[i]);
-      constexpr double kTwoPi = 6.283185307179586476925286766559;
-      sincosf(static_cast<float>(fma(-rint(angle / kTwoPi), kTwoPi, angle)), &rope_sin[i], &rope_cos[i]);
-    }
+    if (!early) rope_angles();
     asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
 #pragma unroll 1
-    for (int at = threadIdx.x; at < (kQRows + 2) * D; at += blockDim.x) {
-      const int r = at / D, d = at % D;  // rows of q, then the key, then the value (not rotated)
-      const T* raw = r < kQRows ? q_raw + r * D : fresh_raw[r - kQRows];
-      const RopeSlot slot = rope_slot(d, r == kQRows + 1 ? 0 : static_cast<int>(a.rope_dims), a.rope_traditional);
+    for (int at = threadIdx.x; at < (live + 2) * D; at += blockDim.x) {
+      const int r = at / D, d = at % D;  // live rows of q, then the key, then the value (not rotated)
+      const T* raw = r < live ? q_raw + r * D : fresh_raw[r - live];
+      const RopeSlot slot = rope_slot(d, r == live + 1 ? 0 : static_cast<int>(a.rope_dims), a.rope_traditional);
       const float y =
           rope_value(static_cast<float>(raw[d]), static_cast<float>(raw[slot.partner]), slot, rope_cos, rope_sin);
-      (r < kQRows ? q_turned + at : fresh_row[r - kQRows] + d)[0] = static_cast<T>(y);
+      (r < live ? q_turned + at : fresh_row[r - live] + d)[0] = static_cast<T>(y);
     }
     __syncthreads();
     if (split == 0 && rb == row_blocks - 1 && threadIdx.x < 2 * kChunks) {  // the caches are this kernel's outputs
@@ -516,7 +534,7 @@ __device__ void mma(const Attention& a) {
 #pragma unroll
     for (int f = 0; f < 4; ++f) {
       const long e = 16 * s + 2 * t + 8 * (f >> 1);
-      qf[s][f] = *reinterpret_cast<const unsigned*>(qrow[f & 1] + e);  // a dead row reads query 0, then sees no key
+      qf[s][f] = alive[f & 1] ? *reinterpret_cast<const unsigned*>(qrow[f & 1] + e) : 0u;  // a dead row sees no key
     }
   }
   if (fresh) __syncthreads();  // every warp has its q before the second step's copies land over q_turned
@@ -570,16 +588,19 @@ __device__ void mma(const Attention& a) {
           x = visible ? x : neg_inf();
         }
         sc[n][e] = x;
-        if (x != neg_inf()) step_top[h] = nan_max(step_top[h], x);
+        step_top[h] = fmaxf(step_top[h], x);  // passes a NaN over: its weight below is NaN and poisons the row
       }
     }
-    float scale_old[2];
+    // Each row's new max (never NaN) and, where it has seen no key, 0 in its place, so that a
+    // masked score's weight is exp2(-inf) = 0 without a test a score.
+    float scale_old[2], shift[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      step_top[h] = nan_max(step_top[h], __shfl_xor_sync(0xffffffffu, step_top[h], 1));
-      step_top[h] = nan_max(step_top[h], __shfl_xor_sync(0xffffffffu, step_top[h], 2));
-      const float next = nan_max(top[h], step_top[h]);
-      scale_old[h] = top[h] == neg_inf() ? (next == neg_inf() ? 1.0f : 0.0f) : exp2f(top[h] - next);
+      step_top[h] = fmaxf(step_top[h], __shfl_xor_sync(0xffffffffu, step_top[h], 1));
+      step_top[h] = fmaxf(step_top[h], __shfl_xor_sync(0xffffffffu, step_top[h], 2));
+      const float next = fmaxf(top[h], step_top[h]);
+      shift[h] = next == neg_inf() ? 0.0f : next;
+      scale_old[h] = fast_exp2(top[h] - shift[h]);  // 0 while the row has seen no key (its sums are 0)
       top[h] = next;
       total[h] *= scale_old[h];
     }
@@ -592,8 +613,7 @@ __device__ void mma(const Attention& a) {
     for (int n = 0; n < kKeyTiles; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float x = sc[n][e];
-        sc[n][e] = x == neg_inf() ? 0.0f : exp2f(x - top[e >> 1]);
+        sc[n][e] = fast_exp2(sc[n][e] - shift[e >> 1]);
         total[e >> 1] += sc[n][e];
       }
     }
