@@ -10,15 +10,13 @@
 #include <string>
 
 #include "backend/cuda/kernels/args.h"
+#include "backend/cuda/struct_source.h"
 #include "compile/fused.h"
 #include "compile/row_fused.h"
 
 namespace kiln::cuda {
 
 constexpr int kMaxDims = args::kMaxAxes;  // axes a kernel indexes after merging (more: an error)
-
-/* The include name of the device helpers every kernel module includes first (kernels/support.cuh). */
-inline constexpr const char* kSupportHeader = "backend/cuda/kernels/support.cuh";
 
 /* Elementwise kernel over n elements of a (merged) shape of up to kMaxDims axes, any strides:
    reads args::Elementwise<operands> (outputs first, then inputs). */

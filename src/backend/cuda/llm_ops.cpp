@@ -616,8 +616,8 @@ void attention(int dev, const AttentionOperands& o, Tensor& y) {
   a.mask = o.mask_kind == Mask::none ? nullptr : reinterpret_cast<const void*>(ptr_bits(o.mask));
   a.key_lengths = o.lengths.buffer ? reinterpret_cast<const void*>(ptr_bits(o.lengths)) : nullptr;
   a.key_length_add = o.length_add;
-  a.inputs_ready = (!o.lengths.buffer || fixed_during_recording(o.lengths)) &&
-                   (!o.freqs.buffer || fixed_during_recording(o.freqs));
+  a.inputs_ready =
+      (!o.lengths.buffer || fixed_during_recording(o.lengths)) && (!o.freqs.buffer || fixed_during_recording(o.freqs));
   if (fresh) {
     a.fresh_k = reinterpret_cast<const void*>(ptr_bits(o.fresh_k));
     a.fresh_v = reinterpret_cast<const void*>(ptr_bits(o.fresh_v));

@@ -16,10 +16,12 @@
 #include "backend/cpu/jit_support.h"
 #include "backend/cuda/driver.h"
 #include "backend/cuda/nvrtc_compile.h"
+#include "backend/cuda/precompiled_images.h"
 #include "backend/cuda/recording.h"
 #include "backend/cuda/streams.h"
 #include "backend/cuda/tuning.h"
 #include "core/bounded_cache.h"
+#include "core/config.h"
 #include "kiln/error.h"
 
 namespace kiln::cuda {
@@ -81,7 +83,7 @@ kiln::detail::BoundedCache<Kernel>& modules() {
   return *cache;
 }
 
-std::atomic<uint64_t> g_compiles{0}, g_disk{0};  // statistics; relaxed
+std::atomic<uint64_t> g_compiles{0}, g_disk{0}, g_precompiled{0};  // statistics; relaxed
 
 // The disk-cache entry of a kernel's cubin for the device.
 std::string cache_entry(const DeviceInfo& info, const std::string& name, const std::string& source) {
@@ -90,6 +92,16 @@ std::string cache_entry(const DeviceInfo& info, const std::string& name, const s
   for (auto& o : options(info)) hash.field(o);
   hash.field(name).field(source);
   return "cuda-" + hash.hex() + ".cubin";
+}
+
+// KILN_DUMP_KERNELS: the source of every kernel this process loads, as <its cache entry>.cu.
+void dump_source(const std::string& entry, const std::string& source) {
+  static std::atomic<bool> warned{false};
+  const std::string dir = config::text(config::Knob::dump_kernels);
+  if (dir.empty()) return;
+  const std::string path = dir + "/" + entry.substr(0, entry.rfind('.')) + ".cu";
+  if ((!cpu::detail::make_dirs(dir) || !cpu::detail::write_file_atomic(path, source)) && !warned.exchange(true))
+    std::fprintf(stderr, "kiln: cannot write kernel sources into KILN_DUMP_KERNELS='%s'\n", dir.c_str());
 }
 
 Kernel loaded(int device, CUmodule module, const std::string& name) {
@@ -123,9 +135,20 @@ bool load_from_disk(int device, const std::string& name, const std::string& sour
 }
 
 Kernel load(int device, const std::string& name, const std::string& source) {
+  const DeviceInfo& info = device_info(device);
+  dump_source(cache_entry(info, name, source), source);
+  // Built into kiln (compiled without contractions, as by default), then the disk cache, then NVRTC.
+  const auto* im = tuning().fmad ? nullptr : embedded::precompiled_image(name, source, info.major, info.minor);
+  if (im) {
+    bind(device);
+    CUmodule module = nullptr;
+    if (drv().cuModuleLoadData(&module, im->bytes) == CUDA_SUCCESS) {
+      g_precompiled.fetch_add(1, std::memory_order_relaxed);
+      return loaded(device, module, name);
+    }
+  }
   Kernel k;
   if (load_from_disk(device, name, source, &k)) return k;
-  const DeviceInfo& info = device_info(device);
   const std::string cubin = compile_cubin(source, name, info);
   g_compiles.fetch_add(1, std::memory_order_relaxed);
   bind(device);
@@ -230,6 +253,6 @@ int resident_blocks(const Kernel& k, unsigned block, unsigned shared_bytes) {
   return it->second;
 }
 
-NvrtcStats nvrtc_stats() { return {g_compiles.load(), g_disk.load(), modules().hits()}; }
+NvrtcStats nvrtc_stats() { return {g_compiles.load(), g_disk.load(), modules().hits(), g_precompiled.load()}; }
 
 }  // namespace kiln::cuda

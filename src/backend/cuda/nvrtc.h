@@ -64,6 +64,7 @@ size_t loaded_modules();
 
 struct NvrtcStats {
   uint64_t compiles, disk_loads, memory_hits;
+  uint64_t precompiled;  // modules loaded from the images built into kiln (precompiled_images.h)
 };
 NvrtcStats nvrtc_stats();
 /* A cubin of `source` for sm_<major><minor>, compiled by NVRTC alone (no device needed:

@@ -13,18 +13,9 @@
 #include "backend/cuda/codegen.h"
 #include "backend/cuda/kernels/args.h"
 #include "backend/cuda/nvrtc.h"
+#include "backend/cuda/struct_source.h"
 
 namespace kiln::cuda {
-
-/* The module source whose kiln_kernel includes `header` and calls `call`(a) for an
-   args::<args_name> a (e.g. "llm::rope<float>"); `attributes` go before the kernel's name (e.g.
-   "__cluster_dims__(8, 1, 1)"). */
-inline std::string struct_kernel_source(const std::string& header, const std::string& args_name,
-                                        const std::string& call, const std::string& attributes = "") {
-  return std::string("#include \"") + kSupportHeader + "\"\n#include \"" + header +
-         "\"\n\nextern \"C\" __global__ void " + attributes + (attributes.empty() ? "" : " ") +
-         "kiln_kernel(const kiln::cuda::args::" + args_name + " a) { kiln::cuda::" + call + "(a); }\n";
-}
 
 /* The struct's bytes as launch words. */
 template <class Args>

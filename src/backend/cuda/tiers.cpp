@@ -8,7 +8,7 @@
 #include "backend/cpu/strided.h"
 #include "backend/cuda/allocator.h"
 #include "backend/cuda/driver.h"
-#include "backend/cuda/interp_images.h"
+#include "backend/cuda/precompiled_images.h"
 #include "backend/cuda/interp_program.h"
 #include "backend/cuda/recording.h"
 #include "backend/cuda/struct_launch.h"
@@ -54,22 +54,6 @@ bool take_compiled(const PendingKernel& pending, Kernel* out, int64_t* ready_ns)
 
 namespace {
 
-// The image the device runs: a cubin of its major version and no newer minor one, else PTX
-// of an older or equal capability (the driver compiles it once, and caches it).
-const embedded::InterpImage* image_for(int device) {
-  const DeviceInfo& info = device_info(device);
-  const embedded::InterpImage* best = nullptr;
-  const int have = info.major * 10 + info.minor;
-  for (size_t i = 0; i < embedded::interp_image_count; ++i) {
-    const auto& im = embedded::interp_images[i];
-    const int cap = im.major * 10 + im.minor;
-    const bool runs = im.ptx ? cap <= have : im.major == info.major && im.minor <= info.minor;
-    if (!runs) continue;
-    if (!best || (best->ptx && !im.ptx) || (best->ptx == im.ptx && cap > best->major * 10 + best->minor)) best = &im;
-  }
-  return best;
-}
-
 // A region's interpreter program, kept in its slots (nullopt: not interpretable).
 struct InterpKey {
   bool operator==(const InterpKey&) const = default;
@@ -93,7 +77,9 @@ const Kernel& interp_kernel(int device) {
   auto& k = (*kernels)[static_cast<size_t>(device)];
   if (!k) {
     k = std::make_unique<Kernel>();
-    if (const auto* im = image_for(device))
+    const DeviceInfo& info = device_info(device);
+    if (const auto* im =
+            embedded::precompiled_image(embedded::kInterpKernel, embedded::kInterpSource, info.major, info.minor))
       *k = loaded_image(device, std::string("interp|") + im->arch, embedded::kInterpKernel, im->bytes);
   }
   return *k;

@@ -497,11 +497,11 @@ __device__ void mma(const Attention& a) {
     const T* fv = static_cast<const T*>(a.fresh_v) + b * a.fresh_v_strides[0] + hk * a.fresh_v_strides[1];
 #pragma unroll 1
     for (int c = threadIdx.x; c < live_chunks + 2 * kChunks; c += blockDim.x) {
-      const int row = rb * 16 * Wr + c / kChunks, e = c - live_chunks;  // one query position: row r is head hk * group + r
-      const T* from = c < live_chunks
-                          ? static_cast<const T*>(a.q) + b * a.q_strides[0] + (hk * group + row) * a.q_strides[1] +
-                                c % kChunks * 8
-                          : (e < kChunks ? fk : fv) + e % kChunks * 8;
+      const int row = rb * 16 * Wr + c / kChunks,
+                e = c - live_chunks;  // one query position: row r is head hk * group + r
+      const T* from = c < live_chunks ? static_cast<const T*>(a.q) + b * a.q_strides[0] +
+                                            (hk * group + row) * a.q_strides[1] + c % kChunks * 8
+                                      : (e < kChunks ? fk : fv) + e % kChunks * 8;
       kiln_stage16_or_zero(c < live_chunks ? q_raw + c * 8 : fresh_raw[e / kChunks] + e % kChunks * 8, from, true);
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
