@@ -593,19 +593,7 @@ bool is_elf(const embedded::PrecompiledImage& im) {
 /* The list's kernels (precompiled.list) as module sources, as kiln makes them. */
 std::vector<std::string> listed_sources() {
   std::ifstream in(std::string(KILN_SOURCE_DIR) + "/src/backend/cuda/precompiled.list");
-  std::vector<std::string> sources;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> f;
-    for (size_t at = 0;;) {
-      const size_t bar = line.find('|', at);
-      f.push_back(line.substr(at, bar - at));
-      if (bar == std::string::npos) break;
-      at = bar + 1;
-    }
-    if (f.size() == 4) sources.push_back(cuda::struct_kernel_source(f[0], f[1], f[2], f[3]));
-  }
-  return sources;
+  return cuda::listed_kernel_sources(in);
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,23 +28,6 @@ struct Job {
   bool ptx = false;
   std::string image, error;
 };
-
-/* The list's kernels as module sources ('#' starts a comment line). */
-std::vector<std::string> listed_sources(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::vector<std::string> sources;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> f;
-    std::stringstream ss(line);
-    for (std::string part; std::getline(ss, part, '|');) f.push_back(part);
-    if (f.size() == 3) f.emplace_back();
-    if (f.size() != 4) throw std::runtime_error(path + ": not header|struct|call|attributes: " + line);
-    sources.push_back(kiln::cuda::struct_kernel_source(f[0], f[1], f[2], f[3]));
-  }
-  return sources;
-}
 
 /* A C string literal of `text`. */
 std::string literal(const std::string& text) {
@@ -73,9 +56,11 @@ int main(int argc, char** argv) {
   if (kiln::cuda::nvrtc_loaded(&why)) {
     std::vector<std::string> listed;
     try {
-      listed = listed_sources(argv[2]);
+      std::ifstream in(argv[2]);
+      if (!in) throw std::runtime_error("cannot be read");
+      listed = kiln::cuda::listed_kernel_sources(in);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "kiln_precompile: %s\n", e.what());
+      std::fprintf(stderr, "kiln_precompile: %s: %s\n", argv[2], e.what());
       return 1;
     }
     for (int i = 3; i < argc; ++i) {
