@@ -95,10 +95,11 @@ std::string cache_entry(const DeviceInfo& info, const std::string& name, const s
 }
 
 // KILN_DUMP_KERNELS: the source of every kernel this process loads, as <its cache entry>.cu.
-void dump_source(const std::string& entry, const std::string& source) {
+void dump_source(const DeviceInfo& info, const std::string& name, const std::string& source) {
   static std::atomic<bool> warned{false};
   const std::string dir = config::text(config::Knob::dump_kernels);
   if (dir.empty()) return;
+  const std::string entry = cache_entry(info, name, source);
   const std::string path = dir + "/" + entry.substr(0, entry.rfind('.')) + ".cu";
   if ((!cpu::detail::make_dirs(dir) || !cpu::detail::write_file_atomic(path, source)) && !warned.exchange(true))
     std::fprintf(stderr, "kiln: cannot write kernel sources into KILN_DUMP_KERNELS='%s'\n", dir.c_str());
@@ -136,7 +137,7 @@ bool load_from_disk(int device, const std::string& name, const std::string& sour
 
 Kernel load(int device, const std::string& name, const std::string& source) {
   const DeviceInfo& info = device_info(device);
-  dump_source(cache_entry(info, name, source), source);
+  dump_source(info, name, source);
   // Built into kiln (compiled without contractions, as by default), then the disk cache, then NVRTC.
   const auto* im = tuning().fmad ? nullptr : embedded::precompiled_image(name, source, info.major, info.minor);
   if (im) {
