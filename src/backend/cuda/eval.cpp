@@ -901,9 +901,9 @@ Tensor device_scalar(int dev, double value, Dtype d) {
 }
 
 // y gathered from a along `axis` by the indices idx (read row-major, with the strides `is`),
-// negative ones counted from the end. Checked on the host first (an
-// out-of-range index raises the CPU's error), except while a compiled call records for
-// CUDA-graph replay, which has no host round trip: there the kernel clamps them.
+// negative ones counted from the end. Checked on the host first (an out-of-range index raises
+// the CPU's error), except while a compiled call records for CUDA-graph replay, which has no
+// host round trip: there the kernel clamps them.
 void gather(int dev, const char* op, const Tensor& a, const Strides& as, int64_t axis, const Tensor& idx,
             const Strides& is, const Tensor& y) {
   const int64_t size = a.shape[static_cast<size_t>(axis)];

@@ -29,19 +29,8 @@ struct Job {
   std::string image, error;
 };
 
-/* A C string literal of `text`. */
-std::string literal(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
+/* `text` as a C++ raw string literal, as the embedded headers are written (embed_jit_headers.cmake). */
+std::string literal(const std::string& text) { return "R\"kiln_src(" + text + ")kiln_src\""; }
 
 }  // namespace
 
