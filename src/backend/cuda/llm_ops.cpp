@@ -644,12 +644,13 @@ void attention(int dev, const AttentionOperands& o, Tensor& y) {
                                      std::to_string(sh.rows) + ">";
   const std::string attributes = cluster ? "__cluster_dims__(" + std::to_string(cluster) + ", 1, 1)" : std::string();
   run_attention(dev, call, a, static_cast<unsigned>(blocks), 32 * warps, shared, attributes);
-  // combine's weights, [splits] floats, rounded up to 8: ptxas reads the tail of its loop over
-  // them in 16-byte loads (compute-sanitizer memcheck saw reads past `splits` floats).
+  // combine's weights, [splits] floats, in whole runs of kCombineRun: ptxas reads the tail of its
+  // loop over them in 16-byte loads (compute-sanitizer memcheck saw reads past `splits` floats).
+  constexpr int64_t kRun = args::kCombineRun;
   if (splits > 1 && !cluster)
     run_attention(dev, "combine<" + t + ">", a, static_cast<unsigned>(batch * hq * lq),  // a block a row
                   static_cast<unsigned>(std::clamp<int64_t>((dv + 31) / 32 * 32, 32, kThreads)),
-                  static_cast<unsigned>((splits + 7) / 8 * 8 * sizeof(float)));
+                  static_cast<unsigned>((splits + kRun - 1) / kRun * kRun * sizeof(float)));
 }
 
 void attention(int dev, const ScaledDotProductAttention& prim, const std::vector<Tensor>& in, Tensor& y) {

@@ -24,6 +24,7 @@ constexpr int kNormThreadValues = 8;  // values a thread holds of a row a block 
 constexpr int kLaneDims = 8;  // head dims of q, k and v an attention lane holds (up to 256)
 constexpr int kAttentionKeys = 4;  // keys an attention lane group loads at once
 constexpr int kAttentionMmaKeys = 64;  // keys attention::mma stages a step (Wk tiles of 64 / Wk)
+constexpr int kCombineRun = 8;  // splits attention::combine weighs at once; its weights are allocated in whole runs
 constexpr int kMaxClusterSplits = 16;  // most blocks of a cluster that share a decode row tile's keys (sm_90)
 constexpr int kAttentionRopePairs = 64;  // rotated pairs of a head the tensor-core attention takes (128 dims)
 constexpr int kMaxCacheRows = 64;  // batch rows a launch over each row's own caches takes (more: more launches)

@@ -263,7 +263,7 @@ __device__ void combine(const Attention& a) {
   total = block_fold<false>(total, red);  // its barriers also publish the weights
   const float inv = total > 0.0f ? 1.0f / total : 0.0f;
   for (long e = threadIdx.x; e < a.dv; e += blockDim.x) {
-    constexpr int kAtOnce = 8;  // loads in flight
+    constexpr int kAtOnce = kCombineRun;  // loads in flight
     float acc[kAtOnce] = {};
     long s = 0;
     for (; s + kAtOnce <= a.splits; s += kAtOnce) {
